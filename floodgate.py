@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage ...`.
+
+Needs only python3. Creates `.venv`, installs the project when pyproject.toml
+changed, installs Debian's Chromium for the browser tests when it is missing,
+then hands over to `shop.devstack` inside the virtualenv.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PYTHON = VENV / "bin" / "python"
+STAMP = VENV / ".floodgate-installed"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def say(message: str) -> None:
+    print(f"floodgate: {message}", flush=True)
+
+
+def ensure_virtualenv() -> None:
+    if not PYTHON.exists():
+        say("creating .venv")
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted:
+        return
+    say("installing dependencies into .venv (first run takes a minute)")
+    pip = [str(PYTHON), "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, "install", "-e", f"{ROOT}[dev]"], check=True)
+    STAMP.write_text(wanted)
+
+
+def ensure_chromium() -> None:
+    if os.environ.get("CHROMIUM_PATH") or Path(CHROMIUM).exists():
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        sys.exit(
+            "floodgate: the browser tests need Chromium. Install Debian's `chromium` "
+            "package or set CHROMIUM_PATH to a Chromium binary."
+        )
+    say("installing Debian's chromium for the browser tests")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
+
+
+def main(argv: list[str]) -> None:
+    if not argv or argv[0] not in {"run", "test", "manage"}:
+        sys.exit("usage: python3 floodgate.py run | test [pytest args] | manage <command>")
+    ensure_virtualenv()
+    if argv[0] == "test":
+        ensure_chromium()
+    os.chdir(ROOT)
+    os.execv(str(PYTHON), [str(PYTHON), "-m", "shop.devstack", *argv])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

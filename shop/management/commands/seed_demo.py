@@ -1,0 +1,52 @@
+"""Seed a demo drop that goes live a minute from now, and an admin login."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandParser
+from django.utils import timezone
+
+from shop import services
+from shop.models import Drop
+
+DEMO_SLUG = "demo-sneaker"
+
+
+class Command(BaseCommand):
+    help = "Create (or re-arm) the demo drop: 100 units, live in 60 seconds; set the admin password."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--admin-password", required=True)
+        parser.add_argument("--starts-in", type=int, default=60)
+
+    def handle(self, *args: object, **opts: object) -> None:
+        User = get_user_model()
+        admin, _ = User.objects.get_or_create(
+            username="admin", defaults={"is_staff": True, "is_superuser": True}
+        )
+        admin.is_staff = admin.is_superuser = True
+        admin.set_password(str(opts["admin_password"]))
+        admin.save()
+
+        starts_at = timezone.now() + timedelta(seconds=int(opts["starts_in"]))
+        ends_at = starts_at + timedelta(hours=2)
+        existing = Drop.objects.filter(slug=DEMO_SLUG).first()
+        if existing is not None and not existing.holds.exists():
+            Drop.objects.filter(pk=existing.pk).update(starts_at=starts_at, ends_at=ends_at)
+            slug = DEMO_SLUG
+        else:
+            slug = DEMO_SLUG if existing is None else f"{DEMO_SLUG}-{timezone.now():%Y%m%d-%H%M%S}"
+            services.create_drop(
+                slug=slug,
+                quantity=100,
+                starts_at=starts_at,
+                ends_at=ends_at,
+                product_sku="DEMO-SNEAKER",
+                product_name="Floodgate Runner, launch edition",
+                price_minor=12900,
+                title="Floodgate Runner — launch edition",
+                bucket_count=4,
+            )
+        self.stdout.write(f"demo drop /drops/{slug}/ goes live at {starts_at:%H:%M:%S} UTC")

@@ -1,0 +1,189 @@
+"""The catalogue: products, the drops that put them on sale, and API tokens for buyers."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import F, Q
+from django.urls import reverse
+from django.utils import timezone
+
+SLUG_RULE = RegexValidator(
+    r"^[a-z0-9]+(?:-[a-z0-9]+)*$",
+    "Use lower-case letters, digits and single hyphens, e.g. 'spring-sneaker-drop'.",
+)
+MAX_BUCKETS = 256
+HOLD_SECONDS_RANGE = (30, 3600)
+PER_BUYER_LIMIT_MAX = 100
+
+
+class Product(models.Model):
+    sku = models.CharField("SKU", max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    price_minor = models.PositiveIntegerField(
+        "price (minor units)", help_text="In cents (or the currency's smallest unit): 12900 = 129.00."
+    )
+    currency = models.CharField(max_length=3, default="EUR", help_text="ISO 4217 code, e.g. EUR.")
+    image_url = models.URLField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(currency__regex=r"^[A-Z]{3}$"),
+                name="shop_product_currency_iso",
+                violation_error_message="Currency must be a three-letter ISO code such as EUR.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.sku})"
+
+    @property
+    def price_display(self) -> str:
+        return f"{self.price_minor // 100:,}.{self.price_minor % 100:02d} {self.currency}"
+
+
+class InventoryMode(models.TextChoices):
+    BUCKETS = "buckets", "Buckets (identical units)"
+    UNITS = "units", "Units (labelled, e.g. seats)"
+
+
+class DropState(models.TextChoices):
+    SCHEDULED = "scheduled"
+    LIVE = "live"
+    PAUSED = "paused"
+    ENDED = "ended"
+
+
+class Drop(models.Model):
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="drops")
+    slug = models.SlugField(max_length=80, unique=True, validators=[SLUG_RULE])
+    title = models.CharField(max_length=200, blank=True, help_text="Defaults to the product name.")
+    quantity = models.PositiveIntegerField(help_text="Units on sale in this drop.")
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    inventory_mode = models.CharField(
+        max_length=10, choices=InventoryMode.choices, default=InventoryMode.BUCKETS
+    )
+    bucket_count = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_BUCKETS)],
+        help_text="Stock rows the quantity is split over; more rows, less lock contention. "
+        "1 = a single counter.",
+    )
+    hold_seconds = models.PositiveIntegerField(
+        default=480,
+        validators=[MinValueValidator(HOLD_SECONDS_RANGE[0]), MaxValueValidator(HOLD_SECONDS_RANGE[1])],
+        help_text="How long a reserved unit is kept for the buyer before it returns to stock.",
+    )
+    per_buyer_limit = models.PositiveSmallIntegerField(
+        default=2,
+        validators=[MinValueValidator(1), MaxValueValidator(PER_BUYER_LIMIT_MAX)],
+        help_text="Most units one buyer may hold and buy in this drop.",
+    )
+    waiting_room = models.BooleanField(
+        default=False, help_text="Admit buyers from a queue in waves instead of all at once."
+    )
+    admission_wave_seconds = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1)], help_text="Seconds between admission waves."
+    )
+    paused = models.BooleanField(default=False)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    pause_reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["starts_at"]
+        permissions = [("pause_drop", "Can pause and resume a drop (kill switch)")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quantity__gt=0),
+                name="shop_drop_quantity_positive",
+                violation_error_message="Quantity must be at least 1.",
+            ),
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=F("starts_at")),
+                name="shop_drop_ends_after_start",
+                violation_error_message="The drop must end after it starts.",
+            ),
+            models.CheckConstraint(
+                condition=Q(bucket_count__gte=1, bucket_count__lte=MAX_BUCKETS),
+                name="shop_drop_bucket_count_range",
+                violation_error_message="Use between 1 and 256 buckets.",
+            ),
+            models.CheckConstraint(
+                condition=Q(bucket_count__lte=F("quantity")),
+                name="shop_drop_buckets_within_quantity",
+                violation_error_message="Use at most as many buckets as there are units.",
+            ),
+            models.CheckConstraint(
+                condition=Q(hold_seconds__gte=HOLD_SECONDS_RANGE[0])
+                & Q(hold_seconds__lte=HOLD_SECONDS_RANGE[1]),
+                name="shop_drop_hold_seconds_range",
+                violation_error_message="Hold time must be between 30 and 3600 seconds.",
+            ),
+            models.CheckConstraint(
+                condition=Q(per_buyer_limit__gte=1, per_buyer_limit__lte=PER_BUYER_LIMIT_MAX),
+                name="shop_drop_per_buyer_limit_range",
+                violation_error_message="The per-buyer limit must be between 1 and 100.",
+            ),
+            models.CheckConstraint(
+                condition=Q(admission_wave_seconds__gte=1),
+                name="shop_drop_wave_seconds_positive",
+                violation_error_message="Admission waves need at least 1 second between them.",
+            ),
+            models.CheckConstraint(
+                condition=Q(inventory_mode__in=InventoryMode.values),
+                name="shop_drop_inventory_mode_valid",
+                violation_error_message="Inventory mode must be buckets or units.",
+            ),
+        ]
+        indexes = [models.Index(fields=["starts_at", "ends_at"], name="shop_drop_window")]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def get_absolute_url(self) -> str:
+        return reverse("drop", kwargs={"slug": self.slug})
+
+    @property
+    def display_title(self) -> str:
+        return self.title or self.product.name
+
+    def state_at(self, now: datetime) -> DropState:
+        """The sale's state at `now`; the claim SQL states the same rule with the DB clock."""
+        if self.paused:
+            return DropState.PAUSED
+        if now < self.starts_at:
+            return DropState.SCHEDULED
+        if now >= self.ends_at:
+            return DropState.ENDED
+        return DropState.LIVE
+
+    @property
+    def state(self) -> DropState:
+        return self.state_at(timezone.now())
+
+
+class ApiToken(models.Model):
+    """A bearer token for API buyers; only its SHA-256 is stored."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_token")
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"token of user {self.user_id}"
+
+    @staticmethod
+    def digest_of(raw: str) -> str:
+        return hashlib.sha256(raw.encode()).hexdigest()

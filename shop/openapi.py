@@ -1,0 +1,163 @@
+"""The OpenAPI 3.1 description of `/api/`, served at `/api/openapi.json`."""
+
+from __future__ import annotations
+
+
+def _error(description: str) -> dict[str, object]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+def _ok(description: str, ref: str) -> dict[str, object]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}},
+    }
+
+
+SLUG = {"name": "slug", "in": "path", "required": True, "schema": {"type": "string"}}
+HOLD_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
+SECURED = [{"bearer": []}, {"session": []}]
+
+
+def schema() -> dict[str, object]:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Floodgate",
+            "version": "1",
+            "description": "Limited drops: reserve a unit, pay, confirm. Errors are "
+            '{"error": "<code>", "detail": "<what to do>"}.',
+        },
+        "components": {
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "session": {"type": "apiKey", "in": "cookie", "name": "sessionid"},
+            },
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "required": ["error", "detail"],
+                    "properties": {"error": {"type": "string"}, "detail": {"type": "string"}},
+                },
+                "Drop": {
+                    "type": "object",
+                    "required": [
+                        "slug",
+                        "title",
+                        "state",
+                        "quantity",
+                        "remaining",
+                        "starts_at",
+                        "ends_at",
+                        "waiting_room",
+                    ],
+                    "properties": {
+                        "slug": {"type": "string"},
+                        "title": {"type": "string"},
+                        "state": {"enum": ["scheduled", "live", "paused", "ended"]},
+                        "quantity": {"type": "integer"},
+                        "remaining": {"type": "integer", "description": "may be approximate"},
+                        "sold_out": {"type": "boolean"},
+                        "starts_at": {"type": "string", "format": "date-time"},
+                        "ends_at": {"type": "string", "format": "date-time"},
+                        "waiting_room": {"type": "boolean"},
+                        "price_minor": {"type": "integer"},
+                        "currency": {"type": "string"},
+                        "per_buyer_limit": {"type": "integer"},
+                    },
+                },
+                "Hold": {
+                    "type": "object",
+                    "required": ["id", "state", "quantity", "expires_at"],
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "state": {"enum": ["held", "sold", "released", "expired"]},
+                        "quantity": {"type": "integer"},
+                        "expires_at": {"type": "string", "format": "date-time"},
+                        "units": {"type": "array", "items": {"type": "string"}},
+                        "order": {"type": ["object", "null"]},
+                    },
+                },
+            },
+        },
+        "paths": {
+            "/api/drops/{slug}": {
+                "get": {
+                    "summary": "A drop and how much of it is left",
+                    "parameters": [SLUG],
+                    "responses": {"200": _ok("The drop", "Drop"), "404": _error("No such drop")},
+                }
+            },
+            "/api/drops/{slug}/holds": {
+                "post": {
+                    "summary": "Reserve units: they are yours until expires_at",
+                    "security": SECURED,
+                    "parameters": [
+                        SLUG,
+                        {
+                            "name": "Idempotency-Key",
+                            "in": "header",
+                            "required": True,
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 64},
+                        },
+                        {
+                            "name": "X-Admission-Token",
+                            "in": "header",
+                            "required": False,
+                            "schema": {"type": "string"},
+                        },
+                    ],
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["quantity"],
+                                    "properties": {
+                                        "quantity": {"type": "integer", "minimum": 1},
+                                        "unit": {"type": "string"},
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "201": _ok("Reserved", "Hold"),
+                        "200": _ok("The same Idempotency-Key again: the hold it made", "Hold"),
+                        "400": _error("Missing or malformed Idempotency-Key"),
+                        "401": _error("Not logged in"),
+                        "403": _error("not_admitted"),
+                        "404": _error("No such drop"),
+                        "409": _error("sold_out, unit_taken or hold_exists"),
+                        "410": _error("ended"),
+                        "422": _error("Bad quantity, or the per-buyer limit is reached"),
+                        "423": _error("paused"),
+                        "425": _error("not_started"),
+                        "429": _error("Too many requests; see Retry-After"),
+                        "503": _error("Busy; see Retry-After"),
+                    },
+                }
+            },
+            "/api/holds/{id}": {
+                "get": {
+                    "summary": "One of your holds",
+                    "security": SECURED,
+                    "parameters": [HOLD_ID],
+                    "responses": {"200": _ok("The hold", "Hold"), "404": _error("Not yours or none")},
+                },
+                "delete": {
+                    "summary": "Release a hold; its units go back to stock once",
+                    "security": SECURED,
+                    "parameters": [HOLD_ID],
+                    "responses": {
+                        "200": _ok("The hold after release", "Hold"),
+                        "404": _error("Not yours or none"),
+                    },
+                },
+            },
+        },
+    }

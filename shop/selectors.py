@@ -1,0 +1,75 @@
+"""Catalogue reads for the storefront and the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils import timezone
+
+from inventory.selectors import available_by_drop
+from shop.errors import NotFound
+from shop.models import Drop, DropState
+
+
+@dataclass(frozen=True)
+class DropView:
+    drop: Drop
+    state: DropState
+    remaining: int
+
+    @property
+    def sold_out(self) -> bool:
+        return self.remaining == 0
+
+    @property
+    def badge(self) -> str:
+        if self.state == DropState.LIVE and self.sold_out:
+            return "sold out"
+        return str(self.state.label).lower()
+
+    def as_json(self) -> dict[str, object]:
+        drop = self.drop
+        return {
+            "slug": drop.slug,
+            "title": drop.display_title,
+            "state": self.state.value,
+            "quantity": drop.quantity,
+            "remaining": self.remaining,
+            "sold_out": self.sold_out,
+            "starts_at": drop.starts_at.isoformat(),
+            "ends_at": drop.ends_at.isoformat(),
+            "waiting_room": drop.waiting_room,
+            "price_minor": drop.product.price_minor,
+            "currency": drop.product.currency,
+            "per_buyer_limit": drop.per_buyer_limit,
+        }
+
+
+def _views(drops: list[Drop], now: datetime) -> list[DropView]:
+    remaining = available_by_drop([d.pk for d in drops])
+    return [DropView(d, d.state_at(now), remaining[d.pk]) for d in drops]
+
+
+def drop_view(*, slug: str) -> DropView:
+    drop = Drop.objects.select_related("product").filter(slug=slug).first()
+    if drop is None:
+        raise NotFound(f"There is no drop called {slug!r}.")
+    return _views([drop], timezone.now())[0]
+
+
+def storefront(*, now: datetime | None = None) -> dict[str, list[DropView]]:
+    """Drops grouped for the home page: live, upcoming, sold out, ended (recent first)."""
+    now = now or timezone.now()
+    drops = list(Drop.objects.select_related("product").order_by("starts_at"))
+    groups: dict[str, list[DropView]] = {"live": [], "upcoming": [], "sold_out": [], "ended": []}
+    for view in _views(drops, now):
+        if view.state == DropState.ENDED:
+            groups["ended"].insert(0, view)
+        elif view.state == DropState.SCHEDULED:
+            groups["upcoming"].append(view)
+        elif view.sold_out:
+            groups["sold_out"].append(view)
+        else:
+            groups["live"].append(view)
+    return groups

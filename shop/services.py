@@ -1,0 +1,116 @@
+"""Catalogue writes: creating drops and API buyers."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from inventory import services as inventory
+from shop.errors import InvalidInput
+from shop.models import Drop, InventoryMode, Product
+
+
+def _validation_message(error: ValidationError) -> str:
+    if hasattr(error, "message_dict"):
+        return "; ".join(
+            f"{field}: {' '.join(messages)}" if field != "__all__" else " ".join(messages)
+            for field, messages in error.message_dict.items()
+        )
+    return " ".join(error.messages)
+
+
+def create_drop(
+    *,
+    slug: str,
+    quantity: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    product_sku: str,
+    product_name: str,
+    price_minor: int,
+    currency: str = "EUR",
+    title: str = "",
+    inventory_mode: str = InventoryMode.BUCKETS,
+    bucket_count: int = 1,
+    hold_seconds: int = 480,
+    per_buyer_limit: int = 2,
+    waiting_room: bool = False,
+    unit_labels: list[str] | None = None,
+) -> Drop:
+    """Create a drop (and its product if new) with its stock rows; InvalidInput writes nothing."""
+    if quantity < 1:
+        raise InvalidInput(f"Quantity must be at least 1 (got {quantity}).")
+    product = Product.objects.filter(sku=product_sku).first() or Product(
+        sku=product_sku, name=product_name, price_minor=price_minor, currency=currency
+    )
+    if product.pk is None:
+        try:
+            product.full_clean()
+        except ValidationError as error:
+            raise InvalidInput(_validation_message(error)) from None
+    drop = Drop(
+        product=product,
+        slug=slug,
+        title=title,
+        quantity=quantity,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        inventory_mode=inventory_mode,
+        bucket_count=bucket_count,
+        hold_seconds=hold_seconds,
+        per_buyer_limit=per_buyer_limit,
+        waiting_room=waiting_room,
+    )
+    try:
+        drop.full_clean(exclude=["product"])
+    except ValidationError as error:
+        raise InvalidInput(_validation_message(error)) from None
+    if ends_at <= starts_at:
+        raise InvalidInput("The drop must end after it starts.")
+    if bucket_count > quantity:
+        raise InvalidInput(f"{bucket_count} buckets cannot split {quantity} units; use at most {quantity}.")
+    with transaction.atomic(durable=True):
+        product.save()
+        drop.product = product
+        drop.save()
+        inventory.configure_stock(drop=drop, unit_labels=unit_labels)
+    return drop
+
+
+@dataclass(frozen=True)
+class NewBuyer:
+    username: str
+    password: str
+    token: str
+
+
+def create_buyers(*, count: int, prefix: str = "buyer") -> list[NewBuyer]:
+    """Create `count` buyers with one shared password and a bearer token each, in bulk."""
+    from shop.models import ApiToken
+
+    if count < 1:
+        raise InvalidInput("count must be at least 1.")
+    User = get_user_model()
+    password = secrets.token_urlsafe(12)
+    hashed = make_password(password)  # one hash for all: 10,000 buyers in seconds
+    run = secrets.token_hex(3)
+    names = [f"{prefix}-{run}-{n}" for n in range(count)]
+    tokens = [secrets.token_urlsafe(32) for _ in names]
+    with transaction.atomic(durable=True):
+        users = User.objects.bulk_create(
+            [User(username=name, password=hashed) for name in names], batch_size=2000
+        )
+        ApiToken.objects.bulk_create(
+            [
+                ApiToken(user=user, digest=ApiToken.digest_of(tok))
+                for user, tok in zip(users, tokens, strict=True)
+            ],
+            batch_size=2000,
+        )
+    return [NewBuyer(name, password, tok) for name, tok in zip(names, tokens, strict=True)]

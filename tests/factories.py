@@ -1,0 +1,45 @@
+"""Factories for catalogue, stock and buyers."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from shop import services
+from shop.models import Drop
+
+_seq = itertools.count(1)
+
+
+def make_drop(
+    *,
+    quantity: int = 100,
+    starts_at: datetime | None = None,
+    ends_at: datetime | None = None,
+    mode: str = "buckets",
+    buckets: int = 1,
+    **options: object,
+) -> Drop:
+    n = next(_seq)
+    starts_at = starts_at or timezone.now() - timedelta(minutes=1)
+    return services.create_drop(
+        slug=str(options.pop("slug", f"drop-{n}")),
+        quantity=quantity,
+        starts_at=starts_at,
+        ends_at=ends_at or starts_at + timedelta(hours=1),
+        product_sku=str(options.pop("product_sku", f"SKU-{n}")),
+        product_name=str(options.pop("product_name", f"Product {n}")),
+        price_minor=int(options.pop("price_minor", 4900)),
+        inventory_mode=mode,
+        bucket_count=buckets,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def make_buyer(name: str | None = None) -> object:
+    return get_user_model().objects.create_user(
+        username=name or f"buyer{next(_seq)}", password="correct horse battery"
+    )

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from tests.factories import make_drop
+
+pytestmark = pytest.mark.django_db
+
+
+def test_drop_detail_answers_the_contract_fields() -> None:
+    drop = make_drop(slug="live-drop", quantity=40, buckets=4)
+
+    body = Client().get("/api/drops/live-drop").json()
+
+    assert {k: body[k] for k in ("slug", "state", "quantity", "remaining", "waiting_room")} == {
+        "slug": "live-drop",
+        "state": "live",
+        "quantity": 40,
+        "remaining": 40,
+        "waiting_room": False,
+    }
+    assert body["title"] == drop.display_title
+    assert body["starts_at"] == drop.starts_at.isoformat()
+    assert body["ends_at"] == drop.ends_at.isoformat()
+
+
+@pytest.mark.parametrize(
+    ("start_offset", "state"), [(timedelta(hours=1), "scheduled"), (timedelta(hours=-3), "ended")]
+)
+def test_drop_state_follows_the_clock(start_offset: timedelta, state: str) -> None:
+    starts = timezone.now() + start_offset
+    make_drop(slug="timed", starts_at=starts, ends_at=starts + timedelta(hours=1))
+
+    assert Client().get("/api/drops/timed").json()["state"] == state
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/drops/no-such-drop", "/api/drops/%00%ff", "/api/drops/" + "a" * 500, "/api/nothing"]
+)
+def test_unknown_things_are_json_404(path: str) -> None:
+    answer = Client().get(path)
+
+    assert answer.status_code == 404
+    assert answer.json()["error"] == "not_found"
+
+
+def test_wrong_method_is_405_with_allow() -> None:
+    make_drop(slug="m")
+
+    answer = Client().post("/api/drops/m", data="{}", content_type="application/json")
+
+    assert answer.status_code == 405
+    assert answer["Allow"] == "GET"
+
+
+def test_openapi_schema_describes_every_contract_path() -> None:
+    schema = Client().get("/api/openapi.json").json()
+
+    assert schema["openapi"].startswith("3.")
+    assert "/api/drops/{slug}" in schema["paths"]
+    for path in schema["paths"].values():
+        for operation in path.values():
+            assert operation["responses"], operation
+    assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import IntegrityError, connection, transaction
+
+from inventory.models import StockBucket, Unit
+from shop.models import Drop, Product
+from tests.factories import make_drop
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> dict[str, object]:
+    from io import StringIO
+
+    out = StringIO()
+    call_command("create_drop", *args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_create_drop_splits_quantity_over_buckets() -> None:
+    result = run("--slug", "spring-drop", "--quantity", "10", "--buckets", "4", "--starts-in", "30")
+
+    drop = Drop.objects.get(slug="spring-drop")
+    assert result["slug"] == "spring-drop"
+    assert sorted(StockBucket.objects.filter(drop=drop).values_list("available", flat=True)) == [2, 2, 3, 3]
+    assert drop.state == "scheduled"
+
+
+def test_create_drop_in_units_mode_makes_one_row_per_unit() -> None:
+    run("--slug", "seats", "--quantity", "3", "--mode", "units", "--labels", "A1,A2,A3")
+
+    assert list(Unit.objects.order_by("rank").values_list("label", "state")) == [
+        ("A1", "available"),
+        ("A2", "available"),
+        ("A3", "available"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--slug", "Bad Slug!", "--quantity", "5"], "lower-case letters"),
+        (["--slug", "zero", "--quantity", "0"], "at least 1"),
+        (["--slug", "negative", "--quantity", "-5"], "at least 1"),
+        (
+            ["--slug", "backwards", "--quantity", "5", "--starts-in", "100", "--ends-in", "50"],
+            "end after it starts",
+        ),
+        (["--slug", "too-many-buckets", "--quantity", "3", "--buckets", "5"], "at most as many buckets"),
+        (["--slug", "short-hold", "--quantity", "3", "--hold-seconds", "1"], "hold"),
+        (["--slug", "labels", "--quantity", "3", "--mode", "units", "--labels", "A1,A1,A2"], "unique"),
+        (["--slug", "eur", "--quantity", "3", "--currency", "eur"], "three-letter"),
+    ],
+)
+def test_create_drop_refuses_bad_input_and_writes_nothing(args: list[str], message: str) -> None:
+    with pytest.raises(CommandError) as error:
+        run(*args)
+
+    assert message.lower() in str(error.value).lower()
+    assert Drop.objects.count() == 0
+    assert Product.objects.count() == 0
+    assert StockBucket.objects.count() == Unit.objects.count() == 0
+
+
+def test_create_drop_refuses_a_taken_slug() -> None:
+    make_drop(slug="taken")
+
+    with pytest.raises(CommandError, match="already exists"):
+        run("--slug", "taken", "--quantity", "5")
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE shop_drop SET quantity = 0",
+        "UPDATE shop_drop SET ends_at = starts_at",
+        "UPDATE shop_drop SET hold_seconds = 5",
+        "UPDATE shop_drop SET per_buyer_limit = 0",
+        "UPDATE shop_drop SET bucket_count = quantity + 1",
+        "UPDATE inventory_stockbucket SET available = -1",
+    ],
+)
+def test_schema_refuses_what_the_code_must_never_write(statement: str) -> None:
+    make_drop(quantity=10, buckets=2)
+
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(statement)

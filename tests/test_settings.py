@@ -1,0 +1,46 @@
+"""Production settings are safe by default; the deploy checklist is clean."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in {"FLOODGATE_PROFILE", "DEBUG", "SECRET_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"}}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env={**base, **env}, text=True, capture_output=True
+    )
+
+
+def test_production_profile_passes_check_deploy() -> None:
+    done = manage(
+        {
+            "SECRET_KEY": "x" * 32 + "-production-secret-of-enough-length-and-variety-9f3",
+            "ALLOWED_HOSTS": "shop.example",
+        },
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_production_refuses_to_start_without_a_secret_key() -> None:
+    done = manage({}, "check")
+
+    assert done.returncode != 0
+    assert "SECRET_KEY is not set" in done.stderr
+
+
+def test_missing_database_url_names_the_variable() -> None:
+    done = manage({"FLOODGATE_PROFILE": "dev", "DATABASE_URL": ""}, "check")
+
+    assert done.returncode != 0
+    assert "DATABASE_URL is not set" in done.stderr
