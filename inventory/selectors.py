@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.db import connection
 from django.db.models import Count, Q, Sum
 
+from inventory import sql
 from inventory.models import StockBucket, Unit, UnitState
+from shop.errors import NotFound
 
 
 def available_by_drop(drop_ids: list[int]) -> dict[int, int]:
@@ -21,3 +26,40 @@ def available_by_drop(drop_ids: list[int]) -> dict[int, int]:
         .annotate(n=Count("id", filter=Q(state=UnitState.AVAILABLE)))
     }
     return {drop_id: found.get(drop_id, 0) for drop_id in ids}
+
+
+@dataclass(frozen=True)
+class Invariant:
+    quantity: int
+    available: int
+    held: int
+    sold: int
+    expired_unreclaimed: int
+    expired_holds: int
+    drift: int
+
+    def as_json(self) -> dict[str, int]:
+        return {
+            "quantity": self.quantity,
+            "available": self.available,
+            "held": self.held,
+            "sold": self.sold,
+            "expired_unreclaimed": self.expired_unreclaimed,
+            "drift": self.drift,
+        }
+
+
+def invariant(*, drop_id: int) -> Invariant:
+    """available + held + sold = quantity, from one statement (one snapshot).
+
+    In units mode the unit rows must also agree with the holds; any disagreement is drift.
+    """
+    with connection.cursor() as cursor:
+        row = sql.one(cursor, sql.INVARIANT, {"drop": drop_id})
+    if row is None:
+        raise NotFound(f"There is no drop with id {drop_id}.")
+    quantity, available, held, sold, expired_unreclaimed, expired_holds, units_held, units_sold, mode = row
+    drift = quantity - (available + held + sold)
+    if mode == "units":
+        drift += abs(units_held - held) + abs(units_sold - sold)
+    return Invariant(quantity, available, held, sold, expired_unreclaimed, expired_holds, drift)

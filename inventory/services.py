@@ -1,11 +1,24 @@
-"""Stock writes: laying out a drop's stock rows."""
+"""Stock writes: laying out a drop's stock rows, claiming units from them."""
 
 from __future__ import annotations
 
-from django.db import connection
+from dataclasses import dataclass
 
+from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
+
+from inventory import sql
 from inventory.models import StockBucket, Unit
-from shop.errors import InvalidInput
+from shop.errors import (
+    Busy,
+    Ended,
+    FloodgateError,
+    InvalidInput,
+    NotStarted,
+    Paused,
+    SoldOut,
+    UnitTaken,
+)
 from shop.models import Drop, InventoryMode
 
 MAX_LABEL_LENGTH = 40
@@ -39,3 +52,94 @@ def configure_stock(*, drop: Drop, unit_labels: list[str] | None = None) -> None
         (Unit(drop=drop, label=label, rank=rank) for rank, label in enumerate(labels)),
         batch_size=5000,
     )
+
+
+# Claims -----------------------------------------------------------------------------------
+
+PROBES = 3
+
+
+@dataclass(frozen=True)
+class Claim:
+    bucket_index: int | None
+    labels: tuple[str, ...] = ()
+
+
+def _refusal(cursor: CursorWrapper, *, drop_id: int, quantity: int) -> FloodgateError:
+    """Why a claim found nothing: the sale window, else really no stock, else a busy tail."""
+    row = sql.one(cursor, sql.STOCK_AND_WINDOW, {"drop": drop_id})
+    assert row is not None
+    available, paused, not_started, ended, _live = row
+    if paused:
+        return Paused("This sale is paused. It resumes shortly; your place is kept.")
+    if not_started:
+        return NotStarted("This drop has not started yet.")
+    if ended:
+        return Ended("This drop has ended.")
+    if available < quantity:
+        if available == 0:
+            return SoldOut("Sold out. Units come back if a buyer does not pay in time.")
+        return SoldOut(f"Only {available} left; ask for fewer.", remaining=available)
+    return Busy("Units are being claimed right now; try again in a second.")
+
+
+class StockScattered(Busy):
+    """Enough units in total, but no free bucket can serve this quantity right now."""
+
+
+def take_from_buckets(cursor: CursorWrapper, *, drop_id: int, quantity: int, first: int) -> Claim:
+    """Claim `quantity` units from the drop's buckets: the first pick, then a few probes.
+
+    Only the first pick may wait for a row lock; the probes skip locked rows, so this
+    never waits while holding a lock. Raises the refusal when the drop is not open or
+    really has too little left, and StockScattered when the rest is spread too thin
+    or mid-claim (the caller collapses the buckets outside this transaction).
+    """
+    params = {"drop": drop_id, "q": quantity, "index": first}
+    row = sql.one(cursor, sql.TAKE_FROM_BUCKET, params)
+    for _ in range(PROBES):
+        if row is not None:
+            return Claim(bucket_index=row[0])
+        row = sql.one(cursor, sql.TAKE_FROM_ANY_BUCKET, params)
+    if row is not None:
+        return Claim(bucket_index=row[0])
+    refusal = _refusal(cursor, drop_id=drop_id, quantity=quantity)
+    if isinstance(refusal, Busy):
+        raise StockScattered(refusal.detail)
+    raise refusal
+
+
+def collapse_buckets(*, drop_id: int) -> int:
+    """Move a drop's remaining units into bucket 0 (the tail of a sale); returns that bucket."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        levels = sql.all_rows(cursor, sql.COLLAPSE_BUCKETS, {"drop": drop_id})
+    return min(index for index, _ in levels)
+
+
+def take_units(cursor: CursorWrapper, *, drop_id: int, quantity: int, hold_id: int) -> Claim:
+    """Claim the best `quantity` free units, skipping rows other claimers have locked.
+
+    Units locked by other claimers are theirs in a moment, so short means sold out (they
+    come back if those claims fail); never waits, so claims cannot form lock cycles.
+    """
+    params = {"drop": drop_id, "q": quantity, "hold": hold_id}
+    labels = [r[0] for r in sql.all_rows(cursor, sql.CLAIM_BEST_UNITS, params)]
+    if len(labels) < quantity:
+        refusal = _refusal(cursor, drop_id=drop_id, quantity=quantity)
+        if isinstance(refusal, Busy):
+            raise SoldOut("Sold out right now: the last units are being claimed. They come back if unpaid.")
+        raise refusal
+    return Claim(bucket_index=None, labels=tuple(labels))
+
+
+def take_named_unit(cursor: CursorWrapper, *, drop_id: int, label: str, hold_id: int) -> Claim:
+    """Claim one chosen unit; taken (or being taken) is an immediate UnitTaken."""
+    row = sql.one(cursor, sql.CLAIM_NAMED_UNIT, {"drop": drop_id, "label": label, "hold": hold_id})
+    if row is not None:
+        return Claim(bucket_index=None, labels=(row[0],))
+    refusal = _refusal(cursor, drop_id=drop_id, quantity=1)
+    if isinstance(refusal, Paused | NotStarted | Ended):
+        raise refusal
+    if sql.one(cursor, sql.UNIT_LABEL_EXISTS, {"drop": drop_id, "label": label}) is None:
+        raise InvalidInput(f"This drop has no unit {label!r}.")
+    raise UnitTaken(f"{label} is taken. Pick another, or let us choose the best available.")

@@ -22,6 +22,14 @@ class InvalidInput(FloodgateError):
     code, status = "invalid", 422
 
 
+class InvalidIdempotencyKey(FloodgateError):
+    code, status = "invalid_idempotency_key", 400
+
+
+class InvalidQuantity(FloodgateError):
+    code, status = "invalid_quantity", 422
+
+
 class Unauthenticated(FloodgateError):
     code, status = "unauthenticated", 401
 
@@ -32,6 +40,10 @@ class Forbidden(FloodgateError):
 
 class SoldOut(FloodgateError):
     code, status = "sold_out", 409
+
+
+class UnitTaken(FloodgateError):
+    code, status = "unit_taken", 409
 
 
 class HoldExists(FloodgateError):

@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from holds import api as holds_api
+from holds import views as holds_views
 from shop import api_views, views
 
 api_patterns = [
@@ -10,11 +12,16 @@ api_patterns = [
     path("openapi.json", api_views.openapi, name="api-openapi"),
     path("me", api_views.me, name="api-me"),
     path("drops/<slug:slug>", api_views.drop_detail, name="api-drop"),
+    path("drops/<slug:slug>/holds", holds_api.reserve, name="api-reserve"),
+    path("holds/<str:hold_id>", holds_api.hold, name="api-hold"),
 ]
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("drops/<slug:slug>/", views.drop, name="drop"),
+    path("drops/<slug:slug>/buy", holds_views.buy, name="buy"),
+    path("holds/<int:hold_id>/", holds_views.hold, name="hold"),
+    path("holds/<int:hold_id>/release", holds_views.release, name="release"),
     path("accounts/signup/", views.signup, name="signup"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

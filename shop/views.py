@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib.auth import login
 from django.contrib.auth.forms import UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse
@@ -21,7 +23,14 @@ def drop(request: HttpRequest, slug: str) -> HttpResponse:
         view = selectors.drop_view(slug=slug)
     except NotFound as error:
         raise Http404(error.detail) from None
-    return render(request, "shop/drop.html", {"view": view, "drop": view.drop})
+    context = {
+        "view": view,
+        "drop": view.drop,
+        # One key per page view: a double click or a resubmit returns the same hold.
+        "idempotency_key": uuid.uuid4().hex,
+        "quantities": range(1, view.drop.per_buyer_limit + 1),
+    }
+    return render(request, "shop/drop.html", context)
 
 
 @require_http_methods(["GET", "POST"])

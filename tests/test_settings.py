@@ -11,7 +11,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in {"FLOODGATE_PROFILE", "DEBUG", "SECRET_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"}}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"FLOODGATE_PROFILE", "DEBUG", "SECRET_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    }
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env={**base, **env}, text=True, capture_output=True
     )

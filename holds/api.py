@@ -1,0 +1,36 @@
+"""JSON API for holds: reserve, look, release."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+
+from holds import selectors, services
+from shop import selectors as catalogue
+from shop.api import api, json_body
+from shop.errors import InvalidInput
+
+
+@api({"POST"}, login=True)
+def reserve(request: HttpRequest, slug: str) -> JsonResponse:
+    drop = catalogue.drop_view(slug=slug).drop
+    body = json_body(request)
+    unit = body.get("unit")
+    if unit is not None and not isinstance(unit, str):
+        raise InvalidInput("unit must be a unit label such as 'B14'.")
+    result = services.reserve(
+        drop=drop,
+        buyer_id=request.user.pk,
+        quantity=body.get("quantity"),
+        idempotency_key=request.headers.get("Idempotency-Key"),
+        unit=unit,
+    )
+    return JsonResponse(selectors.hold_json(result.hold), status=201 if result.created else 200)
+
+
+@api({"GET", "DELETE"}, login=True)
+def hold(request: HttpRequest, hold_id: str) -> JsonResponse:
+    found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=request.user.pk)
+    if request.method == "DELETE":
+        services.release(hold_id=found.pk, buyer_id=request.user.pk)
+        found.refresh_from_db()
+    return JsonResponse(selectors.hold_json(found))

@@ -1,0 +1,32 @@
+"""Hold reads for buyers."""
+
+from __future__ import annotations
+
+from holds.models import Hold
+from holds.services import effective_state
+from shop.errors import NotFound
+
+
+def hold_of_buyer(*, hold_id: object, buyer_id: int) -> Hold:
+    """The buyer's own hold; another buyer's hold is indistinguishable from none."""
+    try:
+        pk = int(str(hold_id))
+    except ValueError:
+        raise NotFound("There is no such hold.") from None
+    hold = Hold.objects.select_related("drop__product").filter(pk=pk, buyer_id=buyer_id).first()
+    if hold is None:
+        raise NotFound("There is no such hold among yours.")
+    return hold
+
+
+def hold_json(hold: Hold) -> dict[str, object]:
+    return {
+        "id": hold.pk,
+        "drop": hold.drop.slug,
+        "state": effective_state(hold),
+        "quantity": hold.quantity,
+        "expires_at": hold.expires_at.isoformat(),
+        "extended": hold.extended,
+        "units": sorted(hold.units.values_list("label", flat=True)),
+        "order": None,
+    }

@@ -1,0 +1,206 @@
+"""The hold lifecycle: reserve, extend, confirm, release, expire.
+
+Every transition is one conditional statement on the hold's current state; the
+statement that ends a hold also gives its units back, so a unit returns once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import string
+from dataclasses import dataclass
+from functools import partial
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from holds import sql
+from holds.models import IDEMPOTENCY_KEY_MAX, Hold
+from inventory import services as stock
+from shop.errors import (
+    Ended,
+    HoldExists,
+    HoldNotActive,
+    InvalidIdempotencyKey,
+    InvalidInput,
+    InvalidQuantity,
+    LimitReached,
+    NotStarted,
+    Paused,
+    SoldOut,
+)
+from shop.models import Drop, DropState, InventoryMode
+
+log = logging.getLogger(__name__)
+
+RECLAIM_LOCK_NAMESPACE = 7301  # pg advisory lock class for "reclaiming a drop's holds"
+RECLAIM_BATCH = 500
+KEY_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.:")
+
+
+@dataclass(frozen=True)
+class Reservation:
+    hold: Hold
+    created: bool
+
+
+def check_idempotency_key(key: str | None) -> str:
+    if not key:
+        raise InvalidIdempotencyKey("Send an Idempotency-Key header (any unique string up to 64 characters).")
+    if len(key) > IDEMPOTENCY_KEY_MAX or not set(key) <= KEY_CHARACTERS:
+        raise InvalidIdempotencyKey(
+            f"The Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} characters of letters, digits, '-_.:'."
+        )
+    return key
+
+
+def check_quantity(drop: Drop, quantity: object) -> int:
+    if isinstance(quantity, bool) or not isinstance(quantity, int):
+        raise InvalidQuantity(f"quantity must be a whole number from 1 to {drop.per_buyer_limit}.")
+    if quantity < 1:
+        raise InvalidQuantity("quantity must be at least 1.")
+    if quantity > drop.per_buyer_limit:
+        raise LimitReached(f"At most {drop.per_buyer_limit} per buyer in this drop.")
+    return quantity
+
+
+def refuse_if_closed(drop: Drop) -> None:
+    """Cheap early answer from the row already loaded; the claim SQL decides for real."""
+    state = drop.state
+    if state == DropState.PAUSED:
+        raise Paused("This sale is paused. It resumes shortly.")
+    if state == DropState.SCHEDULED:
+        raise NotStarted(
+            f"This drop opens at {drop.starts_at:%H:%M:%S} UTC.", starts_at=drop.starts_at.isoformat()
+        )
+    if state == DropState.ENDED:
+        raise Ended("This drop has ended.")
+
+
+def reserve(
+    *, drop: Drop, buyer_id: int, quantity: object, idempotency_key: str | None, unit: str | None = None
+) -> Reservation:
+    """Hold `quantity` units of `drop` for the buyer; the same key again returns the same hold.
+
+    One short transaction: insert the hold, check the buyer's limit, claim stock (hot row
+    last). A sold-out answer first reclaims the drop's expired holds and tries once more.
+    """
+    key = check_idempotency_key(idempotency_key)
+    q = check_quantity(drop, quantity)
+    if unit is not None and (drop.inventory_mode != InventoryMode.UNITS or q != 1):
+        raise InvalidInput("A unit can be chosen only in a drop of labelled units, one at a time.")
+    refuse_if_closed(drop)
+    attempt = partial(_reserve_once, drop=drop, buyer_id=buyer_id, quantity=q, key=key, unit=unit)
+    try:
+        return attempt()
+    except SoldOut:
+        if reclaim_expired(drop_id=drop.pk) == 0:
+            raise
+        return attempt()
+    except stock.StockScattered:
+        # The tail: gather the last units into one bucket (its own transaction), then
+        # try once more there; a second scatter is a plain 503 Busy.
+        return attempt(first=stock.collapse_buckets(drop_id=drop.pk))
+
+
+def _reserve_once(
+    *, drop: Drop, buyer_id: int, quantity: int, key: str, unit: str | None, first: int | None = None
+) -> Reservation:
+    if first is None and drop.inventory_mode == InventoryMode.BUCKETS:
+        first = random.randrange(drop.bucket_count)
+    ids = {"drop": drop.pk, "buyer": buyer_id, "key": key}
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(sql.INSERT_HOLD, {**ids, "q": quantity, "index": first})
+        row = cursor.fetchone()
+        if row is None:
+            cursor.execute(sql.FIND_BY_KEY, ids)
+            again = cursor.fetchone()
+            if again is not None:
+                return Reservation(Hold.objects.get(pk=again[0]), created=False)
+            cursor.execute(sql.FIND_ACTIVE, ids)
+            active = cursor.fetchone()
+            raise HoldExists(
+                "You already hold units of this drop; pay for them or release them first.",
+                hold=active[0] if active else None,
+            )
+        hold_id = row[0]
+        cursor.execute(sql.BUYER_UNITS, ids)
+        if cursor.fetchone()[0] > drop.per_buyer_limit:
+            raise LimitReached(
+                f"At most {drop.per_buyer_limit} per buyer in this drop, counting what you bought."
+            )
+        # The stock row is touched last: its lock is held only until this commit.
+        if drop.inventory_mode == InventoryMode.BUCKETS:
+            claim = stock.take_from_buckets(cursor, drop_id=drop.pk, quantity=quantity, first=first or 0)
+            if claim.bucket_index != first:
+                cursor.execute(sql.SET_BUCKET, {"index": claim.bucket_index, "hold": hold_id})
+        elif unit is not None:
+            stock.take_named_unit(cursor, drop_id=drop.pk, label=unit, hold_id=hold_id)
+        else:
+            stock.take_units(cursor, drop_id=drop.pk, quantity=quantity, hold_id=hold_id)
+    return Reservation(Hold.objects.get(pk=hold_id), created=True)
+
+
+def release(*, hold_id: int, buyer_id: int | None) -> bool:
+    """HELD -> RELEASED and its units back to stock; False if it was no longer held."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(sql.RELEASE_HOLD, {"hold": hold_id, "buyer": buyer_id})
+        changed, credited = cursor.fetchone()
+    if changed:
+        log.info("hold %s released, %s units back", hold_id, credited)
+    return bool(changed)
+
+
+def confirm(*, hold_id: int) -> bool:
+    """HELD -> SOLD if the hold has not expired; False if it was not held any more (or expired)."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(sql.CONFIRM_HOLD, {"hold": hold_id})
+        (changed,) = cursor.fetchone()
+    return bool(changed)
+
+
+def extend(*, hold_id: int) -> Hold:
+    """Give a live hold one more hold time, once (used when payment starts)."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(sql.EXTEND_HOLD, {"hold": hold_id})
+        row = cursor.fetchone()
+    if row is None:
+        raise HoldNotActive("This hold is no longer active or was already extended.")
+    return Hold.objects.get(pk=hold_id)
+
+
+def reclaim_expired(*, drop_id: int, limit: int = RECLAIM_BATCH) -> int:
+    """Expire up to `limit` of the drop's overdue holds and credit their units; 0 if another
+    reclaimer holds this drop right now (it is doing the same work)."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(sql.TRY_RECLAIM_LOCK, {"namespace": RECLAIM_LOCK_NAMESPACE, "drop": drop_id})
+        if not cursor.fetchone()[0]:
+            return 0
+        cursor.execute(sql.EXPIRE_DUE_HOLDS, {"drop": drop_id, "limit": limit})
+        expired, credited = cursor.fetchone()
+    if expired:
+        log.info("drop %s: %s holds expired, %s units back in stock", drop_id, expired, credited)
+    return int(expired)
+
+
+def sweep_expired(*, max_drops: int = 50, max_batches: int = 20) -> int:
+    """Reclaim overdue holds across drops in bounded batches; returns how many expired."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.DROPS_WITH_DUE_HOLDS, {"limit": max_drops})
+        drop_ids = [row[0] for row in cursor.fetchall()]
+    total = 0
+    for drop_id in drop_ids:
+        for _ in range(max_batches):
+            done = reclaim_expired(drop_id=drop_id)
+            total += done
+            if done < RECLAIM_BATCH:
+                break
+    return total
+
+
+def effective_state(hold: Hold) -> str:
+    """What the buyer should be told: a held hold past its time is expired, reclaimed or not."""
+    if hold.state == "held" and hold.expires_at <= timezone.now():
+        return "expired"
+    return hold.state

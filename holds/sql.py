@@ -1,0 +1,134 @@
+"""Every raw statement of the hold lifecycle. Each transition is one conditional UPDATE.
+
+A transition that changes one hold row credits its stock back in the same
+statement (data-modifying CTEs run exactly once), so stock is returned once or
+not at all. Lock order: hold rows first, then stock rows (buckets in index order).
+"""
+
+from __future__ import annotations
+
+# Start a hold for a buyer with an idempotency key; expiry from the drop's hold time
+# on the database clock. ON CONFLICT covers both unique rules: the same key again
+# (the caller looks the hold up) and a second active hold of the buyer (refused).
+# 1 row: a new hold; 0 rows: a conflict. Waits only for a concurrent insert of the
+# same key or buyer to commit or roll back.
+INSERT_HOLD = """
+INSERT INTO holds_hold
+       (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key,
+        created_at, expires_at, extended)
+SELECT d.id, %(buyer)s, %(q)s, %(index)s, 'held', %(key)s,
+       now(), now() + make_interval(secs => d.hold_seconds), false
+  FROM shop_drop d WHERE d.id = %(drop)s
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+
+FIND_BY_KEY = """
+SELECT id FROM holds_hold WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND idempotency_key = %(key)s
+"""
+
+FIND_ACTIVE = """
+SELECT id FROM holds_hold WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND state = 'held'
+"""
+
+# Units the buyer holds or bought in this drop, the new hold included. Runs after the
+# insert, which serialises a buyer's concurrent reserves on the one-active-hold index.
+BUYER_UNITS = """
+SELECT COALESCE(sum(quantity), 0) FROM holds_hold
+ WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND state IN ('held', 'sold')
+"""
+
+SET_BUCKET = "UPDATE holds_hold SET bucket_index = %(index)s WHERE id = %(hold)s"
+
+# HELD -> RELEASED for the hold's buyer (or anyone, with buyer NULL), crediting its
+# units back. Locks the hold row, then its bucket row or unit rows.
+# Returns (holds changed, units credited): (1, q) released; (0, 0) not held any more.
+# Protects: stock credited once per hold.
+RELEASE_HOLD = """
+WITH ended AS (
+    UPDATE holds_hold SET state = 'released', ended_at = now()
+     WHERE id = %(hold)s AND state = 'held'
+       AND (%(buyer)s::bigint IS NULL OR buyer_id = %(buyer)s::bigint)
+    RETURNING id, drop_id, quantity, bucket_index
+), bucket AS (
+    UPDATE inventory_stockbucket b SET available = b.available + e.quantity
+      FROM ended e
+     WHERE b.drop_id = e.drop_id AND b.index = e.bucket_index
+    RETURNING e.quantity
+), units AS (
+    UPDATE inventory_unit u SET state = 'available', hold_id = NULL
+      FROM ended e
+     WHERE u.hold_id = e.id AND u.state = 'held'
+    RETURNING u.id
+)
+SELECT (SELECT count(*) FROM ended),
+       COALESCE((SELECT sum(quantity) FROM bucket), 0) + (SELECT count(*) FROM units)
+"""
+
+# HELD -> SOLD while the hold has not expired (the database clock decides). Locks the
+# hold row, then its unit rows. 1 row: sold; 0 rows: expired, released or already sold.
+# Protects: a hold is sold or expired, never both.
+CONFIRM_HOLD = """
+WITH sold AS (
+    UPDATE holds_hold SET state = 'sold', ended_at = now()
+     WHERE id = %(hold)s AND state = 'held' AND expires_at > now()
+    RETURNING id
+), units AS (
+    UPDATE inventory_unit u SET state = 'sold', sold_at = now()
+      FROM sold WHERE u.hold_id = sold.id
+    RETURNING u.id
+)
+SELECT (SELECT count(*) FROM sold)
+"""
+
+# Extend a live, unexpired hold once by the drop's hold time. 1 row: new expiry;
+# 0 rows: not held, expired, or already extended.
+EXTEND_HOLD = """
+UPDATE holds_hold h
+   SET expires_at = now() + make_interval(secs => d.hold_seconds), extended = true
+  FROM shop_drop d
+ WHERE h.id = %(hold)s AND h.state = 'held' AND NOT h.extended AND h.expires_at > now()
+   AND d.id = h.drop_id
+RETURNING h.expires_at
+"""
+
+# Serialise reclaimers of one drop for this transaction; false: another one is at it.
+TRY_RECLAIM_LOCK = "SELECT pg_try_advisory_xact_lock(%(namespace)s, %(drop)s::int)"
+
+# HELD -> EXPIRED for up to `limit` holds of a drop whose time is up, crediting their
+# units back. Skips hold rows a confirm or release has locked (that one decides
+# them), so it never blocks a buyer. Bucket rows are locked in index order.
+# Returns (holds expired, units credited). Protects: credited once per hold.
+EXPIRE_DUE_HOLDS = """
+WITH due AS (
+    SELECT id FROM holds_hold
+     WHERE drop_id = %(drop)s AND state = 'held' AND expires_at <= now()
+     ORDER BY expires_at LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), ended AS (
+    UPDATE holds_hold h SET state = 'expired', ended_at = now()
+      FROM due WHERE h.id = due.id AND h.state = 'held'
+    RETURNING h.id, h.drop_id, h.quantity, h.bucket_index
+), credit AS (
+    SELECT b.id, c.units FROM inventory_stockbucket b
+      JOIN (SELECT drop_id, bucket_index, sum(quantity) AS units FROM ended
+             WHERE bucket_index IS NOT NULL GROUP BY drop_id, bucket_index) c
+        ON b.drop_id = c.drop_id AND b.index = c.bucket_index
+     ORDER BY b.index
+       FOR UPDATE OF b
+), bucket AS (
+    UPDATE inventory_stockbucket b SET available = b.available + credit.units
+      FROM credit WHERE b.id = credit.id
+    RETURNING credit.units
+), units AS (
+    UPDATE inventory_unit u SET state = 'available', hold_id = NULL
+      FROM ended e WHERE u.hold_id = e.id AND u.state = 'held'
+    RETURNING u.id
+)
+SELECT (SELECT count(*) FROM ended),
+       COALESCE((SELECT sum(units) FROM bucket), 0) + (SELECT count(*) FROM units)
+"""
+
+DROPS_WITH_DUE_HOLDS = """
+SELECT DISTINCT drop_id FROM holds_hold WHERE state = 'held' AND expires_at <= now() LIMIT %(limit)s
+"""

@@ -1,0 +1,70 @@
+"""Pages: buy from the drop page, watch a hold count down, release it."""
+
+from __future__ import annotations
+
+import contextlib
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from holds import selectors, services
+from shop import selectors as catalogue
+from shop.errors import FloodgateError, NotFound
+
+
+@require_POST
+@login_required
+def buy(request: HttpRequest, slug: str) -> HttpResponse:
+    try:
+        drop = catalogue.drop_view(slug=slug).drop
+    except NotFound as error:
+        raise Http404(error.detail) from None
+    quantity: object = request.POST.get("quantity", "1")
+    with contextlib.suppress(ValueError):  # a non-number goes on; the service names the problem
+        quantity = int(str(quantity))
+    try:
+        result = services.reserve(
+            drop=drop,
+            buyer_id=request.user.pk,
+            quantity=quantity,
+            idempotency_key=request.POST.get("idempotency_key"),
+            unit=request.POST.get("unit") or None,
+        )
+    except FloodgateError as error:
+        active = error.extra.get("hold")
+        if active:
+            messages.info(request, error.detail)
+            return redirect("hold", hold_id=active)
+        messages.error(request, error.detail)
+        return redirect(drop)
+    return redirect(result.hold)
+
+
+@login_required
+def hold(request: HttpRequest, hold_id: int) -> HttpResponse:
+    try:
+        found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=request.user.pk)
+    except NotFound as error:
+        raise Http404(error.detail) from None
+    return render(
+        request,
+        "holds/hold.html",
+        {"hold": found, "state": services.effective_state(found), "data": selectors.hold_json(found)},
+    )
+
+
+@require_POST
+@login_required
+def release(request: HttpRequest, hold_id: int) -> HttpResponse:
+    try:
+        found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=request.user.pk)
+    except NotFound as error:
+        raise Http404(error.detail) from None
+    if services.release(hold_id=found.pk, buyer_id=request.user.pk):
+        messages.success(request, "Released. The units are back on sale.")
+    else:
+        messages.info(request, "This hold had already ended.")
+    return redirect(found.drop)

@@ -1,0 +1,137 @@
+"""Every raw statement that changes or counts stock. Each one is the whole decision.
+
+Lock order everywhere: hold rows first, then stock rows (buckets in index order,
+units in rank order); the hot bucket row is always touched last.
+The sale window is checked inside each claim with the database's clock, so a
+paused, unstarted or ended drop cannot be claimed from, whatever Python thought.
+"""
+
+from __future__ import annotations
+
+from django.db.backends.utils import CursorWrapper
+
+# The one definition of "claimable" used by every claim below (d = shop_drop).
+LIVE = "NOT d.paused AND d.starts_at <= now() AND now() < d.ends_at"
+
+# Take q units from one chosen bucket of a live drop. Locks that bucket row until commit.
+# 1 row: claimed (the bucket's new level); 0 rows: bucket short, or drop not live.
+# Protects: available >= 0 (also the CHECK inventory_stockbucket_available_nonnegative).
+TAKE_FROM_BUCKET = f"""
+UPDATE inventory_stockbucket b
+   SET available = b.available - %(q)s
+  FROM shop_drop d
+ WHERE b.drop_id = %(drop)s AND b.index = %(index)s AND b.available >= %(q)s
+   AND d.id = b.drop_id AND {LIVE}
+RETURNING b.index
+"""
+
+# Take q units from a random bucket that has them and is not locked by another
+# claimer right now. Never waits, so a claimer that already holds a row lock never
+# queues behind another one (no lock cycles). 1 row: claimed (which bucket); 0 rows:
+# no free bucket has q units at this instant. Protects: available >= 0.
+TAKE_FROM_ANY_BUCKET = f"""
+UPDATE inventory_stockbucket b
+   SET available = b.available - %(q)s
+  FROM shop_drop d
+ WHERE b.id = (SELECT id FROM inventory_stockbucket
+                WHERE drop_id = %(drop)s AND available >= %(q)s
+                ORDER BY random() LIMIT 1
+                  FOR UPDATE SKIP LOCKED)
+   AND d.id = b.drop_id AND {LIVE}
+RETURNING b.index
+"""
+
+# Move all of a drop's remaining stock into its first bucket, so no unit is stranded
+# in a bucket too small for any buyer's quantity. Locks every bucket of the drop, in
+# index order (the same order as every multi-bucket lock); run in a transaction of its
+# own that holds no other lock. Returns each bucket's new level.
+# Protects: the sum of available is unchanged (no unit made or lost).
+COLLAPSE_BUCKETS = """
+WITH locked AS (
+    SELECT id, index, available FROM inventory_stockbucket
+     WHERE drop_id = %(drop)s ORDER BY index FOR UPDATE
+), total AS (
+    SELECT min(index) AS first, sum(available) AS units FROM locked
+)
+UPDATE inventory_stockbucket b
+   SET available = CASE WHEN b.index = total.first THEN total.units ELSE 0 END
+  FROM locked, total
+ WHERE b.id = locked.id
+RETURNING b.index, b.available
+"""
+
+# Units still available and whether the drop is open, in one snapshot; read only.
+STOCK_AND_WINDOW = f"""
+SELECT COALESCE((SELECT sum(available) FROM inventory_stockbucket WHERE drop_id = d.id), 0)
+     + (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'available'),
+       d.paused, now() < d.starts_at, now() >= d.ends_at, {LIVE}
+  FROM shop_drop d WHERE d.id = %(drop)s
+"""
+
+# Claim the q best available units of a live drop for a hold, skipping rows other
+# claimers have locked (they are about to take them). Locks the claimed unit rows.
+# Rows returned: the labels claimed, possibly fewer than q (the caller then decides).
+# Protects: a unit belongs to at most one hold (state moves only from 'available').
+CLAIM_BEST_UNITS = f"""
+WITH pick AS (
+    SELECT u.id FROM inventory_unit u
+     WHERE u.drop_id = %(drop)s AND u.state = 'available'
+     ORDER BY u.rank LIMIT %(q)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE inventory_unit u
+   SET state = 'held', hold_id = %(hold)s
+  FROM pick, shop_drop d
+ WHERE u.id = pick.id AND d.id = u.drop_id AND {LIVE}
+RETURNING u.label
+"""
+
+# Claim one named unit (a chosen seat). Never waits: a unit being claimed by
+# someone else right now counts as taken. 1 row: claimed; 0 rows: taken, no such
+# label, or drop not live. Protects: a unit belongs to at most one hold.
+CLAIM_NAMED_UNIT = f"""
+WITH pick AS (
+    SELECT u.id FROM inventory_unit u
+     WHERE u.drop_id = %(drop)s AND u.label = %(label)s AND u.state = 'available'
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE inventory_unit u
+   SET state = 'held', hold_id = %(hold)s
+  FROM pick, shop_drop d
+ WHERE u.id = pick.id AND d.id = u.drop_id AND {LIVE}
+RETURNING u.label
+"""
+
+UNIT_LABEL_EXISTS = "SELECT 1 FROM inventory_unit WHERE drop_id = %(drop)s AND label = %(label)s"
+
+# available + held + sold = quantity, all terms from one statement, so one snapshot.
+# Read only. Units mode counts unit rows; the hold sums must agree with them.
+INVARIANT = """
+SELECT d.quantity,
+       COALESCE((SELECT sum(available) FROM inventory_stockbucket WHERE drop_id = d.id), 0)
+         + (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'available'),
+       COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.expired_unreclaimed, 0),
+       COALESCE(h.expired_holds, 0),
+       (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'held'),
+       (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'sold'),
+       d.inventory_mode
+  FROM shop_drop d
+  LEFT JOIN LATERAL (
+       SELECT sum(quantity) FILTER (WHERE state = 'held') AS held,
+              sum(quantity) FILTER (WHERE state = 'sold') AS sold,
+              sum(quantity) FILTER (WHERE state = 'held' AND expires_at <= now()) AS expired_unreclaimed,
+              count(*) FILTER (WHERE state = 'expired') AS expired_holds
+         FROM holds_hold WHERE drop_id = d.id
+  ) h ON true
+ WHERE d.id = %(drop)s
+"""
+
+
+def one(cursor: CursorWrapper, statement: str, params: dict[str, object]) -> tuple | None:
+    cursor.execute(statement, params)
+    return cursor.fetchone()
+
+
+def all_rows(cursor: CursorWrapper, statement: str, params: dict[str, object]) -> list[tuple]:
+    cursor.execute(statement, params)
+    return cursor.fetchall()
