@@ -45,6 +45,7 @@ class Invariant:
             "held": self.held,
             "sold": self.sold,
             "expired_unreclaimed": self.expired_unreclaimed,
+            "expired_holds": self.expired_holds,
             "drift": self.drift,
         }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.backends.utils import CursorWrapper
 
 from inventory import sql
@@ -30,6 +30,13 @@ def split_evenly(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+def _check_labels(labels: list[str]) -> None:
+    if len(set(labels)) != len(labels):
+        raise InvalidInput("Unit labels must be unique.")
+    if any(not label or len(label) > MAX_LABEL_LENGTH for label in labels):
+        raise InvalidInput(f"Each unit label needs 1 to {MAX_LABEL_LENGTH} characters.")
+
+
 def configure_stock(*, drop: Drop, unit_labels: list[str] | None = None) -> None:
     """Create the stock rows of a new drop; runs inside the caller's transaction."""
     assert connection.in_atomic_block, "configure_stock must run inside the drop's transaction"
@@ -44,10 +51,7 @@ def configure_stock(*, drop: Drop, unit_labels: list[str] | None = None) -> None
     labels = unit_labels or [str(n) for n in range(1, drop.quantity + 1)]
     if len(labels) != drop.quantity:
         raise InvalidInput(f"{len(labels)} unit labels given for a quantity of {drop.quantity}.")
-    if len(set(labels)) != len(labels):
-        raise InvalidInput("Unit labels must be unique.")
-    if any(not label or len(label) > MAX_LABEL_LENGTH for label in labels):
-        raise InvalidInput(f"Each unit label needs 1 to {MAX_LABEL_LENGTH} characters.")
+    _check_labels(labels)
     Unit.objects.bulk_create(
         (Unit(drop=drop, label=label, rank=rank) for rank, label in enumerate(labels)),
         batch_size=5000,
@@ -143,3 +147,64 @@ def take_named_unit(cursor: CursorWrapper, *, drop_id: int, label: str, hold_id:
     if sql.one(cursor, sql.UNIT_LABEL_EXISTS, {"drop": drop_id, "label": label}) is None:
         raise InvalidInput(f"This drop has no unit {label!r}.")
     raise UnitTaken(f"{label} is taken. Pick another, or let us choose the best available.")
+
+
+def change_quantity(*, drop: Drop, quantity: int, new_labels: list[str] | None = None) -> int:
+    """Set a drop's quantity, moving its stock rows by the same amount in one transaction.
+
+    Never below what is held plus sold: only free units can be taken away. Units mode
+    takes new labels (or numbers them on from the last). Returns the new quantity.
+    """
+    if quantity < 1:
+        raise InvalidInput("Quantity must be at least 1.")
+    if drop.inventory_mode == InventoryMode.BUCKETS and quantity < drop.bucket_count:
+        raise InvalidInput(f"Use at least {drop.bucket_count} units, one per bucket.")
+    try:
+        with transaction.atomic(durable=True), connection.cursor() as cursor:
+            (current,) = sql.one(cursor, sql.LOCK_DROP_QUANTITY, {"drop": drop.pk})
+            delta = quantity - current
+            new_quantity = (
+                _move_stock(cursor, drop=drop, delta=delta, new_labels=new_labels) if delta else current
+            )
+    except IntegrityError:
+        raise InvalidInput("A new unit label is already used in this drop.") from None
+    drop.quantity = new_quantity
+    return new_quantity
+
+
+def _move_stock(cursor: CursorWrapper, *, drop: Drop, delta: int, new_labels: list[str] | None) -> int:
+    ids = {"drop": drop.pk, "delta": delta}
+    short = InvalidInput(
+        f"Cannot remove {-delta} units: only units nobody holds or bought can be taken away."
+    )
+    if drop.inventory_mode == InventoryMode.BUCKETS:
+        if not sql.all_rows(cursor, sql.RESIZE_BUCKETS, ids):
+            raise short
+    elif delta < 0:
+        if len(sql.all_rows(cursor, sql.REMOVE_FREE_UNITS, {"drop": drop.pk, "n": -delta})) < -delta:
+            raise short
+    else:
+        first = sql.one(cursor, sql.NEXT_UNIT_RANK, ids)[0]
+        labels = new_labels or [str(first + n + 1) for n in range(delta)]
+        if len(labels) != delta:
+            raise InvalidInput(f"{len(labels)} new labels given for {delta} new units.")
+        _check_labels(labels)
+        Unit.objects.bulk_create(
+            Unit(drop_id=drop.pk, label=label, rank=first + n) for n, label in enumerate(labels)
+        )
+    return sql.one(cursor, sql.MOVE_QUANTITY, ids)[0]
+
+
+def relayout_stock(*, drop: Drop, inventory_mode: str, bucket_count: int) -> None:
+    """Give a scheduled, unclaimed drop a new stock layout (mode, bucket count).
+
+    Refused once the sale has started or any hold exists (the database clock decides).
+    """
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        if sql.one(cursor, sql.LOCK_UNSTARTED_UNCLAIMED_DROP, {"drop": drop.pk}) is None:
+            raise InvalidInput("Mode and bucket count are fixed once the drop has started or has holds.")
+        Drop.objects.filter(pk=drop.pk).update(inventory_mode=inventory_mode, bucket_count=bucket_count)
+        drop.inventory_mode, drop.bucket_count = inventory_mode, bucket_count
+        StockBucket.objects.filter(drop_id=drop.pk).delete()
+        Unit.objects.filter(drop_id=drop.pk).delete()
+        configure_stock(drop=drop)

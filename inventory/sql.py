@@ -60,6 +60,50 @@ UPDATE inventory_stockbucket b
 RETURNING b.index, b.available
 """
 
+# Change a drop's stock by `delta` units and spread what is left evenly over its
+# buckets again. Locks every bucket in index order (own transaction). 0 rows: the
+# change would take away units that are held or sold. Protects: available >= 0 and
+# quantity = available + held + sold (the caller moves quantity by the same delta).
+RESIZE_BUCKETS = """
+WITH locked AS (
+    SELECT id, index, available FROM inventory_stockbucket
+     WHERE drop_id = %(drop)s ORDER BY index FOR UPDATE
+), total AS (
+    SELECT sum(available) + %(delta)s AS units, count(*) AS n FROM locked
+)
+UPDATE inventory_stockbucket b
+   SET available = total.units / total.n + CASE WHEN locked.index < total.units %% total.n THEN 1 ELSE 0 END
+  FROM locked, total
+ WHERE b.id = locked.id AND total.units >= 0
+RETURNING b.index
+"""
+
+# Remove `n` available units (the last in rank order) that no claimer holds right now.
+# Rows returned: the labels removed; fewer than n means not enough free units.
+REMOVE_FREE_UNITS = """
+DELETE FROM inventory_unit u
+ WHERE u.id IN (SELECT id FROM inventory_unit
+                 WHERE drop_id = %(drop)s AND state = 'available'
+                 ORDER BY rank DESC LIMIT %(n)s
+                   FOR UPDATE SKIP LOCKED)
+RETURNING u.label
+"""
+
+NEXT_UNIT_RANK = "SELECT COALESCE(max(rank) + 1, 0) FROM inventory_unit WHERE drop_id = %(drop)s"
+
+# Lock the drop row so two quantity changes apply one after the other.
+LOCK_DROP_QUANTITY = "SELECT quantity FROM shop_drop WHERE id = %(drop)s FOR UPDATE"
+
+# Lock a drop that has not started and has no holds; no row: its layout is fixed.
+LOCK_UNSTARTED_UNCLAIMED_DROP = """
+SELECT id FROM shop_drop d
+ WHERE d.id = %(drop)s AND now() < d.starts_at
+   AND NOT EXISTS (SELECT 1 FROM holds_hold WHERE drop_id = d.id)
+   FOR UPDATE
+"""
+
+MOVE_QUANTITY = "UPDATE shop_drop SET quantity = quantity + %(delta)s WHERE id = %(drop)s RETURNING quantity"
+
 # Units still available and whether the drop is open, in one snapshot; read only.
 STOCK_AND_WINDOW = f"""
 SELECT COALESCE((SELECT sum(available) FROM inventory_stockbucket WHERE drop_id = d.id), 0)

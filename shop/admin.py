@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from django.contrib import admin
+from functools import partial
+
+from django import forms
+from django.contrib import admin, messages
 from django.db import transaction
 from django.http import HttpRequest
 
 from inventory import services as inventory
-from shop.models import ApiToken, Drop, Product
+from shop.errors import FloodgateError
+from shop.models import ApiToken, Drop, DropState, Product
 
 admin.site.site_header = "Floodgate"
 admin.site.site_title = "Floodgate admin"
@@ -53,15 +57,35 @@ class DropAdmin(admin.ModelAdmin):
         return drop.state.label
 
     def get_readonly_fields(self, request: HttpRequest, obj: Drop | None = None) -> list[str]:
-        # Stock layout is fixed once the rows exist.
-        fixed = ["quantity", "inventory_mode", "bucket_count"] if obj is not None else []
-        return [*self.readonly_fields, *fixed]
+        if obj is not None and obj.state != DropState.SCHEDULED:
+            return [*self.readonly_fields, "inventory_mode", "bucket_count"]
+        return list(self.readonly_fields)
 
-    def save_model(self, request: HttpRequest, obj: Drop, form: object, change: bool) -> None:
-        with transaction.atomic():
-            super().save_model(request, obj, form, change)
-            if not change:
+    def save_model(self, request: HttpRequest, obj: Drop, form: forms.ModelForm, change: bool) -> None:
+        """New drop: stock rows with it. Changed drop: stock moves with quantity and layout."""
+        if not change:
+            with transaction.atomic():
+                super().save_model(request, obj, form, change)
                 inventory.configure_stock(drop=obj)
+            return
+        # Quantity and layout move only together with their stock rows, in the services.
+        wanted = {f: getattr(obj, f) for f in ("quantity", "inventory_mode", "bucket_count")}
+        for field in wanted:
+            setattr(obj, field, form.initial[field])
+        super().save_model(request, obj, form, change)
+        # The admin view runs in a transaction; stock services own theirs, so they run after it.
+        transaction.on_commit(partial(self._move_stock, request, obj, **wanted))
+
+    def _move_stock(
+        self, request: HttpRequest, drop: Drop, *, quantity: int, inventory_mode: str, bucket_count: int
+    ) -> None:
+        try:
+            if (inventory_mode, bucket_count) != (drop.inventory_mode, drop.bucket_count):
+                inventory.relayout_stock(drop=drop, inventory_mode=inventory_mode, bucket_count=bucket_count)
+            if quantity != drop.quantity:
+                inventory.change_quantity(drop=drop, quantity=quantity)
+        except FloodgateError as error:
+            messages.error(request, f"Stock not changed: {error.detail}")
 
 
 @admin.register(ApiToken)

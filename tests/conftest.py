@@ -40,28 +40,31 @@ def database_url_for_tests() -> str:
     return urlunsplit(parts._replace(path="/" + connection.settings_dict["NAME"]))
 
 
+def start_process(name: str, command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
+    log = ROOT / ".data" / "test" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    return process, log
+
+
 @pytest.fixture(scope="session")
 def live_daphne(django_db_setup: None, django_db_blocker: object) -> Iterator[str]:
     """A real daphne process serving shop.asgi:application against the test database."""
     port = free_port()
-    log = ROOT / ".data" / "test" / f"daphne-{port}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "DATABASE_URL": database_url_for_tests(), "DB_POOL_MAX_SIZE": "10"}
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "daphne"),
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "shop.asgi:application",
-            ],
-            env=env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    process, log = start_process(
+        f"daphne-{port}",
+        [
+            str(Path(sys.executable).parent / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "shop.asgi:application",
+        ],
+        env,
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -74,3 +77,40 @@ def live_daphne(django_db_setup: None, django_db_blocker: object) -> Iterator[st
     yield f"http://127.0.0.1:{port}"
     process.terminate()
     process.wait(10)
+
+
+@pytest.fixture
+def celery_with_beat(transactional_db: None) -> Iterator[subprocess.Popen]:
+    """A real Celery worker with an embedded beat, on the test database, sweeping every second."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_tests(),
+        "DB_POOL_MAX_SIZE": "4",
+        "RECLAIM_EVERY_SECONDS": "1",
+    }
+    schedule = ROOT / ".data" / "test" / f"beat-{os.getpid()}"
+    process, _log = start_process(
+        "celery",
+        [
+            str(Path(sys.executable).parent / "celery"),
+            "-A",
+            "shop.celery:app",
+            "worker",
+            "-B",
+            "-s",
+            str(schedule),
+            "--concurrency",
+            "1",
+            "-l",
+            "info",
+            "--without-heartbeat",
+            "--without-gossip",
+        ],
+        env,
+    )
+    yield process
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
