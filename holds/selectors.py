@@ -30,3 +30,29 @@ def hold_json(hold: Hold) -> dict[str, object]:
         "units": sorted(hold.units.values_list("label", flat=True)),
         "order": None,
     }
+
+
+def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
+    """One row per hold of the drops, for the merchant's CSV export."""
+    rows = []
+    holds = (
+        Hold.objects.filter(drop_id__in=list(drop_ids))
+        .select_related("drop", "buyer")
+        .prefetch_related("units")
+        .order_by("drop_id", "created_at")
+    )
+    for hold in holds:
+        units = " ".join(sorted(u.label for u in hold.units.all()))
+        rows.append(
+            [
+                hold.drop.slug,
+                hold.pk,
+                hold.buyer.get_username(),
+                hold.quantity,
+                units,
+                hold.state,
+                hold.created_at.isoformat(),
+                hold.ended_at.isoformat() if hold.ended_at else "",
+            ]
+        )
+    return rows

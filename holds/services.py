@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import random
 import string
+import time
 from dataclasses import dataclass
 from functools import partial
 
@@ -18,8 +19,10 @@ from django.utils import timezone
 from holds import sql
 from holds.models import IDEMPOTENCY_KEY_MAX, Hold
 from inventory import services as stock
+from shop import metrics
 from shop.errors import (
     Ended,
+    FloodgateError,
     HoldExists,
     HoldNotActive,
     InvalidIdempotencyKey,
@@ -85,7 +88,26 @@ def reserve(
 
     One short transaction: insert the hold, check the buyer's limit, claim stock (hot row
     last). A sold-out answer first reclaims the drop's expired holds and tries once more.
+    Every answer is counted with its latency (shop.metrics: one Redis round trip).
     """
+    started = time.perf_counter()
+    outcome = "error"
+    try:
+        result = _reserve(
+            drop=drop, buyer_id=buyer_id, quantity=quantity, idempotency_key=idempotency_key, unit=unit
+        )
+        outcome = "held" if result.created else "repeated"
+        return result
+    except FloodgateError as error:
+        outcome = error.code
+        raise
+    finally:
+        metrics.observe_reserve(drop_id=drop.pk, outcome=outcome, seconds=time.perf_counter() - started)
+
+
+def _reserve(
+    *, drop: Drop, buyer_id: int, quantity: object, idempotency_key: str | None, unit: str | None
+) -> Reservation:
     key = check_idempotency_key(idempotency_key)
     q = check_quantity(drop, quantity)
     if unit is not None and (drop.inventory_mode != InventoryMode.UNITS or q != 1):

@@ -64,3 +64,14 @@ def invariant(*, drop_id: int) -> Invariant:
     if mode == "units":
         drift += abs(units_held - held) + abs(units_sold - sold)
     return Invariant(quantity, available, held, sold, expired_unreclaimed, expired_holds, drift)
+
+
+def bucket_levels(*, drop_id: int) -> list[int]:
+    with connection.cursor() as cursor:
+        return [row[0] for row in sql.all_rows(cursor, sql.BUCKET_LEVELS, {"drop": drop_id})]
+
+
+def stranded_units(*, drop_id: int) -> int:
+    with connection.cursor() as cursor:
+        row = sql.one(cursor, sql.STRANDED_UNITS, {"drop": drop_id})
+    return int(row[0]) if row else 0

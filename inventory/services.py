@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.db import IntegrityError, connection, transaction
@@ -208,3 +209,27 @@ def relayout_stock(*, drop: Drop, inventory_mode: str, bucket_count: int) -> Non
         StockBucket.objects.filter(drop_id=drop.pk).delete()
         Unit.objects.filter(drop_id=drop.pk).delete()
         configure_stock(drop=drop)
+
+
+LABEL_RANGE = re.compile(r"^(?P<prefix>[^\d\s]*)(?P<first>\d+)\s*-\s*(?P=prefix)?(?P<last>\d+)$")
+MAX_UNITS_PER_RANGE = 100_000
+
+
+def parse_labels(text: str) -> list[str]:
+    """Turn "A1-A20, B1-B20, VIP" (commas, new lines or CSV cells) into unit labels, in order."""
+    labels: list[str] = []
+    for raw in re.split(r"[,;\n\r\t]+", text):
+        item = raw.strip().strip('"').strip()
+        if not item:
+            continue
+        match = LABEL_RANGE.match(item)
+        if match is None:
+            labels.append(item)
+            continue
+        first, last = int(match["first"]), int(match["last"])
+        if last < first or last - first >= MAX_UNITS_PER_RANGE:
+            raise InvalidInput(f"The range {item!r} must count up, at most {MAX_UNITS_PER_RANGE:,} units.")
+        width = len(match["first"]) if match["first"].startswith("0") else 0
+        labels += [f"{match['prefix']}{n:0{width}d}" for n in range(first, last + 1)]
+    _check_labels(labels)
+    return labels

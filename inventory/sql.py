@@ -179,3 +179,17 @@ def one(cursor: CursorWrapper, statement: str, params: dict[str, object]) -> tup
 def all_rows(cursor: CursorWrapper, statement: str, params: dict[str, object]) -> list[tuple]:
     cursor.execute(statement, params)
     return cursor.fetchall()
+
+
+# Bucket levels of a drop, in index order; read only (the dashboard draws them).
+BUCKET_LEVELS = "SELECT available FROM inventory_stockbucket WHERE drop_id = %(drop)s ORDER BY index"
+
+# Units a buyer asking for the full per-buyer limit cannot reach without a collapse: no
+# single bucket holds that many, but together they do. Read only; 0 when healthy.
+STRANDED_UNITS = """
+SELECT CASE WHEN max(b.available) < d.per_buyer_limit AND sum(b.available) >= d.per_buyer_limit
+            THEN sum(b.available) ELSE 0 END
+  FROM inventory_stockbucket b JOIN shop_drop d ON d.id = b.drop_id
+ WHERE b.drop_id = %(drop)s
+ GROUP BY d.per_buyer_limit
+"""

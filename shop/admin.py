@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import csv
+import json
 from functools import partial
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.http import HttpRequest
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 
+from holds import selectors as holds_selectors
 from inventory import services as inventory
+from inventory.selectors import invariant
+from shop import dashboard, services
 from shop.errors import FloodgateError
-from shop.models import ApiToken, Drop, DropState, Product
+from shop.models import ApiToken, Drop, DropState, InventoryMode, PauseEvent, Product
 
 admin.site.site_header = "Floodgate"
 admin.site.site_title = "Floodgate admin"
@@ -25,8 +36,78 @@ class ProductAdmin(admin.ModelAdmin):
     list_filter = ["currency"]
 
 
+class DropForm(forms.ModelForm):
+    unit_labels = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text="Units mode only, when creating: labels or ranges, e.g. 'A1-A20, B1-B20, VIP1-VIP5'. "
+        "Their count must equal the quantity. Leave empty to number the units 1..N.",
+    )
+    unit_labels_file = forms.FileField(
+        required=False, help_text="Or upload a CSV file of labels (cells and ranges as above)."
+    )
+
+    class Meta:
+        model = Drop
+        fields = [
+            "product",
+            "slug",
+            "title",
+            "starts_at",
+            "ends_at",
+            "quantity",
+            "inventory_mode",
+            "bucket_count",
+            "hold_seconds",
+            "per_buyer_limit",
+            "waiting_room",
+            "admission_wave_seconds",
+        ]
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean()
+        text = str(data.get("unit_labels") or "")
+        upload = data.get("unit_labels_file")
+        if upload is not None:
+            try:
+                text += "\n" + upload.read(2_000_000).decode("utf-8-sig")
+            except UnicodeDecodeError:
+                self.add_error("unit_labels_file", "Upload a UTF-8 CSV file.")
+                return data
+        if not text.strip():
+            data["labels"] = None
+            return data
+        if data.get("inventory_mode") != InventoryMode.UNITS:
+            self.add_error("unit_labels", "Labels are for a drop in units mode; pick 'Units' above.")
+            return data
+        try:
+            labels = inventory.parse_labels(text)
+        except FloodgateError as error:
+            self.add_error("unit_labels", error.detail)
+            return data
+        if data.get("quantity") is not None and len(labels) != data["quantity"]:
+            self.add_error(
+                "unit_labels", f"{len(labels)} labels for a quantity of {data['quantity']}; make them match."
+            )
+        data["labels"] = labels
+        return data
+
+    def clean_quantity(self) -> int:
+        quantity = self.cleaned_data["quantity"]
+        if self.instance.pk is not None:
+            numbers = invariant(drop_id=self.instance.pk)
+            if quantity is not None and quantity < numbers.held + numbers.sold:
+                raise forms.ValidationError(
+                    f"{numbers.held} units are held and {numbers.sold} sold; the quantity cannot go below "
+                    f"{numbers.held + numbers.sold}."
+                )
+        return quantity
+
+
 @admin.register(Drop)
 class DropAdmin(admin.ModelAdmin):
+    form = DropForm
+    actions = ["duplicate_drops", "export_holds_csv"]
     list_display = [
         "slug",
         "product",
@@ -42,12 +123,14 @@ class DropAdmin(admin.ModelAdmin):
     search_fields = ["slug", "title", "product__name", "product__sku"]
     date_hierarchy = "starts_at"
     list_select_related = ["product"]
-    autocomplete_fields = ["product"]
     readonly_fields = ["paused", "paused_at", "paused_by", "pause_reason", "created_at"]
     fieldsets = [
         (None, {"fields": ["product", "slug", "title"]}),
         ("When", {"fields": ["starts_at", "ends_at"]}),
-        ("Stock", {"fields": ["quantity", "inventory_mode", "bucket_count"]}),
+        (
+            "Stock",
+            {"fields": ["quantity", "inventory_mode", "bucket_count", "unit_labels", "unit_labels_file"]},
+        ),
         ("Buyers", {"fields": ["hold_seconds", "per_buyer_limit", "waiting_room", "admission_wave_seconds"]}),
         ("Kill switch", {"fields": ["paused", "paused_at", "paused_by", "pause_reason"]}),
     ]
@@ -55,6 +138,82 @@ class DropAdmin(admin.ModelAdmin):
     @admin.display(description="state")
     def state_display(self, drop: Drop) -> str:
         return drop.state.label
+
+    change_form_template = "admin/shop/drop/change_form.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("dashboard/", wrap(self.dashboard_view), name="shop_drop_dashboard"),
+            path("dashboard/data/", wrap(self.dashboard_data), name="shop_drop_dashboard_data"),
+            path("<int:drop_id>/pause/", wrap(self.pause_view), name="shop_drop_pause"),
+            path("<int:drop_id>/resume/", wrap(self.resume_view), name="shop_drop_resume"),
+            *super().get_urls(),
+        ]
+
+    def _may_watch(self, request: HttpRequest) -> None:
+        if not (request.user.has_perm("shop.view_drop") or request.user.has_perm("shop.pause_drop")):
+            raise PermissionDenied
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        self._may_watch(request)
+        snapshot = dashboard.snapshot()
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Invariant dashboard",
+            "may_pause": request.user.has_perm("shop.pause_drop"),
+            "snapshot": snapshot,
+            # Embedded as JSON for the first paint; escaped for a <script> block.
+            "snapshot_json": json.dumps(snapshot, cls=DjangoJSONEncoder).replace("<", "\\u003c"),
+        }
+        return TemplateResponse(request, "admin/shop/drop/dashboard.html", context)
+
+    def dashboard_data(self, request: HttpRequest) -> JsonResponse:
+        self._may_watch(request)
+        return JsonResponse(dashboard.snapshot())
+
+    def _switch(self, request: HttpRequest, drop_id: int, *, pause: bool) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not request.user.has_perm("shop.pause_drop"):
+            raise PermissionDenied
+        drop = get_object_or_404(Drop, pk=drop_id)
+        reason = request.POST.get("reason", "")
+        try:
+            if pause:
+                result = services.pause_drop(drop=drop, actor_id=request.user.pk, reason=reason)
+            else:
+                result = services.resume_drop(drop=drop, actor_id=request.user.pk, reason=reason)
+        except FloodgateError as error:
+            messages.error(request, error.detail)
+        else:
+            verb = "paused" if pause else "resumed"
+            messages.success(
+                request, f"{drop.slug} {verb}." if result.changed else f"{drop.slug} was already {verb}."
+            )
+        return redirect(request.POST.get("next") or reverse("admin:shop_drop_dashboard"))
+
+    def pause_view(self, request: HttpRequest, drop_id: int) -> HttpResponse:
+        return self._switch(request, drop_id, pause=True)
+
+    def resume_view(self, request: HttpRequest, drop_id: int) -> HttpResponse:
+        return self._switch(request, drop_id, pause=False)
+
+    @admin.action(description="Duplicate for the next sale (starts in a week)")
+    def duplicate_drops(self, request: HttpRequest, queryset: QuerySet[Drop]) -> None:
+        for drop in queryset:
+            copy = services.duplicate_drop(drop=drop)
+            messages.success(request, f"Created {copy.slug}, starting {copy.starts_at:%Y-%m-%d %H:%M} UTC.")
+
+    @admin.action(description="Export holds and sales (CSV)")
+    def export_holds_csv(self, request: HttpRequest, queryset: QuerySet[Drop]) -> HttpResponse:
+        response = HttpResponse(content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="floodgate-holds.csv"'
+        writer = csv.writer(response)
+        writer.writerow(["drop", "hold", "buyer", "quantity", "units", "state", "created_at", "ended_at"])
+        for row in holds_selectors.export_rows(drop_ids=[d.pk for d in queryset]):
+            writer.writerow(row)
+        return response
 
     def get_readonly_fields(self, request: HttpRequest, obj: Drop | None = None) -> list[str]:
         if obj is not None and obj.state != DropState.SCHEDULED:
@@ -66,7 +225,7 @@ class DropAdmin(admin.ModelAdmin):
         if not change:
             with transaction.atomic():
                 super().save_model(request, obj, form, change)
-                inventory.configure_stock(drop=obj)
+                inventory.configure_stock(drop=obj, unit_labels=form.cleaned_data.get("labels"))
             return
         # Quantity and layout move only together with their stock rows, in the services.
         wanted = {f: getattr(obj, f) for f in ("quantity", "inventory_mode", "bucket_count")}
@@ -93,3 +252,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["user", "created_at"]
     search_fields = ["user__username"]
     readonly_fields = ["user", "digest", "created_at"]
+
+
+@admin.register(PauseEvent)
+class PauseEventAdmin(admin.ModelAdmin):
+    list_display = ["at", "drop", "action", "actor", "reason"]
+    list_filter = ["action", "drop"]
+    readonly_fields = ["drop", "action", "actor", "reason", "at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

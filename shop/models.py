@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -187,3 +188,27 @@ class ApiToken(models.Model):
     @staticmethod
     def digest_of(raw: str) -> str:
         return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class PauseAction(models.TextChoices):
+    PAUSED = "paused"
+    RESUMED = "resumed"
+
+
+class PauseEvent(models.Model):
+    """Every use of the kill switch: who (empty for the watchdog), when and why."""
+
+    drop = models.ForeignKey(Drop, on_delete=models.CASCADE, related_name="pause_events")
+    action = models.CharField(max_length=10, choices=PauseAction.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.CharField(max_length=300, blank=True)
+    at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [models.Index(fields=["drop", "-at"], name="shop_pauseevent_drop_at")]
+
+    def __str__(self) -> str:
+        return f"{self.drop_id} {self.action} at {self.at:%H:%M:%S}"

@@ -108,6 +108,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": float(env.integer("RECLAIM_EVERY_SECONDS", 5)),
         "options": {"expires": 10},
     },
+    "watch-invariants": {
+        "task": "shop.watch_invariants",
+        "schedule": float(env.integer("WATCHDOG_EVERY_SECONDS", 5)),
+        "options": {"expires": 10},
+    },
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -146,7 +151,9 @@ SECURE_HSTS_SECONDS = env.integer("SECURE_HSTS_SECONDS", 0 if DEV else 31_536_00
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEV
 SECURE_HSTS_PRELOAD = not DEV
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>` (staff may look too).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 
 LOGGING = {
     "version": 1,

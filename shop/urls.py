@@ -5,7 +5,7 @@ from django.urls import include, path
 
 from holds import api as holds_api
 from holds import views as holds_views
-from shop import api_views, views
+from shop import api_views, metrics_views, ops_api, views
 
 api_patterns = [
     path("", api_views.index, name="api-index"),
@@ -14,6 +14,9 @@ api_patterns = [
     path("drops/<slug:slug>", api_views.drop_detail, name="api-drop"),
     path("drops/<slug:slug>/holds", holds_api.reserve, name="api-reserve"),
     path("holds/<str:hold_id>", holds_api.hold, name="api-hold"),
+    path("ops/drops/<slug:slug>/invariant", ops_api.drop_invariant, name="api-ops-invariant"),
+    path("ops/drops/<slug:slug>/pause", ops_api.pause, name="api-ops-pause"),
+    path("ops/drops/<slug:slug>/resume", ops_api.resume, name="api-ops-resume"),
 ]
 
 urlpatterns = [
@@ -26,6 +29,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics_views.metrics, name="metrics"),
     path("api/", include(api_patterns)),
     path("api/<path:path>", api_views.unknown),
 ]

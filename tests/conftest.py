@@ -114,3 +114,13 @@ def celery_with_beat(transactional_db: None) -> Iterator[subprocess.Popen]:
         process.wait(15)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+@pytest.fixture
+def roles(db: None) -> None:
+    """The Merchants and On-call groups; transactional tests flush what the migration made."""
+    import importlib
+
+    from django.apps import apps
+
+    importlib.import_module("shop.migrations.0003_roles").create_groups(apps, None)

@@ -24,3 +24,26 @@
   }
   document.addEventListener("DOMContentLoaded", function () { tick(); setInterval(tick, 250); });
 })();
+
+// A drop page watches its drop's state: when it changes (paused, resumed, sold out,
+// live) the page reloads, so a paused sale hides the buy button within seconds.
+(function () {
+  "use strict";
+  document.addEventListener("DOMContentLoaded", function () {
+    var page = document.querySelector("[data-watch-url]");
+    if (!page) return;
+    var shown = page.dataset.watchState;
+    function check() {
+      fetch(page.dataset.watchUrl, {headers: {"Accept": "application/json"}})
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (d) {
+          if (!d) return;
+          var now = d.state === "live" && d.sold_out ? "sold_out" : d.state;
+          if (now !== shown) { location.reload(); }
+        })
+        .catch(function () {})
+        .finally(function () { setTimeout(check, 3000); });
+    }
+    setTimeout(check, 3000);
+  });
+})();

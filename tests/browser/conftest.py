@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -35,17 +34,18 @@ def chromium_path() -> str:
 def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
-        context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS
         )
-        yield context
-        context.close()
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture
 def page(browser: object) -> Iterator[object]:
-    page = browser.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    page.close()
+    """A page in a fresh context: its own cookies, so its own login."""
+    context = browser.new_context()
+    context.set_default_timeout(15_000)
+    yield context.new_page()
+    context.close()

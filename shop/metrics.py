@@ -1,0 +1,363 @@
+"""Reserve metrics shared by every web and worker process, kept in Redis under "fg:m:".
+
+Writes are one pipelined round trip, no database query, and never raise: a sale must not
+fail because Redis did. Reads (rates, series, quantiles, the Prometheus text) serve
+dashboards and scrapes; rates, series and latency_quantiles raise RedisError when Redis is
+down, render_prometheus reports it as floodgate_metrics_store_up 0 instead.
+
+Keys (bounded: per-second data expires, the rest is one small hash per drop):
+    fg:m:drops                         set of drop ids that have reserve metrics
+    fg:m:drift                         hash drop id -> times drift was detected
+    fg:m:reserve:total:<drop>          hash outcome -> reserve answers
+    fg:m:reserve:latency:<drop>        hash le -> answers in that bucket (not cumulative), sum_us
+    fg:m:reserve:second:<drop>:<min>   hash "c:<unix second>" / "r:<unix second>" -> claims /
+                                       rejections; one hash per minute, expires after 15 minutes
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+from django_redis import get_redis_connection
+from redis import Redis
+from redis.exceptions import RedisError
+
+from inventory.selectors import invariant
+from shop.errors import NotFound
+from shop.models import Drop
+
+log = logging.getLogger(__name__)
+
+PREFIX = "fg:m:"
+DROPS_KEY = PREFIX + "drops"
+DRIFT_KEY = PREFIX + "drift"
+SECOND_TTL = 15 * 60
+SERIES_STEP = 10
+MAX_SERIES_MINUTES = SECOND_TTL // 60 - 1  # a minute's hash may expire 15 minutes after its last write
+BUCKETS_MS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
+LE = (*(repr(ms / 1000) for ms in BUCKETS_MS), "+Inf")
+CLAIMED = "held"
+OUTCOME_RULE = re.compile(r"[a-z][a-z0-9_]{0,39}")  # anything else is "other": labels stay bounded
+BACKOFF_SECONDS = 5.0
+WARN_EVERY_SECONDS = 60.0
+RECENT = timedelta(hours=1)
+MAX_GAUGE_DROPS = 50
+METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+class _Health:
+    """The last Redis failure in this process: writes pause briefly, warnings come once a minute."""
+
+    skip_until = 0.0
+    warned_at = -math.inf
+
+
+_health = _Health()
+
+
+def _client() -> Redis:
+    return get_redis_connection("default")
+
+
+def _totals_key(drop_id: int) -> str:
+    return f"{PREFIX}reserve:total:{drop_id}"
+
+
+def _latency_key(drop_id: int) -> str:
+    return f"{PREFIX}reserve:latency:{drop_id}"
+
+
+def _seconds_key(drop_id: int, minute: int) -> str:
+    return f"{PREFIX}reserve:second:{drop_id}:{minute}"
+
+
+def _warn(error: Exception) -> None:
+    now = time.monotonic()
+    if now - _health.warned_at >= WARN_EVERY_SECONDS:
+        _health.warned_at = now
+        log.warning("metrics store unavailable, metrics are being dropped: %s", error)
+
+
+def _failed(error: Exception) -> None:
+    # A hung Redis costs a socket timeout per call; skipping for a few seconds keeps
+    # that off every reserve request.
+    _health.skip_until = time.monotonic() + BACKOFF_SECONDS
+    _warn(error)
+
+
+def observe_reserve(*, drop_id: int, outcome: str, seconds: float, now: float | None = None) -> None:
+    """Count one reserve answer and its latency: one pipelined round trip, never raises."""
+    if time.monotonic() < _health.skip_until:
+        return
+    second = int(time.time() if now is None else now)
+    outcome = outcome if OUTCOME_RULE.fullmatch(outcome) else "other"
+    kind = "c" if outcome == CLAIMED else "r"
+    ms = 0.0 if math.isnan(seconds) else min(max(seconds, 0.0), 3600.0) * 1000
+    minute_key = _seconds_key(drop_id, second // 60)
+    latency_key = _latency_key(drop_id)
+    try:
+        pipe = _client().pipeline(transaction=False)
+        pipe.sadd(DROPS_KEY, drop_id)
+        pipe.hincrby(_totals_key(drop_id), outcome, 1)
+        pipe.hincrby(minute_key, f"{kind}:{second}", 1)
+        pipe.expire(minute_key, SECOND_TTL)
+        pipe.hincrby(latency_key, LE[bisect_left(BUCKETS_MS, ms)], 1)
+        pipe.hincrby(latency_key, "sum_us", round(ms * 1000))
+        pipe.execute()
+    except (RedisError, OSError) as error:
+        _failed(error)
+
+
+def record_drift(*, drop_id: int) -> None:
+    """Count one detection of stock drift in the drop; never raises."""
+    if time.monotonic() < _health.skip_until:
+        return
+    try:
+        _client().hincrby(DRIFT_KEY, str(drop_id), 1)
+    except (RedisError, OSError) as error:
+        _failed(error)
+
+
+def _per_second(drop_id: int, start: int, end: int) -> tuple[dict[int, int], dict[int, int]]:
+    """Claims and rejections per unix second in [start, end), from one pipelined round trip."""
+    pipe = _client().pipeline(transaction=False)
+    for minute in range(start // 60, (end - 1) // 60 + 1):
+        pipe.hgetall(_seconds_key(drop_id, minute))
+    claims: dict[int, int] = {}
+    rejections: dict[int, int] = {}
+    for reply in pipe.execute():
+        for raw_field, raw_count in reply.items():
+            kind, _, raw_second = raw_field.decode().partition(":")
+            second = int(raw_second)
+            if start <= second < end:
+                (claims if kind == "c" else rejections)[second] = int(raw_count)
+    return claims, rejections
+
+
+def rates(*, drop_id: int, window_seconds: int = 10, now: float | None = None) -> dict[str, float]:
+    """Claims and rejections per second, averaged over the last `window_seconds` whole seconds."""
+    window = max(1, min(window_seconds, SECOND_TTL - 60))
+    end = int(time.time() if now is None else now)  # the current second is still filling
+    claims, rejections = _per_second(drop_id, end - window, end)
+    return {
+        "claims_per_second": sum(claims.values()) / window,
+        "rejections_per_second": sum(rejections.values()) / window,
+    }
+
+
+def series(*, drop_id: int, minutes: int = 10, now: float | None = None) -> list[dict[str, int]]:
+    """One point per 10-second step of the last `minutes` (at most 14), oldest first.
+
+    Each point is {"t": step start in unix seconds, "claims": n, "rejections": n}, counts over
+    the step; the step still filling is left out so the chart's right edge does not dip.
+    """
+    span = max(1, min(minutes, MAX_SERIES_MINUTES)) * 60
+    end = int(time.time() if now is None else now) // SERIES_STEP * SERIES_STEP
+    claims, rejections = _per_second(drop_id, end - span, end)
+    return [
+        {
+            "t": t,
+            "claims": sum(claims.get(s, 0) for s in range(t, t + SERIES_STEP)),
+            "rejections": sum(rejections.get(s, 0) for s in range(t, t + SERIES_STEP)),
+        }
+        for t in range(end - span, end, SERIES_STEP)
+    ]
+
+
+def _bucket_counts(reply: Mapping[bytes, bytes]) -> list[int]:
+    return [int(reply.get(le.encode(), 0)) for le in LE]
+
+
+def _quantile(q: float, counts: Sequence[int]) -> float | None:
+    """Like Prometheus' histogram_quantile: linear within the bucket, the +Inf bucket reads as
+    the highest finite bound."""
+    total = sum(counts)
+    if total == 0:
+        return None
+    rank = q * total
+    seen = 0
+    for index, n in enumerate(counts):
+        if n and seen + n >= rank:
+            if index == len(BUCKETS_MS):
+                return float(BUCKETS_MS[-1])
+            lower = BUCKETS_MS[index - 1] if index else 0.0
+            return lower + (BUCKETS_MS[index] - lower) * (rank - seen) / n
+        seen += n
+    return float(BUCKETS_MS[-1])
+
+
+def latency_quantiles(*, drop_id: int) -> dict[str, float | None]:
+    """Median and 99th percentile reserve latency in ms since metrics began; None without data."""
+    counts = _bucket_counts(_client().hgetall(_latency_key(drop_id)))
+    return {"p50_ms": _quantile(0.5, counts), "p99_ms": _quantile(0.99, counts)}
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """One gauge family for render_prometheus: its name, help text and (labels, value) samples."""
+
+    name: str
+    help: str
+    samples: Sequence[tuple[Mapping[str, str], float]] = ()
+
+    def __post_init__(self) -> None:
+        if not METRIC_NAME.fullmatch(self.name):
+            raise ValueError(f"{self.name!r} is not a Prometheus metric name.")
+        for labels, _value in self.samples:
+            bad = [name for name in labels if not LABEL_NAME.fullmatch(name) or name.startswith("__")]
+            if bad:
+                raise ValueError(f"{bad!r} are not Prometheus label names.")
+
+
+def escape_label(value: str) -> str:
+    """A label value as the text format wants it: backslash, double quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+def _family(
+    name: str, kind: str, help_text: str, samples: Iterable[tuple[str, Mapping[str, str], float]]
+) -> list[str]:
+    lines = [f"# HELP {name} {_escape_help(help_text)}", f"# TYPE {name} {kind}"]
+    for suffix, labels, value in samples:
+        pairs = ",".join(f'{key}="{escape_label(str(label))}"' for key, label in labels.items())
+        lines.append(
+            f"{name}{suffix}{{{pairs}}} {_number(value)}" if pairs else f"{name}{suffix} {_number(value)}"
+        )
+    return lines
+
+
+def _read_store() -> tuple[dict[int, dict[bytes, bytes]], dict[int, dict[bytes, bytes]], dict[int, int]]:
+    """Totals and latency hashes per drop, and drift counts, in two round trips."""
+    client = _client()
+    raw_ids, raw_drift = client.pipeline(transaction=False).smembers(DROPS_KEY).hgetall(DRIFT_KEY).execute()
+    ids = sorted(int(raw) for raw in raw_ids)
+    pipe = client.pipeline(transaction=False)
+    for drop_id in ids:
+        pipe.hgetall(_totals_key(drop_id))
+        pipe.hgetall(_latency_key(drop_id))
+    replies = pipe.execute()
+    totals = {drop_id: replies[2 * i] for i, drop_id in enumerate(ids)}
+    latency = {drop_id: replies[2 * i + 1] for i, drop_id in enumerate(ids)}
+    drift = {int(raw_id): int(count) for raw_id, count in raw_drift.items()}
+    return totals, latency, drift
+
+
+def render_prometheus(extra: Sequence[Gauge] = ()) -> str:
+    """The counters and histograms from Redis plus the caller's gauges, in text format 0.0.4.
+
+    Drops are labelled by slug (one query); metrics of a deleted drop are left out. With
+    Redis down the caller's gauges are still rendered and floodgate_metrics_store_up is 0.
+    """
+    try:
+        totals, latency, drift = _read_store()
+        store_up = 1
+    except (RedisError, OSError) as error:
+        _warn(error)
+        totals, latency, drift, store_up = {}, {}, {}, 0
+    ids = sorted(set(totals) | set(drift))
+    slugs = dict(Drop.objects.filter(pk__in=ids).values_list("id", "slug")) if ids else {}
+
+    requests: list[tuple[str, Mapping[str, str], float]] = []
+    histogram: list[tuple[str, Mapping[str, str], float]] = []
+    for drop_id in (i for i in sorted(totals) if i in slugs):
+        slug = slugs[drop_id]
+        for raw_outcome, count in sorted(totals[drop_id].items()):
+            requests.append(("", {"drop": slug, "outcome": raw_outcome.decode()}, int(count)))
+        cumulative = 0
+        for le, n in zip(LE, _bucket_counts(latency[drop_id]), strict=True):
+            cumulative += n
+            histogram.append(("_bucket", {"drop": slug, "le": le}, cumulative))
+        # _count is the +Inf bucket by construction, so the two always agree.
+        histogram.append(("_sum", {"drop": slug}, int(latency[drop_id].get(b"sum_us", 0)) / 1_000_000))
+        histogram.append(("_count", {"drop": slug}, cumulative))
+
+    lines = [
+        *_family(
+            # Text format 0.0.4 types a counter by its sample name, _total included.
+            "floodgate_reserve_requests_total",
+            "counter",
+            "Reserve answers by drop and outcome (held, sold_out, paused, ...).",
+            requests,
+        ),
+        *_family("floodgate_reserve_latency_seconds", "histogram", "Reserve answer latency.", histogram),
+        *_family(
+            "floodgate_drift_detected_total",
+            "counter",
+            "Times the stock invariant was found broken for the drop.",
+            (("", {"drop": slugs[i]}, n) for i, n in sorted(drift.items()) if i in slugs),
+        ),
+        *_family(
+            "floodgate_metrics_store_up", "gauge", "1 if Redis answered this scrape.", [("", {}, store_up)]
+        ),
+    ]
+    for gauge in extra:
+        lines += _family(gauge.name, "gauge", gauge.help, (("", labels, v) for labels, v in gauge.samples))
+    return "\n".join(lines) + "\n"
+
+
+def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
+    """Per-drop gauges from the database for live, upcoming-within-the-hour and recently ended drops.
+
+    At most 50 drops, newest start first; one invariant statement each (one snapshot per drop).
+    """
+    now = now or timezone.now()
+    drops = list(
+        Drop.objects.filter(ends_at__gt=now - RECENT, starts_at__lte=now + RECENT)
+        .order_by("-starts_at")
+        .values_list("id", "slug")[:MAX_GAUGE_DROPS]
+    )
+    holds: list[tuple[Mapping[str, str], float]] = []
+    expired_unsold: list[tuple[Mapping[str, str], float]] = []
+    drift: list[tuple[Mapping[str, str], float]] = []
+    queue: list[tuple[Mapping[str, str], float]] = []
+    for drop_id, slug in drops:
+        try:
+            state = invariant(drop_id=drop_id)
+        except NotFound:
+            continue  # deleted since the list was read
+        holds += [
+            ({"drop": slug, "state": "held"}, state.held),
+            ({"drop": slug, "state": "sold"}, state.sold),
+            ({"drop": slug, "state": "expired"}, state.expired_holds),
+        ]
+        expired_unsold.append(({"drop": slug}, state.expired_unreclaimed))
+        drift.append(({"drop": slug}, state.drift))
+        # The waiting room keeps no queue yet; the series exists so dashboards need no change later.
+        queue.append(({"drop": slug}, 0))
+    return [
+        Gauge(
+            "floodgate_holds",
+            "Units in held and in sold holds, and the number of expired holds, per drop.",
+            holds,
+        ),
+        Gauge(
+            "floodgate_expired_unsold_holds",
+            "Units in holds past their expiry that the sweeper has not reclaimed yet.",
+            expired_unsold,
+        ),
+        Gauge("floodgate_invariant_drift", "quantity - (available + held + sold); must be 0.", drift),
+        Gauge("floodgate_queue_length", "Buyers waiting in the drop's waiting room.", queue),
+    ]

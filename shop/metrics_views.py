@@ -1,0 +1,39 @@
+"""GET /metrics: Prometheus text for staff, DEBUG, or a scraper holding METRICS_TOKEN."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
+
+from shop.metrics import drop_gauges, render_prometheus
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def may_read_metrics(request: HttpRequest) -> bool:
+    """DEBUG, an active staff user, or `Authorization: Bearer <METRICS_TOKEN>` when one is set."""
+    if settings.DEBUG:
+        return True
+    user = getattr(request, "user", None)
+    if user is not None and user.is_active and user.is_staff:
+        return True
+    token: str = getattr(settings, "METRICS_TOKEN", "")
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    # compare_digest: the answer time must not tell how much of a guessed token was right;
+    # bytes, because it refuses non-ASCII str and a header may carry any.
+    given = raw.strip().encode("utf-8", "surrogateescape")
+    return bool(token) and scheme.lower() == "bearer" and hmac.compare_digest(given, token.encode())
+
+
+@require_safe
+def metrics(request: HttpRequest) -> HttpResponse:
+    if not may_read_metrics(request):
+        return HttpResponse(
+            "Metrics need a staff login or 'Authorization: Bearer <METRICS_TOKEN>'.\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
+    return HttpResponse(render_prometheus(extra=drop_gauges()), content_type=CONTENT_TYPE)

@@ -1,0 +1,13 @@
+"""Celery tasks of the catalogue: the invariant watchdog."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from shop import services
+
+
+@shared_task(name="shop.watch_invariants", time_limit=30, soft_time_limit=25, max_retries=0)
+def watch_invariants() -> int:
+    """Check every drop on sale; pause any that drifts. Returns how many drifted."""
+    return services.watch_invariants()

@@ -1,0 +1,285 @@
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis as redis_lib
+from django.contrib.auth import get_user_model
+from django.test import Client, override_settings
+from django.urls import path
+from django.utils import timezone
+
+from shop import metrics
+from shop import urls as shop_urls
+from shop.metrics_views import metrics as metrics_view
+from tests.factories import make_drop
+
+pytestmark = pytest.mark.django_db
+
+# The /metrics route lives here until shop/urls.py gains it.
+urlpatterns = [*shop_urls.urlpatterns, path("metrics", metrics_view)]
+
+LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+SAMPLE = re.compile(
+    rf"(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{(?P<labels>{LABEL}(?:,{LABEL})*)?\}})? (?P<value>\S+)"
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_metrics(redis: redis_lib.Redis) -> Iterator[None]:
+    def flush() -> None:
+        keys = list(redis.scan_iter(match="fg:m:*", count=1000))
+        if keys:
+            redis.delete(*keys)
+
+    flush()
+    metrics._health.skip_until = 0.0
+    metrics._health.warned_at = -math.inf
+    yield
+    flush()
+    metrics._health.skip_until = 0.0
+    metrics._health.warned_at = -math.inf
+
+
+def parse(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample line of the exposition; fails on a line that is not `name{labels} value`."""
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = SAMPLE.fullmatch(line)
+        assert match, f"not a sample line: {line!r}"
+        labels = frozenset(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', match["labels"] or ""))
+        samples[(match["name"], labels)] = float(match["value"])
+    return samples
+
+
+def sample(samples: dict, name: str, **labels: str) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+def scrape(client: Client, **headers: str) -> object:
+    with override_settings(ROOT_URLCONF=__name__):
+        return client.get("/metrics", headers=headers)
+
+
+def test_totals_count_each_drop_and_outcome(redis: redis_lib.Redis, django_assert_num_queries) -> None:
+    drop = make_drop(slug="totals")
+
+    with django_assert_num_queries(0):
+        for _ in range(3):
+            metrics.observe_reserve(drop_id=drop.pk, outcome="held", seconds=0.004)
+        metrics.observe_reserve(drop_id=drop.pk, outcome="sold_out", seconds=0.002)
+        metrics.observe_reserve(drop_id=drop.pk, outcome="Not A Code!", seconds=0.002)
+
+    assert redis.hgetall(f"fg:m:reserve:total:{drop.pk}") == {
+        b"held": b"3",
+        b"sold_out": b"1",
+        b"other": b"1",
+    }
+
+
+def test_per_second_keys_expire(redis: redis_lib.Redis) -> None:
+    metrics.observe_reserve(drop_id=7, outcome="held", seconds=0.001)
+
+    second_keys = list(redis.scan_iter(match="fg:m:reserve:second:7:*"))
+    assert len(second_keys) == 1
+    assert 0 < redis.ttl(second_keys[0]) <= metrics.SECOND_TTL
+
+
+def test_rates_average_the_last_whole_seconds() -> None:
+    now = time.time()
+    # given 20 claims and 10 rejections in the last 10 whole seconds, 5 more in the current one
+    for _ in range(20):
+        metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01, now=now - 3)
+    for _ in range(10):
+        metrics.observe_reserve(drop_id=1, outcome="sold_out", seconds=0.01, now=now - 9)
+    for _ in range(5):
+        metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01, now=now)
+    metrics.observe_reserve(drop_id=1, outcome="paused", seconds=0.01, now=now - 11)
+    metrics.observe_reserve(drop_id=2, outcome="held", seconds=0.01, now=now - 1)
+
+    assert metrics.rates(drop_id=1, now=now) == {"claims_per_second": 2.0, "rejections_per_second": 1.0}
+    assert metrics.rates(drop_id=1, window_seconds=20, now=now) == {
+        "claims_per_second": 1.0,
+        "rejections_per_second": 0.55,
+    }
+    assert metrics.rates(drop_id=3, now=now) == {"claims_per_second": 0.0, "rejections_per_second": 0.0}
+
+
+def test_series_has_one_point_per_ten_seconds_oldest_first() -> None:
+    now = time.time()
+    step = int(now) // 10 * 10
+    metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01, now=step - 1)  # last whole step
+    metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01, now=step - 10)  # same step
+    metrics.observe_reserve(drop_id=1, outcome="ended", seconds=0.01, now=step - 55)
+    metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01, now=step - 61)  # before the window
+    metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01, now=now)  # step still filling
+
+    points = metrics.series(drop_id=1, minutes=1, now=now)
+
+    assert [p["t"] for p in points] == list(range(step - 60, step, 10))
+    assert points[-1] == {"t": step - 10, "claims": 2, "rejections": 0}
+    assert points[0] == {"t": step - 60, "claims": 0, "rejections": 1}
+    assert sum(p["claims"] + p["rejections"] for p in points) == 3
+    assert len(metrics.series(drop_id=1, now=now)) == 60
+    assert len(metrics.series(drop_id=1, minutes=999, now=now)) == metrics.MAX_SERIES_MINUTES * 6
+
+
+def test_quantiles_interpolate_within_the_bucket() -> None:
+    for _ in range(100):
+        metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.003)
+    for _ in range(90):
+        metrics.observe_reserve(drop_id=2, outcome="held", seconds=0.0005)
+    for _ in range(10):
+        metrics.observe_reserve(drop_id=2, outcome="busy", seconds=0.3)
+    metrics.observe_reserve(drop_id=3, outcome="error", seconds=60)
+
+    same = metrics.latency_quantiles(drop_id=1)
+    mixed = metrics.latency_quantiles(drop_id=2)
+
+    assert 2.5 < same["p50_ms"] < 5
+    assert 2.5 < same["p99_ms"] <= 5
+    assert mixed["p50_ms"] <= 1
+    assert 250 < mixed["p99_ms"] <= 500
+    assert metrics.latency_quantiles(drop_id=3) == {"p50_ms": 2500.0, "p99_ms": 2500.0}
+    assert metrics.latency_quantiles(drop_id=4) == {"p50_ms": None, "p99_ms": None}
+
+
+def test_metrics_page_has_counters_cumulative_histogram_and_gauges(settings) -> None:
+    settings.DEBUG = False
+    drop = make_drop(slug="big-sale", quantity=10)
+    staff = get_user_model().objects.create_user(username="ops", password="x", is_staff=True)
+    for seconds in (0.0005, 0.003, 0.003, 0.2, 9.0):
+        metrics.observe_reserve(drop_id=drop.pk, outcome="held", seconds=seconds)
+    metrics.observe_reserve(drop_id=drop.pk, outcome="sold_out", seconds=0.001)
+    metrics.record_drift(drop_id=drop.pk)
+    metrics.record_drift(drop_id=drop.pk)
+    client = Client()
+    client.force_login(staff)
+
+    answer = scrape(client)
+
+    assert answer.status_code == 200
+    assert answer["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    text = answer.content.decode()
+    assert "# TYPE floodgate_reserve_requests_total counter" in text
+    assert "# TYPE floodgate_drift_detected_total counter" in text
+    assert "# TYPE floodgate_reserve_latency_seconds histogram" in text
+    samples = parse(text)
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
+    for name, _labels in samples:
+        family = name if name in types else name.rsplit("_", 1)[0]
+        assert types[family] == "histogram" if family != name else name in types, name
+    assert sample(samples, "floodgate_reserve_requests_total", drop="big-sale", outcome="held") == 5
+    assert sample(samples, "floodgate_reserve_requests_total", drop="big-sale", outcome="sold_out") == 1
+    buckets = [
+        sample(samples, "floodgate_reserve_latency_seconds_bucket", drop="big-sale", le=le)
+        for le in metrics.LE
+    ]
+    assert buckets == sorted(buckets)
+    assert buckets[0] == 2  # 0.5 ms and 1 ms: le is inclusive
+    assert buckets[-1] == sample(samples, "floodgate_reserve_latency_seconds_count", drop="big-sale") == 6
+    assert sample(samples, "floodgate_reserve_latency_seconds_sum", drop="big-sale") == pytest.approx(
+        9.2075, abs=1e-6
+    )
+    assert sample(samples, "floodgate_drift_detected_total", drop="big-sale") == 2
+    assert sample(samples, "floodgate_holds", drop="big-sale", state="held") == 0
+    assert sample(samples, "floodgate_expired_unsold_holds", drop="big-sale") == 0
+    assert sample(samples, "floodgate_invariant_drift", drop="big-sale") == 0
+    assert sample(samples, "floodgate_queue_length", drop="big-sale") == 0
+    assert sample(samples, "floodgate_metrics_store_up") == 1
+
+
+def test_gauges_leave_out_drops_ended_over_an_hour_ago() -> None:
+    long_ago = timezone.now() - metrics.RECENT * 5
+    make_drop(slug="old", starts_at=long_ago, ends_at=long_ago + metrics.RECENT)
+    make_drop(slug="now")
+
+    families = {gauge.name: gauge for gauge in metrics.drop_gauges()}
+
+    assert {labels["drop"] for labels, _ in families["floodgate_invariant_drift"].samples} == {"now"}
+
+
+def test_label_values_are_escaped() -> None:
+    gauge = metrics.Gauge("floodgate_test", "a \\ help\nline", [({"drop": 'a"b\\c\nd'}, 1.5)])
+
+    text = metrics.render_prometheus(extra=[gauge])
+
+    assert 'floodgate_test{drop="a\\"b\\\\c\\nd"} 1.5' in text.splitlines()
+    assert "# HELP floodgate_test a \\\\ help\\nline" in text.splitlines()
+    parse(text)
+
+
+@pytest.mark.parametrize(
+    ("debug", "staff", "token", "header", "status"),
+    [
+        (False, False, "", "", 403),
+        (False, False, "", "Bearer ", 403),
+        (True, False, "", "", 200),
+        (False, True, "", "", 200),
+        (False, False, "s3cret-token", "Bearer s3cret-token", 200),
+        (False, False, "s3cret-token", "bearer s3cret-token", 200),
+        (False, False, "s3cret-token", "Bearer wrong", 403),
+        (False, False, "s3cret-token", "Bearer s3cret-tokén", 403),
+        (False, False, "s3cret-token", "", 403),
+    ],
+)
+def test_access(settings, debug: bool, staff: bool, token: str, header: str, status: int) -> None:
+    settings.DEBUG = debug
+    settings.METRICS_TOKEN = token
+    client = Client()
+    if staff:
+        client.force_login(get_user_model().objects.create_user(username="s", password="x", is_staff=True))
+
+    answer = scrape(client, **({"Authorization": header} if header else {}))
+
+    assert answer.status_code == status
+
+
+def test_non_staff_user_is_refused(settings) -> None:
+    settings.DEBUG = False
+    client = Client()
+    client.force_login(get_user_model().objects.create_user(username="buyer", password="x"))
+
+    assert scrape(client).status_code == 403
+
+
+def test_redis_down_never_raises_and_warns_once(monkeypatch, caplog) -> None:
+    # a real client that fails for real: nothing listens on port 1
+    dead = redis_lib.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
+    working = metrics._client
+    monkeypatch.setattr(metrics, "_client", lambda: dead)
+    monkeypatch.setattr(metrics, "BACKOFF_SECONDS", 0.0)
+
+    with caplog.at_level(logging.WARNING, logger="shop.metrics"):
+        for _ in range(3):
+            assert metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01) is None
+        metrics.record_drift(drop_id=1)
+        text = metrics.render_prometheus()
+
+    assert len([r for r in caplog.records if r.name == "shop.metrics"]) == 1
+    assert sample(parse(text), "floodgate_metrics_store_up") == 0
+    with pytest.raises(redis_lib.RedisError):
+        metrics.rates(drop_id=1)
+    monkeypatch.setattr(metrics, "_client", working)
+    metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01)
+    assert working().hgetall("fg:m:reserve:total:1") == {b"held": b"1"}
+
+
+def test_after_a_failure_writes_pause_briefly(monkeypatch) -> None:
+    dead = redis_lib.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
+    working = metrics._client
+    monkeypatch.setattr(metrics, "_client", lambda: dead)
+    metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01)
+    monkeypatch.setattr(metrics, "_client", working)
+
+    started = time.monotonic()
+    metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01)
+
+    assert time.monotonic() - started < 0.05
+    assert working().hgetall("fg:m:reserve:total:1") == {}
