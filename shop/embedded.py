@@ -7,6 +7,7 @@ under one folder of the checkout and are stopped by `EmbeddedServers.stop()`.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import socket
@@ -54,12 +55,14 @@ def start_postgres(data_dir: Path) -> tuple[str, Path, object]:
     shared = running is not None and running.is_running()
     server = PostgresServer(pgdata, cleanup_mode=None)
     server.start()
+    atexit.unregister(server._cleanup)  # its exit hook only logs; stop() below is explicit
     # 64 concurrent benchmark clients plus the web, worker and beat pools.
     if server.psql("SHOW max_connections;").split()[2] != "300":
         server.psql("ALTER SYSTEM SET max_connections = 300;")
         server.stop()
         server = PostgresServer(pgdata, cleanup_mode=None)
         server.start()
+        atexit.unregister(server._cleanup)
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE_NAME};")
