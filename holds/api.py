@@ -12,7 +12,7 @@ from shop.errors import InvalidInput
 
 @api({"POST"}, login=True)
 def reserve(request: HttpRequest, slug: str) -> JsonResponse:
-    drop = catalogue.drop_view(slug=slug).drop
+    drop = catalogue.drop_for_claim(slug=slug)
     body = json_body(request)
     unit = body.get("unit")
     if unit is not None and not isinstance(unit, str):

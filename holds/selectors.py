@@ -28,7 +28,7 @@ def hold_json(hold: Hold) -> dict[str, object]:
         "expires_at": hold.expires_at.isoformat(),
         "extended": hold.extended,
         "units": sorted(hold.units.values_list("label", flat=True)),
-        "order": None,
+        "order": _order_of(hold),
     }
 
 
@@ -56,3 +56,8 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
             ]
         )
     return rows
+
+
+def _order_of(hold: Hold) -> dict[str, object] | None:
+    order = getattr(hold, "order", None)  # reverse one-to-one: absent until payment starts
+    return {"id": order.pk, "state": order.state} if order is not None else None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from holds import sql
@@ -32,6 +33,7 @@ from shop.errors import (
     NotStarted,
     Paused,
     SoldOut,
+    UnitTaken,
 )
 from shop.models import Drop, DropState, InventoryMode
 
@@ -40,6 +42,10 @@ log = logging.getLogger(__name__)
 RECLAIM_LOCK_NAMESPACE = 7301  # pg advisory lock class for "reclaiming a drop's holds"
 RECLAIM_BATCH = 500
 KEY_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.:")
+
+
+class OverdueHoldInTheWay(HoldExists):
+    """The buyer's active hold has expired but is not reclaimed yet."""
 
 
 @dataclass(frozen=True)
@@ -116,14 +122,21 @@ def _reserve(
     attempt = partial(_reserve_once, drop=drop, buyer_id=buyer_id, quantity=q, key=key, unit=unit)
     try:
         return attempt()
-    except SoldOut:
+    except (SoldOut, UnitTaken, OverdueHoldInTheWay):
+        # Expired holds not yet reclaimed may be what stands in the way: reclaim, try once more.
         if reclaim_expired(drop_id=drop.pk) == 0:
             raise
         return attempt()
     except stock.StockScattered:
-        # The tail: gather the last units into one bucket (its own transaction), then
-        # try once more there; a second scatter is a plain 503 Busy.
-        return attempt(first=stock.collapse_buckets(drop_id=drop.pk))
+        # The tail: gather the last units into one bucket (its own transaction) and try once
+        # more there. Still nothing free: what is left is mid-claim by others, as in units mode.
+        first = stock.collapse_buckets(drop_id=drop.pk, quantity=q)
+    try:
+        return attempt(first=first)
+    except stock.StockScattered:
+        raise SoldOut(
+            "Sold out right now: the last units are being claimed. They come back if unpaid."
+        ) from None
 
 
 def _reserve_once(
@@ -142,9 +155,11 @@ def _reserve_once(
                 return Reservation(Hold.objects.get(pk=again[0]), created=False)
             cursor.execute(sql.FIND_ACTIVE, ids)
             active = cursor.fetchone()
-            raise HoldExists(
-                "You already hold units of this drop; pay for them or release them first.",
-                hold=active[0] if active else None,
+            if active is None:
+                raise HoldExists("Another request of yours is reserving in this drop right now.", hold=None)
+            error = OverdueHoldInTheWay if active[1] else HoldExists
+            raise error(
+                "You already hold units of this drop; pay for them or release them first.", hold=active[0]
             )
         hold_id = row[0]
         cursor.execute(sql.BUYER_UNITS, ids)
@@ -177,9 +192,7 @@ def release(*, hold_id: int, buyer_id: int | None) -> bool:
 def confirm(*, hold_id: int) -> bool:
     """HELD -> SOLD if the hold has not expired; False if it was not held any more (or expired)."""
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(sql.CONFIRM_HOLD, {"hold": hold_id})
-        (changed,) = cursor.fetchone()
-    return bool(changed)
+        return confirm_in(cursor, hold_id=hold_id)
 
 
 def extend(*, hold_id: int) -> Hold:
@@ -190,6 +203,33 @@ def extend(*, hold_id: int) -> Hold:
     if row is None:
         raise HoldNotActive("This hold is no longer active or was already extended.")
     return Hold.objects.get(pk=hold_id)
+
+
+def hold_for_payment(cursor: CursorWrapper, *, hold_id: int, buyer_id: int) -> tuple[int, int]:
+    """Inside the payment's transaction: extend the buyer's live hold once and lock it.
+
+    Returns (quantity, drop id); HoldNotActive when it is not the buyer's or no longer held.
+    """
+    assert connection.in_atomic_block, "hold_for_payment runs inside the payment's transaction"
+    cursor.execute(sql.HOLD_FOR_PAYMENT, {"hold": hold_id, "buyer": buyer_id})
+    row = cursor.fetchone()
+    if row is None:
+        raise HoldNotActive("This hold has ended: it expired or was released. Reserve again to buy.")
+    return row[0], row[1]
+
+
+def confirm_in(cursor: CursorWrapper, *, hold_id: int) -> bool:
+    """HELD -> SOLD inside the caller's transaction (the payment saga's)."""
+    assert connection.in_atomic_block
+    cursor.execute(sql.CONFIRM_HOLD, {"hold": hold_id})
+    return bool(cursor.fetchone()[0])
+
+
+def release_in(cursor: CursorWrapper, *, hold_id: int) -> bool:
+    """HELD -> RELEASED with its units back, inside the caller's transaction."""
+    assert connection.in_atomic_block
+    cursor.execute(sql.RELEASE_HOLD, {"hold": hold_id, "buyer": None})
+    return bool(cursor.fetchone()[0])
 
 
 def reclaim_expired(*, drop_id: int, limit: int = RECLAIM_BATCH) -> int:

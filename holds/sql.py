@@ -27,8 +27,10 @@ FIND_BY_KEY = """
 SELECT id FROM holds_hold WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND idempotency_key = %(key)s
 """
 
+# The buyer's active hold and whether its time is up (the database clock decides).
 FIND_ACTIVE = """
-SELECT id FROM holds_hold WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND state = 'held'
+SELECT id, expires_at <= now() FROM holds_hold
+ WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND state = 'held'
 """
 
 # Units the buyer holds or bought in this drop, the new hold included. Runs after the
@@ -93,7 +95,7 @@ RETURNING h.expires_at
 """
 
 # Serialise reclaimers of one drop for this transaction; false: another one is at it.
-TRY_RECLAIM_LOCK = "SELECT pg_try_advisory_xact_lock(%(namespace)s, %(drop)s::int)"
+TRY_RECLAIM_LOCK = "SELECT pg_try_advisory_xact_lock(%(namespace)s, (%(drop)s %% 2147483647)::int)"
 
 # HELD -> EXPIRED for up to `limit` holds of a drop whose time is up, crediting their
 # units back. Skips hold rows a confirm or release has locked (that one decides
@@ -131,4 +133,18 @@ SELECT (SELECT count(*) FROM ended),
 
 DROPS_WITH_DUE_HOLDS = """
 SELECT DISTINCT drop_id FROM holds_hold WHERE state = 'held' AND expires_at <= now() LIMIT %(limit)s
+"""
+
+# Make a live hold ready for payment: the buyer's own, still held and unexpired; extended
+# once (a second start keeps the first extension). Locks the hold row until commit.
+# 1 row: ready (its quantity and drop); 0 rows: not the buyer's, or no longer held.
+HOLD_FOR_PAYMENT = """
+UPDATE holds_hold h
+   SET expires_at = CASE WHEN h.extended THEN h.expires_at
+                         ELSE now() + make_interval(secs => d.hold_seconds) END,
+       extended = true
+  FROM shop_drop d
+ WHERE h.id = %(hold)s AND h.buyer_id = %(buyer)s AND h.state = 'held' AND h.expires_at > now()
+   AND d.id = h.drop_id
+RETURNING h.quantity, h.drop_id
 """

@@ -19,7 +19,7 @@ from shop.errors import FloodgateError, NotFound
 @login_required
 def buy(request: HttpRequest, slug: str) -> HttpResponse:
     try:
-        drop = catalogue.drop_view(slug=slug).drop
+        drop = catalogue.drop_for_claim(slug=slug)
     except NotFound as error:
         raise Http404(error.detail) from None
     quantity: object = request.POST.get("quantity", "1")

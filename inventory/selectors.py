@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 
 from inventory import sql
 from inventory.models import StockBucket, Unit, UnitState
@@ -21,9 +21,9 @@ def available_by_drop(drop_ids: list[int]) -> dict[int, int]:
     }
     found |= {
         row["drop_id"]: row["n"]
-        for row in Unit.objects.filter(drop_id__in=ids)
+        for row in Unit.objects.filter(drop_id__in=ids, state=UnitState.AVAILABLE)  # the partial index
         .values("drop_id")
-        .annotate(n=Count("id", filter=Q(state=UnitState.AVAILABLE)))
+        .annotate(n=Count("id"))
     }
     return {drop_id: found.get(drop_id, 0) for drop_id in ids}
 

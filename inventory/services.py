@@ -114,11 +114,21 @@ def take_from_buckets(cursor: CursorWrapper, *, drop_id: int, quantity: int, fir
     raise refusal
 
 
-def collapse_buckets(*, drop_id: int) -> int:
-    """Move a drop's remaining units into bucket 0 (the tail of a sale); returns that bucket."""
+COLLAPSE_LOCK_NAMESPACE = 7302  # pg advisory lock class for "collapsing a drop's buckets"
+
+
+def collapse_buckets(*, drop_id: int, quantity: int) -> int:
+    """Move a drop's remaining units into bucket 0 (the tail of a sale); returns that bucket.
+
+    Collapsers of a drop queue on an advisory lock; each one that finds a bucket already
+    able to serve its quantity (the previous collapser's work) skips the collapse.
+    """
+    params = {"drop": drop_id, "namespace": COLLAPSE_LOCK_NAMESPACE}
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        levels = sql.all_rows(cursor, sql.COLLAPSE_BUCKETS, {"drop": drop_id})
-    return min(index for index, _ in levels)
+        sql.one(cursor, sql.COLLAPSE_LOCK, params)
+        if (sql.one(cursor, sql.FULLEST_BUCKET, params)[0] or 0) < quantity:
+            sql.all_rows(cursor, sql.COLLAPSE_BUCKETS, params)
+    return 0
 
 
 def take_units(cursor: CursorWrapper, *, drop_id: int, quantity: int, hold_id: int) -> Claim:

@@ -1,7 +1,9 @@
 """Every raw statement that changes or counts stock. Each one is the whole decision.
 
 Lock order everywhere: hold rows first, then stock rows (buckets in index order,
-units in rank order); the hot bucket row is always touched last.
+units in rank order); the hot bucket row is always touched last. At commit, Django's
+deferred foreign keys take KEY SHARE on the drop row, so nothing that holds a drop
+row lock may wait for a bucket unless that lock is NO KEY UPDATE.
 The sale window is checked inside each claim with the database's clock, so a
 paused, unstarted or ended drop cannot be claimed from, whatever Python thought.
 """
@@ -91,15 +93,24 @@ RETURNING u.label
 
 NEXT_UNIT_RANK = "SELECT COALESCE(max(rank) + 1, 0) FROM inventory_unit WHERE drop_id = %(drop)s"
 
-# Lock the drop row so two quantity changes apply one after the other.
-LOCK_DROP_QUANTITY = "SELECT quantity FROM shop_drop WHERE id = %(drop)s FOR UPDATE"
+# Lock the drop row so two quantity changes apply one after the other. NO KEY UPDATE: a
+# reserve's deferred foreign-key check takes KEY SHARE on the drop at commit, while it
+# holds a bucket; FOR UPDATE would wait for it while RESIZE waits for that bucket.
+LOCK_DROP_QUANTITY = "SELECT quantity FROM shop_drop WHERE id = %(drop)s FOR NO KEY UPDATE"
+
+# Serialise collapses of one drop (waits; the collapsing transaction holds nothing else).
+COLLAPSE_LOCK = "SELECT pg_advisory_xact_lock(%(namespace)s, (%(drop)s %% 2147483647)::int)"
+
+# The fullest bucket now (a fresh snapshot, after the collapse lock): no collapse is
+# needed when it can already serve the request.
+FULLEST_BUCKET = "SELECT max(available) FROM inventory_stockbucket WHERE drop_id = %(drop)s"
 
 # Lock a drop that has not started and has no holds; no row: its layout is fixed.
 LOCK_UNSTARTED_UNCLAIMED_DROP = """
 SELECT id FROM shop_drop d
  WHERE d.id = %(drop)s AND now() < d.starts_at
    AND NOT EXISTS (SELECT 1 FROM holds_hold WHERE drop_id = d.id)
-   FOR UPDATE
+   FOR NO KEY UPDATE
 """
 
 MOVE_QUANTITY = "UPDATE shop_drop SET quantity = quantity + %(delta)s WHERE id = %(drop)s RETURNING quantity"

@@ -36,6 +36,10 @@ class ProductAdmin(admin.ModelAdmin):
     list_filter = ["currency"]
 
 
+STOCK_FIELDS = {"quantity", "inventory_mode", "bucket_count"}
+PAUSE_FIELDS = {"paused", "paused_at", "paused_by", "pause_reason"}
+
+
 class DropForm(forms.ModelForm):
     unit_labels = forms.CharField(
         required=False,
@@ -191,6 +195,12 @@ class DropAdmin(admin.ModelAdmin):
             messages.success(
                 request, f"{drop.slug} {verb}." if result.changed else f"{drop.slug} was already {verb}."
             )
+            if not result.drained:
+                messages.warning(
+                    request,
+                    "Some claims that began before the pause were still running after 3 s; "
+                    "check the dashboard for holds created after the pause.",
+                )
         return redirect(request.POST.get("next") or reverse("admin:shop_drop_dashboard"))
 
     def pause_view(self, request: HttpRequest, drop_id: int) -> HttpResponse:
@@ -227,20 +237,24 @@ class DropAdmin(admin.ModelAdmin):
                 super().save_model(request, obj, form, change)
                 inventory.configure_stock(drop=obj, unit_labels=form.cleaned_data.get("labels"))
             return
-        # Quantity and layout move only together with their stock rows, in the services.
-        wanted = {f: getattr(obj, f) for f in ("quantity", "inventory_mode", "bucket_count")}
-        for field in wanted:
-            setattr(obj, field, form.initial[field])
-        super().save_model(request, obj, form, change)
-        # The admin view runs in a transaction; stock services own theirs, so they run after it.
-        transaction.on_commit(partial(self._move_stock, request, obj, **wanted))
+        # Quantity and layout move only together with their stock rows (in the services, after
+        # this transaction); the kill switch's columns are never written from a stale form.
+        wanted = {f: form.cleaned_data[f] for f in STOCK_FIELDS if f in form.cleaned_data}
+        columns = {f.name for f in Drop._meta.concrete_fields}
+        fields = [f for f in form.changed_data if f in columns and f not in STOCK_FIELDS | PAUSE_FIELDS]
+        if fields:
+            obj.save(update_fields=fields)
+        if wanted:
+            transaction.on_commit(partial(self._move_stock, request, obj.pk, **wanted))
 
-    def _move_stock(
-        self, request: HttpRequest, drop: Drop, *, quantity: int, inventory_mode: str, bucket_count: int
-    ) -> None:
+    def _move_stock(self, request: HttpRequest, drop_id: int, **wanted: object) -> None:
+        drop = Drop.objects.get(pk=drop_id)
+        mode = str(wanted.get("inventory_mode", drop.inventory_mode))
+        buckets = int(wanted.get("bucket_count", drop.bucket_count))
+        quantity = int(wanted.get("quantity", drop.quantity))
         try:
-            if (inventory_mode, bucket_count) != (drop.inventory_mode, drop.bucket_count):
-                inventory.relayout_stock(drop=drop, inventory_mode=inventory_mode, bucket_count=bucket_count)
+            if (mode, buckets) != (drop.inventory_mode, drop.bucket_count):
+                inventory.relayout_stock(drop=drop, inventory_mode=mode, bucket_count=buckets)
             if quantity != drop.quantity:
                 inventory.change_quantity(drop=drop, quantity=quantity)
         except FloodgateError as error:

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from functools import wraps
 
 from django.contrib.auth.models import AnonymousUser
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
-from shop.errors import FloodgateError, InvalidInput, Unauthenticated
+from shop.errors import Busy, FloodgateError, InvalidInput, Unauthenticated
 from shop.models import ApiToken
 
 View = Callable[..., HttpResponse]
+log = logging.getLogger(__name__)
 MAX_BODY = 16 * 1024
 
 
@@ -76,6 +79,10 @@ def api(methods: set[str], *, login: bool = False) -> Callable[[View], View]:
                 return view(request, *args, **kwargs)
             except FloodgateError as error:
                 return error_response(error)
+            except OperationalError as error:
+                # Deadlock, lock or statement timeout, pool exhausted: the database said "not now".
+                log.warning("api %s %s: database busy: %s", request.method, request.path, error)
+                return error_response(Busy("The shop is very busy; try again in a second."))
 
         return wrapper
 

@@ -33,7 +33,8 @@ def pause(request: HttpRequest, slug: str) -> JsonResponse:
     if not isinstance(reason, str):
         raise InvalidInput('Send {"reason": "why the sale is paused"}.')
     result = services.pause_drop(drop=drop, actor_id=request.user.pk, reason=reason)
-    return JsonResponse({"state": result.state, "changed": result.changed})
+    # drained false: claims that began before the pause were still running when it returned.
+    return JsonResponse({"state": result.state, "changed": result.changed, "drained": result.drained})
 
 
 @api({"POST"}, login=True)

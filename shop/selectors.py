@@ -51,6 +51,14 @@ def _views(drops: list[Drop], now: datetime) -> list[DropView]:
     return [DropView(d, d.state_at(now), remaining[d.pk]) for d in drops]
 
 
+def drop_for_claim(*, slug: str) -> Drop:
+    """The drop row alone (no stock counts): what the reserve path needs."""
+    drop = Drop.objects.filter(slug=slug).first()
+    if drop is None:
+        raise NotFound(f"There is no drop called {slug!r}.")
+    return drop
+
+
 def drop_view(*, slug: str) -> DropView:
     drop = Drop.objects.select_related("product").filter(slug=slug).first()
     if drop is None:

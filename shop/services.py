@@ -154,7 +154,8 @@ def pause_drop(*, drop: Drop, actor_id: int | None, reason: str) -> SwitchResult
         changed = cursor.fetchone() is not None
         if changed:
             cursor.execute(sql.RECORD_PAUSE_EVENT, params)
-    drained = _wait_for_older_transactions()
+    # Only the call that paused waits for the claims already in flight.
+    drained = _wait_for_older_transactions() if changed else True
     if changed:
         log.warning("drop %s paused by %s: %s", drop.pk, actor_id or "watchdog", reason)
         _log_admin_action(drop, actor_id, f"Paused: {reason}")
@@ -211,7 +212,7 @@ def watch_invariants() -> int:
 
     now = timezone.now()
     drifting = 0
-    for drop in Drop.objects.filter(starts_at__lte=now, ends_at__gt=now):
+    for drop in Drop.objects.filter(starts_at__lte=now, ends_at__gt=now, paused=False):
         numbers = invariant(drop_id=drop.pk)
         if numbers.drift == 0:
             continue

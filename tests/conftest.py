@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import redis as redis_lib
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
+PROVIDER_SECRET = "sim-secret-dev"
 
 
 @pytest.fixture
@@ -48,11 +50,76 @@ def start_process(name: str, command: list[str], env: dict[str, str]) -> tuple[s
     return process, log
 
 
+def wait_for_port(port: int, process: subprocess.Popen, log: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{log.name} did not start:\n{log.read_text()}") from None
+            time.sleep(0.1)
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @pytest.fixture(scope="session")
-def live_daphne(django_db_setup: None, django_db_blocker: object) -> Iterator[str]:
+def payment_provider() -> Iterator[str]:
+    """The simulated payment provider in its own process (fast, never declining unless told)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "PROVIDER_SECRET": PROVIDER_SECRET,
+        "PROVIDER_PUBLIC_URL": url,
+        "PROVIDER_LATENCY_MS": "50",
+        "PROVIDER_FAILURE_RATE": "0",
+    }
+    process, log = start_process(
+        f"provider-{port}",
+        [
+            str(Path(sys.executable).parent / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "checkout.provider_sim:app",
+        ],
+        env,
+    )
+    wait_for_port(port, process, log)
+    yield url
+    stop(process)
+
+
+def app_env(provider_url: str, public_url: str) -> dict[str, str]:
+    """Environment of a web or worker process serving the test database."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url_for_tests(),
+        "PAYMENT_PROVIDER_URL": provider_url,
+        "PAYMENT_PROVIDER_SECRET": PROVIDER_SECRET,
+        "PUBLIC_BASE_URL": public_url,
+        "CELERY_VISIBILITY_TIMEOUT": "4",
+        "CELERY_RESTORE_INTERVAL": "1",
+        "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
+        "EMAIL_FILE_PATH": str(ROOT / ".data" / "test" / "mail"),
+    }
+
+
+@pytest.fixture(scope="session")
+def live_daphne(django_db_setup: None, django_db_blocker: object, payment_provider: str) -> Iterator[str]:
     """A real daphne process serving shop.asgi:application against the test database."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url_for_tests(), "DB_POOL_MAX_SIZE": "10"}
+    env = {**app_env(payment_provider, f"http://127.0.0.1:{port}"), "DB_POOL_MAX_SIZE": "10"}
     process, log = start_process(
         f"daphne-{port}",
         [
@@ -65,18 +132,9 @@ def live_daphne(django_db_setup: None, django_db_blocker: object) -> Iterator[st
         ],
         env,
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"daphne did not start:\n{log.read_text()}") from None
-            time.sleep(0.1)
+    wait_for_port(port, process, log)
     yield f"http://127.0.0.1:{port}"
-    process.terminate()
-    process.wait(10)
+    stop(process)
 
 
 @pytest.fixture
@@ -124,3 +182,85 @@ def roles(db: None) -> None:
     from django.apps import apps
 
     importlib.import_module("shop.migrations.0003_roles").create_groups(apps, None)
+
+
+class Worker:
+    """A real Celery worker process on the test database; kill() is SIGKILL, start() again."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        celery = str(Path(sys.executable).parent / "celery")
+        self.process, self.log = start_process(
+            f"worker-{os.getpid()}-{self.starts}",
+            [
+                celery,
+                "-A",
+                "shop.celery:app",
+                "worker",
+                "--concurrency",
+                "2",
+                "-l",
+                "info",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            self.env,
+        )
+
+    def kill(self) -> None:
+        assert self.process is not None
+        for child in _children(self.process.pid):
+            os.kill(child, signal.SIGKILL)
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            stop(self.process)
+
+
+def _children(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found]
+
+
+@pytest.fixture
+def celery_worker(transactional_db: None, payment_provider: str, live_daphne: str) -> Iterator[Worker]:
+    """A fresh worker (an empty queue first, so earlier tests' tasks do not leak in)."""
+    env = {**app_env(payment_provider, live_daphne), "DB_POOL_MAX_SIZE": "4"}
+    celery = str(Path(sys.executable).parent / "celery")
+    subprocess.run([celery, "-A", "shop.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True)
+    worker = Worker(env)
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh_content_types() -> None:
+    """A transactional test's flush renumbers content types; never reuse the cached ids."""
+    from django.contrib.contenttypes.models import ContentType
+
+    ContentType.objects.clear_cache()
+
+
+@pytest.fixture
+def make_buyers():
+    """Bulk-create n buyers and return their ids."""
+
+    def make(n: int, prefix: str = "racer") -> list[int]:
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.hashers import make_password
+
+        User = get_user_model()
+        password = make_password(None)
+        users = User.objects.bulk_create(User(username=f"{prefix}{i}", password=password) for i in range(n))
+        return [u.pk for u in users]
+
+    return make

@@ -225,3 +225,16 @@ def test_sweep_expires_overdue_holds_in_batches(make_buyers) -> None:
     assert services.sweep_expired() == 0
     numbers = invariant(drop_id=drop.pk)
     assert (numbers.available, numbers.held, numbers.drift) == (20, 10, 0)
+
+
+def test_an_expired_unreclaimed_hold_does_not_block_its_buyer(make_buyers) -> None:
+    drop = make_drop(quantity=5, per_buyer_limit=1)
+    buyer = make_buyers(1)[0]
+    old = reserve(drop, buyer)
+    expire_in([old.pk], -1)
+
+    fresh = reserve(drop, buyer)
+
+    assert fresh.pk != old.pk and fresh.state == "held"
+    assert Hold.objects.get(pk=old.pk).state == "expired"
+    assert invariant(drop_id=drop.pk).drift == 0
