@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage ...`.
+"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage | bench`.
 
 Needs only python3. Creates `.venv`, installs the project when pyproject.toml
 changed, installs Debian's Chromium for the browser tests when it is missing,
@@ -55,8 +55,10 @@ def ensure_chromium() -> None:
 
 
 def main(argv: list[str]) -> None:
-    if not argv or argv[0] not in {"run", "test", "manage"}:
-        sys.exit("usage: python3 floodgate.py run | test [pytest args] | manage <command>")
+    if not argv or argv[0] not in {"run", "test", "manage", "bench"}:
+        sys.exit(
+            "usage: python3 floodgate.py run | test [pytest args] | manage <command> | bench <name> [args]"
+        )
     ensure_virtualenv()
     if argv[0] == "test":
         ensure_chromium()

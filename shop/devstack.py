@@ -1,4 +1,4 @@
-"""Run the whole store, or the test suite, on this machine: `python -m shop.devstack run|test`.
+"""Run the whole store, the tests or a benchmark here: `python -m shop.devstack run|test|bench`.
 
 With DATABASE_URL / REDIS_URL unset, real PostgreSQL and Redis servers are
 started from pip packages under `.data/` and stopped on exit.
@@ -66,6 +66,12 @@ def run_store() -> None:
     with servers(ROOT / ".data") as env:
         manage(env, "migrate", "--no-input", "-v", "0")
         manage(env, "collectstatic", "--no-input", "-v", "0")
+        provider_port = os.environ.get("PROVIDER_PORT", "8701")
+        env |= {
+            "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+            "PAYMENT_PROVIDER_URL": f"http://127.0.0.1:{provider_port}",
+            "PROVIDER_PUBLIC_URL": f"http://127.0.0.1:{provider_port}",
+        }
         password = secrets.token_urlsafe(9)
         manage(env, "seed_demo", "--admin-password", password)
         commands = {
@@ -90,6 +96,14 @@ def run_store() -> None:
                 "-s",
                 str(ROOT / ".data" / "celerybeat-schedule"),
             ],
+            "provider": [
+                str(BIN / "daphne"),
+                "-b",
+                "127.0.0.1",
+                "-p",
+                provider_port,
+                "checkout.provider_sim:app",
+            ],
         }
         children = {
             name: subprocess.Popen(cmd, env={**os.environ, **env}, cwd=ROOT, start_new_session=True)
@@ -97,6 +111,7 @@ def run_store() -> None:
         }
         say(f"store:  http://127.0.0.1:{port}/")
         say(f"admin:  http://127.0.0.1:{port}/admin/  user: admin  password: {password}")
+        say(f"payment provider (simulated): http://127.0.0.1:{provider_port}/")
         say("Ctrl-C stops everything")
         try:
             while all(child.poll() is None for child in children.values()):
@@ -131,6 +146,18 @@ def run_tests(args: list[str]) -> int:
         return done.returncode
 
 
+def run_bench(args: list[str]) -> int:
+    """`bench NAME [args]`: run `python -m bench.NAME` against servers of its own (.data/bench)."""
+    if not args or not args[0].isidentifier():
+        sys.exit("usage: python3 floodgate.py bench <name> [args], e.g. bench claims --quick")
+    with servers(ROOT / ".data" / "bench") as env:
+        manage(env, "migrate", "--no-input", "-v", "0")
+        done = subprocess.run(
+            [sys.executable, "-m", f"bench.{args[0]}", *args[1:]], env={**os.environ, **env}, cwd=ROOT
+        )
+        return done.returncode
+
+
 def main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     command, rest = argv[0], argv[1:]
@@ -138,6 +165,8 @@ def main(argv: list[str]) -> None:
         run_store()
     elif command == "test":
         sys.exit(run_tests(rest))
+    elif command == "bench":
+        sys.exit(run_bench(rest))
     elif command == "manage":
         with servers(ROOT / ".data") as env:
             manage(env, *rest)

@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "shop",
     "inventory",
     "holds",
+    "checkout",
 ]
 
 MIDDLEWARE = [
@@ -102,11 +103,28 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A task whose worker died unacknowledged is redelivered after this many seconds.
+# Workers look for such orphans every CELERY_RESTORE_INTERVAL seconds.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.integer("CELERY_VISIBILITY_TIMEOUT", 300),
+    "unacked_restore_interval": env.integer("CELERY_RESTORE_INTERVAL", 10),
+    "unacked_restore_throttle": 1,
+}
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "reclaim-expired-holds": {
         "task": "holds.reclaim_expired_holds",
         "schedule": float(env.integer("RECLAIM_EVERY_SECONDS", 5)),
         "options": {"expires": 10},
+    },
+    "relay-outbox": {
+        "task": "checkout.relay_outbox",
+        "schedule": 5.0,
+        "options": {"expires": 10},
+    },
+    "settle-unsettled-payments": {
+        "task": "checkout.settle_unsettled_payments",
+        "schedule": 30.0,
+        "options": {"expires": 30},
     },
     "watch-invariants": {
         "task": "shop.watch_invariants",
@@ -152,6 +170,28 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEV
 SECURE_HSTS_PRELOAD = not DEV
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# Payments: the provider adapter (checkout.providers) and where the provider calls us back.
+PAYMENT_PROVIDER = os.environ.get("PAYMENT_PROVIDER", "simulated")
+PAYMENT_PROVIDER_URL = os.environ.get("PAYMENT_PROVIDER_URL", "http://127.0.0.1:8701")
+PAYMENT_PROVIDER_SECRET = (
+    os.environ.get("PAYMENT_PROVIDER_SECRET") or "sim-secret-dev"
+    if DEV
+    else env.required("PAYMENT_PROVIDER_SECRET")
+)
+PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
+MERCHANT_WEBHOOK_URL = os.environ.get("MERCHANT_WEBHOOK_URL", "")
+
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEV
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(BASE_DIR / ".data" / "mail"))
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env.integer("EMAIL_PORT", 25)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "orders@floodgate.invalid")
+
 # Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>` (staff may look too).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 

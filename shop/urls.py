@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from checkout import api as checkout_api
+from checkout import views as checkout_views
 from holds import api as holds_api
 from holds import views as holds_views
 from shop import api_views, metrics_views, ops_api, views
@@ -14,6 +16,9 @@ api_patterns = [
     path("drops/<slug:slug>", api_views.drop_detail, name="api-drop"),
     path("drops/<slug:slug>/holds", holds_api.reserve, name="api-reserve"),
     path("holds/<str:hold_id>", holds_api.hold, name="api-hold"),
+    path("holds/<str:hold_id>/payment", checkout_api.start_payment, name="api-payment"),
+    path("orders", checkout_api.orders, name="api-orders"),
+    path("orders/<str:order_id>", checkout_api.order, name="api-order"),
     path("ops/drops/<slug:slug>/invariant", ops_api.drop_invariant, name="api-ops-invariant"),
     path("ops/drops/<slug:slug>/pause", ops_api.pause, name="api-ops-pause"),
     path("ops/drops/<slug:slug>/resume", ops_api.resume, name="api-ops-resume"),
@@ -25,6 +30,10 @@ urlpatterns = [
     path("drops/<slug:slug>/buy", holds_views.buy, name="buy"),
     path("holds/<int:hold_id>/", holds_views.hold, name="hold"),
     path("holds/<int:hold_id>/release", holds_views.release, name="release"),
+    path("holds/<int:hold_id>/pay", checkout_views.pay, name="pay"),
+    path("orders/", checkout_views.orders, name="orders"),
+    path("orders/<int:order_id>/", checkout_views.order, name="order"),
+    path("checkout/webhooks/<str:provider>", checkout_views.webhook, name="webhook"),
     path("accounts/signup/", views.signup, name="signup"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

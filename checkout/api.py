@@ -1,0 +1,43 @@
+"""JSON API of checkout: start paying a hold, list orders."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+
+from checkout import services
+from checkout.models import Order
+from holds import selectors as holds
+from shop.api import api
+from shop.errors import NotFound
+
+
+@api({"POST"}, login=True)
+def start_payment(request: HttpRequest, hold_id: str) -> JsonResponse:
+    hold = holds.hold_of_buyer(hold_id=hold_id, buyer_id=request.user.pk)
+    started = services.start_payment(hold_id=hold.pk, buyer_id=request.user.pk)
+    body = {
+        "payment": started.payment.pk,
+        "state": started.payment.state,
+        "redirect_url": started.payment.redirect_url,
+        "order": services.order_json(started.order),
+    }
+    return JsonResponse(body, status=202)
+
+
+@api({"GET"}, login=True)
+def orders(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(
+        {"orders": [services.order_json(o) for o in services.orders_of(buyer_id=request.user.pk)]}
+    )
+
+
+@api({"GET"}, login=True)
+def order(request: HttpRequest, order_id: str) -> JsonResponse:
+    found = (
+        Order.objects.select_related("drop")
+        .filter(pk=order_id if order_id.isdigit() else 0, buyer_id=request.user.pk)
+        .first()
+    )
+    if found is None:
+        raise NotFound("There is no such order among yours.")
+    return JsonResponse(services.order_json(found))

@@ -1,0 +1,137 @@
+"""Orders, payment attempts, provider webhooks as received, and the outbox."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+from django.urls import reverse
+
+
+class OrderState(models.TextChoices):
+    PENDING = "pending"
+    CONFIRMED = "confirmed"
+    FAILED = "failed"
+
+
+class Order(models.Model):
+    """What a buyer is paying for: made from a hold when payment starts."""
+
+    hold = models.OneToOneField("holds.Hold", on_delete=models.PROTECT, related_name="order")
+    buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders")
+    drop = models.ForeignKey("shop.Drop", on_delete=models.PROTECT, related_name="orders")
+    quantity = models.PositiveIntegerField()
+    amount_minor = models.PositiveIntegerField()
+    currency = models.CharField(max_length=3)
+    state = models.CharField(max_length=10, choices=OrderState.choices, default=OrderState.PENDING)
+    failure_reason = models.CharField(max_length=300, blank=True)
+    refunded = models.BooleanField(default=False, help_text="An authorisation that came too late was voided.")
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=OrderState.values), name="checkout_order_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=OrderState.FAILED) | ~Q(failure_reason=""),
+                name="checkout_order_failure_has_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"order {self.pk} ({self.state})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("order", kwargs={"order_id": self.pk})
+
+
+class PaymentState(models.TextChoices):
+    CREATED = "created"  # row written, provider session not opened yet
+    PENDING = "pending"  # buyer at the provider; waiting for its webhook
+    CAPTURE_PENDING = "capture_pending"  # authorised and the hold sold: capture to do
+    CAPTURED = "captured"
+    VOID_PENDING = "void_pending"  # authorised too late: void to do
+    VOIDED = "voided"
+    FAILED = "failed"  # declined, or no session could be opened
+
+
+class Payment(models.Model):
+    """One attempt to pay an order at a provider."""
+
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="payments")
+    provider = models.CharField(max_length=30)
+    reference = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    session_id = models.CharField(max_length=100, null=True, blank=True)
+    redirect_url = models.URLField(max_length=500, blank=True)
+    state = models.CharField(max_length=20, choices=PaymentState.choices, default=PaymentState.CREATED)
+    amount_minor = models.PositiveIntegerField()
+    currency = models.CharField(max_length=3)
+    last_error = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "session_id"], name="checkout_payment_provider_session"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=PaymentState.values), name="checkout_payment_state_valid"
+            ),
+            # At most one attempt in flight per order: a double click cannot open two sessions.
+            models.UniqueConstraint(
+                fields=["order"],
+                condition=Q(state__in=["created", "pending"]),
+                name="checkout_payment_one_open_per_order",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"payment {self.pk} ({self.state})"
+
+
+class WebhookEvent(models.Model):
+    """A provider callback as received; its event id makes processing happen once."""
+
+    provider = models.CharField(max_length=30)
+    event_id = models.CharField(max_length=100)
+    type = models.CharField(max_length=50)
+    payload = models.JSONField()
+    received_at = models.DateTimeField(db_default=Now())
+    processed_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "event_id"], name="checkout_webhookevent_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.event_id}"
+
+
+class OutboxMessage(models.Model):
+    """An event that must leave the process, written with the change it announces."""
+
+    topic = models.CharField(max_length=50)
+    key = models.CharField(max_length=100, help_text="The consumer's deduplication key.")
+    payload = models.JSONField()
+    created_at = models.DateTimeField(db_default=Now())
+    sent_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["topic", "key"], name="checkout_outbox_topic_key")]
+        indexes = [
+            models.Index(fields=["id"], condition=Q(sent_at__isnull=True), name="checkout_outbox_unsent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic} {self.key}"

@@ -1,0 +1,319 @@
+"""The payment saga: reserve, pay with nothing held, confirm exactly once.
+
+1. start_payment: extend the hold once, write the order and a payment (one short
+   transaction), then open the provider's hosted session (outside any transaction).
+2. the provider calls our webhook; record_webhook stores it once per event id.
+3. process_event (a Celery task): in one transaction, HELD -> SOLD and the order
+   confirmed with its outbox messages, or, when the hold had already ended, the
+   order failed and the authorisation marked for voiding. Declines release the hold.
+4. settle_payment (a Celery task): capture or void at the provider, idempotently.
+
+Lock order: webhook event row, payment row, hold row, stock rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
+from django.db.models.functions import Now
+from django.urls import reverse
+from psycopg.types.json import Jsonb
+
+from checkout import sql
+from checkout.models import Order, OrderState, OutboxMessage, Payment, PaymentState, WebhookEvent
+from checkout.providers import get_provider
+from checkout.providers.base import ProviderError
+from checkout.providers.base import WebhookEvent as ProviderEvent
+from holds import services as holds
+from holds.models import Hold
+from shop.errors import Busy
+
+log = logging.getLogger(__name__)
+
+EMAIL_TOPIC = "order_confirmed.email"
+MAX_ATTEMPTS = 20
+MERCHANT_TOPIC = "order_confirmed.merchant_webhook"
+
+
+class ProviderUnavailable(Busy):
+    code = "payment_unavailable"
+
+
+@dataclass(frozen=True)
+class Started:
+    payment: Payment
+    order: Order
+
+
+def _absolute(path: str) -> str:
+    return settings.PUBLIC_BASE_URL.rstrip("/") + path
+
+
+def start_payment(*, hold_id: int, buyer_id: int) -> Started:
+    """Extend the hold once and open a payment session; a second call returns the open one."""
+    provider = get_provider(settings.PAYMENT_PROVIDER)
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        quantity, drop_id = holds.hold_for_payment(cursor, hold_id=hold_id, buyer_id=buyer_id)
+        hold = Hold.objects.select_related("drop__product").get(pk=hold_id)
+        product = hold.drop.product
+        order, _ = Order.objects.get_or_create(
+            hold=hold,
+            defaults={
+                "buyer_id": buyer_id,
+                "drop_id": drop_id,
+                "quantity": quantity,
+                "amount_minor": product.price_minor * quantity,
+                "currency": product.currency,
+            },
+        )
+        payment = order.payments.filter(state__in=[PaymentState.CREATED, PaymentState.PENDING]).first()
+        if payment is None:
+            payment = Payment.objects.create(
+                order=order, provider=provider.name, amount_minor=order.amount_minor, currency=order.currency
+            )
+    if payment.state == PaymentState.PENDING:
+        return Started(payment, order)
+    # Outside the transaction: a slow provider holds no lock of ours.
+    try:
+        session = provider.create_session(
+            reference=str(payment.reference),
+            amount_minor=payment.amount_minor,
+            currency=payment.currency,
+            callback_url=_absolute(reverse("webhook", kwargs={"provider": provider.name})),
+            return_url=_absolute(order.get_absolute_url()),
+        )
+    except ProviderError as error:
+        Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
+            state=PaymentState.FAILED, last_error=str(error)[:300]
+        )
+        raise ProviderUnavailable("The payment provider is not answering; try again in a moment.") from None
+    Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
+        state=PaymentState.PENDING, session_id=session.session_id, redirect_url=session.redirect_url
+    )
+    payment.refresh_from_db()
+    return Started(payment, order)
+
+
+def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[str, object]) -> int | None:
+    """Store a verified event once per (provider, event id); returns its row id if not yet processed."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(
+            sql.RECORD_EVENT,
+            {
+                "provider": provider_name,
+                "event": event.event_id,
+                "type": event.type,
+                "payload": Jsonb(payload),
+            },
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def process_event(*, event_pk: int) -> str:
+    """Apply one webhook event exactly once; safe to run twice, and for events out of order."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        event = WebhookEvent.objects.select_for_update().get(pk=event_pk)
+        if event.processed_at is not None:
+            outcome = "already_processed"
+            payment = _payment_of(event, lock=False)
+        else:
+            payment = _payment_of(event, lock=True)
+            outcome = _apply(cursor, event, payment) if payment else "unknown_session"
+            cursor.execute(sql.MARK_PROCESSED, {"event": event.pk, "outcome": outcome})
+    # Only the run that decided enqueues the capture or void; a lost task is picked up by
+    # the beat's settle_unsettled_payments.
+    if outcome in {"confirmed", "too_late_voiding"} and payment is not None:
+        _enqueue_settle(payment.pk)
+    log.info("webhook %s (%s): %s", event.event_id, event.type, outcome)
+    return outcome
+
+
+def _payment_of(event: WebhookEvent, *, lock: bool) -> Payment | None:
+    payments = Payment.objects.select_related("order")
+    if lock:
+        payments = payments.select_for_update(of=("self",))
+    return payments.filter(provider=event.provider, session_id=event.payload.get("session_id")).first()
+
+
+def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
+    order = payment.order
+    if event.type == "payment.failed":
+        if payment.state not in {PaymentState.CREATED, PaymentState.PENDING}:
+            return f"ignored_failure_after_{payment.state}"
+        holds.release_in(cursor, hold_id=order.hold_id)
+        reason = str(event.payload.get("reason") or "declined").replace("_", " ")
+        _set(payment, PaymentState.FAILED)
+        _finish(
+            order, OrderState.FAILED, f"The payment was declined ({reason}). The units went back on sale."
+        )
+        return "declined"
+    # payment.authorized
+    if payment.state not in {PaymentState.CREATED, PaymentState.PENDING, PaymentState.FAILED}:
+        return f"ignored_authorisation_after_{payment.state}"
+    if payment.state != PaymentState.FAILED and holds.confirm_in(cursor, hold_id=order.hold_id):
+        _set(payment, PaymentState.CAPTURE_PENDING)
+        _finish(order, OrderState.CONFIRMED, "")
+        _announce(order)
+        return "confirmed"
+    _set(payment, PaymentState.VOID_PENDING)
+    order.refunded = True
+    _finish(
+        order,
+        OrderState.FAILED,
+        "Your hold ended before the payment arrived, so the units were not yours any more. "
+        "The payment was cancelled: you are not charged.",
+    )
+    return "too_late_voiding"
+
+
+def _set(payment: Payment, state: str) -> None:
+    payment.state = state
+    Payment.objects.filter(pk=payment.pk).update(state=state)
+
+
+def _finish(order: Order, state: str, reason: str) -> None:
+    order.state, order.failure_reason = state, reason
+    Order.objects.filter(pk=order.pk).update(state=state, failure_reason=reason, refunded=order.refunded)
+
+
+def _announce(order: Order) -> None:
+    """Outbox rows, in the confirming transaction: they leave only if the sale commits."""
+    payload = {
+        "order": order.pk,
+        "drop": order.drop_id,
+        "buyer": order.buyer_id,
+        "quantity": order.quantity,
+        "amount_minor": order.amount_minor,
+        "currency": order.currency,
+    }
+    key = f"order-{order.pk}-confirmed"
+    OutboxMessage.objects.bulk_create(
+        [
+            OutboxMessage(topic=EMAIL_TOPIC, key=key, payload=payload),
+            OutboxMessage(topic=MERCHANT_TOPIC, key=key, payload=payload),
+        ],
+        ignore_conflicts=True,
+    )
+    transaction.on_commit(_enqueue_relay)
+
+
+def _enqueue_settle(payment_pk: int) -> None:
+    from checkout.tasks import settle_payment
+
+    settle_payment.delay(payment_pk)
+
+
+def _enqueue_relay() -> None:
+    from checkout.tasks import relay_outbox
+
+    relay_outbox.delay()
+
+
+def settle_payment(*, payment_pk: int) -> str:
+    """Capture a sold order's authorisation, or void a late one; idempotent at both ends."""
+    payment = Payment.objects.get(pk=payment_pk)
+    provider = get_provider(payment.provider)
+    if payment.state == PaymentState.CAPTURE_PENDING:
+        provider.capture(session_id=payment.session_id)
+        Payment.objects.filter(pk=payment.pk, state=PaymentState.CAPTURE_PENDING).update(
+            state=PaymentState.CAPTURED
+        )
+        return "captured"
+    if payment.state == PaymentState.VOID_PENDING:
+        provider.void(session_id=payment.session_id)
+        Payment.objects.filter(pk=payment.pk, state=PaymentState.VOID_PENDING).update(
+            state=PaymentState.VOIDED
+        )
+        return "voided"
+    return f"nothing_to_do_{payment.state}"
+
+
+def unsettled_payment_ids(*, limit: int = 100) -> list[int]:
+    return list(
+        Payment.objects.filter(state__in=[PaymentState.CAPTURE_PENDING, PaymentState.VOID_PENDING])
+        .order_by("updated_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+# The outbox relay --------------------------------------------------------------------------
+
+
+def relay_outbox(*, limit: int = 200) -> int:
+    """Send unsent outbox messages one by one, each marked sent in the transaction that locked it.
+
+    A crash loses nothing (the message stays unsent) and can repeat only the one message in
+    flight, with the same key, which its consumer uses to drop the repeat.
+    """
+    sent, failed = 0, []
+    for _ in range(limit):
+        with transaction.atomic(durable=True):
+            message = (
+                OutboxMessage.objects.select_for_update(skip_locked=True)
+                .filter(sent_at__isnull=True, attempts__lt=MAX_ATTEMPTS)
+                .exclude(pk__in=failed)
+                .order_by("id")
+                .first()
+            )
+            if message is None:
+                break
+            try:
+                _deliver(message)
+            except Exception as error:  # any consumer failure: keep it for a later round
+                OutboxMessage.objects.filter(pk=message.pk).update(
+                    attempts=message.attempts + 1, last_error=str(error)[:300]
+                )
+                log.warning("outbox %s %s not sent: %s", message.topic, message.key, error)
+                failed.append(message.pk)
+                continue
+            OutboxMessage.objects.filter(pk=message.pk).update(sent_at=Now(), attempts=message.attempts + 1)
+            sent += 1
+    return sent
+
+
+def _deliver(message: OutboxMessage) -> None:
+    if message.topic == EMAIL_TOPIC:
+        order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
+        if not order.buyer.email:
+            return  # nobody to write to; delivered as far as it can be
+        EmailMessage(
+            subject=f"Your order {order.pk} is confirmed",
+            body=f"{order.quantity} x {order.drop.display_title} is yours.",
+            to=[order.buyer.email],
+            headers={"Message-ID": f"<{message.key}@floodgate>"},
+        ).send()
+    elif message.topic == MERCHANT_TOPIC:
+        url = getattr(settings, "MERCHANT_WEBHOOK_URL", "")
+        if not url:
+            return  # no merchant hook configured
+        import httpx
+
+        answer = httpx.post(url, json=message.payload, headers={"Idempotency-Key": message.key}, timeout=5)
+        answer.raise_for_status()
+    else:
+        raise ValueError(f"unknown outbox topic {message.topic}")
+
+
+def orders_of(*, buyer_id: int) -> list[Order]:
+    return list(Order.objects.filter(buyer_id=buyer_id).select_related("drop__product")[:100])
+
+
+def order_json(order: Order) -> dict[str, object]:
+    return {
+        "id": order.pk,
+        "hold": order.hold_id,
+        "drop": order.drop.slug,
+        "state": order.state,
+        "quantity": order.quantity,
+        "amount_minor": order.amount_minor,
+        "currency": order.currency,
+        "failure_reason": order.failure_reason,
+        "refunded": order.refunded,
+        "created_at": order.created_at.isoformat(),
+    }
