@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from checkout.models import Payment
+from holds.models import Hold
+from inventory.selectors import invariant
+from tests.conftest import PROVIDER_SECRET, Worker
+from tests.factories import make_buyer, make_drop
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def reserve_from_the_drop_page(page: object, base: str, slug: str, username: str) -> None:
+    page.goto(f"{base}/accounts/login/?next=/drops/{slug}/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "correct horse battery")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(re.compile(rf"/drops/{slug}/$"))
+    page.click("#buy")
+    page.wait_for_url(re.compile(r"/holds/\d+/$"))
+
+
+@pytest.fixture(autouse=True)
+def reliable_provider(payment_provider: str) -> None:
+    httpx.post(
+        f"{payment_provider}/api/config",
+        json={"latency_ms": 200, "failure_rate": 0, "duplicates": 1, "late_seconds": 0},
+        headers={"Authorization": f"Bearer {PROVIDER_SECRET}"},
+    ).raise_for_status()
+
+
+def test_buy_a_unit_from_the_drop_page_to_the_confirmation(
+    live_daphne: str, payment_provider: str, celery_worker: Worker, page: object
+) -> None:
+    drop = make_drop(slug="shoe", product_name="Court Shoe", quantity=2)
+    make_buyer("paula")
+
+    reserve_from_the_drop_page(page, live_daphne, "shoe", "paula")
+    page.click("#pay")
+    page.wait_for_url(re.compile(re.escape(payment_provider) + r"/pay/"))
+    page.click("#pay")  # on the provider's hosted page
+
+    page.wait_for_url(re.compile(r"/orders/\d+/$"))
+    page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
+    assert "Confirmed" in page.locator("#order-title").inner_text()
+    assert Hold.objects.get(drop=drop).state == "sold"
+    numbers = invariant(drop_id=drop.pk)
+    assert (numbers.available, numbers.sold, numbers.drift) == (1, 1, 0)
+    page.goto(f"{live_daphne}/orders/")
+    assert "confirmed" in page.locator("article").first.inner_text().lower()
+
+
+def test_a_failed_payment_puts_the_unit_back_on_sale(
+    live_daphne: str, payment_provider: str, celery_worker: Worker, page: object
+) -> None:
+    drop = make_drop(slug="boot", product_name="Rain Boot", quantity=1)
+    make_buyer("fred")
+
+    reserve_from_the_drop_page(page, live_daphne, "boot", "fred")
+    assert invariant(drop_id=drop.pk).available == 0
+    page.click("#pay")
+    page.wait_for_url(re.compile(re.escape(payment_provider) + r"/pay/"))
+    page.click("#decline")
+
+    page.wait_for_url(re.compile(r"/orders/\d+/$"))
+    page.wait_for_selector("#order-state:text('failed')", timeout=30_000)
+    assert "declined" in page.locator("#order-detail").inner_text()
+    assert Payment.objects.get().state == "failed"
+    numbers = invariant(drop_id=drop.pk)
+    assert (numbers.available, numbers.held, numbers.sold, numbers.drift) == (1, 0, 0, 0)
+    page.goto(f"{live_daphne}/drops/boot/")
+    assert page.locator("#buy").count() == 1  # back on sale
