@@ -332,7 +332,6 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
     holds: list[tuple[Mapping[str, str], float]] = []
     expired_unsold: list[tuple[Mapping[str, str], float]] = []
     drift: list[tuple[Mapping[str, str], float]] = []
-    queue: list[tuple[Mapping[str, str], float]] = []
     for drop_id, slug in drops:
         try:
             state = invariant(drop_id=drop_id)
@@ -345,8 +344,6 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
         ]
         expired_unsold.append(({"drop": slug}, state.expired_unreclaimed))
         drift.append(({"drop": slug}, state.drift))
-        # The waiting room keeps no queue yet; the series exists so dashboards need no change later.
-        queue.append(({"drop": slug}, 0))
     return [
         Gauge(
             "floodgate_holds",
@@ -359,5 +356,4 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
             expired_unsold,
         ),
         Gauge("floodgate_invariant_drift", "quantity - (available + held + sold); must be 0.", drift),
-        Gauge("floodgate_queue_length", "Buyers waiting in the drop's waiting room.", queue),
     ]

@@ -191,7 +191,6 @@ def test_metrics_page_has_counters_cumulative_histogram_and_gauges(settings) -> 
     assert sample(samples, "floodgate_holds", drop="big-sale", state="held") == 0
     assert sample(samples, "floodgate_expired_unsold_holds", drop="big-sale") == 0
     assert sample(samples, "floodgate_invariant_drift", drop="big-sale") == 0
-    assert sample(samples, "floodgate_queue_length", drop="big-sale") == 0
     assert sample(samples, "floodgate_metrics_store_up") == 1
 
 
