@@ -10,6 +10,8 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.urls import reverse
 
+from shop.models import money
+
 
 class OrderState(models.TextChoices):
     PENDING = "pending"
@@ -49,6 +51,10 @@ class Order(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("order", kwargs={"order_id": self.pk})
+
+    @property
+    def amount_display(self) -> str:
+        return money(self.amount_minor, self.currency)
 
 
 class PaymentState(models.TextChoices):

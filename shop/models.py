@@ -22,6 +22,11 @@ HOLD_SECONDS_RANGE = (30, 3600)
 PER_BUYER_LIMIT_MAX = 100
 
 
+def money(amount_minor: int, currency: str) -> str:
+    """12900, "EUR" -> "129.00 EUR" (two decimal places; enough for the currencies sold here)."""
+    return f"{amount_minor // 100:,}.{amount_minor % 100:02d} {currency}"
+
+
 class Product(models.Model):
     sku = models.CharField("SKU", max_length=64, unique=True)
     name = models.CharField(max_length=200)
@@ -47,7 +52,7 @@ class Product(models.Model):
 
     @property
     def price_display(self) -> str:
-        return f"{self.price_minor // 100:,}.{self.price_minor % 100:02d} {self.currency}"
+        return money(self.price_minor, self.currency)
 
 
 class InventoryMode(models.TextChoices):
