@@ -13,15 +13,19 @@ Lock order: webhook event row, payment row, hold row, stock rows.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.mail import EmailMessage
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.db.models.functions import Now
 from django.urls import reverse
+from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 from checkout import sql
@@ -36,12 +40,16 @@ from shop.errors import Busy
 log = logging.getLogger(__name__)
 
 EMAIL_TOPIC = "order_confirmed.email"
-MAX_ATTEMPTS = 20
+MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
 MERCHANT_TOPIC = "order_confirmed.merchant_webhook"
 
 
 class ProviderUnavailable(Busy):
     code = "payment_unavailable"
+
+
+class PaymentOpening(Busy):
+    code = "payment_opening"
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,9 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
             },
         )
         payment = order.payments.filter(state__in=[PaymentState.CREATED, PaymentState.PENDING]).first()
+        if payment is not None and payment.state == PaymentState.CREATED:
+            # Another click is opening the session right now; one session per attempt.
+            raise PaymentOpening("Your payment page is being prepared; try again in a second.")
         if payment is None:
             payment = Payment.objects.create(
                 order=order, provider=provider.name, amount_minor=order.amount_minor, currency=order.currency
@@ -92,9 +103,14 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
             state=PaymentState.FAILED, last_error=str(error)[:300]
         )
         raise ProviderUnavailable("The payment provider is not answering; try again in a moment.") from None
-    Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
-        state=PaymentState.PENDING, session_id=session.session_id, redirect_url=session.redirect_url
+    opened = Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
+        state=PaymentState.PENDING,
+        session_id=session.session_id,
+        redirect_url=session.redirect_url,
+        updated_at=Now(),
     )
+    if not opened:
+        raise PaymentOpening("This payment changed meanwhile; open it again from your hold.")
     payment.refresh_from_db()
     return Started(payment, order)
 
@@ -121,24 +137,31 @@ def process_event(*, event_pk: int) -> str:
         event = WebhookEvent.objects.select_for_update().get(pk=event_pk)
         if event.processed_at is not None:
             outcome = "already_processed"
-            payment = _payment_of(event, lock=False)
+            payment = None
         else:
-            payment = _payment_of(event, lock=True)
-            outcome = _apply(cursor, event, payment) if payment else "unknown_session"
-            cursor.execute(sql.MARK_PROCESSED, {"event": event.pk, "outcome": outcome})
+            payment = _payment_of(event)
+            outcome = _apply(cursor, event, payment) if payment else "unknown_payment"
+            if payment is not None:  # an unmatched event stays for the sweep to try again
+                cursor.execute(sql.MARK_PROCESSED, {"event": event.pk, "outcome": outcome})
     # Only the run that decided enqueues the capture or void; a lost task is picked up by
     # the beat's settle_unsettled_payments.
-    if outcome in {"confirmed", "too_late_voiding"} and payment is not None:
+    if outcome in {"confirmed", "too_late_voiding", "amount_mismatch_voiding"} and payment is not None:
         _enqueue_settle(payment.pk)
     log.info("webhook %s (%s): %s", event.event_id, event.type, outcome)
     return outcome
 
 
-def _payment_of(event: WebhookEvent, *, lock: bool) -> Payment | None:
-    payments = Payment.objects.select_related("order")
-    if lock:
-        payments = payments.select_for_update(of=("self",))
-    return payments.filter(provider=event.provider, session_id=event.payload.get("session_id")).first()
+def _payment_of(event: WebhookEvent) -> Payment | None:
+    """The payment an event is about, locked: by our own reference, else the provider's session."""
+    payments = Payment.objects.select_related("order").select_for_update(of=("self",))
+    reference = str(event.payload.get("reference") or "")
+    found = None
+    if reference:
+        with contextlib.suppress(ValueError, ValidationError):
+            found = payments.filter(provider=event.provider, reference=reference).first()
+    return (
+        found or payments.filter(provider=event.provider, session_id=event.payload.get("session_id")).first()
+    )
 
 
 def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
@@ -156,6 +179,28 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
     # payment.authorized
     if payment.state not in {PaymentState.CREATED, PaymentState.PENDING, PaymentState.FAILED}:
         return f"ignored_authorisation_after_{payment.state}"
+    if (event.payload.get("amount_minor"), event.payload.get("currency")) != (
+        payment.amount_minor,
+        payment.currency,
+    ):
+        log.error(
+            "payment %s authorised for %s %s, not %s %s",
+            payment.pk,
+            event.payload.get("amount_minor"),
+            event.payload.get("currency"),
+            payment.amount_minor,
+            payment.currency,
+        )
+        holds.release_in(cursor, hold_id=order.hold_id)
+        _set(payment, PaymentState.VOID_PENDING)
+        order.refunded = True
+        _finish(
+            order,
+            OrderState.FAILED,
+            "The payment did not match the price, so it was cancelled: "
+            "you are not charged. The units went back on sale.",
+        )
+        return "amount_mismatch_voiding"
     if payment.state != PaymentState.FAILED and holds.confirm_in(cursor, hold_id=order.hold_id):
         _set(payment, PaymentState.CAPTURE_PENDING)
         _finish(order, OrderState.CONFIRMED, "")
@@ -174,12 +219,14 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
 
 def _set(payment: Payment, state: str) -> None:
     payment.state = state
-    Payment.objects.filter(pk=payment.pk).update(state=state)
+    Payment.objects.filter(pk=payment.pk).update(state=state, updated_at=Now())
 
 
 def _finish(order: Order, state: str, reason: str) -> None:
     order.state, order.failure_reason = state, reason
-    Order.objects.filter(pk=order.pk).update(state=state, failure_reason=reason, refunded=order.refunded)
+    Order.objects.filter(pk=order.pk).update(
+        state=state, failure_reason=reason, refunded=order.refunded, updated_at=Now()
+    )
 
 
 def _announce(order: Order) -> None:
@@ -218,20 +265,25 @@ def _enqueue_relay() -> None:
 def settle_payment(*, payment_pk: int) -> str:
     """Capture a sold order's authorisation, or void a late one; idempotent at both ends."""
     payment = Payment.objects.get(pk=payment_pk)
+    steps = {
+        PaymentState.CAPTURE_PENDING: ("capture", PaymentState.CAPTURED),
+        PaymentState.VOID_PENDING: ("void", PaymentState.VOIDED),
+    }
+    if payment.state not in steps:
+        return f"nothing_to_do_{payment.state}"
+    action, done = steps[payment.state]
     provider = get_provider(payment.provider)
-    if payment.state == PaymentState.CAPTURE_PENDING:
-        provider.capture(session_id=payment.session_id)
-        Payment.objects.filter(pk=payment.pk, state=PaymentState.CAPTURE_PENDING).update(
-            state=PaymentState.CAPTURED
-        )
-        return "captured"
-    if payment.state == PaymentState.VOID_PENDING:
-        provider.void(session_id=payment.session_id)
-        Payment.objects.filter(pk=payment.pk, state=PaymentState.VOID_PENDING).update(
-            state=PaymentState.VOIDED
-        )
-        return "voided"
-    return f"nothing_to_do_{payment.state}"
+    try:
+        getattr(provider, action)(session_id=payment.session_id)
+    except ProviderError as error:
+        # Kept for on-call, and updated_at moves so the safety net sweeps the others first.
+        Payment.objects.filter(pk=payment.pk).update(last_error=f"{action}: {error}"[:300], updated_at=Now())
+        log.error("payment %s: %s failed: %s", payment.pk, action, error)
+        raise
+    Payment.objects.filter(pk=payment.pk, state=payment.state).update(
+        state=done, last_error="", updated_at=Now()
+    )
+    return done
 
 
 def unsettled_payment_ids(*, limit: int = 100) -> list[int]:
@@ -256,7 +308,7 @@ def relay_outbox(*, limit: int = 200) -> int:
         with transaction.atomic(durable=True):
             message = (
                 OutboxMessage.objects.select_for_update(skip_locked=True)
-                .filter(sent_at__isnull=True, attempts__lt=MAX_ATTEMPTS)
+                .filter(sent_at__isnull=True, attempts__lt=MAX_ATTEMPTS, next_attempt_at__lte=Now())
                 .exclude(pk__in=failed)
                 .order_by("id")
                 .first()
@@ -266,8 +318,11 @@ def relay_outbox(*, limit: int = 200) -> int:
             try:
                 _deliver(message)
             except Exception as error:  # any consumer failure: keep it for a later round
+                backoff = timedelta(seconds=min(2**message.attempts, 3600))
                 OutboxMessage.objects.filter(pk=message.pk).update(
-                    attempts=message.attempts + 1, last_error=str(error)[:300]
+                    attempts=message.attempts + 1,
+                    last_error=str(error)[:300],
+                    next_attempt_at=Now() + backoff,
                 )
                 log.warning("outbox %s %s not sent: %s", message.topic, message.key, error)
                 failed.append(message.pk)
@@ -317,3 +372,36 @@ def order_json(order: Order) -> dict[str, object]:
         "refunded": order.refunded,
         "created_at": order.created_at.isoformat(),
     }
+
+
+# Safety nets run by beat ------------------------------------------------------------------
+
+STALE_EVENT_AFTER = timedelta(seconds=30)
+GIVE_UP_EVENT_AFTER = timedelta(days=1)
+
+
+def stale_event_ids(*, limit: int = 100) -> list[int]:
+    """Events recorded but not processed for a while: their task was lost or failed."""
+    now = timezone.now()
+    return list(
+        WebhookEvent.objects.filter(
+            processed_at__isnull=True,
+            received_at__lt=now - STALE_EVENT_AFTER,
+            received_at__gt=now - GIVE_UP_EVENT_AFTER,
+        )
+        .order_by("received_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def fail_abandoned_orders() -> int:
+    """Fail pending orders whose hold ended without a payment decision (the buyer left).
+
+    The payment stays open, so a late authorisation is still voided by process_event.
+    """
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(sql.FAIL_ABANDONED_ORDERS, {"reason": ABANDONED})
+        return cursor.rowcount
+
+
+ABANDONED = "The time to pay ran out before a payment arrived; the units went back on sale."

@@ -16,3 +16,14 @@ MARK_PROCESSED = """
 UPDATE checkout_webhookevent SET processed_at = now(), outcome = %(outcome)s
  WHERE id = %(event)s AND processed_at IS NULL
 """
+
+# PENDING -> FAILED for orders whose hold ended (released, expired, or past its time)
+# before any payment decision. Conditional on the order's state: a confirm that won
+# the race keeps its order. Rows changed: orders failed.
+FAIL_ABANDONED_ORDERS = """
+UPDATE checkout_order o
+   SET state = 'failed', failure_reason = %(reason)s, updated_at = now()
+  FROM holds_hold h
+ WHERE h.id = o.hold_id AND o.state = 'pending'
+   AND (h.state IN ('released', 'expired') OR (h.state = 'held' AND h.expires_at <= now()))
+"""

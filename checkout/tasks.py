@@ -49,3 +49,12 @@ def settle_unsettled_payments() -> int:
 @shared_task(name="checkout.relay_outbox", acks_late=True, time_limit=60)
 def relay_outbox() -> int:
     return services.relay_outbox()
+
+
+@shared_task(name="checkout.sweep", time_limit=30)
+def sweep() -> dict[str, int]:
+    """Beat safety net: re-run events whose task was lost; fail orders nobody paid for."""
+    events = services.stale_event_ids()
+    for event_pk in events:
+        process_webhook_event.delay(event_pk)
+    return {"events_requeued": len(events), "orders_abandoned": services.fail_abandoned_orders()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -28,6 +29,9 @@ def pay(request: HttpRequest, hold_id: int) -> HttpResponse:
         started = services.start_payment(hold_id=hold_id, buyer_id=request.user.pk)
     except FloodgateError as error:
         messages.error(request, error.detail)
+        return redirect("hold", hold_id=hold_id)
+    if not started.payment.redirect_url.startswith(settings.PAYMENT_PROVIDER_PUBLIC_PREFIXES):
+        messages.error(request, "The payment page could not be opened; try again.")
         return redirect("hold", hold_id=hold_id)
     return redirect(started.payment.redirect_url)
 

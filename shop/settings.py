@@ -121,6 +121,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": 5.0,
         "options": {"expires": 10},
     },
+    "checkout-sweep": {
+        "task": "checkout.sweep",
+        "schedule": 10.0,
+        "options": {"expires": 10},
+    },
     "settle-unsettled-payments": {
         "task": "checkout.settle_unsettled_payments",
         "schedule": 30.0,
@@ -179,6 +184,13 @@ PAYMENT_PROVIDER_SECRET = (
     else env.required("PAYMENT_PROVIDER_SECRET")
 )
 PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
+# Buyers are only ever sent to the provider's own pages (no open redirect).
+PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(
+    env.listing(
+        "PAYMENT_PROVIDER_PUBLIC_PREFIXES",
+        ["http://127.0.0.1:", "http://localhost:"] if DEV else ["https://"],
+    )
+)
 MERCHANT_WEBHOOK_URL = os.environ.get("MERCHANT_WEBHOOK_URL", "")
 
 EMAIL_BACKEND = os.environ.get(
@@ -190,6 +202,7 @@ EMAIL_BACKEND = os.environ.get(
 EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(BASE_DIR / ".data" / "mail"))
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = env.integer("EMAIL_PORT", 25)
+EMAIL_TIMEOUT = env.integer("EMAIL_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "orders@floodgate.invalid")
 
 # Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>` (staff may look too).
