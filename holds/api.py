@@ -24,7 +24,8 @@ def reserve(request: HttpRequest, slug: str) -> JsonResponse:
         idempotency_key=request.headers.get("Idempotency-Key"),
         unit=unit,
     )
-    return JsonResponse(selectors.hold_json(result.hold), status=201 if result.created else 200)
+    body = selectors.hold_json(result.hold, units=result.units, new=result.created)
+    return JsonResponse(body, status=201 if result.created else 200)
 
 
 @api({"GET", "DELETE"}, login=True)

@@ -19,7 +19,10 @@ def hold_of_buyer(*, hold_id: object, buyer_id: int) -> Hold:
     return hold
 
 
-def hold_json(hold: Hold) -> dict[str, object]:
+def hold_json(hold: Hold, *, units: tuple[str, ...] | None = None, new: bool = False) -> dict[str, object]:
+    """The API's view of a hold; a hold just made passes its labels and has no order yet."""
+    if units is None:
+        units = () if hold.bucket_index is not None else tuple(hold.units.values_list("label", flat=True))
     return {
         "id": hold.pk,
         "drop": hold.drop.slug,
@@ -27,35 +30,9 @@ def hold_json(hold: Hold) -> dict[str, object]:
         "quantity": hold.quantity,
         "expires_at": hold.expires_at.isoformat(),
         "extended": hold.extended,
-        "units": sorted(hold.units.values_list("label", flat=True)),
-        "order": _order_of(hold),
+        "units": sorted(units),
+        "order": None if new else _order_of(hold),
     }
-
-
-def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
-    """One row per hold of the drops, for the merchant's CSV export."""
-    rows = []
-    holds = (
-        Hold.objects.filter(drop_id__in=list(drop_ids))
-        .select_related("drop", "buyer")
-        .prefetch_related("units")
-        .order_by("drop_id", "created_at")
-    )
-    for hold in holds:
-        units = " ".join(sorted(u.label for u in hold.units.all()))
-        rows.append(
-            [
-                hold.drop.slug,
-                hold.pk,
-                hold.buyer.get_username(),
-                hold.quantity,
-                units,
-                hold.state,
-                hold.created_at.isoformat(),
-                hold.ended_at.isoformat() if hold.ended_at else "",
-            ]
-        )
-    return rows
 
 
 def _order_of(hold: Hold) -> dict[str, object] | None:

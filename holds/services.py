@@ -18,7 +18,7 @@ from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from holds import sql
-from holds.models import IDEMPOTENCY_KEY_MAX, Hold
+from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
 from inventory import services as stock
 from shop import metrics
 from shop.errors import (
@@ -52,6 +52,7 @@ class OverdueHoldInTheWay(HoldExists):
 class Reservation:
     hold: Hold
     created: bool
+    units: tuple[str, ...] | None = None  # the labels claimed, when new (None: look them up)
 
 
 def check_idempotency_key(key: str | None) -> str:
@@ -161,7 +162,7 @@ def _reserve_once(
             raise error(
                 "You already hold units of this drop; pay for them or release them first.", hold=active[0]
             )
-        hold_id = row[0]
+        hold_id, created_at, expires_at = row
         cursor.execute(sql.BUYER_UNITS, ids)
         if cursor.fetchone()[0] > drop.per_buyer_limit:
             raise LimitReached(
@@ -173,10 +174,23 @@ def _reserve_once(
             if claim.bucket_index != first:
                 cursor.execute(sql.SET_BUCKET, {"index": claim.bucket_index, "hold": hold_id})
         elif unit is not None:
-            stock.take_named_unit(cursor, drop_id=drop.pk, label=unit, hold_id=hold_id)
+            claim = stock.take_named_unit(cursor, drop_id=drop.pk, label=unit, hold_id=hold_id)
         else:
-            stock.take_units(cursor, drop_id=drop.pk, quantity=quantity, hold_id=hold_id)
-    return Reservation(Hold.objects.get(pk=hold_id), created=True)
+            claim = stock.take_units(cursor, drop_id=drop.pk, quantity=quantity, hold_id=hold_id)
+    # Built from what the statements returned: no read-back on the hot path.
+    hold = Hold(
+        pk=hold_id,
+        drop=drop,
+        buyer_id=buyer_id,
+        quantity=quantity,
+        bucket_index=claim.bucket_index,
+        state=HoldState.HELD,
+        idempotency_key=key,
+        created_at=created_at,
+        expires_at=expires_at,
+        extended=False,
+    )
+    return Reservation(hold, created=True, units=claim.labels)
 
 
 def release(*, hold_id: int, buyer_id: int | None) -> bool:

@@ -20,7 +20,7 @@ SELECT d.id, %(buyer)s, %(q)s, %(index)s, 'held', %(key)s,
        now(), now() + make_interval(secs => d.hold_seconds), false
   FROM shop_drop d WHERE d.id = %(drop)s
 ON CONFLICT DO NOTHING
-RETURNING id
+RETURNING id, created_at, expires_at
 """
 
 FIND_BY_KEY = """

@@ -16,8 +16,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonR
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
 
-from holds import selectors as holds_selectors
+from checkout import selectors as checkout_selectors
 from inventory import services as inventory
 from inventory.selectors import invariant
 from shop import dashboard, services
@@ -111,7 +112,7 @@ class DropForm(forms.ModelForm):
 @admin.register(Drop)
 class DropAdmin(admin.ModelAdmin):
     form = DropForm
-    actions = ["duplicate_drops", "export_holds_csv"]
+    actions = ["duplicate_drops", "export_orders_csv"]
     list_display = [
         "slug",
         "product",
@@ -122,6 +123,7 @@ class DropAdmin(admin.ModelAdmin):
         "inventory_mode",
         "bucket_count",
         "waiting_room",
+        "orders_link",
     ]
     list_filter = ["paused", "inventory_mode", "waiting_room", "starts_at"]
     search_fields = ["slug", "title", "product__name", "product__sku"]
@@ -215,15 +217,34 @@ class DropAdmin(admin.ModelAdmin):
             copy = services.duplicate_drop(drop=drop)
             messages.success(request, f"Created {copy.slug}, starting {copy.starts_at:%Y-%m-%d %H:%M} UTC.")
 
-    @admin.action(description="Export holds and sales (CSV)")
-    def export_holds_csv(self, request: HttpRequest, queryset: QuerySet[Drop]) -> HttpResponse:
+    @admin.action(description="Export orders (CSV)")
+    def export_orders_csv(self, request: HttpRequest, queryset: QuerySet[Drop]) -> HttpResponse:
         response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = 'attachment; filename="floodgate-holds.csv"'
+        response["Content-Disposition"] = 'attachment; filename="floodgate-orders.csv"'
         writer = csv.writer(response)
-        writer.writerow(["drop", "hold", "buyer", "quantity", "units", "state", "created_at", "ended_at"])
-        for row in holds_selectors.export_rows(drop_ids=[d.pk for d in queryset]):
-            writer.writerow(row)
+        writer.writerow(
+            [
+                "drop",
+                "order",
+                "buyer",
+                "email",
+                "quantity",
+                "units",
+                "amount",
+                "currency",
+                "state",
+                "refunded",
+                "created_at",
+                "failure_reason",
+            ]
+        )
+        writer.writerows(checkout_selectors.export_rows(drop_ids=[d.pk for d in queryset]))
         return response
+
+    @admin.display(description="orders")
+    def orders_link(self, drop: Drop) -> str:
+        url = reverse("admin:checkout_order_changelist") + f"?drop__id__exact={drop.pk}"
+        return format_html('<a href="{}">orders</a>', url)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Drop | None = None) -> list[str]:
         if obj is not None and obj.state != DropState.SCHEDULED:

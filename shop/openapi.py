@@ -69,6 +69,38 @@ def schema() -> dict[str, object]:
                         "per_buyer_limit": {"type": "integer"},
                     },
                 },
+                "Order": {
+                    "type": "object",
+                    "required": ["id", "state", "quantity", "amount_minor", "currency"],
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "hold": {"type": "integer"},
+                        "drop": {"type": "string"},
+                        "state": {"enum": ["pending", "confirmed", "failed"]},
+                        "quantity": {"type": "integer"},
+                        "amount_minor": {"type": "integer"},
+                        "currency": {"type": "string"},
+                        "failure_reason": {"type": "string"},
+                        "refunded": {"type": "boolean"},
+                        "created_at": {"type": "string", "format": "date-time"},
+                    },
+                },
+                "Invariant": {
+                    "type": "object",
+                    "required": ["quantity", "available", "held", "sold", "expired_unreclaimed", "drift"],
+                    "properties": {
+                        k: {"type": "integer"}
+                        for k in [
+                            "quantity",
+                            "available",
+                            "held",
+                            "sold",
+                            "expired_unreclaimed",
+                            "expired_holds",
+                            "drift",
+                        ]
+                    },
+                },
                 "Hold": {
                     "type": "object",
                     "required": ["id", "state", "quantity", "expires_at"],
@@ -159,5 +191,85 @@ def schema() -> dict[str, object]:
                     },
                 },
             },
+            **MORE_PATHS,
         },
     }
+
+
+MORE_PATHS: dict[str, object] = {
+    "/api/holds/{id}/payment": {
+        "post": {
+            "summary": "Start paying a hold: extends it once; send the buyer to redirect_url",
+            "security": SECURED,
+            "parameters": [HOLD_ID],
+            "responses": {
+                "202": {"description": "{payment, state, redirect_url, order}"},
+                "404": _error("Not yours or none"),
+                "409": _error("hold_not_active: expired or released"),
+                "503": _error("payment_unavailable or payment_opening; see Retry-After"),
+            },
+        }
+    },
+    "/api/orders": {
+        "get": {
+            "summary": "Your orders, newest first",
+            "security": SECURED,
+            "responses": {"200": {"description": '{"orders": [Order]}'}},
+        }
+    },
+    "/api/orders/{id}": {
+        "get": {
+            "summary": "One of your orders",
+            "security": SECURED,
+            "parameters": [HOLD_ID],
+            "responses": {"200": _ok("The order", "Order"), "404": _error("Not yours or none")},
+        }
+    },
+    "/api/me": {
+        "get": {
+            "summary": "Who the credentials belong to",
+            "security": SECURED,
+            "responses": {"200": {"description": '{"username"}'}, "401": _error("No valid credentials")},
+        }
+    },
+    "/api/ops/drops/{slug}/invariant": {
+        "get": {
+            "summary": "available + held + sold = quantity, from one snapshot (staff)",
+            "security": SECURED,
+            "parameters": [SLUG],
+            "responses": {"200": _ok("The numbers", "Invariant"), "403": _error("Staff only")},
+        }
+    },
+    "/api/ops/drops/{slug}/pause": {
+        "post": {
+            "summary": "Kill switch: no claim succeeds after this returns (needs shop.pause_drop)",
+            "security": SECURED,
+            "parameters": [SLUG],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["reason"],
+                            "properties": {"reason": {"type": "string"}},
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "200": {"description": "{state, changed, drained}"},
+                "403": _error("Needs shop.pause_drop"),
+                "422": _error("No reason given"),
+            },
+        }
+    },
+    "/api/ops/drops/{slug}/resume": {
+        "post": {
+            "summary": "Resume a paused drop (needs shop.pause_drop)",
+            "security": SECURED,
+            "parameters": [SLUG],
+            "responses": {"200": {"description": "{state, changed}"}, "403": _error("Needs shop.pause_drop")},
+        }
+    },
+}

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ("holds", "0001_hold"),
-        ("shop", "0003_roles"),
+        ("shop", "0001_catalogue"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -12,12 +12,14 @@ MERCHANT_PERMISSIONS = [
     ("shop", "change_drop"),
     ("shop", "view_drop"),
     ("holds", "view_hold"),
+    ("checkout", "view_order"),
 ]
 ON_CALL_PERMISSIONS = [
     ("shop", "view_drop"),
     ("shop", "pause_drop"),
     ("shop", "view_pauseevent"),
     ("holds", "view_hold"),
+    ("checkout", "view_order"),
 ]
 
 
@@ -47,6 +49,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("shop", "0002_pause_events"),
         ("holds", "0001_hold"),
+        ("checkout", "0001_orders_payments_outbox"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
     ]

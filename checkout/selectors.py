@@ -1,0 +1,32 @@
+"""Checkout reads for merchants."""
+
+from __future__ import annotations
+
+from checkout.models import Order
+
+
+def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
+    """One row per order of the drops, for the merchant's CSV export."""
+    orders = (
+        Order.objects.filter(drop_id__in=list(drop_ids))
+        .select_related("drop", "buyer")
+        .prefetch_related("hold__units")
+        .order_by("drop_id", "created_at")
+    )
+    return [
+        [
+            order.drop.slug,
+            order.pk,
+            order.buyer.get_username(),
+            order.buyer.email,
+            order.quantity,
+            " ".join(sorted(u.label for u in order.hold.units.all())),
+            f"{order.amount_minor / 100:.2f}",
+            order.currency,
+            order.state,
+            order.refunded,
+            order.created_at.isoformat(),
+            order.failure_reason,
+        ]
+        for order in orders
+    ]
