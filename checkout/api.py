@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.http import HttpRequest, JsonResponse
 
 from checkout import services
@@ -9,6 +11,8 @@ from checkout.models import Order
 from holds import selectors as holds
 from shop.api import api
 from shop.errors import NotFound
+
+ORDER_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is True
 
 
 @api({"POST"}, login=True)

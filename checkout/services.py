@@ -40,6 +40,7 @@ from shop.errors import Busy
 log = logging.getLogger(__name__)
 
 EMAIL_TOPIC = "order_confirmed.email"
+OPENING_TIMEOUT = timedelta(seconds=30)  # well past the provider client's own timeouts
 MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
 MERCHANT_TOPIC = "order_confirmed.merchant_webhook"
 
@@ -81,8 +82,14 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
         )
         payment = order.payments.filter(state__in=[PaymentState.CREATED, PaymentState.PENDING]).first()
         if payment is not None and payment.state == PaymentState.CREATED:
-            # Another click is opening the session right now; one session per attempt.
-            raise PaymentOpening("Your payment page is being prepared; try again in a second.")
+            # Opening for longer than a provider call can take: its process died; retire it.
+            abandoned = Payment.objects.filter(
+                pk=payment.pk, state=PaymentState.CREATED, created_at__lt=Now() - OPENING_TIMEOUT
+            ).update(state=PaymentState.FAILED, last_error="the session was never opened", updated_at=Now())
+            if not abandoned:
+                # Another click is opening the session right now; one session per attempt.
+                raise PaymentOpening("Your payment page is being prepared; try again in a second.")
+            payment = None
         if payment is None:
             payment = Payment.objects.create(
                 order=order, provider=provider.name, amount_minor=order.amount_minor, currency=order.currency

@@ -67,13 +67,14 @@ SELECT (SELECT count(*) FROM ended),
        COALESCE((SELECT sum(quantity) FROM bucket), 0) + (SELECT count(*) FROM units)
 """
 
-# HELD -> SOLD while the hold has not expired (the database clock decides). Locks the
-# hold row, then its unit rows. 1 row: sold; 0 rows: expired, released or already sold.
+# HELD -> SOLD while the hold has not expired: clock_timestamp(), not now(), so a confirm
+# that waited for the row lock checks the time it actually decides at. Locks the hold
+# row, then its unit rows. 1 row: sold; 0 rows: expired, released or already sold.
 # Protects: a hold is sold or expired, never both.
 CONFIRM_HOLD = """
 WITH sold AS (
     UPDATE holds_hold SET state = 'sold', ended_at = now()
-     WHERE id = %(hold)s AND state = 'held' AND expires_at > now()
+     WHERE id = %(hold)s AND state = 'held' AND expires_at > clock_timestamp()
     RETURNING id
 ), units AS (
     UPDATE inventory_unit u SET state = 'sold', sold_at = now()
