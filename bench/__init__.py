@@ -1,0 +1,1 @@
+"""Benchmarks: run with `python3 floodgate.py bench <name> [args]`; not part of the test run."""

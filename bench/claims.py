@@ -1,0 +1,897 @@
+"""Reserves per second through Floodgate's own `holds.services.reserve`, next to a naive
+baseline and to pgbench running the same SQL transaction against the same database.
+
+Run with `python3 floodgate.py bench claims [--quick] [--seconds S]` (embedded servers
+under .data/bench), or `python -m bench.claims` with DATABASE_URL, REDIS_URL (and PGBIN)
+set. Prints a markdown report and writes it to bench/out/claims-<date>.md.
+
+Scenarios, each run on a fresh drop (so the per-drop unique rules start empty):
+  naive    SELECT ... FOR UPDATE of the drop's bucket row, 2 ms of "app work", UPDATE,
+           hold INSERT: the lock-then-think pattern Floodgate avoids; kept only here.
+  row      reserve() on a drop with one conditional stock row (bucket_count=1).
+  buckets  reserve() on a drop split over 16 bucket rows.
+  pgbench  the same statements reserve() sends in its transaction (see pgbench_script).
+  units    reserve() in units mode (SKIP LOCKED over unit rows), 32 clients until sold out.
+
+Clients are processes (2-core machines and the GIL): a pool started once, reused by every
+run; with N clients, workers 0..N-1 take part, worker i using buyers i, i+N, i+2N, ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import multiprocessing as mp
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+OUT = Path(__file__).resolve().parent / "out"
+BUYERS = 200_000  # distinct buyers; one per claim attempt within a run
+BUYER_PREFIX = "benchbuyer-"
+SLUG_PREFIX = "bench-"
+BUCKETS_QUANTITY = 10_000_000  # never runs out within a run
+NAIVE_APP_WORK = 0.002
+UNITS_CLIENTS = 32
+PROGRESS_EVERY = 3.0
+CLAIMABLE_INDEX = "inventory_unit_claimable"
+
+NAIVE = "naive: SELECT FOR UPDATE, 2 ms work, UPDATE, INSERT"
+ROW = "Floodgate reserve(), 1 row"
+PGB_ROW = "pgbench, same SQL, 1 row"
+BUCKETS = "Floodgate reserve(), 16 buckets"
+PGB_BUCKETS = "pgbench, same SQL, 16 buckets"
+ORDER = [NAIVE, ROW, PGB_ROW, BUCKETS, PGB_BUCKETS]
+
+
+def setup_django() -> None:
+    """Configure Django in this process; small pools so 64 clients fit in max_connections."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+    os.environ["DB_POOL_MIN_SIZE"] = "1"
+    os.environ["DB_POOL_MAX_SIZE"] = "2"
+    # Query logging of DEBUG would tax the Python side only; production runs with it off.
+    os.environ.setdefault("DEBUG", "0")
+    import django
+
+    django.setup()
+
+
+# Clients ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    mode: str  # "naive" | "reserve"; reserve() stops at SoldOut only in units mode
+    drop_id: int
+    index: int
+    clients: int
+    first_buyer: int
+    end_buyer: int
+    start: float  # wall clock (time.time), shared by all processes on this machine
+    end: float
+    stop_when_sold_out: bool = False
+
+
+@dataclass
+class Outcome:
+    ok: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    finished: float = 0.0
+    out_of_buyers: bool = False
+
+
+def naive_reserve(*, drop: Any, buyer_id: int, quantity: int, idempotency_key: str) -> None:
+    """The baseline: lock the stock row, think while holding it, then write."""
+    from django.db import connection, transaction
+
+    from holds import sql as hold_sql
+    from shop.errors import HoldExists, SoldOut
+
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, available FROM inventory_stockbucket WHERE drop_id = %s ORDER BY index FOR UPDATE",
+            [drop.pk],
+        )
+        buckets = cursor.fetchall()
+        time.sleep(NAIVE_APP_WORK)
+        bucket = next((b for b in buckets if b[1] >= quantity), None)
+        if bucket is None:
+            raise SoldOut("sold out")
+        cursor.execute(
+            "UPDATE inventory_stockbucket SET available = available - %s WHERE id = %s", [quantity, bucket[0]]
+        )
+        cursor.execute(
+            hold_sql.INSERT_HOLD,
+            {"drop": drop.pk, "buyer": buyer_id, "q": quantity, "index": 0, "key": idempotency_key},
+        )
+        if cursor.fetchone() is None:
+            raise HoldExists("hold exists")
+
+
+def run_job(job: Job) -> Outcome:
+    from holds.services import reserve
+    from shop.errors import SoldOut
+    from shop.models import Drop
+
+    drop = Drop.objects.get(pk=job.drop_id)
+    claim = naive_reserve if job.mode == "naive" else reserve
+    outcome = Outcome(out_of_buyers=True)
+    time.sleep(max(0.0, job.start - time.time()))
+    for buyer in range(job.first_buyer + job.index, job.end_buyer, job.clients):
+        if time.time() >= job.end:
+            outcome.out_of_buyers = False
+            break
+        try:
+            claim(drop=drop, buyer_id=buyer, quantity=1, idempotency_key=f"bench-{buyer}")
+            outcome.ok += 1
+        except SoldOut:
+            if job.stop_when_sold_out:
+                outcome.out_of_buyers = False
+                break
+            outcome.errors["SoldOut"] += 1
+        except Exception as error:  # counted and reported, never as a claim
+            outcome.errors[type(error).__name__] += 1
+    outcome.finished = time.time()
+    return outcome
+
+
+def worker_main(conn: Connection) -> None:
+    setup_django()
+    from django.db import connection
+
+    connection.ensure_connection()  # the pool's connection is open before any timed run
+    conn.send("ready")
+    while (job := conn.recv()) is not None:
+        conn.send(run_job(job))
+
+
+class Clients:
+    """Persistent client processes: started once, given one job each per run."""
+
+    def __init__(self, count: int) -> None:
+        # forkserver: children fork from a clean process that has set Django up (no connection
+        # open yet), far cheaper than 64 spawns on 2 cores, and never the parent's DB sockets.
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["bench._client"])
+        self.conns: list[Connection] = []
+        self.processes: list[mp.process.BaseProcess] = []
+        for _ in range(count):
+            here, there = ctx.Pipe()
+            process = ctx.Process(target=worker_main, args=(there,), daemon=True)
+            process.start()
+            self.conns.append(here)
+            self.processes.append(process)
+        for conn in self.conns:
+            if conn.recv() != "ready":
+                raise RuntimeError("a client process failed to start")
+
+    def pids(self, n: int) -> list[int]:
+        return [p.pid for p in self.processes[:n] if p.pid is not None]
+
+    def send(self, jobs: list[Job]) -> None:
+        for conn, job in zip(self.conns, jobs, strict=False):
+            conn.send(job)
+        self.pending = self.conns[: len(jobs)]
+
+    def collect(self, on_wait: Any = None) -> list[Outcome]:
+        """Every outcome of the jobs sent; on_wait() runs every PROGRESS_EVERY seconds meanwhile."""
+        outcomes: list[Outcome] = []
+        pending = list(self.pending)
+        while pending:
+            for conn in wait(pending, timeout=PROGRESS_EVERY):
+                outcomes.append(conn.recv())  # type: ignore[union-attr]
+                pending.remove(conn)  # type: ignore[arg-type]
+            if on_wait is not None and pending:
+                on_wait()
+        return outcomes
+
+    def stop(self) -> None:
+        for conn in self.conns:
+            with contextlib.suppress(OSError):
+                conn.send(None)
+        for process in self.processes:
+            process.join(5)
+            if process.is_alive():
+                process.terminate()
+
+
+# Database helpers -------------------------------------------------------------------------
+
+
+def query(statement: str, params: Any = None) -> list[tuple]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def remove_previous_runs() -> None:
+    """Delete earlier bench drops and their rows, so every run starts from the same tables."""
+    drops = "SELECT id FROM shop_drop WHERE slug LIKE %s"
+    like = [SLUG_PREFIX + "%"]
+    for table in ("inventory_unit", "holds_hold", "inventory_stockbucket"):
+        query(f"DELETE FROM {table} WHERE drop_id IN ({drops})", like)
+    query("DELETE FROM shop_drop WHERE slug LIKE %s", like)
+    query("VACUUM ANALYZE inventory_unit, holds_hold, inventory_stockbucket, shop_drop, auth_user")
+
+
+def ensure_buyers() -> tuple[int, int]:
+    """BUYERS users with consecutive ids (pgbench computes ids), created once, in one statement."""
+    (first, last, count), *_ = query(
+        "SELECT min(id), max(id), count(*) FROM auth_user WHERE username LIKE %s", [BUYER_PREFIX + "%"]
+    )
+    if count == 0:
+        query(
+            """
+            INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email,
+                                   is_staff, is_active, date_joined)
+            SELECT '!', false, %s || n, '', '', '', false, true, now()
+              FROM generate_series(1, %s) n
+            """,
+            [BUYER_PREFIX, BUYERS],
+        )
+        query("ANALYZE auth_user")
+        return ensure_buyers()
+    if count != BUYERS or last - first + 1 != count:
+        sys.exit(f"bench: the {count} bench buyers are not {BUYERS} consecutive ids; remove .data/bench")
+    return first, last + 1
+
+
+def new_drop(name: str, *, quantity: int, mode: str = "buckets", buckets: int = 1) -> Any:
+    from django.utils import timezone
+
+    from shop.services import create_drop
+
+    now = timezone.now()
+    return create_drop(
+        slug=f"{SLUG_PREFIX}{name}-{time.time_ns()}",
+        quantity=quantity,
+        starts_at=now - dt.timedelta(minutes=1),
+        ends_at=now + dt.timedelta(days=1),
+        product_sku="BENCH-CLAIMS",
+        product_name="Benchmark item",
+        price_minor=100,
+        inventory_mode=mode,
+        bucket_count=buckets,
+        per_buyer_limit=1,
+    )
+
+
+def claims_of(drop_id: int) -> tuple[int, int]:
+    """(holds created, units taken from stock) for a drop; a real claim is counted by both."""
+    ((holds, taken),) = query(
+        """
+        SELECT (SELECT count(*) FROM holds_hold WHERE drop_id = d.id),
+               d.quantity
+               - COALESCE((SELECT sum(available) FROM inventory_stockbucket WHERE drop_id = d.id), 0)
+               - (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'available')
+          FROM shop_drop d WHERE d.id = %s
+        """,
+        [drop_id],
+    )
+    return int(holds), int(taken)
+
+
+def checkpoint() -> None:
+    """Flush the previous run's dirty pages now, not during the next run (needs superuser)."""
+    from django.db import DatabaseError
+
+    with contextlib.suppress(DatabaseError):
+        query("CHECKPOINT")
+
+
+# CPU accounting: is the machine saturated, and who uses it? --------------------------------
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_total() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine since boot, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields) - idle) / TICKS, sum(fields) / TICKS
+
+
+def proc_stat(pid: int | str) -> list[str]:
+    """Fields of /proc/<pid>/stat after the command name: [0] state, [1] ppid, [11:15] times."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
+
+
+def cpu_of(pids: list[int]) -> float:
+    return sum(int(f[11]) + int(f[12]) for f in map(proc_stat, pids) if f) / TICKS
+
+
+def postgres_cpu(postmaster: int | None) -> float:
+    """CPU of a local PostgreSQL: live backends, plus the postmaster's reaped children
+    (cutime, cstime), so backends that exit during a run (pgbench's) still count."""
+    if postmaster is None:
+        return 0.0
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = proc_stat(entry.name)
+        if not fields:
+            continue
+        if int(entry.name) == postmaster:
+            total += sum(int(x) for x in fields[11:15])
+        elif int(fields[1]) == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / TICKS
+
+
+def find_postmaster() -> int | None:
+    """The local postmaster's pid (parent of this connection's backend), if the server is local."""
+    ((backend,),) = query("SELECT pg_backend_pid()")
+    fields = proc_stat(backend)
+    return int(fields[1]) if fields else None
+
+
+def find_redis() -> int | None:
+    """The pid of a local redis-server serving REDIS_URL (reserve() writes its metrics there)."""
+    port = urlsplit(os.environ.get("REDIS_URL", "")).port or 6379
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "redis-server" in command and (f":{port}" in command or f"--port {port}" in command):
+            return int(entry.name)
+    return None
+
+
+@dataclass
+class CpuWindow:
+    """Shares of all cores over a run: busy, and who was busy."""
+
+    busy: float = 0.0
+    postgres: float = 0.0  # 0 when the server is not on this machine
+    redis: float = 0.0  # reserve()'s metrics; 0 when Redis is not on this machine
+    clients: float = 0.0  # the Python client processes, or pgbench
+    seconds: float = 0.0  # core-seconds of the window: busy * seconds / claims = CPU per claim
+
+    @property
+    def other(self) -> float:
+        return max(0.0, self.busy - self.postgres - self.redis - self.clients)
+
+    def describe(self) -> str:
+        return (
+            f"CPU {self.busy:.0%} busy: postgres {self.postgres:.0%}, redis {self.redis:.0%}, "
+            f"clients {self.clients:.0%}, other {self.other:.0%}"
+        )
+
+
+class CpuMeter:
+    postmaster: int | None = None
+    redis: int | None = None
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.snapshot()
+
+    def snapshot(self) -> None:
+        self.machine = cpu_total()
+        self.clients = cpu_of(self.pids)
+        self.postgres = postgres_cpu(self.postmaster)
+        self.redis_cpu = cpu_of([self.redis] if self.redis else [])
+        self.children = resource.getrusage(resource.RUSAGE_CHILDREN)
+
+    def read(self) -> CpuWindow:
+        busy, total = (a - b for a, b in zip(cpu_total(), self.machine, strict=True))
+        now = resource.getrusage(resource.RUSAGE_CHILDREN)  # pgbench, once it has been reaped
+        pgbench = (now.ru_utime + now.ru_stime) - (self.children.ru_utime + self.children.ru_stime)
+        clients = cpu_of(self.pids) - self.clients + pgbench
+        postgres = postgres_cpu(self.postmaster) - self.postgres
+        redis = cpu_of([self.redis] if self.redis else []) - self.redis_cpu
+        if not total:
+            return CpuWindow()
+        return CpuWindow(busy / total, postgres / total, redis / total, clients / total, total)
+
+    def lap(self) -> CpuWindow:
+        """The window since the last lap (or the start), and start a new one."""
+        window = self.read()
+        self.snapshot()
+        return window
+
+
+# Runs -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    scenario: str
+    clients: int
+    claims: int
+    seconds: float
+    cpu: CpuWindow
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.claims / self.seconds if self.seconds > 0 else 0.0
+
+
+def check_counts(drop_id: int, reported: int | None, notes: list[str]) -> int:
+    holds, taken = claims_of(drop_id)
+    if holds != taken:
+        notes.append(f"holds created ({holds}) != units taken ({taken}); counted the smaller")
+    if reported is not None and reported != min(holds, taken):
+        notes.append(f"clients reported {reported} claims, the database shows {min(holds, taken)}")
+    return min(holds, taken)
+
+
+def run_floodgate(clients: Clients, scenario: str, n: int, buyers: tuple[int, int], seconds: int) -> Run:
+    buckets = 16 if scenario == BUCKETS else 1
+    drop = new_drop(
+        "naive" if scenario == NAIVE else f"floodgate{buckets}", quantity=BUCKETS_QUANTITY, buckets=buckets
+    )
+    checkpoint()
+    start = time.time() + 1.0  # every client has fetched the drop before the clock starts
+    jobs = [
+        Job("naive" if scenario == NAIVE else "reserve", drop.pk, i, n, *buyers, start, start + seconds)
+        for i in range(n)
+    ]
+    clients.send(jobs)
+    time.sleep(max(0.0, start - time.time()))
+    meter = CpuMeter(clients.pids(n))
+    outcomes = clients.collect()
+    cpu = meter.read()
+    notes: list[str] = []
+    errors = sum((o.errors for o in outcomes), Counter())
+    if errors:
+        notes.append("refused or failed: " + ", ".join(f"{k} {v}" for k, v in errors.most_common()))
+    if any(o.out_of_buyers for o in outcomes):
+        notes.append("some clients ran out of buyers before the time was up")
+    claims = check_counts(drop.pk, sum(o.ok for o in outcomes), notes)
+    # From the common start to the last claim finishing: in-flight claims count, as in pgbench.
+    return Run(scenario, n, claims, max(o.finished for o in outcomes) - start, cpu, notes)
+
+
+def pgbench_binary() -> str | None:
+    pgbin = os.environ.get("PGBIN")
+    if pgbin and (Path(pgbin) / "pgbench").exists():
+        return str(Path(pgbin) / "pgbench")
+    return shutil.which("pgbench")
+
+
+def pgbench_sql(statement: str, **literals: str) -> str:
+    """A Floodgate statement with its %(name)s parameters as pgbench :variables (or literals)."""
+    text = re.sub(r"%\((\w+)\)s", lambda m: literals.get(m.group(1), f":{m.group(1)}"), statement)
+    return text.replace("%%", "%").strip() + ";\n"
+
+
+def pgbench_script(buckets: int) -> str:
+    """The transaction reserve() runs for a fresh buyer, statement for statement.
+
+    pgbench (simple query mode) substitutes the variables into the text, as Django's
+    client-side binding literalises reserve()'s parameters. Each client c numbers its
+    transactions n = 1, 2, ... (pgbench keeps variables across a client's transactions)
+    and uses buyer first + c + clients * (n - 1): exactly the buyers Python client c
+    uses, so no buyer repeats and the INSERT never meets a unique rule. What reserve()
+    does beyond this script: the Python around it, reading BUYER_UNITS' result, and
+    one more round trip after COMMIT to load the new hold (Hold.objects.get).
+    """
+    from holds import sql as hold_sql
+    from inventory import sql as stock_sql
+
+    index = rf"\set index random(0, {buckets - 1})" if buckets > 1 else r"\set index 0"
+    return "".join(
+        [
+            r"\set n :n + 1" + "\n",
+            r"\set buyer :first + :client_id + :clients * (:n - 1)" + "\n",
+            r"\set q 1" + "\n",
+            index + "\n",
+            "BEGIN;\n",
+            pgbench_sql(hold_sql.INSERT_HOLD, key="'bench-:buyer'"),
+            pgbench_sql(hold_sql.BUYER_UNITS),
+            pgbench_sql(stock_sql.TAKE_FROM_BUCKET),
+            "COMMIT;\n",
+        ]
+    )
+
+
+def run_pgbench(binary: str, scenario: str, n: int, buyers: tuple[int, int], seconds: int) -> Run:
+    buckets = 16 if scenario == PGB_BUCKETS else 1
+    drop = new_drop(f"pgbench{buckets}", quantity=BUCKETS_QUANTITY, buckets=buckets)
+    checkpoint()
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="claims-", delete=False) as script:
+        script.write(pgbench_script(buckets))
+    command = [
+        binary,
+        "--no-vacuum",
+        f"--file={script.name}",
+        f"--client={n}",
+        f"--jobs={min(n, os.cpu_count() or 1)}",
+        f"--time={seconds}",
+        *(
+            f"--define={k}={v}"
+            for k, v in {"n": 0, "first": buyers[0], "clients": n, "drop": drop.pk}.items()
+        ),
+        os.environ["DATABASE_URL"],
+    ]
+    meter = CpuMeter([])
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    finally:
+        os.unlink(script.name)
+    cpu = meter.read()
+    notes: list[str] = []
+    processed = re.search(r"number of transactions actually processed: (\d+)", done.stdout)
+    tps = re.search(r"tps = ([\d.]+) \(without initial connection time\)", done.stdout)
+    if done.returncode != 0 or not processed or not tps:
+        notes.append(f"pgbench exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
+    failed = re.search(r"number of failed transactions: (\d+)", done.stdout)
+    if failed and int(failed.group(1)):
+        notes.append(f"{failed.group(1)} failed transactions")
+    claims = check_counts(drop.pk, int(processed.group(1)) if processed else None, notes)
+    # pgbench's own clock: transactions / tps is its run time without connection set-up.
+    elapsed = (
+        int(processed.group(1)) / float(tps.group(1)) if processed and tps and float(tps.group(1)) else 0
+    )
+    return Run(scenario, n, claims, elapsed, cpu, notes)
+
+
+@dataclass
+class UnitsResult:
+    quantity: int
+    plan: str
+    uses_index: bool
+    claimed: int
+    seconds: float
+    first_rate: float
+    last_rate: float
+    cpu: CpuWindow
+    notes: list[str]
+
+    @property
+    def ratio(self) -> float:
+        return self.last_rate / self.first_rate if self.first_rate else 0.0
+
+
+def explain_claim(drop_id: int) -> str:
+    """The plan of the claim statement as reserve() sends it (literal parameters)."""
+    from inventory import sql as stock_sql
+
+    # ANALYZE first, as autovacuum would have done between creating a drop and its sale.
+    query("ANALYZE inventory_unit")
+    rows = query("EXPLAIN " + stock_sql.CLAIM_BEST_UNITS, {"drop": drop_id, "q": 1, "hold": 0})
+    return "\n".join(r[0] for r in rows)
+
+
+def run_units(clients: Clients, quantity: int, buyers: tuple[int, int]) -> UnitsResult:
+    print(f"creating a units-mode drop of {quantity:,} units ...", flush=True)
+    drop = new_drop("units", quantity=quantity, mode="units")
+    plan = explain_claim(drop.pk)
+    uses_index = CLAIMABLE_INDEX in plan
+    print(f"CLAIM_BEST_UNITS uses {CLAIMABLE_INDEX}: {'yes' if uses_index else 'no'}", flush=True)
+    checkpoint()
+    start = time.time() + 1.0
+    jobs = [
+        Job("reserve", drop.pk, i, UNITS_CLIENTS, *buyers, start, start + 600, stop_when_sold_out=True)
+        for i in range(UNITS_CLIENTS)
+    ]
+    vacuums = autovacuum_counts()
+    samples: list[Sample] = []
+    seen = [start, 0]
+
+    def progress() -> None:
+        now = time.time()
+        if now - seen[0] < PROGRESS_EVERY:
+            return
+        cpu = interval.lap()
+        claimed = claims_of(drop.pk)[0]
+        rate = (claimed - seen[1]) / (now - seen[0])
+        samples.append(Sample(seen[0], now, claimed - seen[1], cpu))
+        vacuuming = [r[0] for r in query("SELECT relid::regclass::text FROM pg_stat_progress_vacuum")]
+        print(
+            f"  units: {claimed:>9,} / {quantity:,} claimed, {rate:,.0f}/s lately; {cpu.describe()}"
+            + (f"; vacuuming {', '.join(vacuuming)}" if vacuuming else ""),
+            flush=True,
+        )
+        seen[:] = [now, claimed]
+
+    clients.send(jobs)
+    time.sleep(max(0.0, start - time.time()))
+    meter = CpuMeter(clients.pids(UNITS_CLIENTS))
+    interval = CpuMeter(clients.pids(UNITS_CLIENTS))
+    outcomes = clients.collect(on_wait=progress)
+    cpu = meter.read()
+    vacuumed = {t: n - vacuums.get(t, 0) for t, n in autovacuum_counts().items()}
+    notes: list[str] = []
+    errors = sum((o.errors for o in outcomes), Counter())
+    if errors:
+        notes.append("refused or failed: " + ", ".join(f"{k} {v}" for k, v in errors.most_common()))
+    claimed = check_counts(drop.pk, sum(o.ok for o in outcomes), notes)
+    if claimed != quantity:
+        notes.append(f"only {claimed:,} of {quantity:,} units were claimed")
+    # A hold's created_at is its transaction's start on the database clock: claims in order.
+    times = [
+        r[0].timestamp()
+        for r in query("SELECT created_at FROM holds_hold WHERE drop_id = %s ORDER BY created_at", [drop.pk])
+    ]
+    tenth = max(2, len(times) // 10)
+    first = (tenth - 1) / max(1e-9, times[tenth - 1] - times[0]) if len(times) >= tenth else 0.0
+    last = (tenth - 1) / max(1e-9, times[-1] - times[-tenth]) if len(times) >= tenth else 0.0
+    elapsed = max(o.finished for o in outcomes) - start
+    if len(times) >= tenth:
+        notes.append("during the first 10%: " + window_cpu(samples, times[0], times[tenth - 1]))
+        notes.append("during the last 10%: " + window_cpu(samples, times[-tenth], times[-1]))
+    notes.append("autovacuum runs during the claims: " + ", ".join(f"{t} {n}" for t, n in vacuumed.items()))
+    return UnitsResult(quantity, plan, uses_index, claimed, elapsed, first, last, cpu, notes)
+
+
+def autovacuum_counts() -> dict[str, int]:
+    rows = query(
+        "SELECT relname, autovacuum_count FROM pg_stat_user_tables "
+        "WHERE relname IN ('inventory_unit', 'holds_hold') ORDER BY relname"
+    )
+    return {name: int(count) for name, count in rows}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One progress interval of the units run."""
+
+    since: float
+    until: float
+    claims: int
+    cpu: CpuWindow
+
+
+def window_cpu(samples: list[Sample], since: float, until: float) -> str:
+    """CPU of the progress intervals overlapping [since, until]: shares of the machine, and
+    PostgreSQL + client CPU per claim, which outside load on the machine does not change."""
+    inside = [s for s in samples if s.until > since and s.since < until]
+    claims = sum(s.claims for s in inside)
+    if not inside or not claims:
+        return "no sample"
+    shares = ("busy", "postgres", "redis", "clients")
+    mean = CpuWindow(*(sum(getattr(s.cpu, f) for s in inside) / len(inside) for f in shares))
+    own = sum((s.cpu.busy - s.cpu.other) * s.cpu.seconds for s in inside) * 1000 / claims
+    return f"{mean.describe()}; {own:.2f} ms CPU per claim (all but other)"
+
+
+# Report -----------------------------------------------------------------------------------
+
+
+def cpu_cell(cpu: CpuWindow, claims: int) -> str:
+    ms = cpu.seconds * 1000 / claims
+    other = f", other {cpu.other:.0%}" if cpu.other >= 0.05 else ""
+    split = " / ".join(f"{share * ms:.2f}" for share in (cpu.postgres, cpu.redis, cpu.clients))
+    return f"{split} ({cpu.busy:.0%} busy{other})"
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def machine_line() -> str:
+    (version,), *_ = query("SHOW server_version")
+    settings = {
+        name: query(f"SHOW {name}")[0][0] for name in ("fsync", "synchronous_commit", "shared_buffers")
+    }
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.machine(),
+    )
+    return (
+        f"{os.cpu_count()} CPUs ({model}), {platform.system()} {platform.release()}, "
+        f"PostgreSQL {version}: " + ", ".join(f"{k}={v}" for k, v in settings.items())
+    )
+
+
+def report(
+    runs: dict[tuple[str, int], Run],
+    counts: list[int],
+    units: UnitsResult | None,
+    *,
+    seconds: int,
+    machine: str,
+    started: dt.datetime,
+    pgbench: str | None,
+) -> str:
+    def rate(scenario: str, n: int) -> float | None:
+        run = runs.get((scenario, n))
+        return run.rate if run and run.seconds > 0 else None
+
+    def ratio(a: str, b: str, n: int) -> float | None:
+        x, y = rate(a, n), rate(b, n)
+        return x / y if x is not None and y else None
+
+    def table(title: str, rows: dict[str, list[str]]) -> list[str]:
+        head = [
+            f"| {title} | " + " | ".join(str(n) for n in counts) + " |",
+            "| --- |" + " ---: |" * len(counts),
+        ]
+        return ["", *head, *(f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows.items())]
+
+    def target(label: str, a: str, b: str, floor: float) -> str:
+        parts = []
+        for n in counts:
+            r = ratio(a, b, n)
+            parts.append(f"{n}: n/a" if r is None else f"{n}: {r:.2f} {verdict(r >= floor)}")
+        return f"- {label}: " + ", ".join(parts)
+
+    lines = [
+        f"# Floodgate claims benchmark, {started:%Y-%m-%d %H:%M} UTC",
+        "",
+        f"Machine: {machine}.",
+        f"pgbench: {pgbench or 'not found (set PGBIN or put pgbench on PATH)'}.",
+    ]
+    ratios = {
+        "Floodgate / pgbench, 1 row": (ROW, PGB_ROW),
+        "Floodgate / pgbench, 16 buckets": (BUCKETS, PGB_BUCKETS),
+        "Floodgate 16 buckets / Floodgate 1 row": (BUCKETS, ROW),
+        "Floodgate 1 row / naive": (ROW, NAIVE),
+    }
+    targets: list[str] = []
+    if runs:
+        lines += [
+            "",
+            f"Successful reserves per second over {seconds} s on a fresh drop, counted in the database "
+            "(holds created = units taken); N clients = N Python processes, or pgbench --client=N.",
+        ]
+        lines += table(
+            "claims/s at N clients",
+            {sc: ["n/a" if (r := rate(sc, n)) is None else f"{r:,.0f}" for n in counts] for sc in ORDER},
+        )
+        lines += table(
+            "ratio at N clients",
+            {
+                label: ["n/a" if (r := ratio(a, b, n)) is None else f"{r:.2f}" for n in counts]
+                for label, (a, b) in ratios.items()
+            },
+        )
+        targets += [
+            target("single row, Floodgate >= 0.90 x pgbench", ROW, PGB_ROW, 0.90),
+            target("16 buckets >= 3 x Floodgate's single row", BUCKETS, ROW, 3.0),
+        ]
+    if units is not None:
+        targets.append(
+            f"- units, last 10% at most 20% slower than the first 10%: last/first {units.ratio:.2f} "
+            f"{verdict(units.first_rate > 0 and 1 - units.ratio <= 0.20)}"
+        )
+    lines += ["", "Targets (per client count):", "", *targets]
+    if units is not None:
+        tenth = units.quantity // 10
+        lines += [
+            "",
+            f"Units mode (SKIP LOCKED), {units.quantity:,} units, {UNITS_CLIENTS} clients until sold out:",
+            "",
+            f"- CLAIM_BEST_UNITS uses the partial index {CLAIMABLE_INDEX}: "
+            + ("yes" if units.uses_index else "no"),
+            f"- first 10% (units 1-{tenth:,}): {units.first_rate:,.0f} claims/s",
+            f"- last 10% (units {units.quantity - tenth + 1:,}-{units.quantity:,}): "
+            f"{units.last_rate:,.0f} claims/s",
+            f"- last/first = {units.ratio:.2f}",
+            f"- all: {units.claimed:,} claimed in {units.seconds:.1f} s "
+            f"({units.claimed / units.seconds if units.seconds else 0:,.0f}/s), {units.cpu.describe()}",
+            *(f"- {n}" for n in units.notes),
+        ]
+    if runs:
+        lines += [
+            "",
+            "CPU per claim in ms, PostgreSQL / Redis (reserve() records metrics there) / clients "
+            "(Python processes or pgbench), and how busy the machine was (other: processes "
+            "outside the benchmark, shown from 5%):",
+        ]
+        lines += table(
+            "CPU per claim",
+            {
+                sc: [
+                    "n/a"
+                    if (run := runs.get((sc, n))) is None or not run.claims
+                    else cpu_cell(run.cpu, run.claims)
+                    for n in counts
+                ]
+                for sc in ORDER
+            },
+        )
+        notes = [
+            f"- {run.scenario}, {run.clients} clients: {note}" for run in runs.values() for note in run.notes
+        ]
+        if notes:
+            lines += ["", "Notes:", "", *notes]
+    if units is not None:
+        lines += [
+            "",
+            "Plan of CLAIM_BEST_UNITS on the units drop (EXPLAIN, after ANALYZE):",
+            "",
+            "```",
+            units.plan,
+            "```",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+# Main -------------------------------------------------------------------------------------
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench.claims", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 s runs, 1 and 32 clients, 20,000 units")
+    parser.add_argument("--seconds", type=int, help="length of each run (default 5, quick 2)")
+    parser.add_argument("--clients", help="comma-separated client counts (default 1,8,32,64)")
+    parser.add_argument("--units", type=int, help="units in the units-mode drop (default 100,000)")
+    parser.add_argument("--only", choices=["buckets", "units"], help="run only these scenarios")
+    args = parser.parse_args(argv)
+    args.seconds = args.seconds or (2 if args.quick else 5)
+    args.counts = [int(c) for c in (args.clients or ("1,32" if args.quick else "1,8,32,64")).split(",")]
+    args.units = args.units or (20_000 if args.quick else 100_000)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    started = dt.datetime.now(dt.UTC)
+    setup_django()
+    machine = machine_line()
+    print(f"bench: {machine}", flush=True)
+    print("bench: removing earlier bench drops ...", flush=True)
+    remove_previous_runs()
+    buyers = ensure_buyers()
+    print(f"bench: {BUYERS:,} buyers, ids {buyers[0]}-{buyers[1] - 1}", flush=True)
+    pgbench = pgbench_binary()
+    t0 = time.monotonic()
+    size = max(*args.counts, UNITS_CLIENTS)
+    clients = Clients(size)
+    print(f"bench: {size} client processes ready in {time.monotonic() - t0:.1f} s", flush=True)
+    CpuMeter.postmaster, CpuMeter.redis = find_postmaster(), find_redis()
+    runs: dict[tuple[str, int], Run] = {}
+    units: UnitsResult | None = None
+    try:
+        # Client count outermost: Floodgate and pgbench of one count run side by side in time.
+        for n in args.counts if args.only != "units" else []:
+            for scenario in ORDER:
+                if scenario.startswith("pgbench"):
+                    if pgbench is None:
+                        continue
+                    run = run_pgbench(pgbench, scenario, n, buyers, args.seconds)
+                else:
+                    run = run_floodgate(clients, scenario, n, buyers, args.seconds)
+                runs[(scenario, n)] = run
+                print(
+                    f"  {scenario:<52} {n:>2} clients: {run.rate:>8,.0f} claims/s "
+                    f"({run.claims:,} in {run.seconds:.2f} s; {run.cpu.describe()})"
+                    + "".join(f"\n      {note}" for note in run.notes),
+                    flush=True,
+                )
+        if args.only != "buckets":
+            units = run_units(clients, args.units, buyers)
+    finally:
+        clients.stop()
+    text = report(
+        runs, args.counts, units, seconds=args.seconds, machine=machine, started=started, pgbench=pgbench
+    )
+    print("\n" + text)
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"claims-{started:%Y-%m-%d-%H%M%S}.md"
+    path.write_text(text)
+    print(f"bench: written to {path.relative_to(OUT.parent.parent)}")
+
+
+if __name__ == "__main__":
+    main()
