@@ -39,7 +39,7 @@ def orders(request: HttpRequest) -> JsonResponse:
 def order(request: HttpRequest, order_id: str) -> JsonResponse:
     found = (
         Order.objects.select_related("drop")
-        .filter(pk=order_id if order_id.isdigit() else 0, buyer_id=request.user.pk)
+        .filter(pk=int(order_id) if ORDER_ID.fullmatch(order_id) else 0, buyer_id=request.user.pk)
         .first()
     )
     if found is None:
