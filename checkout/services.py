@@ -236,8 +236,8 @@ def _finish(order: Order, state: str, reason: str) -> None:
     )
 
 
-def _announce(order: Order) -> None:
-    """Outbox rows, in the confirming transaction: they leave only if the sale commits."""
+def confirmation(order: Order) -> tuple[str, dict[str, object]]:
+    """The consumer key and payload announcing a confirmed order (one key per order)."""
     payload = {
         "order": order.pk,
         "drop": order.drop_id,
@@ -246,12 +246,14 @@ def _announce(order: Order) -> None:
         "amount_minor": order.amount_minor,
         "currency": order.currency,
     }
-    key = f"order-{order.pk}-confirmed"
+    return f"order-{order.pk}-confirmed", payload
+
+
+def _announce(order: Order) -> None:
+    """Outbox rows, in the confirming transaction: they leave only if the sale commits."""
+    key, payload = confirmation(order)
     OutboxMessage.objects.bulk_create(
-        [
-            OutboxMessage(topic=EMAIL_TOPIC, key=key, payload=payload),
-            OutboxMessage(topic=MERCHANT_TOPIC, key=key, payload=payload),
-        ],
+        [OutboxMessage(topic=topic, key=key, payload=payload) for topic in (EMAIL_TOPIC, MERCHANT_TOPIC)],
         ignore_conflicts=True,
     )
     transaction.on_commit(_enqueue_relay)

@@ -43,3 +43,18 @@ def make_buyer(name: str | None = None) -> object:
     return get_user_model().objects.create_user(
         username=name or f"buyer{next(_seq)}", password="correct horse battery"
     )
+
+
+def expire_in(hold_ids: list[int], seconds: float) -> None:
+    """Make holds run out `seconds` from now (negative: already over), on the database clock.
+
+    created_at moves back too: a CHECK keeps expires_at after it.
+    """
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE holds_hold SET created_at = now() - interval '1 hour',"
+            " expires_at = now() + make_interval(secs => %s) WHERE id = ANY(%s)",
+            [seconds, list(hold_ids)],
+        )

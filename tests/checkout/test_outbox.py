@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
-from checkout import tasks
+from checkout import services, tasks
 from checkout.models import Order, OrderState, OutboxMessage
 from checkout.services import EMAIL_TOPIC, MERCHANT_TOPIC, relay_outbox
 from holds import services as holds
@@ -103,15 +103,7 @@ def announce(orders: list[Order], topics: tuple[str, ...] = (MERCHANT_TOPIC, EMA
     """Outbox rows as the saga writes them (same key and payload shape); returns the keys in order."""
     keys = []
     for order in orders:
-        key = f"order-{order.pk}-confirmed"
-        payload = {
-            "order": order.pk,
-            "drop": order.drop_id,
-            "buyer": order.buyer_id,
-            "quantity": order.quantity,
-            "amount_minor": order.amount_minor,
-            "currency": order.currency,
-        }
+        key, payload = services.confirmation(order)
         for topic in topics:
             OutboxMessage.objects.create(topic=topic, key=key, payload=payload)
         keys.append(key)

@@ -22,7 +22,7 @@ from inventory.selectors import invariant
 from shop.celery import app as celery_app
 from shop.models import Drop
 from tests.concurrency import run_concurrently
-from tests.factories import make_drop
+from tests.factories import expire_in, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,16 +44,6 @@ def empty_queue_afterwards() -> Iterator[None]:
     """process_event enqueues settle and relay tasks; nobody consumes them here."""
     yield
     celery_app.control.purge()
-
-
-def expire_in(hold_ids: list[int], seconds: float) -> None:
-    # created_at moves back too: a CHECK keeps expires_at after it
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE holds_hold SET created_at = now() - interval '1 hour',"
-            " expires_at = now() + make_interval(secs => %s) WHERE id = ANY(%s)",
-            [seconds, hold_ids],
-        )
 
 
 def pending_sales(drop: Drop, buyers: list[int]) -> list[Sale]:

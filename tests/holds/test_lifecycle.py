@@ -16,7 +16,7 @@ from inventory.selectors import invariant
 from shop.errors import Ended, HoldNotActive, NotStarted, Paused, SoldOut, UnitTaken
 from shop.models import Drop
 from tests.concurrency import run_concurrently
-from tests.factories import make_drop
+from tests.factories import expire_in, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,15 +25,6 @@ def reserve(drop: Drop, buyer: int, quantity: int = 1, **kw: object) -> Hold:
     return services.reserve(
         drop=drop, buyer_id=buyer, quantity=quantity, idempotency_key=uuid.uuid4().hex, **kw
     ).hold
-
-
-def expire_in(hold_ids: list[int], seconds: float) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE holds_hold SET created_at = now() - interval '1 hour',"
-            " expires_at = now() + make_interval(secs => %s) WHERE id = ANY(%s)",
-            [seconds, hold_ids],
-        )
 
 
 def test_control_confirm_without_the_state_guard_double_counts(make_buyers) -> None:
