@@ -65,6 +65,8 @@ class PaymentState(models.TextChoices):
     VOID_PENDING = "void_pending"  # authorised too late: void to do
     VOIDED = "voided"
     FAILED = "failed"  # declined, or no session could be opened
+    CAPTURE_FAILED = "capture_failed"  # the provider refused the capture for good: on-call acts
+    VOID_FAILED = "void_failed"  # the provider refused the void for good: on-call acts
 
 
 class Payment(models.Model):

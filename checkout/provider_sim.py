@@ -5,7 +5,7 @@ is slow and sometimes declined, webhooks are signed, arrive late, more than
 once, and are retried on errors. Raw ASGI with in-memory state; it must not
 import Django (it is a separate service that only shares the signing code).
 
-Environment, read once at start: PROVIDER_SECRET, PROVIDER_LATENCY_MS,
+Environment, read once at start: PROVIDER_SECRET, PROVIDER_WEBHOOK_SECRET, PROVIDER_LATENCY_MS,
 PROVIDER_FAILURE_RATE, PROVIDER_DUPLICATES, PROVIDER_LATE_SECONDS,
 PROVIDER_PUBLIC_URL. `POST /api/config` changes the behaviour ones at runtime.
 """
@@ -91,7 +91,8 @@ class Response:
 
 @dataclass
 class Config:
-    secret: str
+    secret: str  # the API key callers present
+    webhook_secret: str  # signs webhooks: a leaked API key cannot forge a payment
     public_url: str
     latency_ms: int
     failure_rate: float
@@ -110,6 +111,7 @@ class Config:
                 raise SystemExit(f"provider_sim: {variable}={raw!r}: {exc}") from None
         return cls(
             secret=env.get("PROVIDER_SECRET") or "sim-secret-dev",
+            webhook_secret=env.get("PROVIDER_WEBHOOK_SECRET") or "sim-webhook-secret-dev",
             public_url=(env.get("PROVIDER_PUBLIC_URL") or "http://127.0.0.1:8701").rstrip("/"),
             latency_ms=int(values["latency_ms"]),
             failure_rate=float(values["failure_rate"]),
@@ -362,7 +364,7 @@ class Simulator:
             headers = {
                 "content-type": "application/json",
                 "user-agent": "floodgate-provider-sim",
-                SIGNATURE_HEADER: sign(secret=self.config.secret, body=body),  # signed per attempt
+                SIGNATURE_HEADER: sign(secret=self.config.webhook_secret, body=body),  # signed per attempt
             }
             try:
                 response = await client.post(session.callback_url, content=body, headers=headers)

@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 from checkout import sql
 from checkout.models import Order, OrderState, OutboxMessage, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
-from checkout.providers.base import ProviderError
+from checkout.providers.base import PermanentProviderError, ProviderError
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
 from holds.models import Hold
@@ -275,15 +275,22 @@ def settle_payment(*, payment_pk: int) -> str:
     """Capture a sold order's authorisation, or void a late one; idempotent at both ends."""
     payment = Payment.objects.get(pk=payment_pk)
     steps = {
-        PaymentState.CAPTURE_PENDING: ("capture", PaymentState.CAPTURED),
-        PaymentState.VOID_PENDING: ("void", PaymentState.VOIDED),
+        PaymentState.CAPTURE_PENDING: ("capture", PaymentState.CAPTURED, PaymentState.CAPTURE_FAILED),
+        PaymentState.VOID_PENDING: ("void", PaymentState.VOIDED, PaymentState.VOID_FAILED),
     }
     if payment.state not in steps:
         return f"nothing_to_do_{payment.state}"
-    action, done = steps[payment.state]
+    action, done, refused = steps[payment.state]
     provider = get_provider(payment.provider)
     try:
         getattr(provider, action)(session_id=payment.session_id)
+    except PermanentProviderError as error:
+        # Retrying cannot help: stop, keep why, and tell on-call (the admin filters on this state).
+        Payment.objects.filter(pk=payment.pk, state=payment.state).update(
+            state=refused, last_error=f"{action}: {error}"[:300], updated_at=Now()
+        )
+        log.error("payment %s: the provider refused the %s for good: %s", payment.pk, action, error)
+        return refused
     except ProviderError as error:
         # Kept for on-call, and updated_at moves so the safety net sweeps the others first.
         Payment.objects.filter(pk=payment.pk).update(last_error=f"{action}: {error}"[:300], updated_at=Now())

@@ -183,6 +183,12 @@ PAYMENT_PROVIDER_SECRET = (
     if DEV
     else env.required("PAYMENT_PROVIDER_SECRET")
 )
+# Webhooks are verified with their own secret: a leaked API key cannot forge a payment.
+PAYMENT_WEBHOOK_SECRET = (
+    os.environ.get("PAYMENT_WEBHOOK_SECRET") or "sim-webhook-secret-dev"
+    if DEV
+    else env.required("PAYMENT_WEBHOOK_SECRET")
+)
 PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 # Buyers are only ever sent to the provider's own pages (no open redirect).
 PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(

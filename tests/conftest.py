@@ -18,6 +18,7 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVIDER_SECRET = "sim-secret-dev"
+WEBHOOK_SECRET = "sim-webhook-secret-dev"
 
 
 @pytest.fixture
@@ -79,6 +80,7 @@ def payment_provider() -> Iterator[str]:
     env = {
         **os.environ,
         "PROVIDER_SECRET": PROVIDER_SECRET,
+        "PROVIDER_WEBHOOK_SECRET": WEBHOOK_SECRET,
         "PROVIDER_PUBLIC_URL": url,
         "PROVIDER_LATENCY_MS": "50",
         "PROVIDER_FAILURE_RATE": "0",
@@ -107,6 +109,7 @@ def app_env(provider_url: str, public_url: str) -> dict[str, str]:
         "DATABASE_URL": database_url_for_tests(),
         "PAYMENT_PROVIDER_URL": provider_url,
         "PAYMENT_PROVIDER_SECRET": PROVIDER_SECRET,
+        "PAYMENT_WEBHOOK_SECRET": WEBHOOK_SECRET,
         "PUBLIC_BASE_URL": public_url,
         "CELERY_VISIBILITY_TIMEOUT": "4",
         "CELERY_RESTORE_INTERVAL": "1",

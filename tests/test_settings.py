@@ -26,7 +26,8 @@ def test_production_profile_passes_check_deploy() -> None:
         {
             "SECRET_KEY": "x" * 32 + "-production-secret-of-enough-length-and-variety-9f3",
             "ALLOWED_HOSTS": "shop.example",
-            "PAYMENT_PROVIDER_SECRET": "provider-shared-secret",
+            "PAYMENT_PROVIDER_SECRET": "provider-api-key",
+            "PAYMENT_WEBHOOK_SECRET": "provider-webhook-secret",
         },
         "check",
         "--deploy",

@@ -15,6 +15,10 @@ class ProviderError(Exception):
     """The provider could not be reached or refused the call; safe to retry later."""
 
 
+class PermanentProviderError(ProviderError):
+    """The provider refused for good (e.g. capture of a voided or unknown session): do not retry."""
+
+
 class BadWebhook(Exception):
     """A webhook whose signature, JSON or event type is wrong: answered 400, nothing recorded."""
 

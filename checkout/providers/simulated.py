@@ -10,7 +10,14 @@ import httpx
 from django.conf import settings
 
 from checkout.providers import signing
-from checkout.providers.base import EVENT_TYPES, BadWebhook, ProviderError, Session, WebhookEvent
+from checkout.providers.base import (
+    EVENT_TYPES,
+    BadWebhook,
+    PermanentProviderError,
+    ProviderError,
+    Session,
+    WebhookEvent,
+)
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +33,16 @@ class SimulatedProvider:
         *,
         base_url: str | None = None,
         secret: str | None = None,
+        webhook_secret: str | None = None,
         tolerance_seconds: int | None = None,
     ) -> None:
         self.base_url = (
             base_url or getattr(settings, "PAYMENT_PROVIDER_URL", "http://127.0.0.1:8701")
         ).rstrip("/")
         self.secret: str = secret or getattr(settings, "PAYMENT_PROVIDER_SECRET", "sim-secret-dev")
+        self.webhook_secret: str = webhook_secret or getattr(
+            settings, "PAYMENT_WEBHOOK_SECRET", "sim-webhook-secret-dev"
+        )
         self.tolerance_seconds: int = (
             tolerance_seconds
             if tolerance_seconds is not None
@@ -69,7 +80,9 @@ class SimulatedProvider:
     def parse_webhook(self, *, body: bytes, headers: dict[str, str]) -> WebhookEvent:
         """Verify the signature and its age, then parse the event; raises BadWebhook."""
         header = next((v for k, v in headers.items() if k.lower() == signing.SIGNATURE_HEADER.lower()), None)
-        signing.verify(secret=self.secret, body=body, header=header, tolerance_seconds=self.tolerance_seconds)
+        signing.verify(
+            secret=self.webhook_secret, body=body, header=header, tolerance_seconds=self.tolerance_seconds
+        )
         try:
             data = json.loads(body)
         except ValueError:  # UnicodeDecodeError is a ValueError too
@@ -101,6 +114,10 @@ class SimulatedProvider:
 
     def _settle(self, action: str, session_id: str) -> None:
         response = self._call("POST", f"/api/sessions/{quote(session_id, safe='')}/{action}", None)
+        if 400 <= response.status_code < 500:
+            raise PermanentProviderError(
+                f"the provider refused to {action} session {session_id}: {_detail(response)}"
+            )
         if response.status_code != 200:
             raise ProviderError(f"the provider refused to {action} session {session_id}: {_detail(response)}")
 

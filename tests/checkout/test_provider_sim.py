@@ -58,6 +58,7 @@ def sim_url() -> Iterator[str]:
     env = {
         **os.environ,
         "PROVIDER_SECRET": SECRET,
+        "PROVIDER_WEBHOOK_SECRET": SECRET,
         "PROVIDER_PUBLIC_URL": url,
         "PROVIDER_LATENCY_MS": "50",
         "PROVIDER_FAILURE_RATE": "0",
@@ -123,6 +124,7 @@ def receiver() -> Iterator[Receiver]:
 def provider(sim: str, settings) -> SimulatedProvider:
     settings.PAYMENT_PROVIDER_URL = sim
     settings.PAYMENT_PROVIDER_SECRET = SECRET
+    settings.PAYMENT_WEBHOOK_SECRET = SECRET
     return SimulatedProvider()
 
 
@@ -424,7 +426,7 @@ def header(body: bytes, *, secret: str = SECRET, timestamp: int | None = None) -
 
 def test_a_well_signed_webhook_parses_whatever_the_header_case() -> None:
     body = signed_event()
-    adapter = SimulatedProvider(base_url="http://unused", secret=SECRET)
+    adapter = SimulatedProvider(base_url="http://unused", secret=SECRET, webhook_secret=SECRET)
 
     event = adapter.parse_webhook(
         body=body, headers={"x-floodgate-signature": header(body)[signing.SIGNATURE_HEADER]}
@@ -465,7 +467,7 @@ def test_a_well_signed_webhook_parses_whatever_the_header_case() -> None:
     ],
 )
 def test_bad_webhooks_are_refused(body: bytes, headers: dict[str, str], message: str) -> None:
-    adapter = SimulatedProvider(base_url="http://unused", secret=SECRET)
+    adapter = SimulatedProvider(base_url="http://unused", secret=SECRET, webhook_secret=SECRET)
 
     with pytest.raises(BadWebhook, match=message):
         adapter.parse_webhook(body=body, headers=headers)
@@ -475,9 +477,9 @@ def test_the_tolerance_is_configurable() -> None:
     body = signed_event()
     old = header(body, timestamp=int(time.time()) - 600)
 
-    SimulatedProvider(base_url="http://unused", secret=SECRET, tolerance_seconds=900).parse_webhook(
-        body=body, headers=old
-    )
+    SimulatedProvider(
+        base_url="http://unused", secret=SECRET, webhook_secret=SECRET, tolerance_seconds=900
+    ).parse_webhook(body=body, headers=old)
 
 
 def test_the_registry_knows_the_simulated_provider() -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+import httpx
 import pytest
 from django.db import connection
 from django.utils import timezone
 
 from checkout import services
 from checkout.models import Order, Payment, WebhookEvent
+from checkout.providers import get_provider
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
 from inventory.selectors import invariant
@@ -121,3 +123,28 @@ def test_a_second_click_while_the_session_opens_is_told_to_wait() -> None:
     with pytest.raises(services.PaymentOpening):
         services.start_payment(hold_id=order.hold_id, buyer_id=order.buyer_id)
     assert Payment.objects.filter(order=order).count() == 1
+
+
+def test_a_capture_the_provider_refuses_for_good_stops_and_says_why(payment_provider: str, settings) -> None:
+    # given an authorised session that was voided at the provider behind our back
+    settings.PAYMENT_PROVIDER_URL = payment_provider
+    _, payment = pending_payment("refused")
+    session = get_provider("simulated").create_session(
+        reference=str(payment.reference),
+        amount_minor=payment.amount_minor,
+        currency="EUR",
+        callback_url="http://127.0.0.1:1/nowhere",
+        return_url="http://127.0.0.1:1/back",
+    )
+    httpx.post(session.redirect_url, data={"action": "pay"}, timeout=10)
+    get_provider("simulated").void(session_id=session.session_id)
+    Payment.objects.filter(pk=payment.pk).update(session_id=session.session_id, state="capture_pending")
+
+    # when we try to capture
+    outcome = services.settle_payment(payment_pk=payment.pk)
+
+    # then no retry loop: a terminal state on-call can find, with the provider's reason
+    payment.refresh_from_db()
+    assert outcome == payment.state == "capture_failed"
+    assert "capture" in payment.last_error and "409" in payment.last_error
+    assert services.unsettled_payment_ids() == []

@@ -10,7 +10,7 @@ from django.test import Client
 
 from checkout.models import WebhookEvent
 from checkout.providers.signing import SIGNATURE_HEADER, sign
-from tests.conftest import PROVIDER_SECRET
+from tests.conftest import WEBHOOK_SECRET
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ def post(body: bytes, signature: str | None) -> object:
 
 @pytest.fixture(autouse=True)
 def secret(settings) -> None:
-    settings.PAYMENT_PROVIDER_SECRET = PROVIDER_SECRET
+    settings.PAYMENT_WEBHOOK_SECRET = WEBHOOK_SECRET
 
 
 @pytest.mark.parametrize(
@@ -42,17 +42,17 @@ def secret(settings) -> None:
     [
         (json.dumps(EVENT).encode(), None),
         (json.dumps(EVENT).encode(), sign(secret="not-the-secret", body=json.dumps(EVENT).encode())),
-        (json.dumps(EVENT).encode(), sign(secret=PROVIDER_SECRET, body=b"another body")),
+        (json.dumps(EVENT).encode(), sign(secret=WEBHOOK_SECRET, body=b"another body")),
         (
             json.dumps(EVENT).encode(),
-            sign(secret=PROVIDER_SECRET, body=json.dumps(EVENT).encode(), timestamp=int(time.time()) - 3600),
+            sign(secret=WEBHOOK_SECRET, body=json.dumps(EVENT).encode(), timestamp=int(time.time()) - 3600),
         ),
-        (b"{not json", sign(secret=PROVIDER_SECRET, body=b"{not json")),
+        (b"{not json", sign(secret=WEBHOOK_SECRET, body=b"{not json")),
         (
             json.dumps({**EVENT, "type": "payment.teleported"}).encode(),
-            sign(secret=PROVIDER_SECRET, body=json.dumps({**EVENT, "type": "payment.teleported"}).encode()),
+            sign(secret=WEBHOOK_SECRET, body=json.dumps({**EVENT, "type": "payment.teleported"}).encode()),
         ),
-        (json.dumps([1, 2]).encode(), sign(secret=PROVIDER_SECRET, body=b"[1, 2]")),
+        (json.dumps([1, 2]).encode(), sign(secret=WEBHOOK_SECRET, body=b"[1, 2]")),
         (b"", "t=1,v1=00"),
         (json.dumps(EVENT).encode(), "garbage"),
     ],
