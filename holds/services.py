@@ -209,16 +209,6 @@ def confirm(*, hold_id: int) -> bool:
         return confirm_in(cursor, hold_id=hold_id)
 
 
-def extend(*, hold_id: int) -> Hold:
-    """Give a live hold one more hold time, once (used when payment starts)."""
-    with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(sql.EXTEND_HOLD, {"hold": hold_id})
-        row = cursor.fetchone()
-    if row is None:
-        raise HoldNotActive("This hold is no longer active or was already extended.")
-    return Hold.objects.get(pk=hold_id)
-
-
 def hold_for_payment(cursor: CursorWrapper, *, hold_id: int, buyer_id: int) -> tuple[int, int]:
     """Inside the payment's transaction: extend the buyer's live hold once and lock it.
 

@@ -84,17 +84,6 @@ WITH sold AS (
 SELECT (SELECT count(*) FROM sold)
 """
 
-# Extend a live, unexpired hold once by the drop's hold time. 1 row: new expiry;
-# 0 rows: not held, expired, or already extended.
-EXTEND_HOLD = """
-UPDATE holds_hold h
-   SET expires_at = now() + make_interval(secs => d.hold_seconds), extended = true
-  FROM shop_drop d
- WHERE h.id = %(hold)s AND h.state = 'held' AND NOT h.extended AND h.expires_at > now()
-   AND d.id = h.drop_id
-RETURNING h.expires_at
-"""
-
 # Serialise reclaimers of one drop for this transaction; false: another one is at it.
 TRY_RECLAIM_LOCK = "SELECT pg_try_advisory_xact_lock(%(namespace)s, (%(drop)s %% 2147483647)::int)"
 

@@ -114,15 +114,28 @@ def test_sold_out_reserve_reclaims_expired_holds_and_tries_again(make_buyers) ->
     assert invariant(drop_id=drop.pk).drift == 0
 
 
-def test_extend_works_once_and_only_on_a_live_hold(make_buyers) -> None:
-    drop = make_drop(quantity=4, hold_seconds=60)
-    hold = reserve(drop, make_buyers(1)[0])
+def test_paying_extends_a_live_hold_once_and_never_an_ended_one(make_buyers) -> None:
+    from django.db import transaction
 
-    extended = services.extend(hold_id=hold.pk)
+    drop = make_drop(quantity=4, hold_seconds=60, per_buyer_limit=1)
+    buyer, other = make_buyers(2)
+    hold = reserve(drop, buyer)
 
-    assert extended.extended and extended.expires_at > hold.expires_at
+    def prepare(hold_id: int, buyer_id: int) -> Hold:
+        with transaction.atomic(), connection.cursor() as cursor:
+            services.hold_for_payment(cursor, hold_id=hold_id, buyer_id=buyer_id)
+        return Hold.objects.get(pk=hold_id)
+
+    first = prepare(hold.pk, buyer)
+    second = prepare(hold.pk, buyer)
+
+    assert first.extended and first.expires_at > hold.expires_at
+    assert second.expires_at == first.expires_at  # once only
     with pytest.raises(HoldNotActive):
-        services.extend(hold_id=hold.pk)
+        prepare(hold.pk, other)  # not theirs
+    services.release(hold_id=hold.pk, buyer_id=buyer)
+    with pytest.raises(HoldNotActive):
+        prepare(hold.pk, buyer)  # ended
 
 
 def test_confirm_after_expiry_loses_even_before_the_sweeper_runs(make_buyers) -> None:
