@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -139,11 +140,18 @@ def stop(children: dict[str, subprocess.Popen[bytes]]) -> None:
 
 
 def run_tests(args: list[str]) -> int:
-    with servers(ROOT / ".data" / "test") as env:
-        env["DB_POOL_MAX_SIZE"] = os.environ.get("DB_POOL_MAX_SIZE", "60")
-        # -p no:randomly etc. are not needed; pytest's exit 5 (no tests ran) fails the run.
-        done = subprocess.run([sys.executable, "-m", "pytest", *args], env={**os.environ, **env}, cwd=ROOT)
-        return done.returncode
+    # Servers of its own per run: two test runs at once must not share a test database.
+    data_dir = ROOT / ".data" / f"test-run-{os.getpid()}"
+    try:
+        with servers(data_dir) as env:
+            env["DB_POOL_MAX_SIZE"] = os.environ.get("DB_POOL_MAX_SIZE", "60")
+            # pytest's exit 5 (no tests ran) fails the run like any failure.
+            done = subprocess.run(
+                [sys.executable, "-m", "pytest", *args], env={**os.environ, **env}, cwd=ROOT
+            )
+            return done.returncode
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def run_bench(args: list[str]) -> int:
