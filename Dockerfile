@@ -4,7 +4,13 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 RUN pip install --no-cache-dir -e . || true
 COPY . .
+# collectstatic in the production profile, so the manifest the production storage reads exists;
+# the values below exist only for this build step.
 RUN pip install --no-cache-dir -e . && \
-    FLOODGATE_PROFILE=dev DATABASE_URL=postgresql://x/x REDIS_URL=redis://x python manage.py collectstatic --no-input -v0
+    SECRET_KEY=build-only DATABASE_URL=postgresql://build/build REDIS_URL=redis://build \
+    PAYMENT_PROVIDER_SECRET=build PAYMENT_WEBHOOK_SECRET=build PAYMENT_PROVIDER_URL=https://build \
+    PUBLIC_BASE_URL=https://build python manage.py collectstatic --no-input -v0
+RUN useradd --create-home floodgate
+USER floodgate
 EXPOSE 8000
 CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "shop.asgi:application"]

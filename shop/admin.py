@@ -24,6 +24,7 @@ from inventory.selectors import invariant
 from shop import dashboard, services
 from shop.errors import FloodgateError
 from shop.models import ApiToken, Drop, DropState, InventoryMode, PauseEvent, Product
+from shop.views import safe_next
 
 admin.site.site_header = "Floodgate"
 admin.site.site_title = "Floodgate admin"
@@ -203,7 +204,7 @@ class DropAdmin(admin.ModelAdmin):
                     "Some claims that began before the pause were still running after 3 s; "
                     "check the dashboard for holds created after the pause.",
                 )
-        return redirect(request.POST.get("next") or reverse("admin:shop_drop_dashboard"))
+        return redirect(safe_next(request) or reverse("admin:shop_drop_dashboard"))
 
     def pause_view(self, request: HttpRequest, drop_id: int) -> HttpResponse:
         return self._switch(request, drop_id, pause=True)
@@ -211,13 +212,20 @@ class DropAdmin(admin.ModelAdmin):
     def resume_view(self, request: HttpRequest, drop_id: int) -> HttpResponse:
         return self._switch(request, drop_id, pause=False)
 
-    @admin.action(description="Duplicate for the next sale (starts in a week)")
+    @admin.action(description="Duplicate for the next sale (starts in a week)", permissions=["add"])
     def duplicate_drops(self, request: HttpRequest, queryset: QuerySet[Drop]) -> None:
         for drop in queryset:
-            copy = services.duplicate_drop(drop=drop)
+            try:
+                copy = services.duplicate_drop(drop=drop)
+            except FloodgateError as error:
+                messages.error(request, f"{drop.slug} not duplicated: {error.detail}")
+                continue
             messages.success(request, f"Created {copy.slug}, starting {copy.starts_at:%Y-%m-%d %H:%M} UTC.")
 
-    @admin.action(description="Export orders (CSV)")
+    def has_export_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("checkout.view_order")
+
+    @admin.action(description="Export orders (CSV)", permissions=["export"])
     def export_orders_csv(self, request: HttpRequest, queryset: QuerySet[Drop]) -> HttpResponse:
         response = HttpResponse(content_type="text/csv")
         response["Content-Disposition"] = 'attachment; filename="floodgate-orders.csv"'
@@ -238,7 +246,11 @@ class DropAdmin(admin.ModelAdmin):
                 "failure_reason",
             ]
         )
-        writer.writerows(checkout_selectors.export_rows(drop_ids=[d.pk for d in queryset]))
+        # A cell starting with = + - @ is a formula to a spreadsheet: quote it.
+        writer.writerows(
+            [f"'{cell}" if isinstance(cell, str) and cell[:1] in "=+-@" else cell for cell in row]
+            for row in checkout_selectors.export_rows(drop_ids=[d.pk for d in queryset])
+        )
         return response
 
     @admin.display(description="orders")

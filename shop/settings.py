@@ -177,7 +177,11 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 # Payments: the provider adapter (checkout.providers) and where the provider calls us back.
 PAYMENT_PROVIDER = os.environ.get("PAYMENT_PROVIDER", "simulated")
-PAYMENT_PROVIDER_URL = os.environ.get("PAYMENT_PROVIDER_URL", "http://127.0.0.1:8701")
+PAYMENT_PROVIDER_URL = (
+    os.environ.get("PAYMENT_PROVIDER_URL") or "http://127.0.0.1:8701"
+    if DEV
+    else env.required("PAYMENT_PROVIDER_URL")
+)
 PAYMENT_PROVIDER_SECRET = (
     os.environ.get("PAYMENT_PROVIDER_SECRET") or "sim-secret-dev"
     if DEV
@@ -189,7 +193,10 @@ PAYMENT_WEBHOOK_SECRET = (
     if DEV
     else env.required("PAYMENT_WEBHOOK_SECRET")
 )
-PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
+# This shop's own address: the provider's callbacks and the buyer's way back.
+PUBLIC_BASE_URL = (
+    os.environ.get("PUBLIC_BASE_URL") or "http://127.0.0.1:8000" if DEV else env.required("PUBLIC_BASE_URL")
+)
 # Buyers are only ever sent to the provider's own pages (no open redirect).
 PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(
     env.listing(

@@ -42,3 +42,5 @@ urlpatterns = [
     path("api/", include(api_patterns)),
     path("api/<path:path>", api_views.unknown),
 ]
+
+handler404 = "shop.views.not_found"

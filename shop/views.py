@@ -8,6 +8,7 @@ from django.contrib.auth import login
 from django.contrib.auth.forms import UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
 from shop import selectors
@@ -39,8 +40,24 @@ def signup(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect(request.GET.get("next") or "home")
+        return redirect(safe_next(request) or "home")
     return render(request, "registration/signup.html", {"form": form})
+
+
+def safe_next(request: HttpRequest) -> str | None:
+    """The ?next= (or POSTed next) address if it stays on this site; None otherwise."""
+    target = request.POST.get("next") or request.GET.get("next")
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return None
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The 404 page; says why only when the code said it in words (not a resolver's class name)."""
+    message = exception.args[0] if isinstance(exception, Http404) and exception.args else None
+    return render(request, "404.html", {"message": message if isinstance(message, str) else None}, status=404)
 
 
 def healthz(request: HttpRequest) -> HttpResponse:

@@ -28,6 +28,8 @@ def test_production_profile_passes_check_deploy() -> None:
             "ALLOWED_HOSTS": "shop.example",
             "PAYMENT_PROVIDER_SECRET": "provider-api-key",
             "PAYMENT_WEBHOOK_SECRET": "provider-webhook-secret",
+            "PAYMENT_PROVIDER_URL": "https://pay.example",
+            "PUBLIC_BASE_URL": "https://shop.example",
         },
         "check",
         "--deploy",
@@ -50,3 +52,10 @@ def test_missing_database_url_names_the_variable() -> None:
 
     assert done.returncode != 0
     assert "DATABASE_URL is not set" in done.stderr
+
+
+def test_dockerfile_collects_static_files_for_the_production_storage() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    collect = next(line for line in dockerfile.splitlines() if "collectstatic" in line)
+    assert "FLOODGATE_PROFILE=dev" not in dockerfile and "collectstatic" in collect
+    assert ".data" in (ROOT / ".dockerignore").read_text().split()

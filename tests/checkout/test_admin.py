@@ -40,3 +40,21 @@ def test_a_merchant_exports_a_drops_orders_as_csv(roles: None) -> None:
         rows[1][0] == "exported" and rows[1][2] == "ann" and rows[1][5] == "S1 S2" and rows[1][6] == "39.98"
     )
     assert client.get(f"/admin/checkout/order/?drop__id__exact={drop.pk}").status_code == 200
+
+
+def test_staff_without_add_or_order_rights_can_neither_duplicate_nor_export(roles: None) -> None:
+    drop = make_drop(slug="guarded-actions", quantity=2)
+    viewer = get_user_model().objects.create_user("viewer", password="pw-pw-pw-pw", is_staff=True)
+    viewer.user_permissions.add(*Group.objects.get(name="On-call").permissions.exclude(codename="view_order"))
+    client = Client()
+    client.force_login(viewer)
+
+    client.post("/admin/shop/drop/", {"action": "duplicate_drops", "_selected_action": [drop.pk]})
+    exported = client.post(
+        "/admin/shop/drop/", {"action": "export_orders_csv", "_selected_action": [drop.pk]}
+    )
+
+    from shop.models import Drop
+
+    assert Drop.objects.count() == 1
+    assert exported.get("Content-Type") != "text/csv"

@@ -82,3 +82,20 @@ def test_login_with_a_wrong_password_is_refused() -> None:
 
     assert answer.status_code == 200
     assert "_auth_user_id" not in client.session
+
+
+def test_sign_up_never_redirects_off_site() -> None:
+    answer = Client().post(
+        "/accounts/signup/?next=https://evil.example/phish",
+        {"username": "safe", "password1": "a sturdy passphrase 42", "password2": "a sturdy passphrase 42"},
+    )
+
+    assert answer.status_code == 302 and answer["Location"] == "/"
+
+
+def test_an_unknown_address_is_a_plain_helpful_404() -> None:
+    answer = Client().get("/no/such/page/")
+
+    assert answer.status_code == 404
+    assert b"There is nothing at this address." in answer.content
+    assert b"Resolver404" not in answer.content
