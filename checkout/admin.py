@@ -43,3 +43,27 @@ class OutboxMessageAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+@admin.register(Payment)
+class PaymentAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "order",
+        "provider",
+        "session_id",
+        "state",
+        "amount_minor",
+        "currency",
+        "last_error",
+        "updated_at",
+    ]
+    list_filter = ["state", "provider"]
+    search_fields = ["session_id", "reference", "order__id"]
+    readonly_fields = [f.name for f in Payment._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Payment | None = None) -> bool:
+        return False

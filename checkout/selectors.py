@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from checkout.models import Order
+from django.db.models import Count
+
+from checkout.models import Order, Payment, PaymentState
+
+NEEDS_ATTENTION = [PaymentState.CAPTURE_FAILED, PaymentState.VOID_FAILED]
 
 
 def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
@@ -30,3 +34,11 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
         ]
         for order in orders
     ]
+
+
+def payments_needing_attention() -> dict[str, int]:
+    """Payments the provider refused to capture or void for good: a person has to act."""
+    counts = dict(
+        Payment.objects.filter(state__in=NEEDS_ATTENTION).values_list("state").annotate(n=Count("id"))
+    )
+    return {str(state): counts.get(state, 0) for state in NEEDS_ATTENTION}

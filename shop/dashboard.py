@@ -11,6 +11,7 @@ from django.db import connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from checkout.selectors import payments_needing_attention
 from inventory.selectors import bucket_levels, invariant, stranded_units
 from shop import metrics, sql
 from shop.models import Drop, PauseEvent
@@ -82,5 +83,6 @@ def snapshot() -> dict[str, object]:
     return {
         "at": timezone.now().isoformat(),
         "lock_waits": lock_waits(),
+        "payments_needing_attention": sum(payments_needing_attention().values()),
         "drops": [drop_panel(drop) for drop in watched_drops()],
     }

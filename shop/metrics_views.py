@@ -8,7 +8,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
-from shop.metrics import drop_gauges, render_prometheus
+from checkout.selectors import payments_needing_attention
+from shop.metrics import Gauge, drop_gauges, render_prometheus
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -36,4 +37,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
             status=403,
             content_type="text/plain; charset=utf-8",
         )
-    return HttpResponse(render_prometheus(extra=drop_gauges()), content_type=CONTENT_TYPE)
+    stuck = payments_needing_attention()
+    payments = Gauge(
+        "floodgate_payments_needing_attention",
+        "Payments the provider refused to capture or void for good (alert above 0).",
+        [({"state": state}, n) for state, n in stuck.items()],
+    )
+    return HttpResponse(render_prometheus(extra=[*drop_gauges(), payments]), content_type=CONTENT_TYPE)

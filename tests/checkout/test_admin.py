@@ -58,3 +58,14 @@ def test_staff_without_add_or_order_rights_can_neither_duplicate_nor_export(role
 
     assert Drop.objects.count() == 1
     assert exported.get("Content-Type") != "text/csv"
+
+
+def test_the_dashboards_link_to_payments_needing_attention_works() -> None:
+    root = get_user_model().objects.create_superuser("root", password="pw-pw-pw-pw")
+    client = Client()
+    client.force_login(root)
+
+    answer = client.get("/admin/checkout/payment/?state__in=capture_failed,void_failed")
+
+    assert answer.status_code == 200 and "e=1" not in answer.get("Location", "")
+    assert b"Payments needing attention" in client.get("/admin/shop/drop/dashboard/").content

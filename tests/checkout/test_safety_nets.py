@@ -8,6 +8,7 @@ from datetime import timedelta
 import httpx
 import pytest
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 
 from checkout import services
@@ -16,6 +17,7 @@ from checkout.providers import get_provider
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
 from inventory.selectors import invariant
+from shop import dashboard
 from tests.factories import make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -148,3 +150,14 @@ def test_a_capture_the_provider_refuses_for_good_stops_and_says_why(payment_prov
     assert outcome == payment.state == "capture_failed"
     assert "capture" in payment.last_error and "409" in payment.last_error
     assert services.unsettled_payment_ids() == []
+    # and on-call sees it: /metrics and the dashboard count it
+    staff = make_buyer("watcher")
+    staff.is_staff = True
+    staff.save()
+    client = Client()
+    client.force_login(staff)
+    assert (
+        'floodgate_payments_needing_attention{state="capture_failed"} 1'
+        in client.get("/metrics").content.decode()
+    )
+    assert dashboard.snapshot()["payments_needing_attention"] == 1

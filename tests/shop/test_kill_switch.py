@@ -197,4 +197,5 @@ def test_watchdog_pauses_a_drifting_drop_and_the_dashboard_shows_it_red(roles: N
         ).as_json()
     page = on_call.get("/admin/shop/drop/dashboard/").content.decode()
     assert 'class="fg-card drift" data-drop="broken"' in page
+    assert data["payments_needing_attention"] == 0
     assert PauseEvent.objects.get(drop=broken).actor is None
