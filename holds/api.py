@@ -4,26 +4,35 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
+from admission import limits
+from admission import services as admission
+from admission import state as snapshots
 from holds import selectors, services
 from shop import selectors as catalogue
 from shop.api import api, json_body
-from shop.errors import InvalidInput
+from shop.errors import InvalidInput, SoldOut
 
 
 @api({"POST"}, login=True)
 def reserve(request: HttpRequest, slug: str) -> JsonResponse:
     drop = catalogue.drop_for_claim(slug=slug)
+    admission.check_admitted(drop=drop, buyer_id=request.user.pk, token=request.headers.get("X-Admission-Token"))
+    limits.check_buyer(request, scope="reserve")
     body = json_body(request)
     unit = body.get("unit")
     if unit is not None and not isinstance(unit, str):
         raise InvalidInput("unit must be a unit label such as 'B14'.")
-    result = services.reserve(
-        drop=drop,
-        buyer_id=request.user.pk,
-        quantity=body.get("quantity"),
-        idempotency_key=request.headers.get("Idempotency-Key"),
-        unit=unit,
-    )
+    try:
+        result = services.reserve(
+            drop=drop,
+            buyer_id=request.user.pk,
+            quantity=body.get("quantity"),
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            unit=unit,
+        )
+    except SoldOut:
+        snapshots.note_sold_out(drop)
+        raise
     body = selectors.hold_json(result.hold, units=result.units, new=result.created)
     return JsonResponse(body, status=201 if result.created else 200)
 

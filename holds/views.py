@@ -10,9 +10,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from admission import limits
+from admission import services as admission
 from holds import selectors, services
 from shop import selectors as catalogue
-from shop.errors import FloodgateError, NotFound
+from shop.errors import FloodgateError, NotAdmitted, NotFound
 
 
 @require_POST
@@ -26,6 +28,8 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
     with contextlib.suppress(ValueError):  # a non-number goes on; the service names the problem
         quantity = int(str(quantity))
     try:
+        admission.check_admitted(drop=drop, buyer_id=request.user.pk, token=request.POST.get("admission_token"))
+        limits.check_buyer(request, scope="reserve")
         result = services.reserve(
             drop=drop,
             buyer_id=request.user.pk,
@@ -33,6 +37,9 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
             idempotency_key=request.POST.get("idempotency_key"),
             unit=request.POST.get("unit") or None,
         )
+    except NotAdmitted as error:
+        messages.info(request, error.detail)
+        return redirect("drop-queue", slug=drop.slug)
     except FloodgateError as error:
         active = error.extra.get("hold")
         if active:

@@ -76,3 +76,11 @@ class HoldNotActive(FloodgateError):
 
 class Busy(FloodgateError):
     code, status, retry_after = "busy", 503, 1
+
+
+class RateLimited(FloodgateError):
+    code, status = "rate_limited", 429
+
+    def __init__(self, detail: str, *, retry_after: int, **extra: object) -> None:
+        super().__init__(detail, **extra)
+        self.retry_after = max(1, retry_after)

@@ -20,6 +20,7 @@ SLUG_RULE = RegexValidator(
 MAX_BUCKETS = 256
 HOLD_SECONDS_RANGE = (30, 3600)
 PER_BUYER_LIMIT_MAX = 100
+ADMISSION_PERCENT_RANGE = (100, 1000)
 
 
 def money(amount_minor: int, currency: str) -> str:
@@ -99,6 +100,19 @@ class Drop(models.Model):
     admission_wave_seconds = models.PositiveSmallIntegerField(
         default=5, validators=[MinValueValidator(1)], help_text="Seconds between admission waves."
     )
+    admission_percent = models.PositiveSmallIntegerField(
+        default=150,
+        validators=[
+            MinValueValidator(ADMISSION_PERCENT_RANGE[0]),
+            MaxValueValidator(ADMISSION_PERCENT_RANGE[1]),
+        ],
+        help_text="Each wave admits this percentage of the units still available (150 = 1.5 buyers per unit).",
+    )
+    redis_gate = models.BooleanField(
+        default=False,
+        help_text="Turn buyers away in Redis once its count of units reaches zero, before the database. "
+        "PostgreSQL still decides every sale.",
+    )
     paused = models.BooleanField(default=False)
     paused_at = models.DateTimeField(null=True, blank=True)
     paused_by = models.ForeignKey(
@@ -146,6 +160,12 @@ class Drop(models.Model):
                 condition=Q(admission_wave_seconds__gte=1),
                 name="shop_drop_wave_seconds_positive",
                 violation_error_message="Admission waves need at least 1 second between them.",
+            ),
+            models.CheckConstraint(
+                condition=Q(admission_percent__gte=ADMISSION_PERCENT_RANGE[0])
+                & Q(admission_percent__lte=ADMISSION_PERCENT_RANGE[1]),
+                name="shop_drop_admission_percent_range",
+                violation_error_message="Admit between 100% and 1000% of the remaining units per wave.",
             ),
             models.CheckConstraint(
                 condition=Q(inventory_mode__in=InventoryMode.values),

@@ -48,6 +48,9 @@ def create_drop(
     hold_seconds: int = 480,
     per_buyer_limit: int = 2,
     waiting_room: bool = False,
+    admission_wave_seconds: int = 5,
+    admission_percent: int = 150,
+    redis_gate: bool = False,
     unit_labels: list[str] | None = None,
 ) -> Drop:
     """Create a drop (and its product if new) with its stock rows; InvalidInput writes nothing."""
@@ -73,6 +76,9 @@ def create_drop(
         hold_seconds=hold_seconds,
         per_buyer_limit=per_buyer_limit,
         waiting_room=waiting_room,
+        admission_wave_seconds=admission_wave_seconds,
+        admission_percent=admission_percent,
+        redis_gate=redis_gate,
     )
     try:
         drop.full_clean(exclude=["product"])
@@ -159,6 +165,7 @@ def pause_drop(*, drop: Drop, actor_id: int | None, reason: str) -> SwitchResult
     if changed:
         log.warning("drop %s paused by %s: %s", drop.pk, actor_id or "watchdog", reason)
         _log_admin_action(drop, actor_id, f"Paused: {reason}")
+        _announce(drop)
     drop.refresh_from_db()
     return SwitchResult(state=drop.state.value, changed=changed, drained=drained)
 
@@ -178,8 +185,16 @@ def resume_drop(*, drop: Drop, actor_id: int | None, reason: str = "") -> Switch
     if changed:
         log.warning("drop %s resumed by %s", drop.pk, actor_id)
         _log_admin_action(drop, actor_id, "Resumed" + (f": {params['reason']}" if params["reason"] else ""))
+        _announce(drop)
     drop.refresh_from_db()
     return SwitchResult(state=drop.state.value, changed=changed)
+
+
+def _announce(drop: Drop) -> None:
+    """Tell every web process and waiting buyer now (the edge answers "paused" within a second)."""
+    from admission import state  # admission builds on the catalogue, not the other way round
+
+    state.refresh([drop.pk], force=True)
 
 
 def _wait_for_older_transactions() -> bool:
@@ -256,5 +271,8 @@ def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7)) -> D
         hold_seconds=drop.hold_seconds,
         per_buyer_limit=drop.per_buyer_limit,
         waiting_room=drop.waiting_room,
+        admission_wave_seconds=drop.admission_wave_seconds,
+        admission_percent=drop.admission_percent,
+        redis_gate=drop.redis_gate,
         unit_labels=labels if drop.inventory_mode == InventoryMode.UNITS else None,
     )

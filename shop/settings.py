@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "inventory",
     "holds",
     "checkout",
+    "admission",
 ]
 
 MIDDLEWARE = [
@@ -111,6 +112,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 1,
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "admission-tick": {
+        "task": "admission.tick",
+        "schedule": 1.0,
+        "options": {"expires": 2},
+    },
     "reclaim-expired-holds": {
         "task": "holds.reclaim_expired_holds",
         "schedule": float(env.integer("RECLAIM_EVERY_SECONDS", 5)),
@@ -229,3 +235,16 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# The waiting room and the crowd (admission app).
+# How long an admission token lets an admitted buyer claim before asking for a fresh one.
+ADMISSION_TOKEN_SECONDS = env.integer("ADMISSION_TOKEN_SECONDS", 120)
+# Token buckets per account and per client address: a burst of RATE_BURST, then RATE_PER_SECOND.
+RATE_LIMIT_BURST = env.integer("RATE_LIMIT_BURST", 10)
+RATE_LIMIT_PER_SECOND = env.integer("RATE_LIMIT_PER_SECOND", 1)
+IP_RATE_LIMIT_BURST = env.integer("IP_RATE_LIMIT_BURST", 100)
+IP_RATE_LIMIT_PER_SECOND = env.integer("IP_RATE_LIMIT_PER_SECOND", 20)
+# Claim attempts one process lets through to the database at once; beyond it, 503 Retry-After.
+CLAIM_CONCURRENCY = env.integer("CLAIM_CONCURRENCY", 16)
+# Behind a reverse proxy that appends the client's address to X-Forwarded-For (compose: yes).
+TRUST_X_FORWARDED_FOR = env.flag("TRUST_X_FORWARDED_FOR", default=False)

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from admission import api as admission_api
 from checkout import api as checkout_api
 from checkout import views as checkout_views
 from holds import api as holds_api
@@ -15,6 +16,8 @@ api_patterns = [
     path("me", api_views.me, name="api-me"),
     path("drops/<slug:slug>", api_views.drop_detail, name="api-drop"),
     path("drops/<slug:slug>/holds", holds_api.reserve, name="api-reserve"),
+    path("drops/<slug:slug>/queue", admission_api.queue, name="api-queue"),
+    path("drops/<slug:slug>/queue/draw", admission_api.draw, name="api-queue-draw"),
     path("holds/<str:hold_id>", holds_api.hold, name="api-hold"),
     path("holds/<str:hold_id>/payment", checkout_api.start_payment, name="api-payment"),
     path("orders", checkout_api.orders, name="api-orders"),

@@ -1,0 +1,24 @@
+"""JSON API of the waiting room: join, look at your place, check the draw."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+
+from admission import services
+from shop import selectors as catalogue
+from shop.api import api
+
+
+@api({"GET", "POST"}, login=True)
+def queue(request: HttpRequest, slug: str) -> JsonResponse:
+    drop = catalogue.drop_for_claim(slug=slug)
+    if request.method == "POST":
+        place = services.join(drop=drop, buyer_id=request.user.pk)
+    else:
+        place = services.place(drop=drop, buyer_id=request.user.pk)
+    return JsonResponse(place.as_json())
+
+
+@api({"GET"})
+def draw(request: HttpRequest, slug: str) -> JsonResponse:
+    return JsonResponse(services.draw_entries(drop=catalogue.drop_for_claim(slug=slug)))

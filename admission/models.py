@@ -1,0 +1,65 @@
+"""The waiting room: one queue per drop, one ticket per buyer, and a record of each wave."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+
+class Queue(models.Model):
+    """A drop's line: the draw that orders early joiners, and the admitted-through mark."""
+
+    drop = models.OneToOneField("shop.Drop", primary_key=True, on_delete=models.CASCADE, related_name="queue")
+    # The seed stays secret until the draw; its SHA-256 is shown before, so nobody can pick it late.
+    seed = models.CharField(max_length=64)
+    seed_sha256 = models.CharField(max_length=64)
+    drawn_at = models.DateTimeField(null=True, blank=True)
+    drawn_entries = models.PositiveIntegerField(default=0, help_text="Early joiners put in random order.")
+    admitted_through = models.PositiveIntegerField(default=0, help_text="Tickets up to this are admitted.")
+    last_wave_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"queue of drop {self.drop_id} (through {self.admitted_through})"
+
+
+class Ticket(models.Model):
+    """A buyer's place. `id` is the public entry number; `number` the place in line.
+
+    Early joiners have no number until the draw at the start; later ones get the next number.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="tickets")
+    buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tickets")
+    number = models.PositiveIntegerField(null=True, blank=True)
+    joined_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["drop", "buyer"], name="admission_ticket_one_per_buyer"),
+            models.UniqueConstraint(fields=["drop", "number"], name="admission_ticket_number_unique"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="admission_ticket_number_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"ticket {self.number or '(before the draw)'} of drop {self.drop_id}"
+
+
+class Wave(models.Model):
+    """One advance of the mark: the measured pace and the dashboard's history come from here."""
+
+    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="waves")
+    at = models.DateTimeField(db_default=Now())
+    admitted_through = models.PositiveIntegerField()
+    admitted = models.PositiveIntegerField()
+    available = models.PositiveIntegerField()
+    held = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["drop", "-at"], name="admission_wave_drop_at")]
+
+    def __str__(self) -> str:
+        return f"wave of drop {self.drop_id} through {self.admitted_through}"

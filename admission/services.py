@@ -1,0 +1,307 @@
+"""The waiting room: join, the draw at the start, admission waves, a buyer's place.
+
+PostgreSQL keeps the line (tickets, the mark, the seed); Redis hands out the next number
+after the draw (an INCR rather than a hot counter row) and carries the snapshots.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Max
+from django.utils import timezone
+from django_redis import get_redis_connection
+from redis.exceptions import RedisError
+
+from admission import sql, state, tokens
+from admission.models import Queue, Ticket, Wave
+from shop.errors import Busy, Ended, FloodgateError
+from shop.models import Drop, DropState
+
+log = logging.getLogger(__name__)
+
+COUNTER = "fg:queue:{drop}:next"
+# INCR that never hands out a number at or below the floor the database reports (so a
+# flushed or lost counter rebuilds itself from the tickets instead of repeating numbers).
+NEXT_NUMBER = """
+local n = redis.call('INCR', KEYS[1])
+local floor = tonumber(ARGV[1])
+if n <= floor then
+  n = floor + 1
+  redis.call('SET', KEYS[1], n)
+end
+return n
+"""
+
+
+class NoWaitingRoom(FloodgateError):
+    code, status = "no_waiting_room", 409
+
+
+class NotInQueue(FloodgateError):
+    code, status = "not_in_queue", 404
+
+
+@dataclass(frozen=True)
+class Place:
+    """A buyer's place in a drop's line, as the API and the page show it."""
+
+    ticket: Ticket
+    queue: Queue
+    snapshot: state.Snapshot
+    token: str | None
+
+    @property
+    def number(self) -> int | None:
+        return self.ticket.number
+
+    @property
+    def admitted(self) -> bool:
+        return self.number is not None and self.number <= self.queue.admitted_through
+
+    @property
+    def position(self) -> int | None:
+        """1 = next in; 0 = admitted; None before the draw has given the ticket its place."""
+        if self.number is None:
+            return None
+        return max(0, self.number - self.queue.admitted_through)
+
+    @property
+    def eta_seconds(self) -> int | None:
+        pace = self.snapshot.admitted_recently / 120  # tickets per second over two minutes
+        if not self.position:
+            return 0 if self.position == 0 else None
+        return math.ceil(self.position / pace) if pace > 0 else None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            **self.snapshot.queue_json(),
+            "ticket": self.number,
+            "entry": self.ticket.pk,
+            "position": self.position,
+            "admitted": self.admitted,
+            "admission_token": self.token,
+            "eta_seconds": self.eta_seconds,
+            "drawn": self.queue.drawn_at is not None,
+        }
+
+
+def seed_digest(seed: str) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()
+
+
+def draw_order(seed: str, entries: list[int]) -> list[int]:
+    """Early joiners' entry numbers in their drawn order: by SHA-256 of "<seed>:<entry>".
+
+    Public and deterministic: with the seed (revealed after the draw, its hash shown before)
+    and the entry list from GET /api/drops/<slug>/queue/draw, anyone can recompute it.
+    """
+    return sorted(entries, key=lambda entry: hashlib.sha256(f"{seed}:{entry}".encode()).digest())
+
+
+def queue_for(drop: Drop) -> Queue:
+    seed = secrets.token_hex(32)
+    queue, _ = Queue.objects.get_or_create(
+        drop=drop, defaults={"seed": seed, "seed_sha256": seed_digest(seed)}
+    )
+    return queue
+
+
+def join(*, drop: Drop, buyer_id: int) -> Place:
+    """The buyer's ticket, new or the one they already have (any tab, device or reconnect)."""
+    if not drop.waiting_room:
+        raise NoWaitingRoom("This drop has no waiting room; buy from the drop page directly.")
+    ticket = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
+    if ticket is None:
+        if drop.state == DropState.ENDED:
+            raise Ended("This drop has ended; its waiting room is closed.")
+        ticket = _new_ticket(drop, buyer_id)
+    return place_of(drop=drop, ticket=ticket)
+
+
+def _new_ticket(drop: Drop, buyer_id: int) -> Ticket:
+    queue = queue_for(drop)
+    if queue.drawn_at is None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.JOIN_BEFORE_DRAW, {"drop": drop.pk, "buyer": buyer_id})
+            inserted = cursor.fetchone()
+        if inserted is not None:
+            return Ticket.objects.get(pk=inserted[0])
+        # Joined from another tab meanwhile, or the draw ran first: then a number after it.
+    for _ in range(5):
+        existing = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
+        if existing is not None:
+            return existing
+        number = _next_number(drop)
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(sql.JOIN_AFTER_DRAW, {"drop": drop.pk, "buyer": buyer_id, "number": number})
+        except IntegrityError:
+            log.info("admission: number %s of drop %s was taken (counter rebuilt); next", number, drop.pk)
+    existing = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
+    if existing is None:
+        raise Busy("The waiting room is very busy; try again in a second.")
+    return existing
+
+
+def _next_number(drop: Drop) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(sql.NUMBER_FLOOR, {"drop": drop.pk})
+        floor = int(cursor.fetchone()[0])
+    try:
+        client = get_redis_connection("default")
+        return int(client.eval(NEXT_NUMBER, 1, COUNTER.format(drop=drop.pk), floor))
+    except (RedisError, OSError) as error:
+        log.warning("admission: Redis unavailable for a join: %s", error)
+        raise Busy("The waiting room is catching its breath; please wait a moment and try again.") from None
+
+
+def place(*, drop: Drop, buyer_id: int) -> Place:
+    ticket = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
+    if ticket is None:
+        raise NotInQueue("You are not in this drop's waiting room yet; join it with POST.")
+    return place_of(drop=drop, ticket=ticket)
+
+
+def place_of(*, drop: Drop, ticket: Ticket) -> Place:
+    queue = queue_for(drop)
+    snapshot = state.compute([drop])[0]
+    admitted = ticket.number is not None and ticket.number <= queue.admitted_through
+    token = None
+    if admitted and snapshot.state in (DropState.LIVE, DropState.PAUSED):
+        token = tokens.issue(drop_id=drop.pk, buyer_id=ticket.buyer_id, ticket=ticket.number)
+    return Place(ticket=ticket, queue=queue, snapshot=snapshot, token=token)
+
+
+def draw_entries(*, drop: Drop) -> dict[str, object]:
+    """What anyone needs to check the draw: the seed's hash, and after the draw the seed and entries."""
+    if not drop.waiting_room:
+        raise NoWaitingRoom("This drop has no waiting room.")
+    queue = queue_for(drop)
+    body: dict[str, object] = {"seed_sha256": queue.seed_sha256, "drawn": queue.drawn_at is not None}
+    if queue.drawn_at is not None:
+        entries = Ticket.objects.filter(drop=drop, number__isnull=False, number__lte=queue.drawn_entries)
+        body |= {
+            "seed": queue.seed,
+            "drawn_at": queue.drawn_at.isoformat(),
+            "entries": sorted(entries.values_list("id", flat=True)),
+            "rule": "sort the entries by sha256(f'{seed}:{entry}'); the first gets ticket 1",
+        }
+    return body
+
+
+def _draw(queue: Queue, now: datetime) -> int:
+    """Number the early joiners in the seed's order (inside the wave's transaction, queue row locked)."""
+    entries = list(
+        Ticket.objects.filter(drop_id=queue.drop_id, number__isnull=True)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    order = draw_order(queue.seed, entries)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql.NUMBER_DRAWN,
+            {"drop": queue.drop_id, "ids": order, "numbers": list(range(1, len(order) + 1))},
+        )
+    queue.drawn_at = now
+    queue.drawn_entries = len(order)
+    log.info("admission: drew %s early joiners of drop %s", len(order), queue.drop_id)
+    return len(order)
+
+
+def _stock(drop: Drop) -> tuple[int, int]:
+    snap = state.compute([drop])[0]
+    return snap.available, snap.held
+
+
+def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) -> Wave | None:
+    """Advance the drop's admitted-through mark, if a wave is due; the draw comes first.
+
+    Admits about admission_percent% of the units still available, less the buyers admitted
+    within a token's lifetime who have not come to buy yet. No stock, no admission: the line
+    waits for units that come back, and the next tickets get them.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [sql.ADVISORY_NAMESPACE, drop.pk])
+            if not cursor.fetchone()[0]:
+                return None  # another worker runs this wave
+        queue_for(drop)
+        queue = Queue.objects.select_for_update().get(pk=drop.pk)
+        drop.refresh_from_db()
+        if drop.state_at(now) != DropState.LIVE:
+            return None
+        due = queue.last_wave_at is None or now - queue.last_wave_at >= timedelta(
+            seconds=drop.admission_wave_seconds
+        )
+        if not (due or force):
+            return None
+        if queue.drawn_at is None:
+            _draw(queue, now)
+        available, held = _stock(drop)
+        last = Ticket.objects.filter(drop=drop).aggregate(n=Max("number"))["n"] or 0
+        since = (
+            Wave.objects.filter(drop=drop, at__lte=now - timedelta(seconds=settings.ADMISSION_TOKEN_SECONDS))
+            .order_by("-at")
+            .values_list("admitted_through", flat=True)
+            .first()
+        ) or 0
+        with connection.cursor() as cursor:
+            cursor.execute(
+                sql.ADMITTED_NOT_COME, {"drop": drop.pk, "since": since, "through": queue.admitted_through}
+            )
+            pending = int(cursor.fetchone()[0])
+        room = math.ceil(available * drop.admission_percent / 100) - pending if available > 0 else 0
+        size = max(0, min(room, last - queue.admitted_through))
+        queue.admitted_through += size
+        queue.last_wave_at = now
+        queue.save(update_fields=["admitted_through", "last_wave_at", "drawn_at", "drawn_entries"])
+        wave = Wave(
+            drop=drop, admitted_through=queue.admitted_through, admitted=size, available=available, held=held
+        )
+        if size:
+            wave.save()
+        transaction.on_commit(lambda: state.refresh([drop.pk]))
+    return wave
+
+
+def active_drops(now: datetime) -> list[Drop]:
+    """Drops a tick looks after: starting within the hour, on sale, or ended in the last ten minutes."""
+    return list(
+        Drop.objects.select_related("product").filter(
+            starts_at__lte=now + timedelta(hours=1), ends_at__gte=now - timedelta(minutes=10)
+        )
+    )
+
+
+def tick(*, now: datetime | None = None) -> dict[str, int]:
+    """Once a second (beat): run the waves that are due, then publish every active drop's snapshot."""
+    now = now or timezone.now()
+    drops = active_drops(now)
+    waves = 0
+    for drop in drops:
+        if drop.waiting_room:
+            try:
+                waves += run_wave(drop, now=now) is not None
+            except Exception:  # one drop's trouble must not stop the others' waves
+                log.exception("admission: wave of drop %s failed", drop.pk)
+    changed = 0
+    try:
+        changed = state.publish(state.compute(drops))
+    except (RedisError, OSError) as error:
+        log.warning("admission: cannot publish snapshots: %s", error)
+    return {"drops": len(drops), "waves": waves, "changed": changed}
+
+
+def check_admitted(*, drop: Drop, buyer_id: int, token: str | None) -> None:
+    """The reserve path's gate for waiting-room drops: a valid token, checked without a query."""
+    if drop.waiting_room:
+        tokens.verify(token, drop_id=drop.pk, buyer_id=buyer_id)

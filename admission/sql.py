@@ -1,0 +1,73 @@
+"""Raw statements of the waiting room, each the whole decision it names."""
+
+from __future__ import annotations
+
+ADVISORY_NAMESPACE = 7302  # pg advisory lock class for "running a wave of this drop's queue"
+
+# Join before the draw: insert a ticket without a number only while the queue is undrawn.
+# FOR SHARE on the queue row makes the draw (FOR UPDATE) wait for joins in flight, and a
+# join that waited re-checks drawn_at: no early joiner is left out of the draw or put in twice.
+JOIN_BEFORE_DRAW = """
+INSERT INTO admission_ticket (drop_id, buyer_id, joined_at)
+SELECT q.drop_id, %(buyer)s, now()
+  FROM admission_queue q
+ WHERE q.drop_id = %(drop)s AND q.drawn_at IS NULL
+   FOR SHARE OF q
+ON CONFLICT (drop_id, buyer_id) DO NOTHING
+RETURNING id
+"""
+
+# Join after the draw with a number from the Redis counter. A number already taken (the
+# counter was rebuilt while a join was in flight) fails UNIQUE (drop, number): retried.
+JOIN_AFTER_DRAW = """
+INSERT INTO admission_ticket (drop_id, buyer_id, number, joined_at)
+VALUES (%(drop)s, %(buyer)s, %(number)s, now())
+ON CONFLICT (drop_id, buyer_id) DO NOTHING
+RETURNING id
+"""
+
+# The lowest number the counter may hand out next: past every number in the table.
+NUMBER_FLOOR = """
+SELECT GREATEST(COALESCE(MAX(t.number), 0), q.drawn_entries)
+  FROM admission_queue q LEFT JOIN admission_ticket t ON t.drop_id = q.drop_id
+ WHERE q.drop_id = %(drop)s
+ GROUP BY q.drawn_entries
+"""
+
+# Give the early joiners their places from the draw, all in one statement.
+NUMBER_DRAWN = """
+UPDATE admission_ticket t
+   SET number = drawn.number
+  FROM unnest(%(ids)s::bigint[], %(numbers)s::int[]) AS drawn(id, number)
+ WHERE t.id = drawn.id AND t.drop_id = %(drop)s AND t.number IS NULL
+"""
+
+# Admitted in the last token lifetime and not yet come to buy: they may still, so a wave
+# counts them against the stock it admits for.
+ADMITTED_NOT_COME = """
+SELECT count(*)
+  FROM admission_ticket t
+ WHERE t.drop_id = %(drop)s AND t.number > %(since)s AND t.number <= %(through)s
+   AND NOT EXISTS (SELECT 1 FROM holds_hold h WHERE h.drop_id = t.drop_id AND h.buyer_id = t.buyer_id)
+"""
+
+# Everything a snapshot of a drop needs, for every drop on sale or about to be, in one read.
+# The state is computed with the database's clock, like the claim statements.
+SNAPSHOTS = """
+SELECT d.id, d.slug,
+       CASE WHEN d.paused THEN 'paused'
+            WHEN now() < d.starts_at THEN 'scheduled'
+            WHEN now() >= d.ends_at THEN 'ended'
+            ELSE 'live' END,
+       COALESCE((SELECT sum(b.available) FROM inventory_stockbucket b WHERE b.drop_id = d.id), 0)
+         + (SELECT count(*) FROM inventory_unit u WHERE u.drop_id = d.id AND u.state = 'available'),
+       COALESCE((SELECT sum(h.quantity) FROM holds_hold h WHERE h.drop_id = d.id AND h.state = 'held'), 0),
+       COALESCE(q.admitted_through, 0),
+       (SELECT max(t.number) FROM admission_ticket t WHERE t.drop_id = d.id),
+       (SELECT count(*) FROM admission_ticket t WHERE t.drop_id = d.id AND t.number IS NULL),
+       q.seed_sha256, CASE WHEN q.drawn_at IS NOT NULL THEN q.seed END,
+       (SELECT COALESCE(sum(w.admitted), 0) FROM admission_wave w
+         WHERE w.drop_id = d.id AND w.at > now() - interval '2 minutes')
+  FROM shop_drop d LEFT JOIN admission_queue q ON q.drop_id = d.id
+ WHERE d.id = ANY(%(drops)s)
+"""

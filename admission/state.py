@@ -1,0 +1,163 @@
+"""Snapshots of each drop on sale: the cheap answers (state, remaining, sold out, the queue's mark).
+
+A periodic tick computes them from PostgreSQL in one statement and publishes them through
+Redis: a key per drop (read by any process that starts late) and a pub/sub message (that
+keeps every process's copy fresh, see admission.edge), plus one Channels broadcast to a
+drop's waiting clients when its queue moved. Pause, resume and a sold-out answer publish at
+once. A snapshot is only ever an early answer; the claim statements still decide.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import connection
+from django_redis import get_redis_connection
+from redis.exceptions import RedisError
+
+from admission import sql
+from shop.models import Drop, DropState
+from shop.selectors import DropView
+
+log = logging.getLogger(__name__)
+
+KEY = "fg:drop:{slug}"
+CHANNEL = "fg:drops"
+KEY_TTL = 60  # a key no tick refreshed for a minute is gone: readers fall back to the database
+
+
+def group(drop_id: int) -> str:
+    """The Channels group of a drop's waiting clients."""
+    return f"queue.{drop_id}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    drop: Drop
+    state: DropState
+    available: int
+    held: int
+    admitted_through: int
+    last_ticket: int
+    undrawn: int
+    seed_sha256: str | None
+    seed: str | None
+    admitted_recently: int  # in the last two minutes: the measured pace
+
+    @property
+    def queue_state(self) -> str:
+        """What a waiting buyer is told: admitting, all_held (units may come back), sold_out, ..."""
+        if self.state == DropState.PAUSED:
+            return "paused"
+        if self.state == DropState.SCHEDULED:
+            return "scheduled"
+        if self.state == DropState.ENDED:
+            return "closed"
+        if self.available > 0:
+            return "admitting"
+        return "all_held" if self.held > 0 else "sold_out"
+
+    def queue_json(self) -> dict[str, object]:
+        """The WebSocket message (and the shared part of the queue API's answer)."""
+        return {
+            "admitted_through": self.admitted_through,
+            "state": self.queue_state,
+            "remaining": self.available,
+            "held": self.held,
+            "last_ticket": self.last_ticket,
+            "waiting": max(0, self.last_ticket - self.admitted_through) + self.undrawn,
+            "pace_per_minute": self.admitted_recently / 2,
+            "seed_sha256": self.seed_sha256,
+            "seed": self.seed,
+        }
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "drop": DropView(self.drop, self.state, self.available).as_json(),
+            "queue": self.queue_json(),
+            "at": time.time(),
+        }
+
+
+def compute(drops: list[Drop]) -> list[Snapshot]:
+    """Snapshots of these drops (products loaded), from one statement."""
+    by_id = {d.pk: d for d in drops}
+    with connection.cursor() as cursor:
+        cursor.execute(sql.SNAPSHOTS, {"drops": list(by_id)})
+        rows = cursor.fetchall()
+    return [
+        Snapshot(
+            drop=by_id[row[0]],
+            state=DropState(row[2]),
+            available=int(row[3]),
+            held=int(row[4]),
+            admitted_through=int(row[5]),
+            last_ticket=int(row[6] or 0),
+            undrawn=int(row[7]),
+            seed_sha256=row[8],
+            seed=row[9],
+            admitted_recently=int(row[10]),
+        )
+        for row in rows
+    ]
+
+
+def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
+    """Store and announce each snapshot; broadcast to a drop's waiting clients when its queue moved.
+
+    Returns how many changed. Raises RedisError when Redis is down (callers decide).
+    """
+    if not snapshots:
+        return 0
+    client = get_redis_connection("default")
+    keys = [KEY.format(slug=s.drop.slug) for s in snapshots]
+    before = client.mget(keys)
+    changed = 0
+    pipe = client.pipeline(transaction=False)
+    broadcasts: list[tuple[int, dict[str, object]]] = []
+    for key, old, snap in zip(keys, before, snapshots, strict=True):
+        body = snap.as_json()
+        encoded = json.dumps(body, separators=(",", ":"))
+        old_body = json.loads(old) if old else None
+        moved = old_body is None or old_body["queue"] != body["queue"]
+        if force or moved or old_body["drop"] != body["drop"]:
+            changed += 1
+            pipe.publish(CHANNEL, encoded)
+            if snap.drop.waiting_room and (moved or force):
+                broadcasts.append((snap.drop.pk, body["queue"]))
+        pipe.set(key, encoded, ex=KEY_TTL)
+    pipe.execute()
+    layer = get_channel_layer()
+    for drop_id, message in broadcasts:
+        async_to_sync(layer.group_send)(group(drop_id), {"type": "queue.update", "queue": message})
+    return changed
+
+
+def cached(slug: str) -> dict[str, object] | None:
+    """The last published snapshot of a drop, or None (never published, expired, or Redis down)."""
+    try:
+        raw = get_redis_connection("default").get(KEY.format(slug=slug))
+    except RedisError:
+        return None
+    return json.loads(raw) if raw else None
+
+
+def refresh(drop_ids: list[int], *, force: bool = False) -> None:
+    """Recompute and publish now (pause, resume, a wave, a sold-out answer); Redis down only logs."""
+    drops = list(Drop.objects.select_related("product").filter(pk__in=drop_ids))
+    try:
+        publish(compute(drops), force=force)
+    except (RedisError, OSError) as error:
+        log.warning("admission: could not publish drops %s: %s", drop_ids, error)
+
+
+def note_sold_out(drop: Drop) -> None:
+    """The arbiter just said "sold out": publish it unless the published snapshot already says so."""
+    snap = cached(drop.slug)
+    if snap is None or snap["drop"].get("remaining"):
+        refresh([drop.pk])

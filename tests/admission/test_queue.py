@@ -1,0 +1,153 @@
+"""The waiting room's line: tickets, FIFO, the verifiable draw, waves bounded by stock."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+import pytest
+from django.db import connections
+from django.test import Client
+from django.utils import timezone
+
+from admission import services
+from holds.services import reserve
+from admission.models import Queue, Ticket
+from shop.models import ApiToken, Drop
+from tests.concurrency import run_concurrently
+from tests.factories import make_buyer, make_drop
+
+pytestmark = pytest.mark.django_db
+
+
+def bearer(username: str) -> dict[str, str]:
+    user = make_buyer(username)
+    ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
+    return {"HTTP_AUTHORIZATION": f"Bearer token-{username}"}
+
+
+def join(slug: str, auth: dict[str, str]):
+    return Client().post(f"/api/drops/{slug}/queue", **auth)
+
+
+def test_joining_twice_keeps_the_ticket_and_position_counts_down() -> None:
+    drop = make_drop(slug="line", quantity=2, waiting_room=True, admission_percent=100)
+    services.run_wave(drop)  # the start: an empty draw
+    auths = [bearer(f"q{i}") for i in range(4)]
+    tickets = [join("line", auth).json()["ticket"] for auth in auths]
+    again = join("line", auths[2]).json()
+    looked = Client().get("/api/drops/line/queue", **auths[2]).json()
+
+    assert tickets == [1, 2, 3, 4]
+    assert again["ticket"] == looked["ticket"] == 3
+    assert looked["position"] == 3 and looked["admitted"] is False and looked["admission_token"] is None
+    assert Ticket.objects.filter(drop=drop).count() == 4
+
+    services.run_wave(drop, force=True)  # 2 units, 100%: tickets 1 and 2
+    first, third = (Client().get("/api/drops/line/queue", **auths[i]).json() for i in (0, 2))
+    assert first["admitted"] is True and first["position"] == 0 and first["admission_token"]
+    assert third["position"] == 1 and third["admitted_through"] == 2 and third["waiting"] == 2
+
+
+def test_thousand_buyers_are_admitted_in_the_order_they_joined(make_buyers) -> None:
+    drop = make_drop(slug="fifo", quantity=100, waiting_room=True, admission_percent=100)
+    start = timezone.now()
+    services.run_wave(drop, now=start)  # the draw (nobody early)
+    buyers = make_buyers(1000, prefix="fifo")
+    joined = [services.join(drop=drop, buyer_id=b).number for b in buyers]
+    assert joined == list(range(1, 1001))
+
+    # Nobody buys, so each wave waits a token lifetime before admitting the next hundred.
+    admitted_order: list[int] = []
+    now = start
+    for _ in range(10):
+        now += timedelta(seconds=200)
+        before = Queue.objects.get(pk=drop.pk).admitted_through
+        wave = services.run_wave(drop, now=now)
+        assert wave is not None and wave.admitted == 100
+        admitted_order += list(
+            Ticket.objects.filter(drop=drop, number__gt=before, number__lte=wave.admitted_through)
+            .order_by("number")
+            .values_list("buyer_id", flat=True)
+        )
+    assert admitted_order == buyers
+
+
+def test_early_joiners_are_shuffled_by_a_seed_anyone_can_check(make_buyers) -> None:
+    drop = make_drop(
+        slug="draw", quantity=50, waiting_room=True, starts_at=timezone.now() + timedelta(minutes=5)
+    )
+    buyers = make_buyers(300, prefix="early")
+    for b in buyers:
+        place = services.join(drop=drop, buyer_id=b)
+        assert place.number is None and place.position is None
+    shown_before = Client().get("/api/drops/draw/queue/draw").json()
+    assert shown_before["drawn"] is False and "seed" not in shown_before
+
+    services.run_wave(drop, now=drop.starts_at + timedelta(seconds=1))
+    after = Client().get("/api/drops/draw/queue/draw").json()
+    order = list(Ticket.objects.filter(drop=drop).order_by("number").values_list("buyer_id", flat=True))
+    entries_in_ticket_order = list(
+        Ticket.objects.filter(drop=drop).order_by("number").values_list("id", flat=True)
+    )
+
+    assert hashlib.sha256(after["seed"].encode()).hexdigest() == shown_before["seed_sha256"]
+    recomputed = sorted(
+        after["entries"], key=lambda e: hashlib.sha256(f"{after['seed']}:{e}".encode()).digest()
+    )
+    assert recomputed == entries_in_ticket_order
+    assert sorted(Ticket.objects.filter(drop=drop).values_list("number", flat=True)) == list(range(1, 301))
+    assert order != buyers  # not the join order
+    # A later joiner comes after everyone drawn.
+    late = make_buyers(1, prefix="late")[0]
+    assert services.join(drop=drop, buyer_id=late).number == 301
+
+
+@pytest.mark.django_db(transaction=True)
+def test_joins_racing_the_draw_each_get_exactly_one_place(make_buyers) -> None:
+    drop = make_drop(
+        slug="race-draw", quantity=10, waiting_room=True, starts_at=timezone.now() + timedelta(minutes=5)
+    )
+    buyers = make_buyers(200, prefix="racer")
+
+    def joiner(buyer_id: int):
+        def job() -> int | None:
+            try:
+                return services.join(drop=Drop.objects.get(pk=drop.pk), buyer_id=buyer_id).ticket.pk
+            finally:
+                connections.close_all()
+
+        return job
+
+    def drawer() -> None:
+        try:
+            for _ in range(40):
+                if Ticket.objects.filter(drop=drop).count() >= 60:
+                    break
+            services.run_wave(Drop.objects.get(pk=drop.pk), now=drop.starts_at + timedelta(seconds=1))
+        finally:
+            connections.close_all()
+
+    jobs = [joiner(b) for b in buyers[:100]] + [drawer] + [joiner(b) for b in buyers[100:]]
+    results = run_concurrently(jobs, threads=12)
+    assert not [r for r in results if isinstance(r, BaseException)]
+    numbers = list(Ticket.objects.filter(drop=drop).values_list("number", flat=True))
+    queue = Queue.objects.get(pk=drop.pk)
+    assert queue.drawn_at is not None and 0 < queue.drawn_entries < 200
+    assert sorted(numbers) == list(range(1, 201))  # everyone placed, once, no gaps
+
+
+def test_waves_follow_the_stock_and_stop_when_it_is_gone() -> None:
+    drop = make_drop(slug="stock", quantity=4, waiting_room=True, admission_percent=150)
+    now = timezone.now()
+    services.run_wave(drop, now=now)
+    for i in range(20):
+        join("stock", bearer(f"s{i}"))
+    first = services.run_wave(drop, now=now + timedelta(seconds=10))
+    assert first.admitted == 6  # 1.5 x 4 available
+    for ticket in Ticket.objects.filter(drop=drop, number__lte=4):
+        reserve(drop=drop, buyer_id=ticket.buyer_id, quantity=1, idempotency_key="k")
+    later = services.run_wave(drop, now=now + timedelta(seconds=500))
+    assert later.admitted == 0 and later.available == 0 and later.held == 4
+    snap = services.place(drop=drop, buyer_id=Ticket.objects.get(drop=drop, number=10).buyer_id).as_json()
+    assert snap["state"] == "all_held" and snap["position"] == 4
