@@ -41,7 +41,7 @@ def claims(token: str | None, *, drop_id: int) -> dict[str, int]:
 
 
 def verify(token: str | None, *, drop_id: int, buyer_id: int) -> int:
-    """The admitted ticket number; raises NotAdmitted (403) for a missing, forged, expired or foreign token."""
+    """The admitted ticket number; NotAdmitted (403) for a missing, forged, expired or foreign token."""
     found = claims(token, drop_id=drop_id)
     if found.get("b") != buyer_id:
         raise NotAdmitted("That admission token belongs to another buyer.", queue=True)

@@ -16,7 +16,8 @@ from shop.errors import InvalidInput, SoldOut
 @api({"POST"}, login=True)
 def reserve(request: HttpRequest, slug: str) -> JsonResponse:
     drop = catalogue.drop_for_claim(slug=slug)
-    admission.check_admitted(drop=drop, buyer_id=request.user.pk, token=request.headers.get("X-Admission-Token"))
+    token = request.headers.get("X-Admission-Token")
+    admission.check_admitted(drop=drop, buyer_id=request.user.pk, token=token)
     limits.check_buyer(request, scope="reserve")
     body = json_body(request)
     unit = body.get("unit")

@@ -28,7 +28,8 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
     with contextlib.suppress(ValueError):  # a non-number goes on; the service names the problem
         quantity = int(str(quantity))
     try:
-        admission.check_admitted(drop=drop, buyer_id=request.user.pk, token=request.POST.get("admission_token"))
+        token = request.POST.get("admission_token")
+        admission.check_admitted(drop=drop, buyer_id=request.user.pk, token=token)
         limits.check_buyer(request, scope="reserve")
         result = services.reserve(
             drop=drop,

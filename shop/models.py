@@ -106,7 +106,8 @@ class Drop(models.Model):
             MinValueValidator(ADMISSION_PERCENT_RANGE[0]),
             MaxValueValidator(ADMISSION_PERCENT_RANGE[1]),
         ],
-        help_text="Each wave admits this percentage of the units still available (150 = 1.5 buyers per unit).",
+        help_text="Each wave admits this percentage of the units still available "
+        "(150 = 1.5 buyers per unit).",
     )
     redis_gate = models.BooleanField(
         default=False,

@@ -11,8 +11,8 @@ from django.test import Client
 from django.utils import timezone
 
 from admission import services
-from holds.services import reserve
 from admission.models import Queue, Ticket
+from holds.services import reserve
 from shop.models import ApiToken, Drop
 from tests.concurrency import run_concurrently
 from tests.factories import make_buyer, make_drop
