@@ -1,4 +1,8 @@
-"""The ASGI application (`shop.asgi:application`) that daphne serves: HTTP and WebSocket."""
+"""The ASGI application (`shop.asgi:application`) that daphne serves: HTTP and WebSocket.
+
+HTTP goes through the admission edge (cheap answers from process-local snapshots) and
+then Django; WebSockets are the waiting room's live position.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,17 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
+# Needs Django set up first.
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from admission.edge import Edge  # noqa: E402
+from admission.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": Edge(django_asgi_app),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -246,6 +246,16 @@ def celery_worker(transactional_db: None, payment_provider: str, live_daphne: st
 
 
 @pytest.fixture(autouse=True)
+def fresh_rate_limits() -> None:
+    """Rate-limit buckets are keyed by account and address; tests share 127.0.0.1, so start full."""
+    client = redis_lib.Redis.from_url(settings.REDIS_URL)
+    keys = list(client.scan_iter("fg:rl:*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture(autouse=True)
 def fresh_content_types() -> None:
     """A transactional test's flush renumbers content types; never reuse the cached ids."""
     from django.contrib.contenttypes.models import ContentType

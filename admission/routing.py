@@ -1,0 +1,11 @@
+"""WebSocket routes of the waiting room."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from admission import consumers
+
+websocket_urlpatterns = [
+    path("ws/drops/<slug:slug>/queue/", consumers.QueueConsumer.as_asgi()),
+]
