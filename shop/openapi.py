@@ -196,7 +196,86 @@ def schema() -> dict[str, object]:
     }
 
 
+_PLACE = {
+    "type": "object",
+    "required": ["ticket", "position", "admitted", "admission_token"],
+    "properties": {
+        "ticket": {"type": ["integer", "null"], "description": "Place in line; null until the draw"},
+        "entry": {"type": "integer", "description": "Entry number (the draw sorts these)"},
+        "position": {"type": ["integer", "null"], "description": "1 = next; 0 = admitted"},
+        "admitted": {"type": "boolean"},
+        "admission_token": {
+            "type": ["string", "null"],
+            "description": "Send as X-Admission-Token when reserving; short-lived: GET again for a fresh one",
+        },
+        "admitted_through": {"type": "integer"},
+        "state": {"enum": ["scheduled", "admitting", "all_held", "sold_out", "paused", "closed"]},
+        "remaining": {"type": "integer"},
+        "held": {"type": "integer"},
+        "waiting": {"type": "integer"},
+        "pace_per_minute": {"type": "number"},
+        "eta_seconds": {"type": ["integer", "null"]},
+        "seed_sha256": {"type": ["string", "null"]},
+        "seed": {"type": ["string", "null"], "description": "Revealed after the draw"},
+        "drawn": {"type": "boolean"},
+    },
+}
+_QUEUE_ERRORS = {
+    "401": _error("Not logged in"),
+    "404": _error("No such drop (or, for GET, not in its queue: not_in_queue)"),
+    "409": _error("no_waiting_room"),
+    "410": _error("ended: the queue is closed"),
+    "429": _error("Too many requests; see Retry-After"),
+    "503": _error("Busy; see Retry-After"),
+}
+
 MORE_PATHS: dict[str, object] = {
+    "/api/drops/{slug}/queue": {
+        "post": {
+            "summary": "Join the waiting room; joining again returns the same ticket",
+            "security": SECURED,
+            "parameters": [SLUG],
+            "responses": {
+                "200": {"description": "Your place", "content": {"application/json": {"schema": _PLACE}}},
+                **_QUEUE_ERRORS,
+            },
+        },
+        "get": {
+            "summary": "Your place in the waiting room (a fresh admission token once admitted)",
+            "security": SECURED,
+            "parameters": [SLUG],
+            "responses": {
+                "200": {"description": "Your place", "content": {"application/json": {"schema": _PLACE}}},
+                **_QUEUE_ERRORS,
+            },
+        },
+    },
+    "/api/drops/{slug}/queue/draw": {
+        "get": {
+            "summary": "Check the draw: seed hash before the start; seed and entries after",
+            "parameters": [SLUG],
+            "responses": {
+                "200": {
+                    "description": "Sort the entries by sha256('<seed>:<entry>'); the first gets ticket 1",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "seed_sha256": {"type": "string"},
+                                    "drawn": {"type": "boolean"},
+                                    "seed": {"type": "string"},
+                                    "entries": {"type": "array", "items": {"type": "integer"}},
+                                },
+                            }
+                        }
+                    },
+                },
+                "404": _error("No such drop"),
+                "409": _error("no_waiting_room"),
+            },
+        }
+    },
     "/api/holds/{id}/payment": {
         "post": {
             "summary": "Start paying a hold: extends it once; send the buyer to redirect_url",
