@@ -40,18 +40,16 @@ def ensure_virtualenv() -> None:
     STAMP.write_text(wanted)
 
 
-def ensure_chromium() -> None:
-    if os.environ.get("CHROMIUM_PATH") or Path(CHROMIUM).exists():
+def ensure_debian_package(package: str, binary: str, needed_for: str) -> None:
+    """Install a Debian package when its binary is missing (as root, with apt); else say how."""
+    if Path(binary).exists():
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        sys.exit(
-            "floodgate: the browser tests need Chromium. Install Debian's `chromium` "
-            "package or set CHROMIUM_PATH to a Chromium binary."
-        )
-    say("installing Debian's chromium for the browser tests")
+        sys.exit(f"floodgate: {needed_for} needs {binary}. Install Debian's `{package}` package.")
+    say(f"installing Debian's {package} for {needed_for}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True, env=env)
 
 
 def main(argv: list[str]) -> None:
@@ -60,8 +58,10 @@ def main(argv: list[str]) -> None:
             "usage: python3 floodgate.py run | test [pytest args] | manage <command> | bench <name> [args]"
         )
     ensure_virtualenv()
-    if argv[0] == "test":
-        ensure_chromium()
+    if argv[0] == "test" and not os.environ.get("CHROMIUM_PATH"):
+        ensure_debian_package("chromium", CHROMIUM, "the browser tests (or set CHROMIUM_PATH)")
+    if argv[0] == "bench" and argv[1:2] == ["queue"]:
+        ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue (the HTTP load generator)")
     os.chdir(ROOT)
     os.execv(str(PYTHON), [str(PYTHON), "-m", "shop.devstack", *argv])
 

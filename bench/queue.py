@@ -1,0 +1,427 @@
+"""bench queue: the waiting room's live push, and the cheapest "no" next to a trivial endpoint.
+
+    python3 floodgate.py bench queue                 # 500, 2,000 and 5,000 WebSocket clients
+    python3 floodgate.py bench queue --clients 500   # one size only
+    python3 floodgate.py bench queue --seconds 5     # shorter HTTP runs
+
+1. Fan-out: N WebSocket clients (one asyncio process) on one drop's queue, served by one
+   daphne process; the bench runs admission waves and records, for each wave, the time
+   from the wave (just before `run_wave`) to each client receiving its message.
+2. The "no" path under wrk (1 thread, 64 connections, same daphne, same run): a trivial
+   Django endpoint (/healthz), the sold-out answer of the reserve API and the drop's state,
+   and the same sold-out answer through Django (a drop with no published snapshot), with
+   the database transactions each run caused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import re
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+SLUG_PREFIX = "bench-queue-"
+BUYER_PREFIX = "qbench-"
+WAVES = 5
+PER_WAVE = 100
+
+
+def setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+    os.environ.setdefault("DEBUG", "0")
+    import django
+
+    django.setup()
+
+
+def say(message: str) -> None:
+    print(f"bench queue: {message}", file=sys.stderr, flush=True)
+
+
+def raise_file_limit() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# The WebSocket clients (a child process) ---------------------------------------------------
+
+
+async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> None:
+    """Connect n clients, say READY, record when each sees each mark; print the times as JSON."""
+    import websockets
+
+    seen: list[dict[int, float]] = [{} for _ in range(n)]
+    done = asyncio.Event()
+    finished = 0
+    connected = 0
+    gate = asyncio.Semaphore(100)  # connect in parallel, but not 5,000 handshakes at once
+
+    async def client(i: int, ready: asyncio.Event) -> None:
+        nonlocal finished, connected
+        async with gate:
+            ws = await websockets.connect(url, max_queue=None, open_timeout=60, ping_interval=None)
+            connected += 1
+            if connected % 500 == 0 or connected == n:
+                say(f"{connected:,}/{n:,} clients connected")
+        async with ws:
+            await ready.wait()
+            async for raw in ws:
+                mark = int(json.loads(raw)["admitted_through"])
+                seen[i].setdefault(mark, time.time())
+                if mark >= final_mark:
+                    finished += 1
+                    if finished == n:
+                        done.set()
+                    return
+
+    ready = asyncio.Event()
+    tasks = [asyncio.create_task(client(i, ready)) for i in range(n)]
+    while connected < n:
+        await asyncio.sleep(0.05)
+        if any(t.done() and t.exception() for t in tasks):
+            raise next(t.exception() for t in tasks if t.done() and t.exception())  # type: ignore[misc]
+    ready.set()
+    print("READY", flush=True)
+    try:
+        await asyncio.wait_for(done.wait(), timeout)
+    except TimeoutError:
+        say(f"{n - finished} clients did not see the last wave within {timeout:.0f} s")
+    for task in tasks:
+        task.cancel()
+    print(json.dumps([{str(k): v for k, v in s.items()} for s in seen]), flush=True)
+
+
+# The driver -------------------------------------------------------------------------------
+
+
+def start_daphne(port: int, log: Path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DEBUG": "0",
+        # The "no" path is measured, not the limiter: one bench account makes every request.
+        "RATE_LIMIT_BURST": "100000000",
+        "IP_RATE_LIMIT_BURST": "100000000",
+        "CLAIM_CONCURRENCY": "64",
+    }
+    daphne = str(Path(sys.executable).parent / "daphne")
+    out = open(log, "wb")  # noqa: SIM115 (the server's log, open while it runs)
+    process = subprocess.Popen(
+        [daphne, "-b", "127.0.0.1", "-p", str(port), "shop.asgi:application"],
+        env=env,
+        cwd=ROOT,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return process
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                sys.exit(f"bench: daphne did not start; see {log}")
+            time.sleep(0.1)
+
+
+def query(statement: str, params: Any = None) -> list[tuple]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def buyers(n: int) -> list[int]:
+    """n bench buyers (created once, in one statement)."""
+    (count,), *_ = query("SELECT count(*) FROM auth_user WHERE username LIKE %s", [BUYER_PREFIX + "%"])
+    if count < n:
+        query(
+            """INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email,
+                                      is_staff, is_active, date_joined)
+               SELECT '!', false, %s || g, '', '', '', false, true, now()
+                 FROM generate_series(%s, %s) g""",
+            [BUYER_PREFIX, count + 1, n],
+        )
+    rows = query(
+        "SELECT id FROM auth_user WHERE username LIKE %s ORDER BY id LIMIT %s", [BUYER_PREFIX + "%", n]
+    )
+    return [r[0] for r in rows]
+
+
+def new_drop(name: str, *, quantity: int, waiting_room: bool) -> Any:
+    from django.utils import timezone
+
+    from shop.services import create_drop
+
+    now = timezone.now()
+    return create_drop(
+        slug=f"{SLUG_PREFIX}{name}-{time.time_ns()}",
+        quantity=quantity,
+        starts_at=now - dt.timedelta(minutes=1),
+        ends_at=now + dt.timedelta(days=30),
+        product_sku="BENCH-QUEUE",
+        product_name="Queue benchmark item",
+        price_minor=100,
+        per_buyer_limit=1,
+        waiting_room=waiting_room,
+        admission_percent=100,
+    )
+
+
+@dataclass
+class FanOut:
+    clients: int
+    connected: int
+    per_wave: list[list[float]]  # seconds from each wave to each client's receipt
+    wave_seconds: list[float]  # how long run_wave itself took (DB + publish)
+    missed: int
+
+    def cell(self, q: float) -> str:
+        all_latency = sorted(x for wave in self.per_wave for x in wave)
+        if not all_latency:
+            return "-"
+        return f"{1000 * all_latency[min(len(all_latency) - 1, int(q * len(all_latency)))]:.0f}"
+
+
+def fan_out(base: str, n: int) -> FanOut:
+    from admission import services
+    from admission.models import Ticket
+
+    drop = new_drop(f"ws{n}", quantity=PER_WAVE, waiting_room=True)
+    start = dt.datetime.now(dt.UTC)
+    services.run_wave(drop, now=start)  # the (empty) draw
+    Ticket.objects.bulk_create(
+        Ticket(drop=drop, buyer_id=b, number=i + 1) for i, b in enumerate(buyers(WAVES * PER_WAVE))
+    )
+    url = base.replace("http://", "ws://") + f"/ws/drops/{drop.slug}/queue/"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.queue", "--child", url, str(n), str(WAVES * PER_WAVE)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline().strip()
+    if line != "READY":
+        child.kill()
+        sys.exit(f"bench: the WebSocket clients did not connect ({line!r})")
+    time.sleep(1)  # the connect-time snapshot messages settle
+    waves: list[tuple[int, float]] = []
+    took: list[float] = []
+    for i in range(WAVES):
+        began = time.time()
+        # Nobody buys here, so each wave is run a token lifetime after the last (simulated time).
+        wave = services.run_wave(drop, now=start + dt.timedelta(seconds=300 * (i + 1)))
+        took.append(time.time() - began)
+        assert wave is not None and wave.admitted == PER_WAVE, wave
+        waves.append((wave.admitted_through, began))
+        say(f"{n:,} clients: wave {i + 1}/{WAVES} through ticket {wave.admitted_through}")
+        time.sleep(1.5)
+    out, _ = child.communicate(timeout=120)
+    seen = json.loads(out.strip().splitlines()[-1])
+    per_wave = [[s[str(mark)] - began for s in seen if str(mark) in s] for mark, began in waves]
+    missed = sum(n - len(w) for w in per_wave)
+    return FanOut(n, len(seen), per_wave, took, missed)
+
+
+@dataclass
+class Load:
+    name: str
+    rate: float
+    p50_ms: float
+    p99_ms: float
+    status: str
+    edge: str
+    transactions: int
+
+
+def database_transactions() -> int:
+    (n,), *_ = query(
+        "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+    )
+    return int(n)
+
+
+def probe(url: str, method: str, headers: dict[str, str]) -> tuple[str, str]:
+    request = urllib.request.Request(
+        url, method=method, headers=headers, data=b"{}" if method == "POST" else None
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return str(response.status), response.headers.get("X-Floodgate-Edge", "-")
+    except urllib.error.HTTPError as error:
+        body = json.loads(error.read() or b"{}").get("error", "")
+        return f"{error.code} {body}", error.headers.get("X-Floodgate-Edge", "-")
+
+
+def parse_ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def wrk(
+    name: str, url: str, *, seconds: int, method: str = "GET", headers: dict[str, str] | None = None
+) -> Load:
+    headers = headers or {}
+    status, edge = probe(url, method, headers)
+    script = OUT / "wrk-request.lua"
+    lines = [f'wrk.method = "{method}"', 'wrk.body = "{}"' if method == "POST" else ""]
+    lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()]
+    script.write_text("\n".join(lines) + "\n")
+    query("SELECT pg_stat_clear_snapshot()")
+    before = database_transactions()
+    done = subprocess.run(
+        ["wrk", "-t1", "-c64", f"-d{seconds}s", "--latency", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    query("SELECT pg_stat_clear_snapshot()")
+    time.sleep(0.6)  # statistics reach pg_stat_database at most every 500 ms
+    query("SELECT pg_stat_clear_snapshot()")
+    transactions = database_transactions() - before - 3  # the bench's own reads of the counter
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout).group(1))  # type: ignore[union-attr]
+    p50 = parse_ms(re.search(r"50%\s+(\S+)", done.stdout).group(1))  # type: ignore[union-attr]
+    p99 = parse_ms(re.search(r"99%\s+(\S+)", done.stdout).group(1))  # type: ignore[union-attr]
+    say(f"{name}: {rate:,.0f}/s, p99 {p99:.1f} ms ({status}, edge: {edge})")
+    return Load(name, rate, p50, p99, status, edge, max(0, transactions))
+
+
+def no_path(base: str, seconds: int) -> list[Load]:
+    from admission import state
+    from holds.services import reserve
+    from shop.models import ApiToken
+
+    buyer = buyers(1)[0]
+    ApiToken.objects.update_or_create(
+        user_id=buyer, defaults={"digest": ApiToken.digest_of("bench-queue-token")}
+    )
+    auth = {
+        "Authorization": "Bearer bench-queue-token",
+        "Idempotency-Key": "bench",
+        "Content-Type": "application/json",
+    }
+    gone = new_drop("soldout", quantity=1, waiting_room=False)
+    reserve(drop=gone, buyer_id=buyer, quantity=1, idempotency_key="sell-the-last-one")
+    hidden = new_drop("soldout-unpublished", quantity=1, waiting_room=False)
+    reserve(drop=hidden, buyer_id=buyer, quantity=1, idempotency_key="sell-the-last-one")
+    state.refresh([gone.pk])
+    runs = [
+        wrk("trivial Django endpoint (GET /healthz)", f"{base}/healthz", seconds=seconds),
+        wrk(
+            "sold out: POST /api/drops/<slug>/holds",
+            f"{base}/api/drops/{gone.slug}/holds",
+            seconds=seconds,
+            method="POST",
+            headers=auth,
+        ),
+        wrk("state: GET /api/drops/<slug>", f"{base}/api/drops/{gone.slug}", seconds=seconds),
+        wrk(
+            "sold out through Django (no snapshot)",
+            f"{base}/api/drops/{hidden.slug}/holds",
+            seconds=seconds,
+            method="POST",
+            headers=auth,
+        ),
+    ]
+    return runs
+
+
+def report(fan: list[FanOut], loads: list[Load], machine: str) -> str:
+    lines = [
+        f"# bench queue, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
+        "",
+        f"Machine: {machine}. One daphne process; clients and wrk on the same machine.",
+        "",
+        "## Fan-out: wave to client (ms), one broadcast per wave",
+        "",
+        "| clients | connected | waves | p50 | p99 | max | missed | run_wave (ms, median) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for f in fan:
+        lines.append(
+            f"| {f.clients:,} | {f.connected:,} | {len(f.per_wave)} | {f.cell(0.5)} | {f.cell(0.99)} | "
+            f"{f.cell(1.0)} | {f.missed} | {1000 * statistics.median(f.wave_seconds):.0f} |"
+        )
+    if loads:
+        trivial = loads[0]
+        lines += [
+            "",
+            '## The "no" path (wrk -t1 -c64)',
+            "",
+            "| endpoint | answer | edge | requests/s | p50 ms | p99 ms | vs trivial (rate) | p99 vs trivial "
+            "| DB transactions |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for load in loads:
+            lines.append(
+                f"| {load.name} | {load.status} | {load.edge} | {load.rate:,.0f} | {load.p50_ms:.1f} | "
+                f"{load.p99_ms:.1f} | {load.rate / trivial.rate:.2f}x | "
+                f"{load.p99_ms / trivial.p99_ms:.2f}x | {load.transactions:,} |"
+            )
+        lines += [
+            "",
+            "Target: the sold-out answer within 1.5x of the trivial endpoint (rate ≥ 0.67x, p99 ≤ 1.5x) "
+            "with zero database queries.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench queue")
+    parser.add_argument("--clients", type=int, action="append", help="WebSocket clients (repeatable)")
+    parser.add_argument("--seconds", type=int, default=10, help="length of each wrk run")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    raise_file_limit()
+    if args.child:
+        url, n, final = args.child
+        asyncio.run(clients_main(url, int(n), int(final), timeout=120))
+        return
+    setup_django()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    OUT.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    daphne = start_daphne(port, OUT / "queue-daphne.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        fan = []
+        for n in args.clients or [500, 2000, 5000]:
+            say(f"fan-out with {n:,} WebSocket clients")
+            fan.append(fan_out(base, n))
+        say("the no path")
+        loads = no_path(base, args.seconds)
+    finally:
+        daphne.terminate()
+        daphne.wait(15)
+    machine = f"{os.cpu_count()} CPUs, {' '.join(os.uname()[2:3])}"
+    text = report(fan, loads, machine)
+    (OUT / "queue.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
