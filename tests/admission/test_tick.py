@@ -1,0 +1,105 @@
+"""Admission driven by the real Celery beat: the draw at the start, waves that follow the stock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+import redis as redis_lib
+from django.conf import settings
+from django.utils import timezone
+
+from admission import services, state
+from admission.models import Queue, Ticket
+from holds import services as holds
+from shop.errors import NotAdmitted
+from tests.factories import make_drop
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def wait_for(what: str, check: Callable[[], bool], worker: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert worker.poll() is None, "the celery worker died"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def published(slug: str) -> dict:
+    raw = redis_lib.Redis.from_url(settings.REDIS_URL).get(state.KEY.format(slug=slug))
+    return json.loads(raw) if raw else {}
+
+
+def test_beat_draws_at_the_start_then_admits_for_the_stock_and_stops_when_it_is_held(
+    celery_with_beat: subprocess.Popen, make_buyers
+) -> None:
+    drop = make_drop(
+        slug="beat-room",
+        quantity=10,
+        waiting_room=True,
+        admission_wave_seconds=1,
+        starts_at=timezone.now() + timedelta(seconds=4),
+    )
+    buyers = make_buyers(30, prefix="beat")
+    for buyer in buyers:
+        services.join(drop=drop, buyer_id=buyer)
+    assert published("beat-room").get("queue", {}).get("state") in (None, "scheduled")
+
+    def through() -> int:
+        return Queue.objects.get(pk=drop.pk).admitted_through
+
+    wait_for("the first wave", lambda: through() == 15, celery_with_beat)  # 150% of 10 units
+    assert Queue.objects.get(pk=drop.pk).drawn_entries == 30
+    by_number = {t.number: t.buyer_id for t in Ticket.objects.filter(drop=drop)}
+
+    for number in range(1, 11):  # the first ten admitted buyers take every unit
+        holds.reserve(drop=drop, buyer_id=by_number[number], quantity=1, idempotency_key="k")
+    wait_for(
+        "the published all_held state",
+        lambda: published("beat-room")["queue"]["state"] == "all_held",
+        celery_with_beat,
+    )
+    time.sleep(3)  # several more waves: nothing more is admitted while no unit is free
+    assert through() == 15
+
+    # A unit comes back: it is for the next in line (tickets 11-15, admitted, not yet come),
+    # not for whoever asks fastest (ticket 16 has no admission).
+    first_hold = holds.reserve(drop=drop, buyer_id=by_number[1], quantity=1, idempotency_key="k").hold
+    holds.release(hold_id=first_hold.pk, buyer_id=by_number[1])
+    wait_for(
+        "units back in the snapshot",
+        lambda: published("beat-room")["queue"]["remaining"] == 1,
+        celery_with_beat,
+    )
+    with pytest.raises(NotAdmitted):
+        services.check_admitted(drop=drop, buyer_id=by_number[16], token=None)
+    place = services.place(drop=drop, buyer_id=by_number[11])
+    assert place.admitted and place.token
+    services.check_admitted(drop=drop, buyer_id=by_number[11], token=place.token)
+    holds.reserve(drop=drop, buyer_id=by_number[11], quantity=1, idempotency_key="k")
+    assert through() == 15
+
+
+def test_queue_states_follow_sold_out_and_the_end() -> None:
+    drop = make_drop(slug="states", quantity=1, waiting_room=True)
+    services.run_wave(drop)
+    assert state.compute([drop])[0].queue_state == "admitting"
+    hold = holds.reserve(drop=drop, buyer_id=make_buyers_one(), quantity=1, idempotency_key="k").hold
+    assert state.compute([drop])[0].queue_state == "all_held"
+    holds.confirm(hold_id=hold.pk)
+    assert state.compute([drop])[0].queue_state == "sold_out"
+    drop.ends_at = timezone.now() - timedelta(seconds=1)
+    drop.starts_at = drop.ends_at - timedelta(hours=1)
+    drop.save()
+    assert state.compute([drop])[0].queue_state == "closed"
+
+
+def make_buyers_one() -> int:
+    from tests.factories import make_buyer
+
+    return make_buyer().pk
