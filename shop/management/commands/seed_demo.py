@@ -33,8 +33,8 @@ class Command(BaseCommand):
         starts_at = timezone.now() + timedelta(seconds=int(opts["starts_in"]))
         ends_at = starts_at + timedelta(hours=2)
         existing = Drop.objects.filter(slug=DEMO_SLUG).first()
-        if existing is not None and not existing.holds.exists():
-            Drop.objects.filter(pk=existing.pk).update(starts_at=starts_at, ends_at=ends_at)
+        if existing is not None and not existing.holds.exists() and not existing.tickets.exists():
+            Drop.objects.filter(pk=existing.pk).update(starts_at=starts_at, ends_at=ends_at, waiting_room=True)
             slug = DEMO_SLUG
         else:
             slug = DEMO_SLUG if existing is None else f"{DEMO_SLUG}-{timezone.now():%Y%m%d-%H%M%S}"
@@ -48,5 +48,6 @@ class Command(BaseCommand):
                 price_minor=12900,
                 title="Floodgate Runner — launch edition",
                 bucket_count=4,
+                waiting_room=True,  # buyers queue, and are admitted in waves as the stock allows
             )
         self.stdout.write(f"demo drop /drops/{slug}/ goes live at {starts_at:%H:%M:%S} UTC")
