@@ -33,7 +33,8 @@ class Command(BaseCommand):
         starts_at = timezone.now() + timedelta(seconds=int(opts["starts_in"]))
         ends_at = starts_at + timedelta(hours=2)
         existing = Drop.objects.filter(slug=DEMO_SLUG).first()
-        if existing is not None and not existing.holds.exists() and not existing.tickets.exists():
+        fresh = existing is not None and not existing.holds.exists() and not existing.tickets.exists()
+        if fresh:
             Drop.objects.filter(pk=existing.pk).update(starts_at=starts_at, ends_at=ends_at, waiting_room=True)
             slug = DEMO_SLUG
         else:
