@@ -35,7 +35,9 @@ class Command(BaseCommand):
         existing = Drop.objects.filter(slug=DEMO_SLUG).first()
         fresh = existing is not None and not existing.holds.exists() and not existing.tickets.exists()
         if fresh:
-            Drop.objects.filter(pk=existing.pk).update(starts_at=starts_at, ends_at=ends_at, waiting_room=True)
+            Drop.objects.filter(pk=existing.pk).update(
+                starts_at=starts_at, ends_at=ends_at, waiting_room=True
+            )
             slug = DEMO_SLUG
         else:
             slug = DEMO_SLUG if existing is None else f"{DEMO_SLUG}-{timezone.now():%Y%m%d-%H%M%S}"
