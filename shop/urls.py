@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from admission import api as admission_api
+from admission import views as admission_views
 from checkout import api as checkout_api
 from checkout import views as checkout_views
 from holds import api as holds_api
@@ -30,6 +31,7 @@ api_patterns = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("drops/<slug:slug>/", views.drop, name="drop"),
+    path("drops/<slug:slug>/queue/", admission_views.queue, name="drop-queue"),
     path("drops/<slug:slug>/buy", holds_views.buy, name="buy"),
     path("holds/<int:hold_id>/", holds_views.hold, name="hold"),
     path("holds/<int:hold_id>/release", holds_views.release, name="release"),

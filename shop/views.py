@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 from django.contrib.auth import login
@@ -11,8 +12,10 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
+from admission import services as admission
 from shop import selectors
 from shop.errors import NotFound
+from shop.models import DropState
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -24,9 +27,15 @@ def drop(request: HttpRequest, slug: str) -> HttpResponse:
         view = selectors.drop_view(slug=slug)
     except NotFound as error:
         raise Http404(error.detail) from None
+    admission_token = None
+    if view.drop.waiting_room and view.state == DropState.LIVE and request.user.is_authenticated:
+        # An admitted buyer buys right here (with a fresh token); everyone else joins the line.
+        with contextlib.suppress(admission.NotInQueue):
+            admission_token = admission.place(drop=view.drop, buyer_id=request.user.pk).token
     context = {
         "view": view,
         "drop": view.drop,
+        "admission_token": admission_token,
         # One key per page view: a double click or a resubmit returns the same hold.
         "idempotency_key": uuid.uuid4().hex,
         "quantities": range(1, view.drop.per_buyer_limit + 1),

@@ -1,0 +1,155 @@
+// The waiting room follows the line live. A WebSocket pushes the drop's admitted-through mark
+// (one broadcast per wave; this page knows its own ticket); while the socket is down the page
+// polls the queue API instead and reconnects with backoff. When the mark passes the ticket, the
+// API hands out the admission token and the page turns into the buy step.
+(function () {
+  "use strict";
+  var POLL_MS = 4000, TOKEN_REFRESH_MS = 60000, BACKOFF_MIN = 500, BACKOFF_MAX = 15000;
+  var NO_SUCH_WAITING_ROOM = 4404;
+
+  var root, apiUrl, wsUrl;
+  var ticket = null, shownTicket = null, mark = 0, token = null, lastState = null;
+  var socket = null, backoff = BACKOFF_MIN, pollTimer = null, tokenTimer = null, asking = false;
+
+  function $(id) { return document.getElementById(id); }
+  function number(n) { return Number(n).toLocaleString("en"); }
+  function plural(n, one, many) { return number(n) + " " + (n === 1 ? one : many); }
+
+  function eta(position, pace, state) {
+    if (position === 0) return "any moment";
+    if (state !== "admitting") return "on hold until units are on sale";
+    if (!(pace > 0)) return "working it out…";
+    var minutes = position / pace;
+    if (minutes < 1) return "under a minute";
+    if (minutes < 90) return "about " + plural(Math.round(minutes), "minute", "minutes");
+    return "about " + plural(Math.round(minutes / 60), "hour", "hours");
+  }
+
+  // Render a queue message (from the socket) or the queue API's answer (which adds this buyer's place).
+  function apply(msg) {
+    if (!msg || typeof msg.admitted_through !== "number") return;
+    if (msg.ticket !== undefined && msg.ticket !== null) ticket = msg.ticket;
+    if (msg.admission_token) showBuy(msg.admission_token);
+    // Messages may cross (a reconnect's snapshot and a wave): the mark only moves forward.
+    mark = Math.max(mark, msg.admitted_through);
+    var state = msg.state;
+    root.dataset.state = state;
+    if (state !== lastState) {
+      lastState = state;
+      document.querySelectorAll("#queue-state [data-when]").forEach(function (el) {
+        el.hidden = el.dataset.when !== state;
+      });
+    }
+    $("remaining").textContent = plural(msg.remaining, "unit", "units") + " left";
+    if (msg.seed_sha256) $("seed-sha256").textContent = msg.seed_sha256;
+    if (msg.seed) { $("seed").textContent = msg.seed; $("seed-line").hidden = false; }
+
+    if (ticket === null) {
+      // Before the draw this page only knows its entry; once the seed is out, ask for the number.
+      if (msg.seed) ask();
+      return;
+    }
+    var position = Math.max(0, ticket - mark);
+    if (shownTicket !== ticket) {
+      shownTicket = ticket;
+      var strong = document.createElement("strong");
+      strong.id = "ticket";
+      strong.textContent = "#" + number(ticket);
+      $("ticket-line").replaceChildren("Your ticket ", strong);
+    }
+    $("position-line").hidden = false;
+    $("position").textContent = number(position);
+    var ahead = Math.max(0, position - 1);
+    $("ahead").textContent = position === 0 ? "" : " · " + (ahead === 0 ? "you are next" : plural(ahead, "person", "people") + " ahead of you");
+    var progress = $("progress");
+    progress.hidden = false;
+    progress.max = ticket;
+    progress.value = Math.min(mark, ticket);
+    $("eta").textContent = eta(position, msg.pace_per_minute, state);
+
+    if (state === "closed") {
+      $("buy-step").hidden = true;
+      stopTokenRefresh();
+    } else if (position === 0 && !token) {
+      ask();  // admitted: the token comes from the API (the broadcast is the same for everyone)
+    }
+  }
+
+  function showBuy(fresh) {
+    token = fresh;
+    $("admission-token").value = fresh;
+    // A token lives two minutes; keep the form's fresh while the buyer decides.
+    if (!tokenTimer) tokenTimer = setInterval(ask, TOKEN_REFRESH_MS);
+    if (!$("buy-step").hidden) return;
+    $("waiting").hidden = true;
+    $("buy-step").hidden = false;
+    $("buy-heading").focus();
+  }
+
+  function stopTokenRefresh() {
+    if (tokenTimer) { clearInterval(tokenTimer); tokenTimer = null; }
+  }
+
+  // GET the queue API (session cookie): this buyer's ticket, position, and token once admitted.
+  function ask() {
+    if (asking) return;
+    asking = true;
+    fetch(apiUrl, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(apply)
+      .catch(function () {})
+      .finally(function () { asking = false; });
+  }
+
+  function startPolling() {
+    if (!pollTimer) pollTimer = setInterval(ask, POLL_MS);
+  }
+
+  function stopPolling() {
+    if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+  }
+
+  function connection(text) { $("connection").textContent = text; }
+
+  function connect() {
+    try {
+      socket = new WebSocket(wsUrl);
+    } catch (e) {
+      retry();
+      return;
+    }
+    socket.onopen = function () {
+      backoff = BACKOFF_MIN;
+      connection("Live");
+      stopPolling();
+    };
+    socket.onmessage = function (event) {
+      try { apply(JSON.parse(event.data)); } catch (e) { /* not a queue message */ }
+    };
+    socket.onclose = function (event) {
+      socket = null;
+      startPolling();
+      if (event.code === NO_SUCH_WAITING_ROOM) { connection("Checking every few seconds"); return; }
+      retry();
+    };
+  }
+
+  function retry() {
+    connection("Reconnecting… (checking every few seconds meanwhile)");
+    startPolling();
+    // Jitter: thousands of pages lose the same server at once and must not return in step.
+    setTimeout(connect, backoff / 2 + Math.random() * backoff);
+    backoff = Math.min(backoff * 2, BACKOFF_MAX);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    root = $("queue");
+    if (!root) return;
+    apiUrl = root.dataset.apiUrl;
+    wsUrl = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + root.dataset.wsPath;
+    var initial = JSON.parse($("queue-data").textContent);
+    if (initial.admission_token) showBuy(initial.admission_token);
+    apply(initial);
+    if ("WebSocket" in window) { connect(); } else { startPolling(); }
+  });
+})();

@@ -1,0 +1,187 @@
+"""The waiting-room page and the drop page's way into it (Django's test client, real PostgreSQL)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from admission import services
+from admission.models import Ticket
+from holds.models import Hold
+from tests.factories import make_buyer, make_drop
+
+pytestmark = pytest.mark.django_db
+
+
+def logged_in(name: str) -> Client:
+    client = Client()
+    client.force_login(make_buyer(name))
+    return client
+
+
+def hidden(name: str, html: str) -> str:
+    found = re.search(rf'name="{name}"[^>]*value="([^"]*)"', html)
+    assert found, f"no hidden {name} in the page"
+    return found.group(1)
+
+
+def test_the_page_needs_a_login_and_keeps_the_next_address() -> None:
+    make_drop(slug="wr-login", waiting_room=True)
+
+    answer = Client().get("/drops/wr-login/queue/")
+
+    assert answer.status_code == 302
+    assert answer["Location"].startswith("/accounts/login/?next=/drops/wr-login/queue/")
+    assert not Ticket.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/drops/no-such-drop/queue/",
+        "/drops/NOT_A_SLUG/queue/",
+        "/drops/" + "x" * 500 + "/queue/",
+        "/drops/%00%ff/queue/",
+        "/drops/a/b/queue/",
+    ],
+)
+def test_unknown_or_garbage_drops_are_404(path: str) -> None:
+    make_drop(slug="wr-real", waiting_room=True)
+
+    answer = logged_in("gus").get(path)
+
+    assert answer.status_code == 404
+    assert not Ticket.objects.exists()
+
+
+def test_a_drop_without_a_waiting_room_sends_the_buyer_to_the_drop_page() -> None:
+    make_drop(slug="wr-none", waiting_room=False)
+
+    answer = logged_in("nora").get("/drops/wr-none/queue/")
+
+    assert answer.status_code == 302 and answer["Location"] == "/drops/wr-none/"
+    assert not Ticket.objects.exists()
+
+
+def test_only_get_is_allowed() -> None:
+    make_drop(slug="wr-post", waiting_room=True)
+
+    assert logged_in("pete").post("/drops/wr-post/queue/").status_code == 405
+    assert not Ticket.objects.exists()
+
+
+def test_opening_the_page_puts_the_buyer_in_line_once() -> None:
+    drop = make_drop(slug="wr-open", quantity=2, waiting_room=True, admission_percent=100)
+    services.run_wave(drop)  # the start: an empty draw, so joiners get numbers at once
+    services.join(drop=drop, buyer_id=make_buyer("ahead").pk)
+    client = logged_in("olga")
+
+    first = client.get("/drops/wr-open/queue/").content.decode()
+    again = client.get("/drops/wr-open/queue/").content.decode()
+
+    assert Ticket.objects.filter(drop=drop).count() == 2
+    for html in (first, again):
+        assert 'id="ticket">#2<' in html and 'id="position">2<' in html
+        assert "1 person ahead of you" in html and "2 units left" in html
+        assert 'data-ws-path="/ws/drops/wr-open/queue/"' in html
+        assert 'id="buy-step" aria-labelledby="buy-heading" hidden' in html
+        assert hidden("admission_token", html) == ""
+    assert drop.queue.seed_sha256 in first
+
+
+def test_before_the_start_the_page_shows_the_entry_the_countdown_and_the_seed_hash() -> None:
+    drop = make_drop(slug="wr-early", waiting_room=True, starts_at=timezone.now() + timedelta(minutes=5))
+
+    html = logged_in("eve").get("/drops/wr-early/queue/").content.decode()
+
+    ticket = Ticket.objects.get(drop=drop)
+    assert ticket.number is None
+    assert f"You are entry <strong id=\"ticket\">#{ticket.pk}</strong>; your place is drawn at the start" in html
+    assert f'data-countdown="{drop.starts_at.isoformat()}"' in html
+    assert drop.queue.seed_sha256 in html and drop.queue.seed not in html
+    assert re.search(r'<p class="notice" data-when="scheduled">', html)
+
+
+def test_an_admitted_buyer_gets_the_buy_step_and_reserves_with_its_token() -> None:
+    drop = make_drop(slug="wr-buy", quantity=3, waiting_room=True, per_buyer_limit=2, admission_percent=100)
+    services.run_wave(drop)
+    client = logged_in("ada")
+    client.get("/drops/wr-buy/queue/")
+    services.run_wave(drop, force=True)
+
+    html = client.get("/drops/wr-buy/queue/").content.decode()
+    bought = client.post(
+        "/drops/wr-buy/buy",
+        {
+            "quantity": "2",
+            "idempotency_key": hidden("idempotency_key", html),
+            "admission_token": hidden("admission_token", html),
+        },
+    )
+
+    assert 'id="waiting" aria-labelledby="ticket-line" hidden' in html
+    assert "It's your turn" in html and '<option value="2">' in html and '<option value="3">' not in html
+    hold = Hold.objects.get(drop=drop)
+    assert bought["Location"] == f"/holds/{hold.pk}/" and hold.quantity == 2
+
+
+def test_buying_without_admission_sends_the_buyer_back_to_the_waiting_room() -> None:
+    make_drop(slug="wr-skip", quantity=3, waiting_room=True)
+    client = logged_in("cut")
+
+    answer = client.post("/drops/wr-skip/buy", {"quantity": "1", "idempotency_key": "k"}, follow=True)
+
+    assert answer.redirect_chain[-1][0] == "/drops/wr-skip/queue/"
+    assert "You have not been admitted yet" in answer.content.decode()
+    assert Ticket.objects.filter(buyer__username="cut").count() == 1  # the page put them in line
+    assert not Hold.objects.exists()
+
+
+def test_an_ended_drop_does_not_take_new_buyers_into_its_line() -> None:
+    now = timezone.now()
+    make_drop(slug="wr-over", waiting_room=True, starts_at=now - timedelta(hours=2), ends_at=now - timedelta(hours=1))
+
+    answer = logged_in("late").get("/drops/wr-over/queue/", follow=True)
+
+    assert answer.redirect_chain[-1][0] == "/drops/wr-over/"
+    assert "waiting room is closed" in answer.content.decode()
+    assert not Ticket.objects.exists()
+
+
+def test_the_drop_page_sends_buyers_to_the_line_until_they_are_admitted() -> None:
+    drop = make_drop(slug="wr-drop", quantity=1, waiting_room=True, admission_percent=100)
+    services.run_wave(drop)
+    first, second = logged_in("fay"), logged_in("gil")
+    anonymous = Client().get("/drops/wr-drop/").content.decode()
+    before = first.get("/drops/wr-drop/").content.decode()
+    first.get("/drops/wr-drop/queue/")
+    second.get("/drops/wr-drop/queue/")
+    services.run_wave(drop, force=True)  # one unit: ticket 1 only
+
+    admitted = first.get("/drops/wr-drop/").content.decode()
+    waiting = second.get("/drops/wr-drop/").content.decode()
+
+    for html in (anonymous, before, waiting):
+        assert 'href="/drops/wr-drop/queue/">Join the waiting room' in html and 'id="buy"' not in html
+    assert 'id="buy"' in admitted and "Join the waiting room" not in admitted
+    bought = first.post(
+        "/drops/wr-drop/buy",
+        {
+            "quantity": "1",
+            "idempotency_key": hidden("idempotency_key", admitted),
+            "admission_token": hidden("admission_token", admitted),
+        },
+    )
+    assert bought["Location"] == f"/holds/{Hold.objects.get(drop=drop).pk}/"
+
+
+def test_a_scheduled_waiting_room_drop_invites_early_joiners() -> None:
+    make_drop(slug="wr-soon", waiting_room=True, starts_at=timezone.now() + timedelta(minutes=5))
+
+    html = Client().get("/drops/wr-soon/").content.decode()
+
+    assert "Goes live in" in html and "Join the waiting room" in html and 'id="buy"' not in html
