@@ -20,7 +20,7 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
-from admission import sql, state, tokens
+from admission import gate, sql, state, tokens
 from admission.models import Queue, Ticket, Wave
 from shop.errors import Busy, Ended, FloodgateError
 from shop.models import Drop, DropState
@@ -293,6 +293,7 @@ def tick(*, now: datetime | None = None) -> dict[str, int]:
                 waves += run_wave(drop, now=now) is not None
             except Exception:  # one drop's trouble must not stop the others' waves
                 log.exception("admission: wave of drop %s failed", drop.pk)
+    gate.reconcile(drops)  # the Redis gates' counts back to the database's, every second
     changed = 0
     try:
         changed = state.publish(state.compute(drops))

@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
+from admission import gate
 from holds import sql
 from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
 from inventory import services as stock
@@ -99,10 +100,16 @@ def reserve(
     """
     started = time.perf_counter()
     outcome = "error"
+    claim = partial(
+        _reserve, drop=drop, buyer_id=buyer_id, quantity=quantity, idempotency_key=idempotency_key, unit=unit
+    )
     try:
-        result = _reserve(
-            drop=drop, buyer_id=buyer_id, quantity=quantity, idempotency_key=idempotency_key, unit=unit
-        )
+        if drop.redis_gate:  # a Redis count answers most "sold out"s; the claim still decides
+            result = gate.through(
+                drop, buyer_id=buyer_id, quantity=quantity, key=idempotency_key, claim=claim
+            )
+        else:
+            result = claim()
         outcome = "held" if result.created else "repeated"
         return result
     except FloodgateError as error:

@@ -8,6 +8,8 @@ down, render_prometheus reports it as floodgate_metrics_store_up 0 instead.
 Keys (bounded: per-second data expires, the rest is one small hash per drop):
     fg:m:drops                         set of drop ids that have reserve metrics
     fg:m:drift                         hash drop id -> times drift was detected
+    fg:m:gate:refused                  hash drop id -> reserves the Redis gate answered "sold out"
+                                       (written by admission.gate's Lua, in the refusal's own call)
     fg:m:reserve:total:<drop>          hash outcome -> reserve answers
     fg:m:reserve:latency:<drop>        hash le -> answers in that bucket (not cumulative), sum_us
     fg:m:reserve:second:<drop>:<min>   hash "c:<unix second>" / "r:<unix second>" -> claims /
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 PREFIX = "fg:m:"
 DROPS_KEY = PREFIX + "drops"
 DRIFT_KEY = PREFIX + "drift"
+GATE_REFUSALS_KEY = PREFIX + "gate:refused"
 SECOND_TTL = 15 * 60
 SERIES_STEP = 10
 MAX_SERIES_MINUTES = SECOND_TTL // 60 - 1  # a minute's hash may expire 15 minutes after its last write
@@ -249,10 +252,23 @@ def _family(
     return lines
 
 
-def _read_store() -> tuple[dict[int, dict[bytes, bytes]], dict[int, dict[bytes, bytes]], dict[int, int]]:
-    """Totals and latency hashes per drop, and drift counts, in two round trips."""
+def gate_refusals(*, drop_id: int) -> int:
+    """Reserves of the drop the Redis gate turned away; raises RedisError when Redis is down."""
+    return int(_client().hget(GATE_REFUSALS_KEY, str(drop_id)) or 0)
+
+
+def _read_store() -> tuple[
+    dict[int, dict[bytes, bytes]], dict[int, dict[bytes, bytes]], dict[int, int], dict[int, int]
+]:
+    """Totals and latency hashes per drop, drift counts and gate refusals, in two round trips."""
     client = _client()
-    raw_ids, raw_drift = client.pipeline(transaction=False).smembers(DROPS_KEY).hgetall(DRIFT_KEY).execute()
+    raw_ids, raw_drift, raw_gate = (
+        client.pipeline(transaction=False)
+        .smembers(DROPS_KEY)
+        .hgetall(DRIFT_KEY)
+        .hgetall(GATE_REFUSALS_KEY)
+        .execute()
+    )
     ids = sorted(int(raw) for raw in raw_ids)
     pipe = client.pipeline(transaction=False)
     for drop_id in ids:
@@ -262,7 +278,8 @@ def _read_store() -> tuple[dict[int, dict[bytes, bytes]], dict[int, dict[bytes, 
     totals = {drop_id: replies[2 * i] for i, drop_id in enumerate(ids)}
     latency = {drop_id: replies[2 * i + 1] for i, drop_id in enumerate(ids)}
     drift = {int(raw_id): int(count) for raw_id, count in raw_drift.items()}
-    return totals, latency, drift
+    gate = {int(raw_id): int(count) for raw_id, count in raw_gate.items()}
+    return totals, latency, drift, gate
 
 
 def render_prometheus(extra: Sequence[Gauge] = ()) -> str:
@@ -272,12 +289,12 @@ def render_prometheus(extra: Sequence[Gauge] = ()) -> str:
     Redis down the caller's gauges are still rendered and floodgate_metrics_store_up is 0.
     """
     try:
-        totals, latency, drift = _read_store()
+        totals, latency, drift, gate = _read_store()
         store_up = 1
     except (RedisError, OSError) as error:
         _warn(error)
-        totals, latency, drift, store_up = {}, {}, {}, 0
-    ids = sorted(set(totals) | set(drift))
+        totals, latency, drift, gate, store_up = {}, {}, {}, {}, 0
+    ids = sorted(set(totals) | set(drift) | set(gate))
     slugs = dict(Drop.objects.filter(pk__in=ids).values_list("id", "slug")) if ids else {}
 
     requests: list[tuple[str, Mapping[str, str], float]] = []
@@ -308,6 +325,12 @@ def render_prometheus(extra: Sequence[Gauge] = ()) -> str:
             "counter",
             "Times the stock invariant was found broken for the drop.",
             (("", {"drop": slugs[i]}, n) for i, n in sorted(drift.items()) if i in slugs),
+        ),
+        *_family(
+            "floodgate_gate_refusals_total",
+            "counter",
+            "Reserves the Redis gate answered 'sold out' without a database query.",
+            (("", {"drop": slugs[i]}, n) for i, n in sorted(gate.items()) if i in slugs),
         ),
         *_family(
             "floodgate_metrics_store_up", "gauge", "1 if Redis answered this scrape.", [("", {}, store_up)]
