@@ -68,6 +68,8 @@ class DropForm(forms.ModelForm):
             "per_buyer_limit",
             "waiting_room",
             "admission_wave_seconds",
+            "admission_percent",
+            "redis_gate",
         ]
 
     def clean(self) -> dict[str, object]:
@@ -138,7 +140,19 @@ class DropAdmin(admin.ModelAdmin):
             "Stock",
             {"fields": ["quantity", "inventory_mode", "bucket_count", "unit_labels", "unit_labels_file"]},
         ),
-        ("Buyers", {"fields": ["hold_seconds", "per_buyer_limit", "waiting_room", "admission_wave_seconds"]}),
+        (
+            "Buyers and waiting room",
+            {
+                "fields": [
+                    "hold_seconds",
+                    "per_buyer_limit",
+                    "waiting_room",
+                    "admission_wave_seconds",
+                    "admission_percent",
+                    "redis_gate",
+                ]
+            },
+        ),
         ("Kill switch", {"fields": ["paused", "paused_at", "paused_by", "pause_reason"]}),
     ]
 

@@ -32,6 +32,13 @@ class Command(BaseCommand):
         room.add_argument("--waiting-room", dest="waiting_room", action="store_true")
         room.add_argument("--no-waiting-room", dest="waiting_room", action="store_false")
         parser.set_defaults(waiting_room=False)
+        parser.add_argument(
+            "--admission-percent", type=int, default=150, help="each wave admits this %% of the units left"
+        )
+        parser.add_argument("--wave-seconds", type=int, default=5, help="seconds between admission waves")
+        parser.add_argument(
+            "--redis-gate", action="store_true", help="answer most 'sold out's from a Redis count first"
+        )
         parser.add_argument("--price-minor", type=int, default=4900)
         parser.add_argument("--currency", default="EUR")
         parser.add_argument("--sku", default=None, help="defaults to the slug, upper-cased")
@@ -67,6 +74,9 @@ class Command(BaseCommand):
                 hold_seconds=int(opts["hold_seconds"]),
                 per_buyer_limit=int(opts["per_buyer_limit"]),
                 waiting_room=bool(opts["waiting_room"]),
+                admission_wave_seconds=int(opts["wave_seconds"]),
+                admission_percent=int(opts["admission_percent"]),
+                redis_gate=bool(opts["redis_gate"]),
                 unit_labels=labels,
             )
         except InvalidInput as error:
@@ -80,6 +90,10 @@ class Command(BaseCommand):
                     "buckets": drop.bucket_count,
                     "starts_at": drop.starts_at.isoformat(),
                     "ends_at": drop.ends_at.isoformat(),
+                    "waiting_room": drop.waiting_room,
+                    "admission_percent": drop.admission_percent,
+                    "wave_seconds": drop.admission_wave_seconds,
+                    "redis_gate": drop.redis_gate,
                 }
             )
         )
