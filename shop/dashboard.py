@@ -1,6 +1,7 @@
 """What on-call sees: per drop the invariant, the traffic and the kill switch's history.
 
-Reads the same invariant SQL as `check_invariant` and the watchdog.
+Reads the same invariant SQL as `check_invariant` and the watchdog, the waiting room's
+snapshot (line length and admitted mark) and, for gated drops, the Redis gate's count.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from django.db import connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from admission import gate, state
 from checkout.selectors import payments_needing_attention
 from inventory.selectors import bucket_levels, invariant, stranded_units
 from shop import metrics, sql
@@ -53,7 +55,66 @@ def traffic(drop_id: int) -> dict[str, object]:
         }
 
 
-def drop_panel(drop: Drop) -> dict[str, object]:
+def queues(drops: list[Drop]) -> dict[int, dict[str, int]]:
+    """Waiting-room drops' line (buyers not yet admitted) and admitted mark, from one statement."""
+    rooms = [d for d in drops if d.waiting_room]
+    if not rooms:
+        return {}
+    return {
+        snap.drop.pk: {
+            "queue_length": int(snap.queue_json()["waiting"]),
+            "admitted_through": snap.admitted_through,
+        }
+        for snap in state.compute(rooms)
+    }
+
+
+def gates(drops: list[Drop]) -> dict[int, gate.GateStatus]:
+    """Gated drops' Redis counts; empty while Redis is out (the cards then show no count)."""
+    gated = [d.pk for d in drops if d.redis_gate]
+    if not gated:
+        return {}
+    try:
+        return gate.status(gated)
+    except (RedisError, OSError):
+        return {}
+
+
+def gate_panel(drop: Drop, claimable: int, status: gate.GateStatus | None) -> dict[str, object]:
+    """The gate's count next to what the database would let a claim take.
+
+    They differ by the claims in flight and, for up to a second (the reconcile), by units
+    that came back; a larger gap is flagged for a look. It is not drift: the count sells
+    nothing, PostgreSQL decides.
+    """
+    if not drop.redis_gate:
+        return {
+            "redis_gate": False,
+            "gate": None,
+            "gate_in_flight": None,
+            "gate_database": claimable,
+            "gate_mismatch": False,
+            "gate_refusals": None,
+        }
+    count = status.count if status else None
+    in_flight = status.in_flight if status else 0
+    try:
+        refusals: int | None = metrics.gate_refusals(drop_id=drop.pk)
+    except (RedisError, OSError):
+        refusals = None
+    return {
+        "redis_gate": True,
+        "gate": count,
+        "gate_in_flight": in_flight,
+        "gate_database": claimable,
+        "gate_mismatch": count is not None and abs(count - claimable) > in_flight,
+        "gate_refusals": refusals,
+    }
+
+
+def drop_panel(
+    drop: Drop, queue: dict[str, int] | None = None, gate_status: gate.GateStatus | None = None
+) -> dict[str, object]:
     numbers = invariant(drop_id=drop.pk)
     return {
         "id": drop.pk,
@@ -62,8 +123,9 @@ def drop_panel(drop: Drop) -> dict[str, object]:
         "state": drop.state.value,
         "pause_reason": drop.pause_reason,
         **numbers.as_json(),
-        "queue_length": None,  # the waiting room reports here once it exists
-        "admitted_through": None,
+        "queue_length": queue["queue_length"] if queue else None,
+        "admitted_through": queue["admitted_through"] if queue else None,
+        **gate_panel(drop, numbers.available + numbers.expired_unreclaimed, gate_status),
         **traffic(drop.pk),
         "stranded": stranded_units(drop_id=drop.pk),
         "buckets": bucket_levels(drop_id=drop.pk),
@@ -80,9 +142,11 @@ def drop_panel(drop: Drop) -> dict[str, object]:
 
 
 def snapshot() -> dict[str, object]:
+    drops = watched_drops()
+    lines, counts = queues(drops), gates(drops)
     return {
         "at": timezone.now().isoformat(),
         "lock_waits": lock_waits(),
         "payments_needing_attention": sum(payments_needing_attention().values()),
-        "drops": [drop_panel(drop) for drop in watched_drops()],
+        "drops": [drop_panel(drop, lines.get(drop.pk), counts.get(drop.pk)) for drop in drops],
     }
