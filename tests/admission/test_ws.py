@@ -1,0 +1,140 @@
+"""The waiting room's WebSocket against a real daphne, the Redis channel layer and real clients."""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.utils import timezone
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from admission import services, state
+from shop.models import ApiToken, Drop
+from tests.factories import make_buyer, make_drop
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def socket(base: str, slug: str) -> ClientConnection:
+    url = base.replace("http://", "ws://") + f"/ws/drops/{slug}/queue/"
+    return connect(url, origin=base, open_timeout=10)  # type: ignore[arg-type]
+
+
+def message(client: ClientConnection) -> dict[str, object]:
+    return json.loads(client.recv(timeout=10))
+
+
+def close_code(client: ClientConnection) -> int | None:
+    with pytest.raises(ConnectionClosed) as closed:
+        for _ in range(5):
+            client.recv(timeout=10)
+    return closed.value.rcvd.code if closed.value.rcvd else None
+
+
+def wave(drop: Drop, later: timedelta) -> int:
+    """Force a wave as if `later` had passed (the admitted buyers' token lifetime is over)."""
+    done = services.run_wave(Drop.objects.get(pk=drop.pk), now=timezone.now() + later, force=True)
+    assert done is not None
+    return done.admitted_through
+
+
+def line_up(drop: Drop, make_buyers, n: int) -> list[int]:
+    services.run_wave(drop)  # the start: nobody came early, so joiners get numbers at once
+    return [services.join(drop=drop, buyer_id=b).number for b in make_buyers(n, prefix=f"{drop.slug}-")]
+
+
+def test_every_waiting_client_hears_every_wave_in_order(live_daphne: str, make_buyers) -> None:
+    # given 30 buyers in line for 5 units and 20 pages watching
+    drop = make_drop(slug="ws-waves", quantity=5, waiting_room=True, admission_percent=100)
+    assert line_up(drop, make_buyers, 30) == list(range(1, 31))
+    with ExitStack() as stack:
+        clients = [stack.enter_context(socket(live_daphne, "ws-waves")) for _ in range(20)]
+        opening = [message(c) for c in clients]
+        assert {(m["admitted_through"], m["state"], m["remaining"]) for m in opening} == {(0, "admitting", 5)}
+
+        # when five waves run (nobody buys; each comes a token lifetime after the last)
+        marks = [wave(drop, timedelta(seconds=200 * (i + 1))) for i in range(5)]
+
+        # then every client hears all five, once each, in order
+        assert marks == [5, 10, 15, 20, 25]
+        for client in clients:
+            heard = [message(client) for _ in marks]
+            assert [m["admitted_through"] for m in heard] == marks
+            assert all(m["state"] == "admitting" and m["remaining"] == 5 for m in heard)
+
+
+def test_a_buyer_whose_position_reaches_zero_gets_a_token_from_the_api(live_daphne: str, make_buyers) -> None:
+    drop = make_drop(slug="ws-mine", quantity=4, waiting_room=True, admission_percent=100)
+    line_up(drop, make_buyers, 5)
+    buyer = make_buyer("wendy")
+    ApiToken.objects.create(user=buyer, digest=ApiToken.digest_of("token-wendy"))
+    ticket = services.join(drop=drop, buyer_id=buyer.pk).number
+    api = httpx.Client(base_url=live_daphne, headers={"Authorization": "Bearer token-wendy"}, timeout=10)
+    assert ticket == 6
+
+    with socket(live_daphne, "ws-mine") as client:
+        positions = [ticket - int(message(client)["admitted_through"])]
+        before = api.get("/api/drops/ws-mine/queue").json()
+        wave(drop, timedelta(seconds=200))
+        positions.append(max(0, ticket - int(message(client)["admitted_through"])))
+        wave(drop, timedelta(seconds=400))
+        positions.append(max(0, ticket - int(message(client)["admitted_through"])))
+    after = api.get("/api/drops/ws-mine/queue").json()
+
+    assert positions == [6, 2, 0]
+    assert before["position"] == 6 and before["admitted"] is False and before["admission_token"] is None
+    assert after["position"] == 0 and after["admitted"] is True and after["admission_token"]
+
+
+def test_a_client_that_comes_back_gets_the_current_mark_at_once(
+    live_daphne: str, make_buyers, redis: object
+) -> None:
+    drop = make_drop(slug="ws-back", quantity=3, waiting_room=True, admission_percent=100)
+    line_up(drop, make_buyers, 20)
+    with socket(live_daphne, "ws-back") as client:
+        assert message(client)["admitted_through"] == 0
+        wave(drop, timedelta(seconds=200))
+        assert message(client)["admitted_through"] == 3
+
+    # while it is away, two waves pass
+    wave(drop, timedelta(seconds=400))
+    assert wave(drop, timedelta(seconds=600)) == 9
+
+    with socket(live_daphne, "ws-back") as client:
+        assert message(client)["admitted_through"] == 9
+    # the published snapshot gone (Redis restarted, key expired): read from PostgreSQL instead
+    redis.delete(state.KEY.format(slug="ws-back"))
+    with socket(live_daphne, "ws-back") as client:
+        back = message(client)
+        assert back["admitted_through"] == 9 and back["remaining"] == 3 and back["last_ticket"] == 20
+
+
+@pytest.mark.parametrize("slug", ["no-such-drop", "ws-plain", "NOT_A_SLUG"])
+def test_a_socket_for_no_waiting_room_is_closed_with_4404(live_daphne: str, slug: str) -> None:
+    make_drop(slug="ws-plain", waiting_room=False)
+
+    with socket(live_daphne, slug) as client:
+        assert close_code(client) == 4404
+
+
+def test_a_ping_gets_a_pong_and_garbage_gets_told_then_closed(live_daphne: str) -> None:
+    make_drop(slug="ws-talk", waiting_room=True)
+
+    with socket(live_daphne, "ws-talk") as client:
+        message(client)
+        client.send(json.dumps({"type": "ping"}))
+        assert message(client) == {"type": "pong"}
+        client.send("not json")
+        assert message(client)["error"] == "bad_frame"
+        client.send(json.dumps({"type": "subscribe", "slug": "other"}))
+        assert message(client)["error"] == "bad_frame"
+        client.send("[]")
+        assert close_code(client) == 4400
+    with socket(live_daphne, "ws-talk") as client:
+        message(client)
+        client.send("x" * 10_000)
+        assert close_code(client) == 4400
