@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from contextlib import ExitStack
 from datetime import timedelta
 
@@ -111,6 +112,19 @@ def test_a_client_that_comes_back_gets_the_current_mark_at_once(
     with socket(live_daphne, "ws-back") as client:
         back = message(client)
         assert back["admitted_through"] == 9 and back["remaining"] == 3 and back["last_ticket"] == 20
+
+
+def test_a_client_waiting_longer_than_the_redis_read_timeout_still_hears_the_wave(
+    live_daphne: str, make_buyers
+) -> None:
+    # Waiting is mostly silence: the socket must outlive the channel layer's blocking read (5 s).
+    drop = make_drop(slug="ws-idle", quantity=2, waiting_room=True, admission_percent=100)
+    line_up(drop, make_buyers, 5)
+    with socket(live_daphne, "ws-idle") as client:
+        assert message(client)["admitted_through"] == 0
+        time.sleep(8)
+        wave(drop, timedelta(seconds=200))
+        assert message(client)["admitted_through"] == 2
 
 
 @pytest.mark.parametrize("slug", ["no-such-drop", "ws-plain", "NOT_A_SLUG"])
