@@ -17,7 +17,9 @@
 
   function eta(position, pace, state) {
     if (position === 0) return "any moment";
-    if (state !== "admitting") return "on hold until units are on sale";
+    if (state === "paused") return "on hold while the sale is paused";
+    if (state === "all_held" || state === "sold_out") return "on hold until units come back";
+    if (state !== "admitting") return "—";
     if (!(pace > 0)) return "working it out…";
     var minutes = position / pace;
     if (minutes < 1) return "under a minute";
@@ -120,7 +122,7 @@
     }
     socket.onopen = function () {
       backoff = BACKOFF_MIN;
-      connection("Live");
+      connection("Updating live");
       stopPolling();
     };
     socket.onmessage = function (event) {

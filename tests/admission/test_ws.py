@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from contextlib import ExitStack
@@ -9,6 +10,8 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.utils import timezone
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
@@ -125,6 +128,20 @@ def test_a_client_waiting_longer_than_the_redis_read_timeout_still_hears_the_wav
         time.sleep(8)
         wave(drop, timedelta(seconds=200))
         assert message(client)["admitted_through"] == 2
+
+
+def test_the_channel_layer_waits_through_a_silence_longer_than_its_blocking_read() -> None:
+    # A consumer waits on BZPOPMIN for 5 s at a time; a client read timeout of 5 s kills it.
+    layer = get_channel_layer()
+
+    async def hear_after_silence() -> dict[str, object]:
+        channel = await layer.new_channel()
+        asyncio.get_running_loop().call_later(
+            7, lambda: asyncio.ensure_future(layer.send(channel, {"type": "queue.update"}))
+        )
+        return await asyncio.wait_for(layer.receive(channel), timeout=15)
+
+    assert async_to_sync(hear_after_silence)() == {"type": "queue.update"}
 
 
 @pytest.mark.parametrize("slug", ["no-such-drop", "ws-plain", "NOT_A_SLUG"])

@@ -85,7 +85,7 @@ def test_two_buyers_watch_their_place_fall_live_and_the_first_reserves(
     join_from_the_link(ann, live_daphne, "ann")
     join_from_the_link(bob, live_daphne, "bob")
     for page in (ann, bob):
-        page.wait_for_selector("#connection:text('Live')")
+        page.wait_for_selector("#connection:text('Updating live')")
     assert ann.locator("#ticket").inner_text() == "#4" and bob.locator("#ticket").inner_text() == "#5"
     position_is(ann, 4)
     position_is(bob, 5)
