@@ -93,7 +93,9 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "fg-channels"},
+        # The layer waits for messages in 5 s blocking reads; redis-py 8 gives up on any read
+        # after 5 s by default, which killed idle sockets. A read timeout above the block fixes it.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 10}], "prefix": "fg-channels"},
     }
 }
 
