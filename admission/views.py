@@ -24,6 +24,8 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404(error.detail) from None
     if not drop.waiting_room:
         return redirect(drop)
+    if "prefetch" in request.headers.get("Sec-Purpose", request.headers.get("Purpose", "")):
+        return HttpResponse(status=204)  # a browser guessing ahead must not put anyone in line
     try:
         # Joining is idempotent: a reload, a second tab or a shared link keeps the ticket.
         place = services.join(drop=drop, buyer_id=request.user.pk)

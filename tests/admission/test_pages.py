@@ -186,3 +186,15 @@ def test_a_scheduled_waiting_room_drop_invites_early_joiners() -> None:
     html = Client().get("/drops/wr-soon/").content.decode()
 
     assert "Goes live in" in html and "Join the waiting room" in html and 'id="buy"' not in html
+
+
+def test_a_browser_prefetch_does_not_put_anyone_in_line() -> None:
+    drop = make_drop(slug="wr-prefetch", quantity=2, waiting_room=True)
+    client = logged_in("pre")
+
+    response = client.get("/drops/wr-prefetch/queue/", headers={"Sec-Purpose": "prefetch;prerender"})
+
+    assert response.status_code == 204
+    assert not Ticket.objects.filter(drop=drop).exists()
+    assert client.get("/drops/wr-prefetch/queue/").status_code == 200
+    assert Ticket.objects.filter(drop=drop).count() == 1
