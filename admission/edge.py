@@ -1,13 +1,407 @@
-"""The admission edge: answers most of the crowd before Django (work in progress: passes through)."""
+"""The admission edge: the cheap "no", answered before Django from process-local snapshots.
+
+Most of a drop's crowd asks questions whose answer is already known (is it on? sold out?
+paused? admitted?), and most reserve attempts cannot succeed. This raw ASGI layer answers
+those from each drop's snapshot (admission.state publishes it to Redis every second, and at
+once on pause, resume and sold out) without entering Django or querying PostgreSQL: an
+answer from here costs a dict lookup, where Django's handler costs ~10-40x more (DESIGN.md
+section 7).
+
+What keeps it honest:
+
+- It only ever says "no" or shows the drop's public state, never "yes": whatever might
+  succeed goes through Django to the claim statements, which decide.
+- A snapshot it is unsure of (none, older than MAX_AGE, Redis away) is unknown, and
+  unknown passes through: Django reads PostgreSQL.
+- Claim attempts into Django are bounded per process (CLAIM_CONCURRENCY): beyond the
+  bound the answer is 503 with Retry-After at once, so the database pool never drains and
+  losers fail fast.
+- Trouble of its own (a bad snapshot, a bug) passes the request through; it never fails one.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import html
+import json
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+
+import redis.asyncio as aioredis
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from admission import state, tokens
+from shop.errors import Busy, Ended, FloodgateError, NotAdmitted, NotStarted, Paused, SoldOut
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger(__name__)
+
+MAX_AGE = 5.0  # seconds: an older snapshot (by its "at" or its arrival) is unknown
+REFRESH_AFTER = 1.0  # seconds: re-read the key after this; the tick only publishes changes
+MAX_ENTRIES = 10_000  # snapshots and "no such drop" answers kept; random slugs cannot grow it further
+
+STATE, CLAIM_JSON, CLAIM_PAGE = "state", "claim_json", "claim_page"
+STATE_PATH = re.compile(r"/api/drops/([^/]+)")
+CLAIM_JSON_PATH = re.compile(r"/api/drops/([^/]+)/holds")
+CLAIM_PAGE_PATH = re.compile(r"/drops/([^/]+)/buy")
+SLUG = re.compile(r"[-a-zA-Z0-9_]{1,80}")  # Django's slug converter, within Drop.slug's length
+
+# Django's answers carry these (SecurityMiddleware, XFrameOptionsMiddleware); so do ours.
+COMMON_HEADERS = [
+    (b"x-floodgate-edge", b"hit"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+]
+# Django's own wording for the same refusals (holds.services, inventory.services).
+PAUSED = "This sale is paused. It resumes shortly."
+ENDED = "This drop has ended."
+SOLD_OUT = "Sold out. Units come back if a buyer does not pay in time."
+BUSY = "The shop is very busy; try again in a second."
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """One drop's published snapshot, checked and digested once for the hot path."""
+
+    drop: dict[str, Any]  # the public drop JSON (GET /api/drops/<slug>)
+    body: bytes  # ... encoded as Django's JsonResponse would
+    drop_id: int | None
+    at: float  # when it was computed (publisher's wall clock)
+    starts_at: datetime
+    ends_at: float  # epoch seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    known: Known | None  # None: no snapshot (no such drop, key expired, Redis away)
+    received: float  # time.monotonic() when it came
+
+
+def parse(raw: bytes | str) -> Known:
+    """A published snapshot; ValueError, KeyError or TypeError for anything else."""
+    snap = json.loads(raw)
+    drop = snap["drop"]
+    drop_id = snap.get("drop_id")
+    if not isinstance(drop, dict) or not isinstance(drop["slug"], str) or not isinstance(drop["state"], str):
+        raise TypeError("not a drop snapshot")
+    if drop_id is not None and (isinstance(drop_id, bool) or not isinstance(drop_id, int)):
+        raise TypeError("drop_id is not an integer")
+    return Known(
+        drop=drop,
+        body=json.dumps(drop).encode(),
+        drop_id=drop_id,
+        at=float(snap["at"]),
+        starts_at=datetime.fromisoformat(drop["starts_at"]).astimezone(UTC),
+        ends_at=datetime.fromisoformat(drop["ends_at"]).timestamp(),
+    )
+
+
+def refusal(known: Known, *, token: str | None, now: float) -> FloodgateError | None:
+    """Why a reserve would surely fail now, in the order Django checks; None: let it try.
+
+    Every branch is a "no" that a stale snapshot can only make too early (a buyer turned
+    away who might have won), never a "yes".
+    """
+    drop = known.drop
+    if drop.get("waiting_room") is True and known.drop_id is not None:
+        try:
+            tokens.claims(token, drop_id=known.drop_id)  # HMAC only; Django checks the buyer
+        except NotAdmitted as error:
+            return error
+    current = drop["state"]
+    if current == "paused":
+        return Paused(PAUSED)
+    if current == "scheduled":
+        if now < known.starts_at.timestamp():
+            starts = known.starts_at
+            return NotStarted(f"This drop opens at {starts:%H:%M:%S} UTC.", starts_at=starts.isoformat())
+        return None  # it has just opened: the next snapshot says so, Django decides meanwhile
+    if current == "ended" or now >= known.ends_at:
+        return Ended(ENDED)
+    if drop.get("sold_out") is True:
+        return SoldOut(SOLD_OUT)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: bytes
+    content_type: bytes = b"application/json"
+    retry_after: int | None = None
+
+    @classmethod
+    def error(cls, error: FloodgateError) -> Answer:
+        """The body shop.api.error_response gives the same error."""
+        body = {"error": error.code, "detail": error.detail, **error.extra}
+        return cls(error.status, json.dumps(body).encode(), retry_after=error.retry_after)
+
+    async def send(self, send: Send, *, head: bool = False) -> None:
+        headers = [
+            (b"content-type", self.content_type),
+            (b"content-length", str(len(self.body)).encode()),
+            *COMMON_HEADERS,
+        ]
+        if self.retry_after is not None:
+            headers.append((b"retry-after", str(self.retry_after).encode()))
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if head else self.body})
+
+
+BUSY_JSON = Answer.error(Busy(BUSY))
+
+
+def busy_page(slug: str) -> Answer:
+    back = f' <a href="/drops/{html.escape(slug)}/">Back to the drop</a>' if SLUG.fullmatch(slug) else ""
+    page = (
+        '<!doctype html><html lang="en"><meta charset="utf-8"><title>Very busy</title>'
+        f"<p>The shop is very busy right now; press the button again in a second.{back}</p></html>"
+    )
+    return Answer(503, page.encode(), content_type=b"text/html; charset=utf-8", retry_after=1)
+
+
+def route(scope: Scope) -> tuple[str, str] | None:
+    """(what, slug) for the requests the edge looks at; None for everything else."""
+    path, method = scope.get("path", ""), scope.get("method", "")
+    if method == "POST":
+        if found := CLAIM_JSON_PATH.fullmatch(path):
+            return CLAIM_JSON, found[1]
+        if found := CLAIM_PAGE_PATH.fullmatch(path):
+            return CLAIM_PAGE, found[1]
+    elif method in ("GET", "HEAD") and (found := STATE_PATH.fullmatch(path)):
+        return STATE, found[1]
+    return None
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
 
 
 class Edge:
-    def __init__(self, app: Any) -> None:
-        self.app = app
+    """Wraps Django's ASGI application (HTTP only); one per process, shared by all its requests."""
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        await self.app(scope, receive, send)
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        claim_limit: int | None = None,  # None: settings.CLAIM_CONCURRENCY, read per request
+        redis_url: str | None = None,  # None: settings.REDIS_URL
+        max_age: float = MAX_AGE,
+        refresh_after: float = REFRESH_AFTER,
+    ) -> None:
+        self.app = app
+        self.claim_limit = claim_limit
+        self.redis_url = redis_url
+        self.max_age = max_age
+        self.refresh_after = refresh_after
+        self.in_flight = 0  # claim requests inside Django now; the event loop is one thread
+        self.listening = False  # subscribed to the snapshots channel
+        self.stats: Counter[str] = Counter()  # hit, busy, fetch, message (tests, bench)
+        self._cache: dict[str, Entry] = {}
+        self._fetching: dict[str, asyncio.Future[Entry]] = {}
+        self._hosts: dict[str, bool] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._redis: aioredis.Redis | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._warned = 0.0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        found = route(scope) if scope["type"] == "http" else None
+        if found is None:
+            return await self.app(scope, receive, send)
+        kind, slug = found
+        answer = None
+        if kind != CLAIM_PAGE:  # pages pass through: Django shows the reason on the drop page
+            try:
+                answer = await self._answer(kind, slug, scope)
+            except Exception:
+                self._trouble("could not answer %s %r", scope["method"], scope["path"], exc_info=True)
+        if answer is not None:
+            self.stats["hit"] += 1
+            return await answer.send(send, head=scope["method"] == "HEAD")
+        if kind == STATE:
+            return await self.app(scope, receive, send)
+        limit = settings.CLAIM_CONCURRENCY if self.claim_limit is None else self.claim_limit
+        if self.in_flight >= limit:
+            self.stats["busy"] += 1
+            return await (BUSY_JSON if kind == CLAIM_JSON else busy_page(slug)).send(send)
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+    def forget(self) -> None:
+        """Drop every local snapshot (tests; the next request reads Redis)."""
+        self._cache.clear()
+
+    async def aclose(self) -> None:
+        """Stop the subscriber and close the Redis clients (tests; a server just exits)."""
+        listener = self._listener
+        while listener is not None and not listener.done():
+            # redis-py can swallow a cancel that lands while it connects: ask until it stops.
+            listener.cancel()
+            await asyncio.wait({listener}, timeout=0.1)
+        if self._redis is not None:
+            await self._redis.aclose()
+        self._loop = self._listener = self._redis = None
+
+    async def _answer(self, kind: str, slug: str, scope: Scope) -> Answer | None:
+        if not SLUG.fullmatch(slug) or not self._may_answer(scope):
+            return None
+        known = await self._known(slug)
+        if known is None:
+            return None
+        if kind == STATE:
+            return Answer(200, known.body)
+        why = refusal(known, token=header(scope, b"x-admission-token"), now=time.time())
+        return None if why is None else Answer.error(why)
+
+    def _may_answer(self, scope: Scope) -> bool:
+        """Only where Django would answer too: an allowed Host, and no redirect to HTTPS due."""
+        if settings.SECURE_SSL_REDIRECT and not self._secure(scope):
+            return False
+        host = header(scope, b"host") or ""
+        allowed = self._hosts.get(host)
+        if allowed is None:
+            hosts = settings.ALLOWED_HOSTS
+            if settings.DEBUG and not hosts:
+                hosts = [".localhost", "127.0.0.1", "[::1]"]  # as HttpRequest.get_host does
+            domain, _port = split_domain_port(host)
+            allowed = bool(domain) and validate_host(domain, hosts)
+            if len(self._hosts) > 256:
+                self._hosts.clear()
+            self._hosts[host] = allowed
+        return allowed
+
+    @staticmethod
+    def _secure(scope: Scope) -> bool:
+        if scope.get("scheme") == "https":
+            return True
+        if not settings.SECURE_PROXY_SSL_HEADER:
+            return False
+        name, value = settings.SECURE_PROXY_SSL_HEADER
+        sent = header(scope, name.removeprefix("HTTP_").replace("_", "-").lower().encode())
+        return sent is not None and sent.split(",", 1)[0].strip() == value
+
+    # Snapshots ------------------------------------------------------------------------------
+
+    async def _known(self, slug: str) -> Known | None:
+        self._start()
+        entry = self._cache.get(slug)
+        if entry is None or time.monotonic() - entry.received > self.refresh_after:
+            entry = await self._fetch(slug)
+        known = entry.known
+        if known is None or time.time() - known.at > self.max_age:
+            return None
+        return known
+
+    async def _fetch(self, slug: str) -> Entry:
+        """One Redis GET per slug at a time, however many requests ask for it."""
+        pending = self._fetching.get(slug)
+        if pending is None:
+            pending = asyncio.ensure_future(self._get(slug))
+            self._fetching[slug] = pending
+            pending.add_done_callback(
+                lambda done: self._fetching.pop(slug) if self._fetching.get(slug) is done else None
+            )
+        # Shielded: one waiter going away (a client hung up) must not cancel it for the others.
+        return await asyncio.shield(pending)
+
+    async def _get(self, slug: str) -> Entry:
+        started = time.monotonic()
+        self.stats["fetch"] += 1
+        known: Known | None = None
+        try:
+            raw = await self._client().get(state.KEY.format(slug=slug))
+            known = parse(raw) if raw is not None else None
+        except Exception as error:  # Redis away, or a snapshot we cannot read: unknown for a while
+            self._trouble("cannot read the snapshot of %r: %s", slug, error)
+        latest = self._cache.get(slug)
+        if latest is not None and (
+            latest.received >= started  # a message came meanwhile: at least as new
+            or (latest.known is not None and known is not None and latest.known.at > known.at)
+        ):
+            return latest
+        entry = Entry(known, time.monotonic())
+        self._store(slug, entry)
+        return entry
+
+    def _receive(self, raw: bytes | str) -> None:
+        self.stats["message"] += 1
+        try:
+            known = parse(raw)
+        except (ValueError, KeyError, TypeError) as error:
+            self._trouble("ignored a snapshot message: %s", error)
+            return
+        slug = known.drop["slug"]
+        old = self._cache.get(slug)
+        if old is not None and old.known is not None and old.known.at > known.at:
+            return  # never back in time
+        self._store(slug, Entry(known, time.monotonic()))
+
+    def _store(self, slug: str, entry: Entry) -> None:
+        if len(self._cache) >= MAX_ENTRIES and slug not in self._cache:
+            self._cache.clear()  # rare (a flood of made-up slugs): start over rather than grow
+        self._cache[slug] = entry
+
+    def _client(self) -> aioredis.Redis:
+        if self._redis is None:
+            self._redis = aioredis.Redis.from_url(
+                self.redis_url or settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5
+            )
+        return self._redis
+
+    def _start(self) -> None:
+        """Start the subscriber on first use, again if it died; a new event loop gets new clients."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # clients and futures belong to the loop that made them
+            self._loop, self._redis, self._listener, self._fetching = loop, None, None, {}
+            self.listening = False
+        if self._listener is None or self._listener.done():
+            self._listener = loop.create_task(self._listen(), name="admission-edge-listener")
+
+    async def _listen(self) -> None:
+        """Keep the local snapshots fresh from the channel; after any trouble, reconnect."""
+        while True:
+            client = aioredis.Redis.from_url(
+                self.redis_url or settings.REDIS_URL, socket_connect_timeout=1, health_check_interval=10
+            )
+            try:
+                async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(state.CHANNEL)
+                    self.listening = True
+                    while True:
+                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                        if message is not None:
+                            self._receive(message["data"])
+            except Exception as error:
+                self._trouble("snapshot channel lost: %s", error)
+            finally:
+                self.listening = False
+                await client.aclose()
+            await asyncio.sleep(1)
+
+    def _trouble(self, message: str, *args: object, exc_info: bool = False) -> None:
+        """Log at most every ten seconds: under a crowd the same trouble repeats per request."""
+        now = time.monotonic()
+        if now - self._warned >= 10:
+            self._warned = now
+            log.warning("admission edge: " + message, *args, exc_info=exc_info)

@@ -78,6 +78,7 @@ class Snapshot:
 
     def as_json(self) -> dict[str, object]:
         return {
+            "drop_id": self.drop.pk,  # for the edge's token check; not part of the public drop JSON
             "drop": DropView(self.drop, self.state, self.available).as_json(),
             "queue": self.queue_json(),
             "at": time.time(),

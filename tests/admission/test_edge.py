@@ -1,0 +1,579 @@
+"""The admission edge: the cheap "no" from process-local snapshots, before Django and PostgreSQL.
+
+These drive the real `shop.asgi.application` in-process with raw ASGI messages. Django runs
+views in threads of its own, so queries are counted on every connection any thread opens,
+and "entered Django" is counted by Django's request_started signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+import redis as redis_lib
+from django.core.signals import request_started
+from django.db import connection, connections
+from django.db.backends.signals import connection_created
+from django.test import override_settings
+from django.utils import timezone
+
+from admission import state, tokens
+from admission.edge import Edge
+from holds.models import Hold
+from holds.services import reserve
+from inventory.selectors import invariant
+from shop import services as shop_services
+from shop.asgi import application
+from shop.embedded import start_redis
+from shop.models import ApiToken
+from tests.factories import make_buyer, make_drop
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EDGE: Edge = application.application_mapping["http"]
+
+
+# Driving the ASGI application --------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def edge(self) -> bool:
+        return self.headers.get("x-floodgate-edge") == "hit"
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+async def call(
+    method: str,
+    path: str,
+    *,
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+    raw_path: bytes | None = None,
+    app: Any = application,
+) -> Reply:
+    """One HTTP request through the ASGI app, as daphne would hand it over."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": raw_path if raw_path is not None else path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (k.lower().encode(), v.encode("latin-1"))
+            for k, v in ({"host": "127.0.0.1"} | (headers or {})).items()
+        ],
+        "client": ("127.0.0.1", 50123),
+        "server": ("127.0.0.1", 8000),
+    }
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Future()  # the client stays connected; Django cancels this when done
+        raise AssertionError("unreachable")
+
+    started: dict[str, Any] = {}
+    chunks: list[bytes] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            started.update(message)
+        else:
+            chunks.append(message.get("body", b""))
+
+    await app(scope, receive, send)
+    found = {k.decode().lower(): v.decode("latin-1") for k, v in started["headers"]}
+    return Reply(started["status"], found, b"".join(chunks))
+
+
+def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
+    """Run an async scenario on a fresh loop; the edge's subscriber and clients close after it."""
+
+    async def main() -> Any:
+        try:
+            return await scenario()
+        finally:
+            await EDGE.aclose()
+
+    return asyncio.run(main())
+
+
+async def in_thread(fn: Callable[[], Any]) -> Any:
+    """ORM work from inside a scenario: on a thread of its own, its connection closed after."""
+
+    def work() -> Any:
+        try:
+            return fn()
+        finally:
+            connections.close_all()
+
+    return await asyncio.to_thread(work)
+
+
+def bearer(username: str) -> dict[str, str]:
+    user = make_buyer(username)
+    ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
+    return {"authorization": f"Bearer token-{username}"}
+
+
+def reserve_headers(auth: dict[str, str], key: str = "k1", **extra: str) -> dict[str, str]:
+    return {**auth, "idempotency-key": key, "content-type": "application/json", **extra}
+
+
+BODY = json.dumps({"quantity": 1}).encode()
+
+
+# Counting Django's work across threads ---------------------------------------------------
+
+
+class DjangoWork:
+    """Queries on any connection of any thread, and requests that entered Django."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+        self.requests = 0
+        self.active = True
+        self._lock = threading.Lock()
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if self.active:
+            with self._lock:
+                self.queries.append(sql)
+        return execute(sql, params, many, context)
+
+    def install(self, sender: Any = None, connection: Any = None, **_: Any) -> None:
+        if self not in connection.execute_wrappers:
+            connection.execute_wrappers.append(self)
+
+    def started(self, **_: Any) -> None:
+        with self._lock:
+            self.requests += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self.queries.clear()
+            self.requests = 0
+
+
+@pytest.fixture
+def work() -> Iterator[DjangoWork]:
+    counter = DjangoWork()
+    connection_created.connect(counter.install, weak=False)
+    request_started.connect(counter.started, weak=False)
+    for existing in connections.all():
+        counter.install(connection=existing)
+    yield counter
+    counter.active = False
+    connection_created.disconnect(counter.install)
+    request_started.disconnect(counter.started)
+    for existing in connections.all():
+        if counter in existing.execute_wrappers:
+            existing.execute_wrappers.remove(counter)
+
+
+@pytest.fixture(autouse=True)
+def fresh_edge(redis: redis_lib.Redis) -> None:
+    """No snapshot from an earlier test (same slugs, other drops) in Redis or in the edge."""
+    keys = list(redis.scan_iter("fg:drop:*"))
+    if keys:
+        redis.delete(*keys)
+    EDGE.forget()
+
+
+# The cheap answers -------------------------------------------------------------------------
+
+
+def test_drop_state_is_served_by_the_edge_as_django_would(work: DjangoWork, redis: redis_lib.Redis) -> None:
+    drop = make_drop(slug="state", quantity=7)
+    state.refresh([drop.pk])
+    work.reset()
+
+    async def scenario() -> tuple[Reply, Reply]:
+        return await call("GET", "/api/drops/state"), await call("HEAD", "/api/drops/state")
+
+    got, head = run(scenario)
+    assert (work.queries, work.requests) == ([], 0)
+
+    redis.delete("fg:drop:state")
+    EDGE.forget()
+    django = run(lambda: call("GET", "/api/drops/state"))
+
+    assert got.status == 200 and got.edge and got.headers["content-type"] == "application/json"
+    assert got.json() == django.json() and got.json()["remaining"] == 7 and got.json()["state"] == "live"
+    assert head.status == 200 and head.edge and head.body == b""
+    assert head.headers["content-length"] == str(len(got.body))
+    assert not django.edge and work.queries and work.requests == 1
+
+
+def _sold_out():
+    drop = make_drop(slug="gone", quantity=1, per_buyer_limit=1)
+    reserve(drop=drop, buyer_id=make_buyer("early").pk, quantity=1, idempotency_key="k")
+    return drop, {}
+
+
+def _paused():
+    drop = make_drop(slug="gone")
+    shop_services.pause_drop(drop=drop, actor_id=None, reason="wrong price")
+    return drop, {}
+
+
+def _not_started():
+    return make_drop(slug="gone", starts_at=timezone.now() + timedelta(hours=1)), {}
+
+
+def _ended():
+    start = timezone.now() - timedelta(hours=2)
+    return make_drop(slug="gone", starts_at=start, ends_at=start + timedelta(hours=1)), {}
+
+
+def _waiting_room(token: Callable[[int], str | None]):
+    def make():
+        drop = make_drop(slug="gone", waiting_room=True)
+        found = token(drop.pk)
+        return drop, {} if found is None else {"x-admission-token": found}
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("make", "status", "code"),
+    [
+        (_sold_out, 409, "sold_out"),
+        (_paused, 423, "paused"),
+        (_not_started, 425, "not_started"),
+        (_ended, 410, "ended"),
+        (_waiting_room(lambda d: "forged:token:value"), 403, "not_admitted"),
+        (_waiting_room(lambda d: None), 403, "not_admitted"),
+        (_waiting_room(lambda d: tokens.issue(drop_id=d + 1, buyer_id=1, ticket=1)), 403, "not_admitted"),
+        (_waiting_room(lambda d: tokens.issue(drop_id=d, buyer_id=1, ticket=1) + "x"), 403, "not_admitted"),
+    ],
+    ids=["sold-out", "paused", "not-started", "ended", "forged", "no-token", "other-drop", "tampered"],
+)
+def test_a_certain_no_is_answered_without_django(make, status: int, code: str, work: DjangoWork) -> None:
+    drop, extra = make()
+    auth = bearer("bob")
+    state.refresh([drop.pk])
+    work.reset()
+
+    reply = run(
+        lambda: call("POST", "/api/drops/gone/holds", headers=reserve_headers(auth, **extra), body=BODY)
+    )
+
+    assert (reply.status, reply.json()["error"]) == (status, code), reply.body
+    assert reply.json()["detail"] and reply.edge
+    assert (work.queries, work.requests) == ([], 0)
+    assert not Hold.objects.filter(buyer__username="bob").exists()
+
+
+def test_an_expired_token_is_refused_at_the_edge(work: DjangoWork) -> None:
+    drop = make_drop(slug="late", waiting_room=True)
+    token = tokens.issue(drop_id=drop.pk, buyer_id=1, ticket=1)
+    state.refresh([drop.pk])
+    work.reset()
+
+    with override_settings(ADMISSION_TOKEN_SECONDS=-1):
+        reply = run(
+            lambda: call(
+                "POST", "/api/drops/late/holds", headers={"x-admission-token": token, "idempotency-key": "k"}
+            )
+        )
+
+    assert (reply.status, reply.json()["error"], reply.edge) == (403, "not_admitted", True)
+    assert "expired" in reply.json()["detail"] and reply.json()["queue"] is True
+    assert (work.queries, work.requests) == ([], 0)
+
+
+def test_without_a_snapshot_the_same_request_goes_to_django(work: DjangoWork, redis: redis_lib.Redis) -> None:
+    drop, _ = _sold_out()
+    auth = bearer("bob")
+    state.refresh([drop.pk])
+    redis.delete("fg:drop:gone")
+    work.reset()
+
+    reply = run(lambda: call("POST", "/api/drops/gone/holds", headers=reserve_headers(auth), body=BODY))
+
+    assert (reply.status, reply.json()["error"]) == (409, "sold_out")
+    assert not reply.edge
+    assert work.requests == 1 and len(work.queries) >= 3  # the token, the drop, the claim
+
+
+def test_a_stale_snapshot_is_unknown_and_never_says_no_for_django(redis: redis_lib.Redis) -> None:
+    """A snapshot older than the edge's limit says "sold out"; Django, asked instead, sells."""
+    drop = make_drop(slug="fresh", quantity=3)
+    auth = bearer("bob")
+    state.refresh([drop.pk])
+    snap = json.loads(redis.get("fg:drop:fresh"))
+    snap["drop"] |= {"remaining": 0, "sold_out": True}
+    snap["at"] = time.time() - EDGE.max_age - 1
+    redis.set("fg:drop:fresh", json.dumps(snap))
+
+    async def scenario() -> tuple[Reply, Reply]:
+        state_reply = await call("GET", "/api/drops/fresh")
+        return state_reply, await call(
+            "POST", "/api/drops/fresh/holds", headers=reserve_headers(auth), body=BODY
+        )
+
+    looked, bought = run(scenario)
+
+    assert not looked.edge and looked.json()["remaining"] == 3
+    assert bought.status == 201 and not bought.edge
+    assert invariant(drop_id=drop.pk).held == 1
+
+
+def test_what_may_succeed_goes_through_to_django(work: DjangoWork) -> None:
+    """A live drop with stock, and a waiting-room drop with a genuine token: Django sells."""
+    live = make_drop(slug="live", quantity=5)
+    room = make_drop(slug="room", quantity=5, waiting_room=True)
+    auth = bearer("bob")
+    token = tokens.issue(drop_id=room.pk, buyer_id=ApiToken.objects.get().user_id, ticket=1)
+    state.refresh([live.pk, room.pk])
+    work.reset()
+
+    async def scenario() -> list[Reply]:
+        return [
+            await call("POST", "/api/drops/live/holds", headers=reserve_headers(auth), body=BODY),
+            await call(
+                "POST",
+                "/api/drops/room/holds",
+                headers=reserve_headers(auth, **{"x-admission-token": token}),
+                body=BODY,
+            ),
+        ]
+
+    replies = run(scenario)
+
+    assert [(r.status, r.edge) for r in replies] == [(201, False), (201, False)]
+    assert work.requests == 2
+    assert invariant(drop_id=live.pk).held == 1 and invariant(drop_id=room.pk).held == 1
+
+
+def test_a_pause_reaches_the_edge_within_a_second(work: DjangoWork) -> None:
+    drop = make_drop(slug="switch", quantity=5)
+    auth = bearer("bob")
+    state.refresh([drop.pk])
+
+    async def scenario() -> tuple[float, Reply, int]:
+        assert (await call("GET", "/api/drops/switch")).edge  # starts the subscriber
+        deadline = time.monotonic() + 5
+        while not EDGE.listening:
+            assert time.monotonic() < deadline, "the edge never subscribed"
+            await asyncio.sleep(0.01)
+        messages = EDGE.stats["message"]
+        await in_thread(lambda: shop_services.pause_drop(drop=drop, actor_id=None, reason="oversold?"))
+        paused_at = time.monotonic()
+        work.reset()
+        while True:
+            reply = await call("POST", "/api/drops/switch/holds", headers=reserve_headers(auth), body=BODY)
+            if reply.status == 423 or time.monotonic() - paused_at > 2:
+                return time.monotonic() - paused_at, reply, EDGE.stats["message"] - messages
+            await asyncio.sleep(0.02)
+
+    took, reply, messages = run(scenario)
+
+    assert (reply.status, reply.json()["error"], reply.edge) == (423, "paused", True)
+    assert took < 1.0, f"the edge learnt of the pause after {took:.2f} s"
+    assert messages >= 1  # it came by the channel, not by a later read of the key
+    assert work.requests == 0 and not work.queries
+    assert not Hold.objects.exists()
+
+
+# The bound on claims in flight -----------------------------------------------------------
+
+
+def _lock_stock(drop_id: int) -> psycopg.Connection:
+    """Hold the drop's stock row in another session: claims that reach it wait."""
+    config = connection.settings_dict
+    blocker = psycopg.connect(
+        dbname=config["NAME"],
+        user=config["USER"] or None,
+        password=config["PASSWORD"] or None,
+        host=config["HOST"] or None,
+        port=config["PORT"] or None,
+    )
+    blocker.execute("SELECT 1 FROM inventory_stockbucket WHERE drop_id = %s FOR UPDATE", [drop_id])
+    return blocker
+
+
+def _lock_waits() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return int(cursor.fetchone()[0])
+
+
+@override_settings(CLAIM_CONCURRENCY=2)
+def test_claims_beyond_the_bound_are_turned_away_at_once() -> None:
+    drop = make_drop(slug="crowd", quantity=20)
+    auths = [bearer(f"c{i}") for i in range(10)]
+    state.refresh([drop.pk])
+    blocker = _lock_stock(drop.pk)
+
+    async def scenario() -> tuple[list[Reply], list[Reply], int, int]:
+        tasks = [
+            asyncio.create_task(
+                call("POST", "/api/drops/crowd/holds", headers=reserve_headers(auth), body=BODY)
+            )
+            for auth in auths
+        ]
+        try:
+            deadline = time.monotonic() + 20
+            while sum(t.done() for t in tasks) < 8 or await in_thread(_lock_waits) < 2:
+                assert time.monotonic() < deadline, [t.done() for t in tasks]
+                await asyncio.sleep(0.02)
+            early = [t.result() for t in tasks if t.done()]
+            in_flight, waiting = EDGE.in_flight, await in_thread(_lock_waits)
+        finally:
+            blocker.rollback()  # the row is free: the two inside finish
+        late = await asyncio.gather(*(asyncio.wait_for(t, 20) for t in tasks))
+        return early, late, in_flight, waiting
+
+    try:
+        early, replies, in_flight, waiting = run(scenario)
+    finally:
+        blocker.close()
+
+    assert len(early) == 8 and all(r.status == 503 and r.edge for r in early), [r.status for r in early]
+    assert all(r.headers["retry-after"] == "1" and r.json()["error"] == "busy" for r in early)
+    assert (in_flight, waiting) == (2, 2)  # the two inside were waiting on the stock row
+    assert sorted(r.status for r in replies) == [201] * 2 + [503] * 8
+    assert EDGE.in_flight == 0
+    found = invariant(drop_id=drop.pk)
+    assert (found.available, found.held, found.drift) == (18, 2, 0)
+    assert Hold.objects.count() == 2
+
+
+def test_the_count_comes_back_when_django_fails_or_the_client_hangs_up() -> None:
+    async def scenario() -> tuple[Reply, int]:
+        gate = asyncio.Event()
+
+        async def downstream(scope: Any, receive: Any, send: Any) -> None:
+            await gate.wait()
+            if scope["path"] == "/drops/fails/buy":
+                raise RuntimeError("boom")
+
+        edge = Edge(downstream, claim_limit=1)
+        failing = asyncio.create_task(call("POST", "/drops/fails/buy", app=edge))
+        await asyncio.sleep(0.05)
+        busy = await call("POST", "/drops/other/buy", app=edge)
+        gate.set()
+        with pytest.raises(RuntimeError):
+            await failing
+        gate.clear()
+        hung_up = asyncio.create_task(call("POST", "/drops/waits/buy", app=edge))
+        await asyncio.sleep(0.05)
+        hung_up.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await hung_up
+        await edge.aclose()
+        return busy, edge.in_flight
+
+    busy, in_flight = asyncio.run(scenario())
+
+    assert (busy.status, busy.headers["retry-after"], busy.edge) == (503, "1", True)
+    assert busy.headers["content-type"].startswith("text/html") and b'href="/drops/other/"' in busy.body
+    assert in_flight == 0
+
+
+# Faults and garbage ------------------------------------------------------------------------
+
+
+def test_with_its_redis_gone_the_edge_passes_everything_to_django(tmp_path, work: DjangoWork) -> None:
+    drop, _ = _sold_out()
+    auth = bearer("bob")
+    url, stop = start_redis(tmp_path)
+    stop()  # a real server, stopped: its port refuses
+    work.reset()
+
+    async def scenario() -> list[Reply]:
+        return [
+            await call("GET", "/api/drops/gone"),
+            await call("POST", "/api/drops/gone/holds", headers=reserve_headers(auth), body=BODY),
+        ]
+
+    with override_settings(REDIS_URL=url):
+        looked, tried = run(scenario)
+
+    assert (looked.status, looked.edge, looked.json()["sold_out"]) == (200, False, True)
+    assert (tried.status, tried.json()["error"], tried.edge) == (409, "sold_out", False)
+    assert work.requests == 2
+    assert invariant(drop_id=drop.pk).held == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "raw_path", "body", "status"),
+    [
+        ("POST", "/api/drops//holds", None, BODY, 404),
+        ("POST", "/api/drops/" + "x" * 5000 + "/holds", None, BODY, 404),
+        ("POST", "/api/drops/caf\ufffd/holds", b"/api/drops/caf%E9/holds", BODY, 404),
+        ("GET", "/api/drops/caf\ufffd", b"/api/drops/caf%E9", b"", 404),
+        ("GET", "/api/drops/gone/holds", None, b"", 405),
+        ("PUT", "/api/drops/gone", None, b"", 405),
+        ("BREW", "/api/drops/gone/holds", None, b"\xff\x00", 405),
+        ("POST", "/api/drops/gone/holds/", None, BODY, 404),
+    ],
+)
+def test_odd_requests_pass_through_to_djangos_errors(
+    method: str, path: str, raw_path: bytes | None, body: bytes, status: int
+) -> None:
+    drop, _ = _sold_out()
+    auth = bearer("bob")
+    state.refresh([drop.pk])
+
+    reply = run(lambda: call(method, path, headers=reserve_headers(auth), body=body, raw_path=raw_path))
+
+    assert reply.status == status and not reply.edge, reply.body[:300]
+    assert invariant(drop_id=drop.pk).held == 1
+
+
+def test_garbage_tokens_bodies_and_hosts_do_not_trip_the_edge() -> None:
+    room = make_drop(slug="room", waiting_room=True)
+    live = make_drop(slug="live", quantity=5)
+    auth = bearer("bob")
+    state.refresh([room.pk, live.pk])
+
+    async def scenario() -> list[Reply]:
+        return [
+            # A token of odd bytes: refused at the edge like any forged one.
+            await call(
+                "POST",
+                "/api/drops/room/holds",
+                headers=reserve_headers(auth, **{"x-admission-token": "\xff\xfe:.:\x00"}),
+                body=BODY,
+            ),
+            # A body that is not JSON on a drop that may sell: Django names the problem.
+            await call("POST", "/api/drops/live/holds", headers=reserve_headers(auth), body=b"\xff{"),
+            # A Host Django would refuse: not answered here either.
+            await call("GET", "/api/drops/live", headers={"host": "evil.example"}),
+        ]
+
+    token, body, host = run(scenario)
+
+    assert (token.status, token.json()["error"], token.edge) == (403, "not_admitted", True)
+    assert (body.status, body.json()["error"], body.edge) == (422, "invalid", False)
+    assert (host.status, host.edge) == (400, False)
+    assert not Hold.objects.exists()
