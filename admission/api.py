@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
-from admission import services
+from admission import limits, services
 from shop import selectors as catalogue
 from shop.api import api
 
 
 @api({"GET", "POST"}, login=True)
 def queue(request: HttpRequest, slug: str) -> JsonResponse:
+    if request.method == "POST":
+        limits.check_buyer(request, scope="queue")  # before the drop is looked up
     drop = catalogue.drop_for_claim(slug=slug)
     if request.method == "POST":
         place = services.join(drop=drop, buyer_id=request.user.pk)

@@ -7,7 +7,6 @@ an unlimited door: the admission layer fails closed.
 from __future__ import annotations
 
 import math
-import time
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -16,63 +15,79 @@ from redis.exceptions import RedisError
 
 from shop.errors import Busy, RateLimited
 
-# KEYS[1] the bucket; ARGV: capacity, refill per second, now (seconds). Takes one token if
-# there is one; returns {1, 0} when allowed, {0, seconds until the next token} when not.
-TAKE_TOKEN = """
-local capacity = tonumber(ARGV[1])
-local rate = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens = tonumber(state[1]) or capacity
-local at = tonumber(state[2]) or now
-tokens = math.min(capacity, tokens + math.max(0, now - at) * rate)
-local allowed = 0
+# KEYS: the buckets; ARGV: capacity and refill per second of each, in the same order.
+# All or nothing: a token is taken from every bucket only when each has one, so a request
+# refused by one limit costs nothing from the others (an account hammering alone does not
+# drain the address bucket its neighbours share). The clock is Redis's own: app servers'
+# clocks disagree, and a bucket must not refill faster for the one that runs ahead.
+# Returns "0" when allowed, else the seconds until every bucket would have a token.
+TAKE_TOKENS = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local have = {}
 local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
-else
-  wait = (1 - tokens) / rate
+for i, key in ipairs(KEYS) do
+  local capacity = tonumber(ARGV[2 * i - 1])
+  local rate = tonumber(ARGV[2 * i])
+  local state = redis.call('HMGET', key, 'tokens', 'at')
+  local tokens = tonumber(state[1]) or capacity
+  local at = tonumber(state[2]) or now
+  tokens = math.min(capacity, tokens + math.max(0, now - at) * rate)
+  have[i] = tokens
+  if tokens < 1 then
+    wait = math.max(wait, (1 - tokens) / rate)
+  end
 end
-redis.call('HSET', KEYS[1], 'tokens', tokens, 'at', now)
-redis.call('EXPIRE', KEYS[1], math.ceil(capacity / rate) + 1)
-return {allowed, tostring(wait)}
+if wait > 0 then
+  return tostring(wait)
+end
+for i, key in ipairs(KEYS) do
+  local capacity = tonumber(ARGV[2 * i - 1])
+  local rate = tonumber(ARGV[2 * i])
+  redis.call('HSET', key, 'tokens', have[i] - 1, 'at', now)
+  redis.call('EXPIRE', key, math.ceil(capacity / rate) + 1)
+end
+return '0'
 """
 
 
-def take(key: str, *, burst: int, per_second: int) -> float:
-    """0.0 when one more request is allowed now, else the seconds until it would be."""
+def take(limits: list[tuple[str, int, float]]) -> float:
+    """Take one token from each (key, burst, per_second) bucket: 0.0, or the seconds to wait."""
+    args: list[float] = []
+    for _key, burst, per_second in limits:
+        if burst < 1 or per_second <= 0:
+            raise ValueError(f"a rate limit needs a burst >= 1 and a rate > 0, not {burst}, {per_second}")
+        args += [burst, per_second]
     try:
-        allowed, wait = get_redis_connection("default").eval(
-            TAKE_TOKEN, 1, key, burst, per_second, time.time()
-        )
+        client = get_redis_connection("default")
+        wait = client.register_script(TAKE_TOKENS)(keys=[key for key, _, _ in limits], args=args)
     except (RedisError, OSError):
         raise Busy("The shop is catching its breath; please wait a moment and try again.") from None
-    return 0.0 if allowed else float(wait)
+    return float(wait)
 
 
 def client_ip(request: HttpRequest) -> str:
     """The client's address; behind a proxy, the one it appended to X-Forwarded-For last."""
     if settings.TRUST_X_FORWARDED_FOR:
-        forwarded = request.headers.get("X-Forwarded-For", "")
+        forwarded = request.headers.get("X-Forwarded-For", "").split(",")[-1].strip()
         if forwarded:
-            return forwarded.split(",")[-1].strip()
-    return str(request.META.get("REMOTE_ADDR", "unknown"))
+            return forwarded
+    return str(request.META.get("REMOTE_ADDR") or "unknown")
 
 
 def check_buyer(request: HttpRequest, *, scope: str) -> None:
     """Raise RateLimited (429 with Retry-After) when the account or its address goes too fast."""
-    checks = [
-        (
-            f"fg:rl:{scope}:ip:{client_ip(request)}",
-            settings.IP_RATE_LIMIT_BURST,
-            settings.IP_RATE_LIMIT_PER_SECOND,
-        ),
-        (f"fg:rl:{scope}:user:{request.user.pk}", settings.RATE_LIMIT_BURST, settings.RATE_LIMIT_PER_SECOND),
-    ]
-    for key, burst, per_second in checks:
-        wait = take(key, burst=burst, per_second=per_second)
-        if wait:
-            raise RateLimited(
-                f"Too many attempts; try again in {math.ceil(wait)} s.", retry_after=math.ceil(wait)
-            )
+    ip = (
+        f"fg:rl:{scope}:ip:{client_ip(request)}",
+        settings.IP_RATE_LIMIT_BURST,
+        settings.IP_RATE_LIMIT_PER_SECOND,
+    )
+    user = (
+        f"fg:rl:{scope}:user:{request.user.pk}",
+        settings.RATE_LIMIT_BURST,
+        settings.RATE_LIMIT_PER_SECOND,
+    )
+    wait = take([ip, user])
+    if wait:
+        seconds = math.ceil(wait)
+        raise RateLimited(f"Too many attempts; try again in {seconds} s.", retry_after=seconds)
