@@ -328,12 +328,15 @@ class Edge:
     async def _get(self, slug: str) -> Entry:
         started = time.monotonic()
         self.stats["fetch"] += 1
+        latest = self._cache.get(slug)
         known: Known | None = None
         try:
             raw = await self._client().get(state.KEY.format(slug=slug))
             known = parse(raw) if raw is not None else None
-        except Exception as error:  # Redis away, or a snapshot we cannot read: unknown for a while
+        except Exception as error:  # Redis away, or a snapshot we cannot read
             self._trouble("cannot read the snapshot of %r: %s", slug, error)
+            # A blip does not send the crowd to Django: keep what we had while its "at" is fresh.
+            known = latest.known if latest is not None else None
         latest = self._cache.get(slug)
         if latest is not None and (
             latest.received >= started  # a message came meanwhile: at least as new

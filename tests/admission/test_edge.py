@@ -524,6 +524,37 @@ def test_with_its_redis_gone_the_edge_passes_everything_to_django(tmp_path, work
     assert invariant(drop_id=drop.pk).held == 1
 
 
+def test_a_redis_blip_keeps_a_fresh_snapshot_until_it_is_stale(tmp_path, redis: redis_lib.Redis) -> None:
+    drop = make_drop(slug="blip")
+    state.refresh([drop.pk])
+    url, stop = start_redis(tmp_path)
+    snap = json.loads(redis.get("fg:drop:blip"))
+
+    async def django(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b"django"})
+
+    async def scenario() -> list[tuple[int, bool]]:
+        with redis_lib.Redis.from_url(url) as other:
+            other.set("fg:drop:blip", json.dumps(snap | {"at": time.time()}))
+        edge = Edge(django, redis_url=url, refresh_after=0.05, max_age=2.0)
+        seen = [await call("GET", "/api/drops/blip", app=edge)]
+        stop()
+        await asyncio.sleep(0.1)
+        seen.append(await call("GET", "/api/drops/blip", app=edge))  # Redis gone, snapshot fresh
+        await asyncio.sleep(2.0)
+        seen.append(await call("GET", "/api/drops/blip", app=edge))  # Redis gone, snapshot stale
+        await edge.aclose()
+        return [(r.status, r.edge) for r in seen]
+
+    try:
+        seen = asyncio.run(scenario())
+    finally:
+        stop()
+
+    assert seen == [(200, True), (200, True), (299, False)]
+
+
 @pytest.mark.parametrize(
     ("method", "path", "raw_path", "body", "status"),
     [

@@ -147,14 +147,17 @@ def test_with_redis_gone_the_answer_is_wait_and_nothing_is_sold(tmp_path: Path) 
     url, stop = start_redis(tmp_path)  # a real Redis of the test's own, stopped halfway
     caches = {"default": {**settings.CACHES["default"], "LOCATION": url}}
 
-    with override_settings(CACHES=caches):
-        served = post_hold("dark", before, 1, key="k")
+    try:
+        with override_settings(CACHES=caches):
+            served = post_hold("dark", before, 1, key="k")
+            stop()
+            reserve = post_hold("dark", after, 1, key="k")
+            join = Client().post("/api/drops/room/queue", **after)
+            page = Client()
+            page.force_login(ApiToken.objects.get(user__username="after").user)
+            bought = page.post("/drops/dark/buy", {"quantity": "1", "idempotency_key": "p"})
+    finally:
         stop()
-        reserve = post_hold("dark", after, 1, key="k")
-        join = Client().post("/api/drops/room/queue", **after)
-        page = Client(raise_request_exception=False)
-        page.force_login(ApiToken.objects.get(user__username="after").user)
-        bought = page.post("/drops/dark/buy", {"quantity": "1", "idempotency_key": "p"})
 
     assert served.status_code == 201
     for answer in (reserve, join):
