@@ -20,7 +20,7 @@ def index(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"openapi": "/api/openapi.json", "drops": "/api/drops/<slug>"})
 
 
-@api({"GET"})
+@api({"GET", "HEAD"})
 def drop_detail(request: HttpRequest, slug: str) -> JsonResponse:
     return JsonResponse(selectors.drop_view(slug=slug).as_json())
 

@@ -54,7 +54,7 @@ def test_wrong_method_is_405_with_allow() -> None:
     answer = Client().post("/api/drops/m", data="{}", content_type="application/json")
 
     assert answer.status_code == 405
-    assert answer["Allow"] == "GET"
+    assert answer["Allow"] == "GET, HEAD"
 
 
 def test_openapi_schema_describes_every_contract_path() -> None:
