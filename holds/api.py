@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 
 from admission import limits
-from admission.gate import GateSoldOut
 from admission import services as admission
 from admission import state as snapshots
+from admission.gate import GateSoldOut
 from holds import selectors, services
 from shop import selectors as catalogue
 from shop.api import api, json_body
