@@ -171,8 +171,8 @@ def place(*, drop: Drop, buyer_id: int) -> Place:
 
 
 def place_of(*, drop: Drop, ticket: Ticket) -> Place:
-    queue = queue_for(drop)
-    snapshot = state.compute([drop])[0]
+    queue = queue_for(drop)  # the mark that admits is the database's, never a cached one
+    snapshot = state.current(drop)
     admitted = ticket.number is not None and ticket.number <= queue.admitted_through
     token = None
     if admitted and snapshot.state in (DropState.LIVE, DropState.PAUSED):
@@ -231,7 +231,7 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
     now = now or timezone.now()
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [sql.ADVISORY_NAMESPACE, drop.pk])
+            cursor.execute(sql.TRY_WAVE_LOCK, {"namespace": sql.ADVISORY_NAMESPACE, "drop": drop.pk})
             if not cursor.fetchone()[0]:
                 return None  # another worker runs this wave
         queue_for(drop)

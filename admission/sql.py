@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-ADVISORY_NAMESPACE = 7302  # pg advisory lock class for "running a wave of this drop's queue"
+ADVISORY_NAMESPACE = 7303  # pg advisory lock class for "running a wave of this drop's queue"
+TRY_WAVE_LOCK = "SELECT pg_try_advisory_xact_lock(%(namespace)s, (%(drop)s %% 2147483647)::int)"
 
 # Join before the draw: insert a ticket without a number only while the queue is undrawn.
 # FOR SHARE on the queue row makes the draw (FOR UPDATE) wait for joins in flight, and a
@@ -26,12 +27,15 @@ ON CONFLICT (drop_id, buyer_id) DO NOTHING
 RETURNING id
 """
 
-# The lowest number the counter may hand out next: past every number in the table.
+# The lowest number the counter may hand out next: past every number in the table and past
+# the admitted mark (a number inside it would be admitted at once, ahead of the line).
+# max(number) is one read of the (drop, number) unique index.
 NUMBER_FLOOR = """
-SELECT GREATEST(COALESCE(MAX(t.number), 0), q.drawn_entries)
-  FROM admission_queue q LEFT JOIN admission_ticket t ON t.drop_id = q.drop_id
+SELECT GREATEST(
+         (SELECT max(t.number) FROM admission_ticket t WHERE t.drop_id = q.drop_id),
+         q.drawn_entries, q.admitted_through)
+  FROM admission_queue q
  WHERE q.drop_id = %(drop)s
- GROUP BY q.drawn_entries
 """
 
 # Give the early joiners their places from the draw, all in one statement.
@@ -52,7 +56,8 @@ SELECT count(*)
 """
 
 # Everything a snapshot of a drop needs, for every drop on sale or about to be, in one read.
-# The state is computed with the database's clock, like the claim statements.
+# The state is computed with the database's clock, like the claim statements. Units of
+# expired holds nobody has reclaimed yet count as available: a claim reclaims them inline.
 SNAPSHOTS = """
 SELECT d.id, d.slug,
        CASE WHEN d.paused THEN 'paused'
@@ -60,8 +65,11 @@ SELECT d.id, d.slug,
             WHEN now() >= d.ends_at THEN 'ended'
             ELSE 'live' END,
        COALESCE((SELECT sum(b.available) FROM inventory_stockbucket b WHERE b.drop_id = d.id), 0)
-         + (SELECT count(*) FROM inventory_unit u WHERE u.drop_id = d.id AND u.state = 'available'),
-       COALESCE((SELECT sum(h.quantity) FROM holds_hold h WHERE h.drop_id = d.id AND h.state = 'held'), 0),
+         + (SELECT count(*) FROM inventory_unit u WHERE u.drop_id = d.id AND u.state = 'available')
+         + COALESCE((SELECT sum(h.quantity) FROM holds_hold h
+                      WHERE h.drop_id = d.id AND h.state = 'held' AND h.expires_at <= now()), 0),
+       COALESCE((SELECT sum(h.quantity) FROM holds_hold h
+                  WHERE h.drop_id = d.id AND h.state = 'held' AND h.expires_at > now()), 0),
        COALESCE(q.admitted_through, 0),
        (SELECT max(t.number) FROM admission_ticket t WHERE t.drop_id = d.id),
        (SELECT count(*) FROM admission_ticket t WHERE t.drop_id = d.id AND t.number IS NULL),

@@ -151,3 +151,48 @@ def test_waves_follow_the_stock_and_stop_when_it_is_gone() -> None:
     assert later.admitted == 0 and later.available == 0 and later.held == 4
     snap = services.place(drop=drop, buyer_id=Ticket.objects.get(drop=drop, number=10).buyer_id).as_json()
     assert snap["state"] == "all_held" and snap["position"] == 4
+
+
+def test_units_of_expired_unreclaimed_holds_count_as_available_for_waves_and_the_edge() -> None:
+    from admission import state
+    from tests.factories import expire_in
+
+    drop = make_drop(slug="lapsed", quantity=1, waiting_room=True)
+    hold = reserve(drop=drop, buyer_id=make_buyer().pk, quantity=1, idempotency_key="k").hold
+    assert state.compute([drop])[0].queue_state == "all_held"
+
+    expire_in([hold.pk], -1)  # over, and no sweeper has run
+
+    snap = state.compute([drop])[0]
+    assert (snap.available, snap.held, snap.queue_state) == (1, 0, "admitting")
+
+
+def test_a_rebuilt_counter_never_hands_out_a_number_inside_the_admitted_range(redis) -> None:
+    drop = make_drop(slug="floor", quantity=10, waiting_room=True, admission_percent=100)
+    services.run_wave(drop)
+    buyers = [make_buyer() for _ in range(10)]
+    for buyer in buyers:
+        services.join(drop=drop, buyer_id=buyer.pk)
+    services.run_wave(drop, force=True)
+    assert Queue.objects.get(pk=drop.pk).admitted_through == 10
+    for buyer in buyers[-2:]:  # accounts deleted: their tickets 9 and 10 go with them
+        buyer.delete()
+    redis.delete(services.COUNTER.format(drop=drop.pk))  # and Redis lost the counter
+
+    late = services.join(drop=drop, buyer_id=make_buyer().pk)
+
+    assert late.number == 11 and late.admitted is False and late.token is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wave_runs_while_a_buyer_collapses_the_drops_buckets() -> None:
+    from inventory.services import COLLAPSE_LOCK_NAMESPACE
+
+    drop = make_drop(slug="locks", quantity=10, waiting_room=True)
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [COLLAPSE_LOCK_NAMESPACE, drop.pk])
+        assert services.run_wave(drop) is not None  # a different lock: not skipped
+    finally:
+        other.close()
