@@ -23,18 +23,12 @@ MAX_BAD_FRAMES = 3
 def opening(slug: str) -> tuple[int, dict[str, object]] | None:
     """The drop's id and its queue message as of now; None when the slug has no waiting room.
 
-    The published snapshot is used when it belongs to this drop (a deleted drop's key may
-    outlive it for a minute); otherwise one snapshot statement.
+    The published snapshot is used when it is this drop's and fresh; otherwise one statement.
     """
     drop = Drop.objects.select_related("product").filter(slug=slug, waiting_room=True).first()
     if drop is None:
         return None
-    published = state.cached(slug)
-    if published is not None:
-        shown = published.get("drop")
-        if isinstance(shown, dict) and shown.get("starts_at") == drop.starts_at.isoformat():
-            return drop.pk, published["queue"]  # type: ignore[return-value]
-    return drop.pk, state.compute([drop])[0].queue_json()
+    return drop.pk, state.current(drop).queue_json()
 
 
 class QueueConsumer(AsyncJsonWebsocketConsumer):
@@ -81,3 +75,11 @@ class QueueConsumer(AsyncJsonWebsocketConsumer):
 
     async def queue_update(self, event: dict[str, object]) -> None:
         await self.send_json(event["queue"])
+
+
+class NoRoute(AsyncJsonWebsocketConsumer):
+    """Any other WebSocket path: a clear close instead of a router exception in the log."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(code=NO_SUCH_WAITING_ROOM)

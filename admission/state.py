@@ -48,6 +48,7 @@ class Snapshot:
     seed_sha256: str | None
     seed: str | None
     admitted_recently: int  # in the last two minutes: the measured pace
+    at: float = 0.0  # when it was read: a later publish of an older read never wins at the edge
 
     @property
     def queue_state(self) -> str:
@@ -81,13 +82,14 @@ class Snapshot:
             "drop_id": self.drop.pk,  # for the edge's token check; not part of the public drop JSON
             "drop": DropView(self.drop, self.state, self.available).as_json(),
             "queue": self.queue_json(),
-            "at": time.time(),
+            "at": self.at,
         }
 
 
 def compute(drops: list[Drop]) -> list[Snapshot]:
     """Snapshots of these drops (products loaded), from one statement."""
     by_id = {d.pk: d for d in drops}
+    at = time.time()
     with connection.cursor() as cursor:
         cursor.execute(sql.SNAPSHOTS, {"drops": list(by_id)})
         rows = cursor.fetchall()
@@ -103,6 +105,7 @@ def compute(drops: list[Drop]) -> list[Snapshot]:
             seed_sha256=row[8],
             seed=row[9],
             admitted_recently=int(row[10]),
+            at=at,
         )
         for row in rows
     ]
@@ -146,6 +149,30 @@ def cached(slug: str) -> dict[str, object] | None:
     except RedisError:
         return None
     return json.loads(raw) if raw else None
+
+
+def current(drop: Drop, *, max_age: float = 5.0) -> Snapshot:
+    """The drop's snapshot from the published copy when it is fresh (no query), else computed."""
+    body = cached(drop.slug)
+    if body and body.get("drop_id") == drop.pk and time.time() - float(body.get("at") or 0) <= max_age:
+        queue = body["queue"]
+        public = body["drop"]
+        assert isinstance(queue, dict) and isinstance(public, dict)
+        through, last = int(queue["admitted_through"]), int(queue["last_ticket"])
+        return Snapshot(
+            drop=drop,
+            state=DropState(public["state"]),
+            available=int(queue["remaining"]),
+            held=int(queue["held"]),
+            admitted_through=through,
+            last_ticket=last,
+            undrawn=int(queue["waiting"]) - max(0, last - through),
+            seed_sha256=queue["seed_sha256"],
+            seed=queue["seed"],
+            admitted_recently=round(float(queue["pace_per_minute"]) * 2),
+            at=float(body["at"]),
+        )
+    return compute([drop])[0]
 
 
 def refresh(drop_ids: list[int], *, force: bool = False) -> None:

@@ -5,6 +5,7 @@
 (function () {
   "use strict";
   var POLL_MS = 4000, TOKEN_REFRESH_MS = 60000, BACKOFF_MIN = 500, BACKOFF_MAX = 15000;
+  var DRAW_SPREAD_MS = 5000, ADMIT_SPREAD_MS = 1000;
   var NO_SUCH_WAITING_ROOM = 4404;
 
   var root, apiUrl, wsUrl;
@@ -48,7 +49,7 @@
 
     if (ticket === null) {
       // Before the draw this page only knows its entry; once the seed is out, ask for the number.
-      if (msg.seed) ask();
+      if (msg.seed) askSoon(DRAW_SPREAD_MS);
       return;
     }
     var position = Math.max(0, ticket - mark);
@@ -73,7 +74,7 @@
       $("buy-step").hidden = true;
       stopTokenRefresh();
     } else if (position === 0 && !token) {
-      ask();  // admitted: the token comes from the API (the broadcast is the same for everyone)
+      askSoon(ADMIT_SPREAD_MS);  // admitted: the token comes from the API (the broadcast is for everyone)
     }
   }
 
@@ -101,6 +102,14 @@
       .then(apply)
       .catch(function () {})
       .finally(function () { asking = false; });
+  }
+
+  // Every early joiner learns of the draw from the same broadcast, every admitted buyer of the
+  // wave from another: spread their requests so they do not reach the server in one instant.
+  var soonTimer = null;
+  function askSoon(spreadMs) {
+    if (soonTimer) return;
+    soonTimer = setTimeout(function () { soonTimer = null; ask(); }, Math.random() * spreadMs);
   }
 
   function startPolling() {

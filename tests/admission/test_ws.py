@@ -144,7 +144,7 @@ def test_the_channel_layer_waits_through_a_silence_longer_than_its_blocking_read
     assert async_to_sync(hear_after_silence)() == {"type": "queue.update"}
 
 
-@pytest.mark.parametrize("slug", ["no-such-drop", "ws-plain", "NOT_A_SLUG"])
+@pytest.mark.parametrize("slug", ["no-such-drop", "ws-plain", "NOT_A_SLUG", "a%20b", "a/b"])
 def test_a_socket_for_no_waiting_room_is_closed_with_4404(live_daphne: str, slug: str) -> None:
     make_drop(slug="ws-plain", waiting_room=False)
 
