@@ -127,7 +127,7 @@ def confirm_ignoring_state(sale: Sale) -> str:
 
 def test_control_a_confirm_without_the_state_guard_sells_expired_units(make_buyers) -> None:
     drifts = []
-    for round_number in range(ROUNDS):
+    for round_number in range(4 * ROUNDS):  # stops at the first drift; a busy machine needs more tries
         drop = make_drop(quantity=HOLDS, buckets=4, per_buyer_limit=1)
         sales = pending_sales(drop, make_buyers(HOLDS, prefix=f"c{round_number}-"))
 
