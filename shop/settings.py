@@ -92,9 +92,12 @@ CACHES = {
 }
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        # The layer waits for messages in 5 s blocking reads; redis-py 8 gives up on any read
-        # after 5 s by default, which killed idle sockets. A read timeout above the block fixes it.
+        # Pub/sub: a group message is one PUBLISH that each web process receives once and hands
+        # to its own sockets, so a wave to 5,000 waiting clients is not 5,000 Redis messages.
+        # Messages are not kept for a process that is away: each carries the whole state, and
+        # a client reconnecting gets the current one at once.
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        # redis-py 8 gives up on a read after 5 s by default; keep a longer read timeout.
         "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 10}], "prefix": "fg-channels"},
     }
 }
