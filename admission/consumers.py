@@ -73,8 +73,21 @@ class QueueConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json({"error": "bad_frame", "detail": 'This socket only answers {"type": "ping"}.'})
 
+    async def dispatch(self, message: dict[str, object]) -> None:
+        # Channels closes stale DB connections before every handler, a hop to its one sync
+        # thread; a wave's handler touches no database, and 5,000 hops made the last client
+        # of a wave hear it seconds late.
+        if message.get("type") == "queue.update":
+            await self.queue_update(message)
+        else:
+            await super().dispatch(message)
+
     async def queue_update(self, event: dict[str, object]) -> None:
-        await self.send_json(event["queue"])
+        text = event.get("text")  # encoded once by the publisher, not once per socket
+        if isinstance(text, str):
+            await self.send(text_data=text)
+        else:
+            await self.send_json(event["queue"])
 
 
 class NoRoute(AsyncJsonWebsocketConsumer):

@@ -138,7 +138,10 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
     pipe.execute()
     layer = get_channel_layer()
     for drop_id, message in broadcasts:
-        async_to_sync(layer.group_send)(group(drop_id), {"type": "queue.update", "queue": message})
+        text = json.dumps(message, separators=(",", ":"))
+        async_to_sync(layer.group_send)(
+            group(drop_id), {"type": "queue.update", "queue": message, "text": text}
+        )
     return changed
 
 
