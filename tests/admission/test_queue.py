@@ -137,12 +137,12 @@ def test_joins_racing_the_draw_each_get_exactly_one_place(make_buyers) -> None:
     assert sorted(numbers) == list(range(1, 201))  # everyone placed, once, no gaps
 
 
-def test_waves_follow_the_stock_and_stop_when_it_is_gone() -> None:
+def test_waves_follow_the_stock_and_stop_when_it_is_gone(make_buyers) -> None:
     drop = make_drop(slug="stock", quantity=4, waiting_room=True, admission_percent=150)
     now = timezone.now()
     services.run_wave(drop, now=now)
-    for i in range(20):
-        join("stock", bearer(f"s{i}"))
+    for buyer in make_buyers(20, prefix="stock"):
+        services.join(drop=drop, buyer_id=buyer)
     first = services.run_wave(drop, now=now + timedelta(seconds=10))
     assert first.admitted == 6  # 1.5 x 4 available
     for ticket in Ticket.objects.filter(drop=drop, number__lte=4):

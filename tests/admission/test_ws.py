@@ -169,3 +169,21 @@ def test_a_ping_gets_a_pong_and_garbage_gets_told_then_closed(live_daphne: str) 
         message(client)
         client.send("x" * 10_000)
         assert close_code(client) == 4400
+
+
+def test_waiting_clients_hear_a_pause_and_the_resume_at_once(live_daphne: str, make_buyers) -> None:
+    from shop.services import pause_drop, resume_drop
+
+    drop = make_drop(slug="ws-pause", quantity=5, waiting_room=True)
+    line_up(drop, make_buyers, 3)
+    with socket(live_daphne, "ws-pause") as client:
+        assert message(client)["state"] == "admitting"
+
+        pause_drop(drop=drop, actor_id=None, reason="payment provider down")
+        paused = message(client)
+        resume_drop(drop=drop, actor_id=None)
+        resumed = message(client)
+
+    assert paused["state"] == "paused" and resumed["state"] == "admitting"
+    before = services.place(drop=drop, buyer_id=services.Ticket.objects.filter(drop=drop).first().buyer_id)
+    assert before.queue.admitted_through == 0  # no wave ran while paused (none was forced)
