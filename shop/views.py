@@ -28,14 +28,20 @@ def drop(request: HttpRequest, slug: str) -> HttpResponse:
     except NotFound as error:
         raise Http404(error.detail) from None
     admission_token = None
-    if view.drop.waiting_room and view.state == DropState.LIVE and request.user.is_authenticated:
-        # An admitted buyer buys right here (with a fresh token); everyone else joins the line.
+    in_line = False
+    if view.drop.waiting_room and view.state != DropState.ENDED and request.user.is_authenticated:
+        # An admitted buyer buys right here (with a fresh token); everyone else joins the line,
+        # or goes back to the place they have.
         with contextlib.suppress(admission.NotInQueue):
-            admission_token = admission.place(drop=view.drop, buyer_id=request.user.pk).token
+            place = admission.place(drop=view.drop, buyer_id=request.user.pk)
+            in_line = True
+            if view.state == DropState.LIVE:
+                admission_token = place.token
     context = {
         "view": view,
         "drop": view.drop,
         "admission_token": admission_token,
+        "in_line": in_line,
         # One key per page view: a double click or a resubmit returns the same hold.
         "idempotency_key": uuid.uuid4().hex,
         "quantities": range(1, view.drop.per_buyer_limit + 1),

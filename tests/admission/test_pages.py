@@ -166,8 +166,9 @@ def test_the_drop_page_sends_buyers_to_the_line_until_they_are_admitted() -> Non
     admitted = first.get("/drops/wr-drop/").content.decode()
     waiting = second.get("/drops/wr-drop/").content.decode()
 
-    for html in (anonymous, before, waiting):
+    for html in (anonymous, before):
         assert 'href="/drops/wr-drop/queue/">Join the waiting room' in html and 'id="buy"' not in html
+    assert 'href="/drops/wr-drop/queue/">Back to your place in line' in waiting and 'id="buy"' not in waiting
     assert 'id="buy"' in admitted and "Join the waiting room" not in admitted
     bought = first.post(
         "/drops/wr-drop/buy",
@@ -197,4 +198,16 @@ def test_a_browser_prefetch_does_not_put_anyone_in_line() -> None:
     assert response.status_code == 204
     assert not Ticket.objects.filter(drop=drop).exists()
     assert client.get("/drops/wr-prefetch/queue/").status_code == 200
+    assert Ticket.objects.filter(drop=drop).count() == 1
+
+
+def test_the_drop_page_sends_a_buyer_already_in_line_back_to_their_place() -> None:
+    drop = make_drop(slug="wr-back", quantity=2, waiting_room=True)
+    client = logged_in("back")
+    assert "Join the waiting room" in client.get("/drops/wr-back/").content.decode()
+
+    client.get("/drops/wr-back/queue/")
+    page = client.get("/drops/wr-back/").content.decode()
+
+    assert "Back to your place in line" in page and "Join the waiting room" not in page
     assert Ticket.objects.filter(drop=drop).count() == 1
