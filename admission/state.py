@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -21,6 +22,7 @@ from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from admission import sql
+from shop.metrics import Gauge
 from shop.models import Drop, DropState
 from shop.selectors import DropView
 
@@ -192,3 +194,28 @@ def note_sold_out(drop: Drop) -> None:
     snap = cached(drop.slug)
     if snap is None or snap["drop"].get("remaining"):
         refresh([drop.pk])
+
+
+def gauges() -> list[Gauge]:
+    """Prometheus gauges of every active waiting room: the mark, the line, the stock it waits for."""
+    from admission.services import active_drops  # services builds on this module
+
+    rooms = [d for d in active_drops(datetime.now(UTC)) if d.waiting_room]
+    snaps = compute(rooms) if rooms else []
+    return [
+        Gauge(
+            "floodgate_queue_admitted_through",
+            "Tickets up to this number are admitted, per waiting room.",
+            [({"drop": s.drop.slug}, s.admitted_through) for s in snaps],
+        ),
+        Gauge(
+            "floodgate_queue_waiting",
+            "Buyers in line and not yet admitted (early joiners before the draw included).",
+            [({"drop": s.drop.slug}, s.queue_json()["waiting"]) for s in snaps],
+        ),
+        Gauge(
+            "floodgate_queue_admitted_per_minute",
+            "The measured admission pace over the last two minutes.",
+            [({"drop": s.drop.slug}, s.admitted_recently / 2) for s in snaps],
+        ),
+    ]

@@ -43,4 +43,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         "Payments the provider refused to capture or void for good (alert above 0).",
         [({"state": state}, n) for state, n in stuck.items()],
     )
-    return HttpResponse(render_prometheus(extra=[*drop_gauges(), payments]), content_type=CONTENT_TYPE)
+    from admission import state  # the waiting room builds on the catalogue, not the other way round
+
+    gauges = [*drop_gauges(), payments, *state.gauges()]
+    return HttpResponse(render_prometheus(extra=gauges), content_type=CONTENT_TYPE)

@@ -46,3 +46,23 @@ def test_the_flag_is_set_by_a_sold_out_answer_and_cleared_when_the_unit_comes_ba
     assert cleared["drop"]["sold_out"] is False and cleared["drop"]["remaining"] == 1
     assert reserve(second).status_code == 201
     assert drop.pk == cleared["drop_id"]
+
+
+def test_metrics_show_each_waiting_rooms_mark_and_line(make_buyers) -> None:
+    from django.contrib.auth import get_user_model
+
+    drop = make_drop(slug="gauged", quantity=2, waiting_room=True, admission_percent=100)
+    make_drop(slug="no-room", quantity=2)
+    services.run_wave(drop)
+    for buyer in make_buyers(5, prefix="gauged"):
+        services.join(drop=drop, buyer_id=buyer)
+    services.run_wave(drop, force=True)
+    staff = get_user_model().objects.create_user("ops", password="x", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+
+    lines = client.get("/metrics").content.decode().splitlines()
+
+    assert 'floodgate_queue_admitted_through{drop="gauged"} 2' in lines
+    assert 'floodgate_queue_waiting{drop="gauged"} 3' in lines
+    assert not [line for line in lines if 'drop="no-room"' in line and "floodgate_queue_" in line]
