@@ -3,7 +3,7 @@
 
 Needs only python3. Creates `.venv`, installs the project when pyproject.toml
 changed, installs Debian's Chromium for the browser tests when it is missing,
-then hands over to `shop.devstack` inside the virtualenv.
+then hands over to `devtools.devstack` inside the virtualenv.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> None:
     if argv[0] == "bench" and argv[1:2] == ["queue"]:
         ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue (the HTTP load generator)")
     os.chdir(ROOT)
-    os.execv(str(PYTHON), [str(PYTHON), "-m", "shop.devstack", *argv])
+    os.execv(str(PYTHON), [str(PYTHON), "-m", "devtools.devstack", *argv])
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 
 from admission import limits, services
+from core.api import api
 from shop import selectors as catalogue
-from shop.api import api
 
 
 @api({"GET", "POST"}, login=True)

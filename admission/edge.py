@@ -38,7 +38,7 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from admission import state, tokens
-from shop.errors import Busy, Ended, FloodgateError, NotAdmitted, NotStarted, Paused, SoldOut
+from core.errors import Busy, Ended, FloodgateError, NotAdmitted, NotStarted, Paused, SoldOut
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -146,7 +146,7 @@ class Answer:
 
     @classmethod
     def error(cls, error: FloodgateError) -> Answer:
-        """The body shop.api.error_response gives the same error."""
+        """The body core.api.error_response gives the same error."""
         body = {"error": error.code, "detail": error.detail, **error.extra}
         return cls(error.status, json.dumps(body).encode(), retry_after=error.retry_after)
 

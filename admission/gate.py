@@ -29,10 +29,10 @@ from django_redis import get_redis_connection
 from redis import Redis
 from redis.exceptions import RedisError
 
+from core.errors import Busy, SoldOut
+from core.metrics import GATE_REFUSALS_KEY
 from holds.models import Hold, HoldState
 from inventory.selectors import available_by_drop
-from shop.errors import Busy, SoldOut
-from shop.metrics import GATE_REFUSALS_KEY
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
-from shop.errors import Busy, RateLimited
+from core.errors import Busy, RateLimited
 
 # KEYS: the buckets; ARGV: capacity and refill per second of each, in the same order.
 # All or nothing: a token is taken from every bucket only when each has one, so a request

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 
 from admission import gate, sql, state, tokens
 from admission.models import Queue, Ticket, Wave
-from shop.errors import Busy, Ended, FloodgateError
+from core.errors import Busy, Ended, FloodgateError
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)

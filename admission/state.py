@@ -22,7 +22,7 @@ from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from admission import sql
-from shop.metrics import Gauge
+from core.metrics import Gauge
 from shop.models import Drop, DropState
 from shop.selectors import DropView
 

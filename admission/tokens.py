@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import signing
 
-from shop.errors import NotAdmitted
+from core.errors import NotAdmitted
 
 SALT = "floodgate.admission"
 

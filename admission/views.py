@@ -11,8 +11,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
 from admission import services
+from core.errors import Busy, FloodgateError, NotFound
 from shop import selectors as catalogue
-from shop.errors import Busy, FloodgateError, NotFound
 
 
 @require_GET

@@ -59,7 +59,7 @@ ORDER = [NAIVE, ROW, PGB_ROW, BUCKETS, PGB_BUCKETS]
 
 def setup_django() -> None:
     """Configure Django in this process; small pools so 64 clients fit in max_connections."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["DB_POOL_MIN_SIZE"] = "1"
     os.environ["DB_POOL_MAX_SIZE"] = "2"
     # Query logging of DEBUG would tax the Python side only; production runs with it off.
@@ -97,8 +97,8 @@ def naive_reserve(*, drop: Any, buyer_id: int, quantity: int, idempotency_key: s
     """The baseline: lock the stock row, think while holding it, then write."""
     from django.db import connection, transaction
 
+    from core.errors import HoldExists, SoldOut
     from holds import sql as hold_sql
-    from shop.errors import HoldExists, SoldOut
 
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         cursor.execute(
@@ -122,8 +122,8 @@ def naive_reserve(*, drop: Any, buyer_id: int, quantity: int, idempotency_key: s
 
 
 def run_job(job: Job) -> Outcome:
+    from core.errors import SoldOut
     from holds.services import reserve
-    from shop.errors import SoldOut
     from shop.models import Drop
 
     drop = Drop.objects.get(pk=job.drop_id)

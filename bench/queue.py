@@ -44,7 +44,7 @@ BODY = b'{"quantity": 1}'
 
 
 def setup_django() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("DEBUG", "0")
     import django
 
@@ -136,7 +136,7 @@ def start_daphne(port: int, log: Path) -> subprocess.Popen:
     daphne = str(Path(sys.executable).parent / "daphne")
     out = open(log, "wb")  # noqa: SIM115 (the server's log, open while it runs)
     process = subprocess.Popen(
-        [daphne, "-b", "127.0.0.1", "-p", str(port), "shop.asgi:application"],
+        [daphne, "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
         env=env,
         cwd=ROOT,
         stdout=out,

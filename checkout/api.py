@@ -8,9 +8,9 @@ from django.http import HttpRequest, JsonResponse
 
 from checkout import services
 from checkout.models import Order
+from core.api import api
+from core.errors import NotFound
 from holds import selectors as holds
-from shop.api import api
-from shop.errors import NotFound
 
 ORDER_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is True
 

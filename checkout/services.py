@@ -33,9 +33,9 @@ from checkout.models import Order, OrderState, OutboxMessage, Payment, PaymentSt
 from checkout.providers import get_provider
 from checkout.providers.base import PermanentProviderError, ProviderError
 from checkout.providers.base import WebhookEvent as ProviderEvent
+from core.errors import Busy
 from holds import services as holds
 from holds.models import Hold
-from shop.errors import Busy
 
 log = logging.getLogger(__name__)
 

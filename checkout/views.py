@@ -17,7 +17,7 @@ from checkout.models import Order
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook
 from checkout.tasks import process_webhook_event
-from shop.errors import FloodgateError
+from core.errors import FloodgateError
 
 MAX_WEBHOOK_BODY = 64 * 1024
 

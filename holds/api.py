@@ -8,10 +8,10 @@ from admission import limits
 from admission import services as admission
 from admission import state as snapshots
 from admission.gate import GateSoldOut
+from core.api import api, json_body
+from core.errors import InvalidInput, SoldOut
 from holds import selectors, services
 from shop import selectors as catalogue
-from shop.api import api, json_body
-from shop.errors import InvalidInput, SoldOut
 
 
 @api({"POST"}, login=True)

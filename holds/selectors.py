@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from core.errors import NotFound
 from holds.models import Hold
 from holds.services import effective_state
-from shop.errors import NotFound
 
 
 def hold_of_buyer(*, hold_id: object, buyer_id: int) -> Hold:

@@ -18,11 +18,8 @@ from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from admission import gate
-from holds import sql
-from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
-from inventory import services as stock
-from shop import metrics
-from shop.errors import (
+from core import metrics
+from core.errors import (
     Ended,
     FloodgateError,
     HoldExists,
@@ -36,6 +33,9 @@ from shop.errors import (
     SoldOut,
     UnitTaken,
 )
+from holds import sql
+from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
+from inventory import services as stock
 from shop.models import Drop, DropState, InventoryMode
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def reserve(
 
     One short transaction: insert the hold, check the buyer's limit, claim stock (hot row
     last). A sold-out answer first reclaims the drop's expired holds and tries once more.
-    Every answer is counted with its latency (shop.metrics: one Redis round trip).
+    Every answer is counted with its latency (core.metrics: one Redis round trip).
     """
     started = time.perf_counter()
     outcome = "error"

@@ -12,9 +12,9 @@ from django.views.decorators.http import require_POST
 
 from admission import limits
 from admission import services as admission
+from core.errors import FloodgateError, NotAdmitted, NotFound
 from holds import selectors, services
 from shop import selectors as catalogue
-from shop.errors import FloodgateError, NotAdmitted, NotFound
 
 
 @require_POST

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Count, Sum
 
+from core.errors import NotFound
 from inventory import sql
 from inventory.models import StockBucket, Unit, UnitState
-from shop.errors import NotFound
 
 
 def available_by_drop(drop_ids: list[int]) -> dict[int, int]:
@@ -75,3 +75,8 @@ def stranded_units(*, drop_id: int) -> int:
     with connection.cursor() as cursor:
         row = sql.one(cursor, sql.STRANDED_UNITS, {"drop": drop_id})
     return int(row[0]) if row else 0
+
+
+def unit_labels(*, drop_id: int) -> list[str]:
+    """A units-mode drop's labels in their order ([] for a drop of buckets)."""
+    return list(Unit.objects.filter(drop_id=drop_id).order_by("rank").values_list("label", flat=True))

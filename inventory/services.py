@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, connection, transaction
 from django.db.backends.utils import CursorWrapper
 
-from inventory import sql
-from inventory.models import StockBucket, Unit
-from shop.errors import (
+from core.errors import (
     Busy,
     Ended,
     FloodgateError,
@@ -20,6 +18,8 @@ from shop.errors import (
     SoldOut,
     UnitTaken,
 )
+from inventory import sql
+from inventory.models import StockBucket, Unit
 from shop.models import Drop, InventoryMode
 
 MAX_LABEL_LENGTH = 40

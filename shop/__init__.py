@@ -1,4 +1,0 @@
-# Load the Celery app with Django, so shared_task sends to Floodgate's broker (not Celery's default).
-from shop.celery import app as celery_app
-
-__all__ = ["celery_app"]

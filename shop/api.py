@@ -1,104 +1,18 @@
-"""The JSON API's plumbing: bearer or session auth, domain errors mapped to JSON answers."""
+"""JSON API of the catalogue: a drop, and who the caller is."""
 
 from __future__ import annotations
 
-import json
-import logging
-from collections.abc import Callable
-from functools import wraps
+from django.http import HttpRequest, JsonResponse
 
-from django.contrib.auth.models import AnonymousUser
-from django.db import OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
-from django.views.decorators.csrf import csrf_exempt
-
-from shop.errors import Busy, FloodgateError, InvalidInput, Unauthenticated
-from shop.models import ApiToken
-
-View = Callable[..., HttpResponse]
-log = logging.getLogger(__name__)
-MAX_BODY = 16 * 1024
+from core.api import api
+from shop import selectors
 
 
-def error_response(error: FloodgateError) -> JsonResponse:
-    body: dict[str, object] = {"error": error.code, "detail": error.detail, **error.extra}
-    response = JsonResponse(body, status=error.status)
-    if error.retry_after is not None:
-        response["Retry-After"] = str(error.retry_after)
-    return response
+@api({"GET", "HEAD"})
+def drop_detail(request: HttpRequest, slug: str) -> JsonResponse:
+    return JsonResponse(selectors.drop_view(slug=slug).as_json())
 
 
-def bearer_user(request: HttpRequest) -> object | None:
-    """The user of a valid `Authorization: Bearer` token; raises on a malformed or unknown one."""
-    header = request.headers.get("Authorization", "")
-    if not header:
-        return None
-    scheme, _, raw = header.partition(" ")
-    if scheme.lower() != "bearer" or not raw.strip():
-        raise Unauthenticated("Use the header 'Authorization: Bearer <token>'.")
-    token = ApiToken.objects.select_related("user").filter(digest=ApiToken.digest_of(raw.strip())).first()
-    if token is None or not token.user.is_active:
-        raise Unauthenticated("That bearer token is not valid.")
-    return token.user
-
-
-def _csrf_failure(request: HttpRequest) -> HttpResponse | None:
-    return CsrfViewMiddleware(lambda r: HttpResponse()).process_view(request, None, (), {})
-
-
-def api(methods: set[str], *, login: bool = False) -> Callable[[View], View]:
-    """Wrap a JSON view: allowed methods, auth (bearer, or session plus CSRF), error mapping."""
-
-    def decorate(view: View) -> View:
-        @csrf_exempt
-        @wraps(view)
-        def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-            if request.method not in methods:
-                response = JsonResponse(
-                    {"error": "method_not_allowed", "detail": f"Use {', '.join(sorted(methods))}."},
-                    status=405,
-                )
-                response["Allow"] = ", ".join(sorted(methods))
-                return response
-            try:
-                user = bearer_user(request)
-                if user is not None:
-                    request.user = user
-                elif (
-                    request.user.is_authenticated
-                    and request.method not in {"GET", "HEAD"}
-                    and _csrf_failure(request) is not None
-                ):
-                    return JsonResponse(
-                        {"error": "csrf_failed", "detail": "Send the CSRF token with a session."},
-                        status=403,
-                    )
-                if login and (isinstance(request.user, AnonymousUser) or not request.user.is_authenticated):
-                    raise Unauthenticated("Log in, or send 'Authorization: Bearer <token>'.")
-                return view(request, *args, **kwargs)
-            except FloodgateError as error:
-                return error_response(error)
-            except OperationalError as error:
-                # Deadlock, lock or statement timeout, pool exhausted: the database said "not now".
-                log.warning("api %s %s: database busy: %s", request.method, request.path, error)
-                return error_response(Busy("The shop is very busy; try again in a second."))
-
-        return wrapper
-
-    return decorate
-
-
-def json_body(request: HttpRequest) -> dict[str, object]:
-    """The request's JSON object body; an empty body is {}."""
-    if len(request.body) > MAX_BODY:
-        raise InvalidInput("The request body is too large.")
-    if not request.body:
-        return {}
-    try:
-        body = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("The body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise InvalidInput("The body must be a JSON object.")
-    return body
+@api({"GET"}, login=True)
+def me(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"username": request.user.get_username()})

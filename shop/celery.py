@@ -1,13 +1,5 @@
-"""The Celery app (`shop.celery:app`): Redis broker, tasks found in the installed apps."""
+"""`shop.celery:app`: the public name (DESIGN §11) of config.celery's app."""
 
-from __future__ import annotations
+from config.celery import app
 
-import os
-
-from celery import Celery
-
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
-
-app = Celery("floodgate")
-app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+__all__ = ["app"]

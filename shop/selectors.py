@@ -7,8 +7,8 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from core.errors import NotFound
 from inventory.selectors import available_by_drop
-from shop.errors import NotFound
 from shop.models import Drop, DropState
 
 

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from core.errors import InvalidInput
+from inventory import selectors as stock
 from inventory import services as inventory
-from shop import sql
-from shop.errors import InvalidInput
-from shop.models import Drop, InventoryMode, PauseAction, Product
+from shop.models import ApiToken, Drop, InventoryMode, Product
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +103,6 @@ class NewBuyer:
 
 def create_buyers(*, count: int, prefix: str = "buyer") -> list[NewBuyer]:
     """Create `count` buyers with one shared password and a bearer token each, in bulk."""
-    from shop.models import ApiToken
-
     if count < 1:
         raise InvalidInput("count must be at least 1.")
     User = get_user_model()
@@ -129,130 +125,10 @@ def create_buyers(*, count: int, prefix: str = "buyer") -> list[NewBuyer]:
     return [NewBuyer(name, password, tok) for name, tok in zip(names, tokens, strict=True)]
 
 
-# The kill switch --------------------------------------------------------------------------
-
-DRAIN_TIMEOUT = 3.0
-REASON_MAX = 300
-
-
-@dataclass(frozen=True)
-class SwitchResult:
-    state: str
-    changed: bool
-    drained: bool = True
-
-
-def pause_drop(*, drop: Drop, actor_id: int | None, reason: str) -> SwitchResult:
-    """Pause a drop at the arbiter and return once no claim that could miss the pause is running.
-
-    The claim statements read `paused`; a claim statement already running when the pause
-    commits may still finish, so this waits (bounded) for every transaction older than
-    the commit. After it returns, no hold of this drop can still be created.
-    """
-    reason = reason.strip()
-    if not reason:
-        raise InvalidInput("Say why the sale is paused (it is logged and shown on the dashboard).")
-    if len(reason) > REASON_MAX:
-        raise InvalidInput(f"Keep the reason under {REASON_MAX} characters.")
-    params = {"drop": drop.pk, "actor": actor_id, "reason": reason, "action": PauseAction.PAUSED}
-    with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(sql.PAUSE_DROP, params)
-        changed = cursor.fetchone() is not None
-        if changed:
-            cursor.execute(sql.RECORD_PAUSE_EVENT, params)
-    # Only the call that paused waits for the claims already in flight.
-    drained = _wait_for_older_transactions() if changed else True
-    if changed:
-        log.warning("drop %s paused by %s: %s", drop.pk, actor_id or "watchdog", reason)
-        _log_admin_action(drop, actor_id, f"Paused: {reason}")
-        _announce(drop)
-    drop.refresh_from_db()
-    return SwitchResult(state=drop.state.value, changed=changed, drained=drained)
-
-
-def resume_drop(*, drop: Drop, actor_id: int | None, reason: str = "") -> SwitchResult:
-    params = {
-        "drop": drop.pk,
-        "actor": actor_id,
-        "reason": reason.strip()[:REASON_MAX],
-        "action": PauseAction.RESUMED,
-    }
-    with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(sql.RESUME_DROP, params)
-        changed = cursor.fetchone() is not None
-        if changed:
-            cursor.execute(sql.RECORD_PAUSE_EVENT, params)
-    if changed:
-        log.warning("drop %s resumed by %s", drop.pk, actor_id)
-        _log_admin_action(drop, actor_id, "Resumed" + (f": {params['reason']}" if params["reason"] else ""))
-        _announce(drop)
-    drop.refresh_from_db()
-    return SwitchResult(state=drop.state.value, changed=changed)
-
-
-def _announce(drop: Drop) -> None:
-    """Tell every web process and waiting buyer now (the edge answers "paused" within a second)."""
-    from admission import state  # admission builds on the catalogue, not the other way round
-
-    state.refresh([drop.pk], force=True)
-
-
-def _wait_for_older_transactions() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(sql.CLOCK)
-        (since,) = cursor.fetchone()
-        deadline = time.monotonic() + DRAIN_TIMEOUT
-        while True:
-            cursor.execute(sql.OLDER_TRANSACTIONS, {"since": since})
-            if cursor.fetchone()[0] == 0:
-                return True
-            if time.monotonic() > deadline:
-                log.warning("pause: transactions older than the pause still open after %ss", DRAIN_TIMEOUT)
-                return False
-            time.sleep(0.005)
-
-
-def _log_admin_action(drop: Drop, actor_id: int | None, message: str) -> None:
-    if actor_id is None:
-        return  # the admin log needs a person; PauseEvent records the watchdog
-    LogEntry.objects.log_actions(
-        user_id=actor_id, queryset=[drop], action_flag=CHANGE, change_message=message, single_object=True
-    )
-
-
-def watch_invariants() -> int:
-    """Pause before you oversell: any drop on sale whose invariant drifts is paused now."""
-    from inventory.selectors import invariant
-    from shop import metrics
-
-    now = timezone.now()
-    drifting = 0
-    for drop in Drop.objects.filter(starts_at__lte=now, ends_at__gt=now, paused=False):
-        numbers = invariant(drop_id=drop.pk)
-        if numbers.drift == 0:
-            continue
-        drifting += 1
-        log.error(
-            "invariant drift in drop %s (%s): quantity=%s available=%s held=%s sold=%s drift=%s",
-            drop.pk,
-            drop.slug,
-            numbers.quantity,
-            numbers.available,
-            numbers.held,
-            numbers.sold,
-            numbers.drift,
-        )
-        metrics.record_drift(drop_id=drop.pk)
-        pause_drop(drop=drop, actor_id=None, reason="invariant drift")
-    return drifting
-
-
 def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7)) -> Drop:
     """A copy of a drop for the next sale: same product and rules, fresh stock, a new slug."""
-    from inventory.models import Unit
-
     starts_at = timezone.now() + starts_in
-    labels = list(Unit.objects.filter(drop=drop).order_by("rank").values_list("label", flat=True)) or None
+    labels = stock.unit_labels(drop_id=drop.pk) or None
     base = drop.slug[:60]
     taken = set(Drop.objects.filter(slug__startswith=f"{base}-next").values_list("slug", flat=True))
     slug = next(f"{base}-next-{n}" for n in range(1, 10_000) if f"{base}-next-{n}" not in taken)

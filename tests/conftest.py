@@ -93,7 +93,7 @@ def payment_provider() -> Iterator[str]:
             "127.0.0.1",
             "-p",
             str(port),
-            "checkout.provider_sim:app",
+            "devtools.provider_sim:app",
         ],
         env,
     )
@@ -120,7 +120,7 @@ def app_env(provider_url: str, public_url: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def live_daphne(django_db_setup: None, django_db_blocker: object, payment_provider: str) -> Iterator[str]:
-    """A real daphne process serving shop.asgi:application against the test database."""
+    """A real daphne process serving config.asgi:application against the test database."""
     port = free_port()
     env = {**app_env(payment_provider, f"http://127.0.0.1:{port}"), "DB_POOL_MAX_SIZE": "10"}
     process, log = start_process(
@@ -131,7 +131,7 @@ def live_daphne(django_db_setup: None, django_db_blocker: object, payment_provid
             "127.0.0.1",
             "-p",
             str(port),
-            "shop.asgi:application",
+            "config.asgi:application",
         ],
         env,
     )
@@ -155,7 +155,7 @@ def celery_with_beat(transactional_db: None) -> Iterator[subprocess.Popen]:
         [
             str(Path(sys.executable).parent / "celery"),
             "-A",
-            "shop.celery:app",
+            "config.celery:app",
             "worker",
             "-B",
             "-s",
@@ -203,7 +203,7 @@ class Worker:
             [
                 celery,
                 "-A",
-                "shop.celery:app",
+                "config.celery:app",
                 "worker",
                 "--concurrency",
                 "2",
@@ -238,7 +238,7 @@ def celery_worker(transactional_db: None, payment_provider: str, live_daphne: st
     """A fresh worker (an empty queue first, so earlier tests' tasks do not leak in)."""
     env = {**app_env(payment_provider, live_daphne), "DB_POOL_MAX_SIZE": "4"}
     celery = str(Path(sys.executable).parent / "celery")
-    subprocess.run([celery, "-A", "shop.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True)
+    subprocess.run([celery, "-A", "config.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True)
     worker = Worker(env)
     worker.start()
     yield worker

@@ -7,7 +7,7 @@ from pathlib import Path
 import psycopg
 import redis
 
-from shop import embedded
+from devtools import embedded
 
 
 def test_a_second_command_shares_the_running_servers_and_leaves_them_up(tmp_path: Path) -> None:

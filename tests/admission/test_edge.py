@@ -1,6 +1,6 @@
 """The admission edge: the cheap "no" from process-local snapshots, before Django and PostgreSQL.
 
-These drive the real `shop.asgi.application` in-process with raw ASGI messages. Django runs
+These drive the real `config.asgi.application` in-process with raw ASGI messages. Django runs
 views in threads of its own, so queries are counted on every connection any thread opens,
 and "entered Django" is counted by Django's request_started signal.
 """
@@ -27,12 +27,12 @@ from django.utils import timezone
 
 from admission import state, tokens
 from admission.edge import Edge
+from config.asgi import application
+from devtools.embedded import start_redis
 from holds.models import Hold
 from holds.services import reserve
 from inventory.selectors import invariant
-from shop import services as shop_services
-from shop.asgi import application
-from shop.embedded import start_redis
+from ops import switch
 from shop.models import ApiToken
 from tests.factories import make_buyer, make_drop
 
@@ -236,7 +236,7 @@ def _sold_out():
 
 def _paused():
     drop = make_drop(slug="gone")
-    shop_services.pause_drop(drop=drop, actor_id=None, reason="wrong price")
+    switch.pause_drop(drop=drop, actor_id=None, reason="wrong price")
     return drop, {}
 
 
@@ -382,7 +382,7 @@ def test_a_pause_reaches_the_edge_within_a_second(work: DjangoWork) -> None:
             assert time.monotonic() < deadline, "the edge never subscribed"
             await asyncio.sleep(0.01)
         messages = EDGE.stats["message"]
-        await in_thread(lambda: shop_services.pause_drop(drop=drop, actor_id=None, reason="oversold?"))
+        await in_thread(lambda: switch.pause_drop(drop=drop, actor_id=None, reason="oversold?"))
         paused_at = time.monotonic()
         work.reset()
         while True:

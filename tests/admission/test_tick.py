@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from admission import services, state
 from admission.models import Queue, Ticket
+from core.errors import NotAdmitted
 from holds import services as holds
-from shop.errors import NotAdmitted
 from tests.factories import make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)

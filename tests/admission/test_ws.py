@@ -172,7 +172,7 @@ def test_a_ping_gets_a_pong_and_garbage_gets_told_then_closed(live_daphne: str) 
 
 
 def test_waiting_clients_hear_a_pause_and_the_resume_at_once(live_daphne: str, make_buyers) -> None:
-    from shop.services import pause_drop, resume_drop
+    from ops.switch import pause_drop, resume_drop
 
     drop = make_drop(slug="ws-pause", quantity=5, waiting_room=True)
     line_up(drop, make_buyers, 3)

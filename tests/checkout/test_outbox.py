@@ -177,7 +177,7 @@ def test_a_failing_consumer_keeps_its_message_for_the_next_round(settings, consu
 
 def purge_queue(env: dict[str, str]) -> None:
     celery = str(Path(sys.executable).parent / "celery")
-    subprocess.run([celery, "-A", "shop.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True)
+    subprocess.run([celery, "-A", "config.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -52,7 +52,7 @@ class Receiver:
 
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
-    """A real daphne process serving checkout.provider_sim:app."""
+    """A real daphne process serving devtools.provider_sim:app."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
@@ -65,7 +65,7 @@ def sim_url() -> Iterator[str]:
     }
     daphne = str(Path(sys.executable).parent / "daphne")
     process, log = start_process(
-        f"provider-sim-{port}", [daphne, "-b", "127.0.0.1", "-p", str(port), "checkout.provider_sim:app"], env
+        f"provider-sim-{port}", [daphne, "-b", "127.0.0.1", "-p", str(port), "devtools.provider_sim:app"], env
     )
     deadline = time.monotonic() + 30
     while True:
@@ -494,7 +494,7 @@ def test_the_registry_knows_the_simulated_provider() -> None:
 
 
 def test_the_simulator_does_not_import_django() -> None:
-    code = "import sys, checkout.provider_sim; assert 'django' not in sys.modules, 'django imported'"
+    code = "import sys, devtools.provider_sim; assert 'django' not in sys.modules, 'django imported'"
 
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
 

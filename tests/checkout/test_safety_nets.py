@@ -17,7 +17,7 @@ from checkout.providers import get_provider
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
 from inventory.selectors import invariant
-from shop import dashboard
+from ops import dashboard
 from tests.factories import make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,10 +16,10 @@ from django.db import connection, connections, transaction
 from checkout import services as checkout
 from checkout.models import Order, OrderState, OutboxMessage, Payment, PaymentState, WebhookEvent
 from checkout.providers.base import WebhookEvent as ProviderEvent
+from config.celery import app as celery_app
 from holds import services as holds
 from holds.models import Hold
 from inventory.selectors import invariant
-from shop.celery import app as celery_app
 from shop.models import Drop
 from tests.concurrency import run_concurrently
 from tests.factories import expire_in, make_drop

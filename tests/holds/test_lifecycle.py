@@ -9,11 +9,11 @@ from collections import Counter
 import pytest
 from django.db import connection
 
+from core.errors import Ended, HoldNotActive, NotStarted, Paused, SoldOut, UnitTaken
 from holds import services
 from holds.models import Hold
 from inventory.models import Unit
 from inventory.selectors import invariant
-from shop.errors import Ended, HoldNotActive, NotStarted, Paused, SoldOut, UnitTaken
 from shop.models import Drop
 from tests.concurrency import run_concurrently
 from tests.factories import expire_in, make_drop

@@ -10,10 +10,10 @@ from collections import Counter
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from core.errors import SoldOut
 from holds import services, sql
 from holds.models import Hold
 from inventory.selectors import invariant
-from shop.errors import SoldOut
 from tests.concurrency import run_concurrently
 from tests.factories import make_drop
 

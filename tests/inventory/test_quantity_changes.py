@@ -10,11 +10,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from core.errors import InvalidInput
 from holds import services as holds
 from inventory import services
 from inventory.models import StockBucket, Unit
 from inventory.selectors import invariant
-from shop.errors import InvalidInput
 from shop.models import Drop
 from tests.concurrency import run_concurrently
 from tests.factories import make_buyer, make_drop
@@ -120,11 +120,11 @@ def test_admin_change_of_quantity_moves_stock_with_it() -> None:
 
 
 def test_admin_edit_of_a_live_drop_keeps_a_pause_made_meanwhile() -> None:
-    from shop import services as shop_services
+    from ops import switch
 
     drop = make_drop(slug="live-edit", quantity=10, buckets=2)
     client, url, data = admin_change(drop, title="New title", quantity="12")
-    shop_services.pause_drop(drop=drop, actor_id=None, reason="while the merchant was typing")
+    switch.pause_drop(drop=drop, actor_id=None, reason="while the merchant was typing")
 
     answer = client.post(url, data)
 

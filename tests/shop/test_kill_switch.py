@@ -16,11 +16,11 @@ from django.core.management import call_command
 from django.db import connection, connections
 from django.test import Client
 
+from core.errors import FloodgateError
 from holds import services as holds
 from holds.models import Hold
 from inventory.selectors import invariant
-from shop import services
-from shop.errors import FloodgateError
+from ops import switch
 from shop.models import Drop, PauseEvent
 from tests.factories import make_drop
 
@@ -67,7 +67,7 @@ def test_pause_mid_race_stops_every_claim_then_resume_lets_them_continue() -> No
         time.sleep(0.01)
 
     # when on-call pauses in the middle of the race
-    result = services.pause_drop(drop=drop, actor_id=None, reason="suspicious traffic")
+    result = switch.pause_drop(drop=drop, actor_id=None, reason="suspicious traffic")
     with connection.cursor() as cur:
         cur.execute("SELECT clock_timestamp()")
         (returned_at,) = cur.fetchone()
@@ -81,7 +81,7 @@ def test_pause_mid_race_stops_every_claim_then_resume_lets_them_continue() -> No
     assert "paused" in outcomes
 
     # when resumed, the race goes on
-    services.resume_drop(drop=drop, actor_id=None)
+    switch.resume_drop(drop=drop, actor_id=None)
     deadline = time.monotonic() + 10
     while Hold.objects.filter(drop=drop).count() <= frozen and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -101,9 +101,9 @@ def test_pause_needs_a_reason_and_pausing_twice_changes_nothing() -> None:
     drop = make_drop(slug="twice")
 
     with pytest.raises(FloodgateError, match="Say why"):
-        services.pause_drop(drop=drop, actor_id=None, reason="   ")
-    first = services.pause_drop(drop=drop, actor_id=None, reason="one")
-    second = services.pause_drop(drop=drop, actor_id=None, reason="two")
+        switch.pause_drop(drop=drop, actor_id=None, reason="   ")
+    first = switch.pause_drop(drop=drop, actor_id=None, reason="one")
+    second = switch.pause_drop(drop=drop, actor_id=None, reason="two")
 
     assert (first.changed, second.changed) == (True, False)
     assert Drop.objects.get(pk=drop.pk).pause_reason == "one"
@@ -181,7 +181,7 @@ def test_watchdog_pauses_a_drifting_drop_and_the_dashboard_shows_it_red(roles: N
             [broken.pk],
         )
 
-    assert services.watch_invariants() == 1
+    assert switch.watch_invariants() == 1
 
     assert Drop.objects.get(pk=broken.pk).state == "paused"
     assert Drop.objects.get(pk=broken.pk).pause_reason == "invariant drift"

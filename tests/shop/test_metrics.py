@@ -13,9 +13,10 @@ from django.test import Client, override_settings
 from django.urls import path
 from django.utils import timezone
 
-from shop import metrics
-from shop import urls as shop_urls
-from shop.metrics_views import metrics as metrics_view
+from config import urls as shop_urls
+from core import metrics
+from ops import metrics as ops_metrics
+from ops.views import metrics as metrics_view
 from tests.factories import make_drop
 
 pytestmark = pytest.mark.django_db
@@ -195,11 +196,11 @@ def test_metrics_page_has_counters_cumulative_histogram_and_gauges(settings) -> 
 
 
 def test_gauges_leave_out_drops_ended_over_an_hour_ago() -> None:
-    long_ago = timezone.now() - metrics.RECENT * 5
-    make_drop(slug="old", starts_at=long_ago, ends_at=long_ago + metrics.RECENT)
+    long_ago = timezone.now() - ops_metrics.RECENT * 5
+    make_drop(slug="old", starts_at=long_ago, ends_at=long_ago + ops_metrics.RECENT)
     make_drop(slug="now")
 
-    families = {gauge.name: gauge for gauge in metrics.drop_gauges()}
+    families = {gauge.name: gauge for gauge in ops_metrics.drop_gauges()}
 
     assert {labels["drop"] for labels, _ in families["floodgate_invariant_drift"].samples} == {"now"}
 
@@ -207,7 +208,7 @@ def test_gauges_leave_out_drops_ended_over_an_hour_ago() -> None:
 def test_label_values_are_escaped() -> None:
     gauge = metrics.Gauge("floodgate_test", "a \\ help\nline", [({"drop": 'a"b\\c\nd'}, 1.5)])
 
-    text = metrics.render_prometheus(extra=[gauge])
+    text = metrics.render_prometheus(drop_slugs=ops_metrics.drop_slugs, extra=[gauge])
 
     assert 'floodgate_test{drop="a\\"b\\\\c\\nd"} 1.5' in text.splitlines()
     assert "# HELP floodgate_test a \\\\ help\\nline" in text.splitlines()
@@ -255,13 +256,13 @@ def test_redis_down_never_raises_and_warns_once(monkeypatch, caplog) -> None:
     monkeypatch.setattr(metrics, "_client", lambda: dead)
     monkeypatch.setattr(metrics, "BACKOFF_SECONDS", 0.0)
 
-    with caplog.at_level(logging.WARNING, logger="shop.metrics"):
+    with caplog.at_level(logging.WARNING, logger="core.metrics"):
         for _ in range(3):
             assert metrics.observe_reserve(drop_id=1, outcome="held", seconds=0.01) is None
         metrics.record_drift(drop_id=1)
-        text = metrics.render_prometheus()
+        text = metrics.render_prometheus(drop_slugs=ops_metrics.drop_slugs)
 
-    assert len([r for r in caplog.records if r.name == "shop.metrics"]) == 1
+    assert len([r for r in caplog.records if r.name == "core.metrics"]) == 1
     assert sample(parse(text), "floodgate_metrics_store_up") == 0
     with pytest.raises(redis_lib.RedisError):
         metrics.rates(drop_id=1)

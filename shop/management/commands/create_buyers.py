@@ -6,8 +6,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.errors import InvalidInput
 from shop import services
-from shop.errors import InvalidInput
 
 
 class Command(BaseCommand):

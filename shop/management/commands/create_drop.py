@@ -8,8 +8,8 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from core.errors import InvalidInput
 from shop import services
-from shop.errors import InvalidInput
 from shop.models import InventoryMode
 
 

@@ -1,4 +1,4 @@
-"""Run the whole store, the tests or a benchmark here: `python -m shop.devstack run|test|bench`.
+"""Run the whole store, the tests or a benchmark here: `python -m devtools.devstack run|test|bench`.
 
 With DATABASE_URL / REDIS_URL unset, real PostgreSQL and Redis servers are
 started from pip packages under `.data/` and stopped on exit.
@@ -35,7 +35,7 @@ def servers(data_dir: Path) -> Iterator[dict[str, str]]:
         return
     if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL"):
         sys.exit("floodgate: set both DATABASE_URL and REDIS_URL, or neither (embedded servers).")
-    from shop import embedded
+    from devtools import embedded
 
     say(f"starting embedded PostgreSQL and Redis in {data_dir.relative_to(ROOT)}/")
     started = embedded.start(data_dir)
@@ -76,11 +76,11 @@ def run_store() -> None:
         password = secrets.token_urlsafe(9)
         manage(env, "seed_demo", "--admin-password", password)
         commands = {
-            "web": [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", port, "shop.asgi:application"],
+            "web": [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", port, "config.asgi:application"],
             "worker": [
                 str(BIN / "celery"),
                 "-A",
-                "shop.celery:app",
+                "config.celery:app",
                 "worker",
                 "-l",
                 "info",
@@ -90,7 +90,7 @@ def run_store() -> None:
             "beat": [
                 str(BIN / "celery"),
                 "-A",
-                "shop.celery:app",
+                "config.celery:app",
                 "beat",
                 "-l",
                 "info",
@@ -103,7 +103,7 @@ def run_store() -> None:
                 "127.0.0.1",
                 "-p",
                 provider_port,
-                "checkout.provider_sim:app",
+                "devtools.provider_sim:app",
             ],
         }
         children = {

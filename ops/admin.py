@@ -19,12 +19,13 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from checkout import selectors as checkout_selectors
+from core.errors import FloodgateError
+from core.http import safe_next
 from inventory import services as inventory
 from inventory.selectors import invariant
-from shop import dashboard, services
-from shop.errors import FloodgateError
+from ops import dashboard, switch
+from shop import services
 from shop.models import ApiToken, Drop, DropState, InventoryMode, PauseEvent, Product
-from shop.views import safe_next
 
 admin.site.site_header = "Floodgate"
 admin.site.site_title = "Floodgate admin"
@@ -202,9 +203,9 @@ class DropAdmin(admin.ModelAdmin):
         reason = request.POST.get("reason", "")
         try:
             if pause:
-                result = services.pause_drop(drop=drop, actor_id=request.user.pk, reason=reason)
+                result = switch.pause_drop(drop=drop, actor_id=request.user.pk, reason=reason)
             else:
-                result = services.resume_drop(drop=drop, actor_id=request.user.pk, reason=reason)
+                result = switch.resume_drop(drop=drop, actor_id=request.user.pk, reason=reason)
         except FloodgateError as error:
             messages.error(request, error.detail)
         else:

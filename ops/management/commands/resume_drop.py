@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from shop import services
+from ops import switch
 from shop.models import Drop
 
 
@@ -21,5 +21,5 @@ class Command(BaseCommand):
         drop = Drop.objects.filter(slug=str(opts["slug"])).first()
         if drop is None:
             raise CommandError(f"no drop called {opts['slug']!r}")
-        result = services.resume_drop(drop=drop, actor_id=None, reason=str(opts["reason"]))
+        result = switch.resume_drop(drop=drop, actor_id=None, reason=str(opts["reason"]))
         self.stdout.write(json.dumps({"state": result.state, "changed": result.changed}))

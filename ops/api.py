@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
+from core.api import api, json_body
+from core.errors import Forbidden, InvalidInput
 from inventory.selectors import invariant
-from shop import selectors, services
-from shop.api import api, json_body
-from shop.errors import Forbidden, InvalidInput
+from ops import switch
+from shop import selectors
 
 
 def _require(request: HttpRequest, permission: str | None) -> None:
@@ -32,7 +33,7 @@ def pause(request: HttpRequest, slug: str) -> JsonResponse:
     reason = json_body(request).get("reason")
     if not isinstance(reason, str):
         raise InvalidInput('Send {"reason": "why the sale is paused"}.')
-    result = services.pause_drop(drop=drop, actor_id=request.user.pk, reason=reason)
+    result = switch.pause_drop(drop=drop, actor_id=request.user.pk, reason=reason)
     # drained false: claims that began before the pause were still running when it returned.
     return JsonResponse({"state": result.state, "changed": result.changed, "drained": result.drained})
 
@@ -42,7 +43,7 @@ def resume(request: HttpRequest, slug: str) -> JsonResponse:
     _require(request, "shop.pause_drop")
     drop = selectors.drop_view(slug=slug).drop
     reason = json_body(request).get("reason", "")
-    result = services.resume_drop(
+    result = switch.resume_drop(
         drop=drop, actor_id=request.user.pk, reason=reason if isinstance(reason, str) else ""
     )
     return JsonResponse({"state": result.state, "changed": result.changed})

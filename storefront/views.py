@@ -9,12 +9,12 @@ from django.contrib.auth import login
 from django.contrib.auth.forms import UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
 from admission import services as admission
+from core.errors import NotFound
+from core.http import safe_next
 from shop import selectors
-from shop.errors import NotFound
 from shop.models import DropState
 
 
@@ -57,16 +57,6 @@ def signup(request: HttpRequest) -> HttpResponse:
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect(safe_next(request) or "home")
     return render(request, "registration/signup.html", {"form": form})
-
-
-def safe_next(request: HttpRequest) -> str | None:
-    """The ?next= (or POSTed next) address if it stays on this site; None otherwise."""
-    target = request.POST.get("next") or request.GET.get("next")
-    if target and url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return target
-    return None
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

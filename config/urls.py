@@ -7,15 +7,19 @@ from admission import api as admission_api
 from admission import views as admission_views
 from checkout import api as checkout_api
 from checkout import views as checkout_views
+from config import api_views
 from holds import api as holds_api
 from holds import views as holds_views
-from shop import api_views, metrics_views, ops_api, views
+from ops import api as ops_api
+from ops import views as ops_views
+from shop import api as shop_api
+from storefront import views
 
 api_patterns = [
     path("", api_views.index, name="api-index"),
     path("openapi.json", api_views.openapi, name="api-openapi"),
-    path("me", api_views.me, name="api-me"),
-    path("drops/<slug:slug>", api_views.drop_detail, name="api-drop"),
+    path("me", shop_api.me, name="api-me"),
+    path("drops/<slug:slug>", shop_api.drop_detail, name="api-drop"),
     path("drops/<slug:slug>/holds", holds_api.reserve, name="api-reserve"),
     path("drops/<slug:slug>/queue", admission_api.queue, name="api-queue"),
     path("drops/<slug:slug>/queue/draw", admission_api.draw, name="api-queue-draw"),
@@ -43,9 +47,9 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
-    path("metrics", metrics_views.metrics, name="metrics"),
+    path("metrics", ops_views.metrics, name="metrics"),
     path("api/", include(api_patterns)),
     path("api/<path:path>", api_views.unknown),
 ]
 
-handler404 = "shop.views.not_found"
+handler404 = "storefront.views.not_found"

@@ -23,18 +23,12 @@ import math
 import re
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 
-from django.utils import timezone
 from django_redis import get_redis_connection
 from redis import Redis
 from redis.exceptions import RedisError
-
-from inventory.selectors import invariant
-from shop.errors import NotFound
-from shop.models import Drop
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +45,6 @@ CLAIMED = "held"
 OUTCOME_RULE = re.compile(r"[a-z][a-z0-9_]{0,39}")  # anything else is "other": labels stay bounded
 BACKOFF_SECONDS = 5.0
 WARN_EVERY_SECONDS = 60.0
-RECENT = timedelta(hours=1)
-MAX_GAUGE_DROPS = 50
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
@@ -282,10 +274,12 @@ def _read_store() -> tuple[
     return totals, latency, drift, gate
 
 
-def render_prometheus(extra: Sequence[Gauge] = ()) -> str:
+def render_prometheus(
+    *, drop_slugs: Callable[[list[int]], Mapping[int, str]], extra: Sequence[Gauge] = ()
+) -> str:
     """The counters and histograms from Redis plus the caller's gauges, in text format 0.0.4.
 
-    Drops are labelled by slug (one query); metrics of a deleted drop are left out. With
+    Drops are labelled by slug (`drop_slugs`, one query); metrics of a deleted drop are left out. With
     Redis down the caller's gauges are still rendered and floodgate_metrics_store_up is 0.
     """
     try:
@@ -295,7 +289,7 @@ def render_prometheus(extra: Sequence[Gauge] = ()) -> str:
         _warn(error)
         totals, latency, drift, gate, store_up = {}, {}, {}, {}, 0
     ids = sorted(set(totals) | set(drift) | set(gate))
-    slugs = dict(Drop.objects.filter(pk__in=ids).values_list("id", "slug")) if ids else {}
+    slugs = dict(drop_slugs(ids)) if ids else {}
 
     requests: list[tuple[str, Mapping[str, str], float]] = []
     histogram: list[tuple[str, Mapping[str, str], float]] = []
@@ -339,44 +333,3 @@ def render_prometheus(extra: Sequence[Gauge] = ()) -> str:
     for gauge in extra:
         lines += _family(gauge.name, "gauge", gauge.help, (("", labels, v) for labels, v in gauge.samples))
     return "\n".join(lines) + "\n"
-
-
-def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
-    """Per-drop gauges from the database for live, upcoming-within-the-hour and recently ended drops.
-
-    At most 50 drops, newest start first; one invariant statement each (one snapshot per drop).
-    """
-    now = now or timezone.now()
-    drops = list(
-        Drop.objects.filter(ends_at__gt=now - RECENT, starts_at__lte=now + RECENT)
-        .order_by("-starts_at")
-        .values_list("id", "slug")[:MAX_GAUGE_DROPS]
-    )
-    holds: list[tuple[Mapping[str, str], float]] = []
-    expired_unsold: list[tuple[Mapping[str, str], float]] = []
-    drift: list[tuple[Mapping[str, str], float]] = []
-    for drop_id, slug in drops:
-        try:
-            state = invariant(drop_id=drop_id)
-        except NotFound:
-            continue  # deleted since the list was read
-        holds += [
-            ({"drop": slug, "state": "held"}, state.held),
-            ({"drop": slug, "state": "sold"}, state.sold),
-            ({"drop": slug, "state": "expired"}, state.expired_holds),
-        ]
-        expired_unsold.append(({"drop": slug}, state.expired_unreclaimed))
-        drift.append(({"drop": slug}, state.drift))
-    return [
-        Gauge(
-            "floodgate_holds",
-            "Units in held and in sold holds, and the number of expired holds, per drop.",
-            holds,
-        ),
-        Gauge(
-            "floodgate_expired_unsold_holds",
-            "Units in holds past their expiry that the sweeper has not reclaimed yet.",
-            expired_unsold,
-        ),
-        Gauge("floodgate_invariant_drift", "quantity - (available + held + sold); must be 0.", drift),
-    ]

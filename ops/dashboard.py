@@ -14,8 +14,9 @@ from redis.exceptions import RedisError
 
 from admission import gate, state
 from checkout.selectors import payments_needing_attention
+from core import metrics
 from inventory.selectors import bucket_levels, invariant, stranded_units
-from shop import metrics, sql
+from ops import sql
 from shop.models import Drop, PauseEvent
 
 RECENTLY_ENDED = timedelta(minutes=30)

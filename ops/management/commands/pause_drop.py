@@ -6,8 +6,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from shop import services
-from shop.errors import InvalidInput
+from core.errors import InvalidInput
+from ops import switch
 from shop.models import Drop
 
 
@@ -23,7 +23,7 @@ class Command(BaseCommand):
         if drop is None:
             raise CommandError(f"no drop called {opts['slug']!r}")
         try:
-            result = services.pause_drop(drop=drop, actor_id=None, reason=str(opts["reason"]))
+            result = switch.pause_drop(drop=drop, actor_id=None, reason=str(opts["reason"]))
         except InvalidInput as error:
             raise CommandError(error.detail) from None
         self.stdout.write(json.dumps({"state": result.state, "changed": result.changed}))

@@ -8,8 +8,10 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
+from admission import state
 from checkout.selectors import payments_needing_attention
-from shop.metrics import Gauge, drop_gauges, render_prometheus
+from core.metrics import Gauge, render_prometheus
+from ops.metrics import drop_gauges, drop_slugs
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -43,7 +45,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
         "Payments the provider refused to capture or void for good (alert above 0).",
         [({"state": state}, n) for state, n in stuck.items()],
     )
-    from admission import state  # the waiting room builds on the catalogue, not the other way round
-
     gauges = [*drop_gauges(), payments, *state.gauges()]
-    return HttpResponse(render_prometheus(extra=gauges), content_type=CONTENT_TYPE)
+    return HttpResponse(render_prometheus(drop_slugs=drop_slugs, extra=gauges), content_type=CONTENT_TYPE)

@@ -1,4 +1,4 @@
-"""A simulated payment provider, run as its own process: `daphne -p 8701 checkout.provider_sim:app`.
+"""A simulated payment provider, run as its own process: `daphne -p 8701 devtools.provider_sim:app`.
 
 It behaves like a real one so the saga meets real failure modes: authorisation
 is slow and sometimes declined, webhooks are signed, arrive late, more than

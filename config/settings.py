@@ -1,0 +1,262 @@
+"""Floodgate settings, all from the environment (see README.md for the variables).
+
+Production is the default: DEBUG off, a SECRET_KEY required, HTTPS-only cookies.
+FLOODGATE_PROFILE=dev (set by `floodgate.py run` and `floodgate.py test`) relaxes
+that for a laptop.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from core import env
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PROFILE = os.environ.get("FLOODGATE_PROFILE", "production")
+DEV = PROFILE == "dev"
+
+DEBUG = env.flag("DEBUG", default=DEV)
+SECRET_KEY = (
+    os.environ.get("SECRET_KEY") or "dev-only-insecure-key-never-in-production"
+    if DEV
+    else env.required("SECRET_KEY")
+)
+ALLOWED_HOSTS = env.listing("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEV else [])
+CSRF_TRUSTED_ORIGINS = env.listing("CSRF_TRUSTED_ORIGINS", [])
+
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "shop.auth.BearerTokenBackend",  # Authorization: Bearer <token> on the API
+]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "channels",
+    "shop",
+    "inventory",
+    "holds",
+    "checkout",
+    "admission",
+    "ops",
+    "storefront",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.database(env.required("DATABASE_URL"))}
+# psycopg 3's pool: a web process keeps warm connections instead of opening one per request.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+DATABASES["default"]["OPTIONS"]["pool"] = {
+    "min_size": env.integer("DB_POOL_MIN_SIZE", 2),
+    "max_size": env.integer("DB_POOL_MAX_SIZE", 20),
+    "timeout": env.integer("DB_POOL_TIMEOUT", 10),
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env.required("REDIS_URL")
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "fg",
+        "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 1},
+    }
+}
+CHANNEL_LAYERS = {
+    "default": {
+        # Pub/sub: a group message is one PUBLISH that each web process receives once and hands
+        # to its own sockets, so a wave to 5,000 waiting clients is not 5,000 Redis messages.
+        # Messages are not kept for a process that is away: each carries the whole state, and
+        # a client reconnecting gets the current one at once.
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        # redis-py 8 gives up on a read after 5 s by default; keep a longer read timeout.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 10}], "prefix": "fg-channels"},
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = 60
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A task whose worker died unacknowledged is redelivered after this many seconds.
+# Workers look for such orphans every CELERY_RESTORE_INTERVAL seconds.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.integer("CELERY_VISIBILITY_TIMEOUT", 300),
+    "unacked_restore_interval": env.integer("CELERY_RESTORE_INTERVAL", 10),
+    "unacked_restore_throttle": 1,
+}
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "admission-tick": {
+        "task": "admission.tick",
+        "schedule": 1.0,
+        "options": {"expires": 2},
+    },
+    "reclaim-expired-holds": {
+        "task": "holds.reclaim_expired_holds",
+        "schedule": float(env.integer("RECLAIM_EVERY_SECONDS", 5)),
+        "options": {"expires": 10},
+    },
+    "relay-outbox": {
+        "task": "checkout.relay_outbox",
+        "schedule": 5.0,
+        "options": {"expires": 10},
+    },
+    "checkout-sweep": {
+        "task": "checkout.sweep",
+        "schedule": 10.0,
+        "options": {"expires": 10},
+    },
+    "settle-unsettled-payments": {
+        "task": "checkout.settle_unsettled_payments",
+        "schedule": 30.0,
+        "options": {"expires": 30},
+    },
+    "watch-invariants": {
+        "task": "ops.watch_invariants",
+        "schedule": float(env.integer("WATCHDOG_EVERY_SECONDS", 5)),
+        "options": {"expires": 10},
+    },
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if not DEV
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = DEV
+
+# HTTPS in production; a laptop serves plain HTTP.
+SECURE_SSL_REDIRECT = env.flag("SECURE_SSL_REDIRECT", default=not DEV)
+SESSION_COOKIE_SECURE = env.flag("SESSION_COOKIE_SECURE", default=not DEV)
+CSRF_COOKIE_SECURE = env.flag("CSRF_COOKIE_SECURE", default=not DEV)
+SECURE_HSTS_SECONDS = env.integer("SECURE_HSTS_SECONDS", 0 if DEV else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEV
+SECURE_HSTS_PRELOAD = not DEV
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# Payments: the provider adapter (checkout.providers) and where the provider calls us back.
+PAYMENT_PROVIDER = os.environ.get("PAYMENT_PROVIDER", "simulated")
+PAYMENT_PROVIDER_URL = (
+    os.environ.get("PAYMENT_PROVIDER_URL") or "http://127.0.0.1:8701"
+    if DEV
+    else env.required("PAYMENT_PROVIDER_URL")
+)
+PAYMENT_PROVIDER_SECRET = (
+    os.environ.get("PAYMENT_PROVIDER_SECRET") or "sim-secret-dev"
+    if DEV
+    else env.required("PAYMENT_PROVIDER_SECRET")
+)
+# Webhooks are verified with their own secret: a leaked API key cannot forge a payment.
+PAYMENT_WEBHOOK_SECRET = (
+    os.environ.get("PAYMENT_WEBHOOK_SECRET") or "sim-webhook-secret-dev"
+    if DEV
+    else env.required("PAYMENT_WEBHOOK_SECRET")
+)
+# This shop's own address: the provider's callbacks and the buyer's way back.
+PUBLIC_BASE_URL = (
+    os.environ.get("PUBLIC_BASE_URL") or "http://127.0.0.1:8000" if DEV else env.required("PUBLIC_BASE_URL")
+)
+# Buyers are only ever sent to the provider's own pages (no open redirect).
+PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(
+    env.listing(
+        "PAYMENT_PROVIDER_PUBLIC_PREFIXES",
+        ["http://127.0.0.1:", "http://localhost:"] if DEV else ["https://"],
+    )
+)
+MERCHANT_WEBHOOK_URL = os.environ.get("MERCHANT_WEBHOOK_URL", "")
+
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEV
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(BASE_DIR / ".data" / "mail"))
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env.integer("EMAIL_PORT", 25)
+EMAIL_TIMEOUT = env.integer("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "orders@floodgate.invalid")
+
+# Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>` (staff may look too).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}
+
+# The waiting room and the crowd (admission app).
+# How long an admission token lets an admitted buyer claim before asking for a fresh one.
+ADMISSION_TOKEN_SECONDS = env.integer("ADMISSION_TOKEN_SECONDS", 120)
+# Token buckets per account and per client address: a burst of RATE_BURST, then RATE_PER_SECOND.
+RATE_LIMIT_BURST = env.integer("RATE_LIMIT_BURST", 10)
+RATE_LIMIT_PER_SECOND = env.integer("RATE_LIMIT_PER_SECOND", 1)
+IP_RATE_LIMIT_BURST = env.integer("IP_RATE_LIMIT_BURST", 100)
+IP_RATE_LIMIT_PER_SECOND = env.integer("IP_RATE_LIMIT_PER_SECOND", 20)
+# Claim attempts one process lets through to the database at once; beyond it, 503 Retry-After.
+CLAIM_CONCURRENCY = env.integer("CLAIM_CONCURRENCY", 16)
+# Behind a reverse proxy that appends the client's address to X-Forwarded-For (compose: yes).
+TRUST_X_FORWARDED_FOR = env.flag("TRUST_X_FORWARDED_FOR", default=False)

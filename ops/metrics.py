@@ -1,0 +1,61 @@
+"""Per-drop gauges for /metrics, read from the database at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from core.errors import NotFound
+from core.metrics import Gauge
+from inventory.selectors import invariant
+from shop.models import Drop
+
+RECENT = timedelta(hours=1)
+MAX_GAUGE_DROPS = 50
+
+
+def drop_slugs(drop_ids: list[int]) -> dict[int, str]:
+    return dict(Drop.objects.filter(pk__in=drop_ids).values_list("id", "slug"))
+
+
+def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
+    """Per-drop gauges from the database for live, upcoming-within-the-hour and recently ended drops.
+
+    At most 50 drops, newest start first; one invariant statement each (one snapshot per drop).
+    """
+    now = now or timezone.now()
+    drops = list(
+        Drop.objects.filter(ends_at__gt=now - RECENT, starts_at__lte=now + RECENT)
+        .order_by("-starts_at")
+        .values_list("id", "slug")[:MAX_GAUGE_DROPS]
+    )
+    holds: list[tuple[Mapping[str, str], float]] = []
+    expired_unsold: list[tuple[Mapping[str, str], float]] = []
+    drift: list[tuple[Mapping[str, str], float]] = []
+    for drop_id, slug in drops:
+        try:
+            state = invariant(drop_id=drop_id)
+        except NotFound:
+            continue  # deleted since the list was read
+        holds += [
+            ({"drop": slug, "state": "held"}, state.held),
+            ({"drop": slug, "state": "sold"}, state.sold),
+            ({"drop": slug, "state": "expired"}, state.expired_holds),
+        ]
+        expired_unsold.append(({"drop": slug}, state.expired_unreclaimed))
+        drift.append(({"drop": slug}, state.drift))
+    return [
+        Gauge(
+            "floodgate_holds",
+            "Units in held and in sold holds, and the number of expired holds, per drop.",
+            holds,
+        ),
+        Gauge(
+            "floodgate_expired_unsold_holds",
+            "Units in holds past their expiry that the sweeper has not reclaimed yet.",
+            expired_unsold,
+        ),
+        Gauge("floodgate_invariant_drift", "quantity - (available + held + sold); must be 0.", drift),
+    ]
