@@ -4,8 +4,8 @@ Most of a drop's crowd asks questions whose answer is already known (is it on? s
 paused? admitted?), and most reserve attempts cannot succeed. This raw ASGI layer answers
 those from each drop's snapshot (admission.state publishes it to Redis every second, and at
 once on pause, resume and sold out) without entering Django or querying PostgreSQL: an
-answer from here costs a dict lookup, where Django's handler costs ~10-40x more (DESIGN.md
-section 7).
+answer from here costs a dict lookup, where Django's handler costs ~10-40x more
+(docs/ARCHITECTURE.md, "Admission").
 
 What keeps it honest:
 

@@ -77,17 +77,14 @@ def client_ip(request: HttpRequest) -> str:
 
 def check_buyer(request: HttpRequest, *, scope: str) -> None:
     """Raise RateLimited (429 with Retry-After) when the account or its address goes too fast."""
-    ip = (
-        f"fg:rl:{scope}:ip:{client_ip(request)}",
-        settings.IP_RATE_LIMIT_BURST,
-        settings.IP_RATE_LIMIT_PER_SECOND,
-    )
-    user = (
-        f"fg:rl:{scope}:user:{request.user.pk}",
-        settings.RATE_LIMIT_BURST,
-        settings.RATE_LIMIT_PER_SECOND,
-    )
-    wait = take([ip, user])
+    check(scope=scope, ip=client_ip(request), buyer_id=request.user.pk)
+
+
+def check(*, scope: str, ip: str, buyer_id: int) -> None:
+    """check_buyer for a caller that has the address and account but no Django request."""
+    per_ip = (f"fg:rl:{scope}:ip:{ip}", settings.IP_RATE_LIMIT_BURST, settings.IP_RATE_LIMIT_PER_SECOND)
+    per_user = (f"fg:rl:{scope}:user:{buyer_id}", settings.RATE_LIMIT_BURST, settings.RATE_LIMIT_PER_SECOND)
+    wait = take([per_ip, per_user])
     if wait:
         seconds = math.ceil(wait)
         raise RateLimited(f"Too many attempts; try again in {seconds} s.", retry_after=seconds)

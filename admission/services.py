@@ -20,9 +20,12 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
-from admission import gate, sql, state, tokens
+from admission import sql, state, tokens
 from admission.models import Queue, Ticket, Wave
+from core import locks
 from core.errors import Busy, Ended, FloodgateError
+from inventory import gate
+from shop import selectors as catalogue
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
@@ -231,8 +234,7 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
     now = now or timezone.now()
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute(sql.TRY_WAVE_LOCK, {"namespace": sql.ADVISORY_NAMESPACE, "drop": drop.pk})
-            if not cursor.fetchone()[0]:
+            if not locks.try_lock(cursor, locks.Namespace.WAVE, drop.pk):
                 return None  # another worker runs this wave
         queue_for(drop)
         queue = Queue.objects.select_for_update().get(pk=drop.pk)
@@ -273,19 +275,10 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
     return wave
 
 
-def active_drops(now: datetime) -> list[Drop]:
-    """Drops a tick looks after: starting within the hour, on sale, or ended in the last ten minutes."""
-    return list(
-        Drop.objects.select_related("product").filter(
-            starts_at__lte=now + timedelta(hours=1), ends_at__gte=now - timedelta(minutes=10)
-        )
-    )
-
-
 def tick(*, now: datetime | None = None) -> dict[str, int]:
     """Once a second (beat): run the waves that are due, then publish every active drop's snapshot."""
     now = now or timezone.now()
-    drops = active_drops(now)
+    drops = catalogue.active_drops(now)
     waves = 0
     for drop in drops:
         if drop.waiting_room:

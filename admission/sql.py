@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-ADVISORY_NAMESPACE = 7303  # pg advisory lock class for "running a wave of this drop's queue"
-TRY_WAVE_LOCK = "SELECT pg_try_advisory_xact_lock(%(namespace)s, (%(drop)s %% 2147483647)::int)"
+from inventory import sql as stock
 
 # Join before the draw: insert a ticket without a number only while the queue is undrawn.
 # FOR SHARE on the queue row makes the draw (FOR UPDATE) wait for joins in flight, and a
@@ -58,16 +57,13 @@ SELECT count(*)
 # Everything a snapshot of a drop needs, for every drop on sale or about to be, in one read.
 # The state is computed with the database's clock, like the claim statements. Units of
 # expired holds nobody has reclaimed yet count as available: a claim reclaims them inline.
-SNAPSHOTS = """
+SNAPSHOTS = f"""
 SELECT d.id, d.slug,
        CASE WHEN d.paused THEN 'paused'
             WHEN now() < d.starts_at THEN 'scheduled'
             WHEN now() >= d.ends_at THEN 'ended'
             ELSE 'live' END,
-       COALESCE((SELECT sum(b.available) FROM inventory_stockbucket b WHERE b.drop_id = d.id), 0)
-         + (SELECT count(*) FROM inventory_unit u WHERE u.drop_id = d.id AND u.state = 'available')
-         + COALESCE((SELECT sum(h.quantity) FROM holds_hold h
-                      WHERE h.drop_id = d.id AND h.state = 'held' AND h.expires_at <= now()), 0),
+       {stock.CLAIMABLE},
        COALESCE((SELECT sum(h.quantity) FROM holds_hold h
                   WHERE h.drop_id = d.id AND h.state = 'held' AND h.expires_at > now()), 0),
        COALESCE(q.admitted_through, 0),

@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 
 from admission import sql
 from core.metrics import Gauge
+from shop import selectors as catalogue
 from shop.models import Drop, DropState
 from shop.selectors import DropView
 
@@ -198,9 +199,7 @@ def note_sold_out(drop: Drop) -> None:
 
 def gauges() -> list[Gauge]:
     """Prometheus gauges of every active waiting room: the mark, the line, the stock it waits for."""
-    from admission.services import active_drops  # services builds on this module
-
-    rooms = [d for d in active_drops(datetime.now(UTC)) if d.waiting_room]
+    rooms = [d for d in catalogue.active_drops(datetime.now(UTC)) if d.waiting_room]
     snaps = compute(rooms) if rooms else []
     return [
         Gauge(

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
-from admission import services
+from admission import limits, services
 from core.errors import Busy, FloodgateError, NotFound
 from shop import selectors as catalogue
 
@@ -27,7 +27,9 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
     if "prefetch" in request.headers.get("Sec-Purpose", request.headers.get("Purpose", "")):
         return HttpResponse(status=204)  # a browser guessing ahead must not put anyone in line
     try:
-        # Joining is idempotent: a reload, a second tab or a shared link keeps the ticket.
+        # Limited like the API's join; joining is idempotent: a reload, a second tab or a
+        # shared link keeps the ticket.
+        limits.check_buyer(request, scope="queue")
         place = services.join(drop=drop, buyer_id=request.user.pk)
     except Busy as error:
         response = render(request, "admission/busy.html", {"drop": drop, "detail": error.detail}, status=503)

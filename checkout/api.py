@@ -6,7 +6,7 @@ import re
 
 from django.http import HttpRequest, JsonResponse
 
-from checkout import services
+from checkout import selectors, services
 from checkout.models import Order
 from core.api import api
 from core.errors import NotFound
@@ -23,7 +23,7 @@ def start_payment(request: HttpRequest, hold_id: str) -> JsonResponse:
         "payment": started.payment.pk,
         "state": started.payment.state,
         "redirect_url": started.payment.redirect_url,
-        "order": services.order_json(started.order),
+        "order": selectors.order_json(started.order),
     }
     return JsonResponse(body, status=202)
 
@@ -31,7 +31,7 @@ def start_payment(request: HttpRequest, hold_id: str) -> JsonResponse:
 @api({"GET"}, login=True)
 def orders(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
-        {"orders": [services.order_json(o) for o in services.orders_of(buyer_id=request.user.pk)]}
+        {"orders": [selectors.order_json(o) for o in selectors.orders_of(buyer_id=request.user.pk)]}
     )
 
 
@@ -44,4 +44,4 @@ def order(request: HttpRequest, order_id: str) -> JsonResponse:
     )
     if found is None:
         raise NotFound("There is no such order among yours.")
-    return JsonResponse(services.order_json(found))
+    return JsonResponse(selectors.order_json(found))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import Count
+from datetime import timedelta
 
-from checkout.models import Order, Payment, PaymentState
+from django.db.models import Count
+from django.utils import timezone
+
+from checkout.models import Order, Payment, PaymentState, WebhookEvent
 
 NEEDS_ATTENTION = [PaymentState.CAPTURE_FAILED, PaymentState.VOID_FAILED]
 
@@ -42,3 +45,48 @@ def payments_needing_attention() -> dict[str, int]:
         Payment.objects.filter(state__in=NEEDS_ATTENTION).values_list("state").annotate(n=Count("id"))
     )
     return {str(state): counts.get(state, 0) for state in NEEDS_ATTENTION}
+
+
+def orders_of(*, buyer_id: int) -> list[Order]:
+    return list(Order.objects.filter(buyer_id=buyer_id).select_related("drop__product")[:100])
+
+
+def order_json(order: Order) -> dict[str, object]:
+    return {
+        "id": order.pk,
+        "hold": order.hold_id,
+        "drop": order.drop.slug,
+        "state": order.state,
+        "quantity": order.quantity,
+        "amount_minor": order.amount_minor,
+        "currency": order.currency,
+        "failure_reason": order.failure_reason,
+        "refunded": order.refunded,
+        "created_at": order.created_at.isoformat(),
+    }
+
+
+def unsettled_payment_ids(*, limit: int = 100) -> list[int]:
+    return list(
+        Payment.objects.filter(state__in=[PaymentState.CAPTURE_PENDING, PaymentState.VOID_PENDING])
+        .order_by("updated_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+STALE_EVENT_AFTER = timedelta(seconds=30)
+GIVE_UP_EVENT_AFTER = timedelta(days=1)
+
+
+def stale_event_ids(*, limit: int = 100) -> list[int]:
+    """Events recorded but not processed for a while: their task was lost or failed."""
+    now = timezone.now()
+    return list(
+        WebhookEvent.objects.filter(
+            processed_at__isnull=True,
+            received_at__lt=now - STALE_EVENT_AFTER,
+            received_at__gt=now - GIVE_UP_EVENT_AFTER,
+        )
+        .order_by("received_at")
+        .values_list("pk", flat=True)[:limit]
+    )

@@ -18,18 +18,17 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.mail import EmailMessage
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.db.models.functions import Now
 from django.urls import reverse
-from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from checkout import sql
-from checkout.models import Order, OrderState, OutboxMessage, Payment, PaymentState, WebhookEvent
+from checkout import outbox, sql
+from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import PermanentProviderError, ProviderError
 from checkout.providers.base import WebhookEvent as ProviderEvent
@@ -39,10 +38,7 @@ from holds.models import Hold
 
 log = logging.getLogger(__name__)
 
-EMAIL_TOPIC = "order_confirmed.email"
 OPENING_TIMEOUT = timedelta(seconds=30)  # well past the provider client's own timeouts
-MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
-MERCHANT_TOPIC = "order_confirmed.merchant_webhook"
 
 
 class ProviderUnavailable(Busy):
@@ -153,7 +149,7 @@ def process_event(*, event_pk: int) -> str:
     # Only the run that decided enqueues the capture or void; a lost task is picked up by
     # the beat's settle_unsettled_payments.
     if outcome in {"confirmed", "too_late_voiding", "amount_mismatch_voiding"} and payment is not None:
-        _enqueue_settle(payment.pk)
+        _enqueue("checkout.settle_payment", payment.pk)
     log.info("webhook %s (%s): %s", event.event_id, event.type, outcome)
     return outcome
 
@@ -211,7 +207,7 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
     if payment.state != PaymentState.FAILED and holds.confirm_in(cursor, hold_id=order.hold_id):
         _set(payment, PaymentState.CAPTURE_PENDING)
         _finish(order, OrderState.CONFIRMED, "")
-        _announce(order)
+        outbox.announce(order)
         return "confirmed"
     _set(payment, PaymentState.VOID_PENDING)
     order.refunded = True
@@ -234,41 +230,6 @@ def _finish(order: Order, state: str, reason: str) -> None:
     Order.objects.filter(pk=order.pk).update(
         state=state, failure_reason=reason, refunded=order.refunded, updated_at=Now()
     )
-
-
-def confirmation(order: Order) -> tuple[str, dict[str, object]]:
-    """The consumer key and payload announcing a confirmed order (one key per order)."""
-    payload = {
-        "order": order.pk,
-        "drop": order.drop_id,
-        "buyer": order.buyer_id,
-        "quantity": order.quantity,
-        "amount_minor": order.amount_minor,
-        "currency": order.currency,
-    }
-    return f"order-{order.pk}-confirmed", payload
-
-
-def _announce(order: Order) -> None:
-    """Outbox rows, in the confirming transaction: they leave only if the sale commits."""
-    key, payload = confirmation(order)
-    OutboxMessage.objects.bulk_create(
-        [OutboxMessage(topic=topic, key=key, payload=payload) for topic in (EMAIL_TOPIC, MERCHANT_TOPIC)],
-        ignore_conflicts=True,
-    )
-    transaction.on_commit(_enqueue_relay)
-
-
-def _enqueue_settle(payment_pk: int) -> None:
-    from checkout.tasks import settle_payment
-
-    settle_payment.delay(payment_pk)
-
-
-def _enqueue_relay() -> None:
-    from checkout.tasks import relay_outbox
-
-    relay_outbox.delay()
 
 
 def settle_payment(*, payment_pk: int) -> str:
@@ -302,112 +263,8 @@ def settle_payment(*, payment_pk: int) -> str:
     return done
 
 
-def unsettled_payment_ids(*, limit: int = 100) -> list[int]:
-    return list(
-        Payment.objects.filter(state__in=[PaymentState.CAPTURE_PENDING, PaymentState.VOID_PENDING])
-        .order_by("updated_at")
-        .values_list("pk", flat=True)[:limit]
-    )
-
-
-# The outbox relay --------------------------------------------------------------------------
-
-
-def relay_outbox(*, limit: int = 200) -> int:
-    """Send unsent outbox messages one by one, each marked sent in the transaction that locked it.
-
-    A crash loses nothing (the message stays unsent) and can repeat only the one message in
-    flight, with the same key, which its consumer uses to drop the repeat.
-    """
-    sent, failed = 0, []
-    for _ in range(limit):
-        with transaction.atomic(durable=True):
-            message = (
-                OutboxMessage.objects.select_for_update(skip_locked=True)
-                .filter(sent_at__isnull=True, attempts__lt=MAX_ATTEMPTS, next_attempt_at__lte=Now())
-                .exclude(pk__in=failed)
-                .order_by("id")
-                .first()
-            )
-            if message is None:
-                break
-            try:
-                _deliver(message)
-            except Exception as error:  # any consumer failure: keep it for a later round
-                backoff = timedelta(seconds=min(2**message.attempts, 3600))
-                OutboxMessage.objects.filter(pk=message.pk).update(
-                    attempts=message.attempts + 1,
-                    last_error=str(error)[:300],
-                    next_attempt_at=Now() + backoff,
-                )
-                log.warning("outbox %s %s not sent: %s", message.topic, message.key, error)
-                failed.append(message.pk)
-                continue
-            OutboxMessage.objects.filter(pk=message.pk).update(sent_at=Now(), attempts=message.attempts + 1)
-            sent += 1
-    return sent
-
-
-def _deliver(message: OutboxMessage) -> None:
-    if message.topic == EMAIL_TOPIC:
-        order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
-        if not order.buyer.email:
-            return  # nobody to write to; delivered as far as it can be
-        EmailMessage(
-            subject=f"Your order {order.pk} is confirmed",
-            body=f"{order.quantity} x {order.drop.display_title} is yours.",
-            to=[order.buyer.email],
-            headers={"Message-ID": f"<{message.key}@floodgate>"},
-        ).send()
-    elif message.topic == MERCHANT_TOPIC:
-        url = getattr(settings, "MERCHANT_WEBHOOK_URL", "")
-        if not url:
-            return  # no merchant hook configured
-        import httpx
-
-        answer = httpx.post(url, json=message.payload, headers={"Idempotency-Key": message.key}, timeout=5)
-        answer.raise_for_status()
-    else:
-        raise ValueError(f"unknown outbox topic {message.topic}")
-
-
-def orders_of(*, buyer_id: int) -> list[Order]:
-    return list(Order.objects.filter(buyer_id=buyer_id).select_related("drop__product")[:100])
-
-
-def order_json(order: Order) -> dict[str, object]:
-    return {
-        "id": order.pk,
-        "hold": order.hold_id,
-        "drop": order.drop.slug,
-        "state": order.state,
-        "quantity": order.quantity,
-        "amount_minor": order.amount_minor,
-        "currency": order.currency,
-        "failure_reason": order.failure_reason,
-        "refunded": order.refunded,
-        "created_at": order.created_at.isoformat(),
-    }
-
-
 # Safety nets run by beat ------------------------------------------------------------------
 
-STALE_EVENT_AFTER = timedelta(seconds=30)
-GIVE_UP_EVENT_AFTER = timedelta(days=1)
-
-
-def stale_event_ids(*, limit: int = 100) -> list[int]:
-    """Events recorded but not processed for a while: their task was lost or failed."""
-    now = timezone.now()
-    return list(
-        WebhookEvent.objects.filter(
-            processed_at__isnull=True,
-            received_at__lt=now - STALE_EVENT_AFTER,
-            received_at__gt=now - GIVE_UP_EVENT_AFTER,
-        )
-        .order_by("received_at")
-        .values_list("pk", flat=True)[:limit]
-    )
 
 
 def fail_abandoned_orders() -> int:
@@ -421,3 +278,8 @@ def fail_abandoned_orders() -> int:
 
 
 ABANDONED = "The time to pay ran out before a payment arrived; the units went back on sale."
+
+
+def _enqueue(task: str, *args: object) -> None:
+    """Send a task by its name: the tasks module builds on this one, not the other way round."""
+    current_app.send_task(task, args=args)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from checkout import services
+from checkout import outbox, selectors, services
 from checkout.providers.base import ProviderError
 
 
@@ -40,7 +40,7 @@ def settle_payment(payment_pk: int) -> str:
 @shared_task(name="checkout.settle_unsettled_payments", time_limit=30)
 def settle_unsettled_payments() -> int:
     """Beat safety net: capture or void what a lost task left pending."""
-    ids = services.unsettled_payment_ids()
+    ids = selectors.unsettled_payment_ids()
     for payment_pk in ids:
         settle_payment.delay(payment_pk)
     return len(ids)
@@ -48,13 +48,13 @@ def settle_unsettled_payments() -> int:
 
 @shared_task(name="checkout.relay_outbox", acks_late=True, time_limit=60)
 def relay_outbox() -> int:
-    return services.relay_outbox()
+    return outbox.relay_outbox()
 
 
 @shared_task(name="checkout.sweep", time_limit=30)
 def sweep() -> dict[str, int]:
     """Beat safety net: re-run events whose task was lost; fail orders nobody paid for."""
-    events = services.stale_event_ids()
+    events = selectors.stale_event_ids()
     for event_pk in events:
         process_webhook_event.delay(event_pk)
     return {"events_requeued": len(events), "orders_abandoned": services.fail_abandoned_orders()}

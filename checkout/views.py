@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from checkout import services
+from checkout import selectors, services
 from checkout.models import Order
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook
@@ -41,12 +41,12 @@ def order(request: HttpRequest, order_id: int) -> HttpResponse:
     found = Order.objects.select_related("drop__product").filter(pk=order_id, buyer=request.user).first()
     if found is None:
         raise Http404("There is no such order among yours.")
-    return render(request, "checkout/order.html", {"order": found, "data": services.order_json(found)})
+    return render(request, "checkout/order.html", {"order": found, "data": selectors.order_json(found)})
 
 
 @login_required
 def orders(request: HttpRequest) -> HttpResponse:
-    return render(request, "checkout/orders.html", {"orders": services.orders_of(buyer_id=request.user.pk)})
+    return render(request, "checkout/orders.html", {"orders": selectors.orders_of(buyer_id=request.user.pk)})
 
 
 @csrf_exempt

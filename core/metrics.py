@@ -9,7 +9,7 @@ Keys (bounded: per-second data expires, the rest is one small hash per drop):
     fg:m:drops                         set of drop ids that have reserve metrics
     fg:m:drift                         hash drop id -> times drift was detected
     fg:m:gate:refused                  hash drop id -> reserves the Redis gate answered "sold out"
-                                       (written by admission.gate's Lua, in the refusal's own call)
+                                       (written by inventory.gate's Lua, in the refusal's own call)
     fg:m:reserve:total:<drop>          hash outcome -> reserve answers
     fg:m:reserve:latency:<drop>        hash le -> answers in that bucket (not cumulative), sum_us
     fg:m:reserve:second:<drop>:<min>   hash "c:<unix second>" / "r:<unix second>" -> claims /

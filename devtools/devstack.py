@@ -140,6 +140,9 @@ def stop(children: dict[str, subprocess.Popen[bytes]]) -> None:
 
 
 def run_tests(args: list[str]) -> int:
+    # The layering first (import-linter's contracts in pyproject.toml): an upward import or a
+    # cycle fails the run like a failing test.
+    layers = subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=ROOT).returncode
     # Servers of its own per run: two test runs at once must not share a test database.
     data_dir = ROOT / ".data" / f"test-run-{os.getpid()}"
     try:
@@ -149,7 +152,7 @@ def run_tests(args: list[str]) -> int:
             done = subprocess.run(
                 [sys.executable, "-m", "pytest", *args], env={**os.environ, **env}, cwd=ROOT
             )
-            return done.returncode
+            return done.returncode or layers
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 

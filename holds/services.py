@@ -7,7 +7,6 @@ statement that ends a hold also gives its units back, so a unit returns once.
 from __future__ import annotations
 
 import logging
-import random
 import string
 import time
 from dataclasses import dataclass
@@ -17,15 +16,13 @@ from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
-from admission import gate
-from core import metrics
+from core import locks, metrics
 from core.errors import (
     Ended,
     FloodgateError,
     HoldExists,
     HoldNotActive,
     InvalidIdempotencyKey,
-    InvalidInput,
     InvalidQuantity,
     LimitReached,
     NotStarted,
@@ -35,12 +32,12 @@ from core.errors import (
 )
 from holds import sql
 from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
+from inventory import gate
 from inventory import services as stock
-from shop.models import Drop, DropState, InventoryMode
+from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
 
-RECLAIM_LOCK_NAMESPACE = 7301  # pg advisory lock class for "reclaiming a drop's holds"
 RECLAIM_BATCH = 500
 KEY_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.:")
 
@@ -124,8 +121,7 @@ def _reserve(
 ) -> Reservation:
     key = check_idempotency_key(idempotency_key)
     q = check_quantity(drop, quantity)
-    if unit is not None and (drop.inventory_mode != InventoryMode.UNITS or q != 1):
-        raise InvalidInput("A unit can be chosen only in a drop of labelled units, one at a time.")
+    stock.check_choice(drop, unit=unit, quantity=q)
     refuse_if_closed(drop)
     attempt = partial(_reserve_once, drop=drop, buyer_id=buyer_id, quantity=q, key=key, unit=unit)
     try:
@@ -150,8 +146,8 @@ def _reserve(
 def _reserve_once(
     *, drop: Drop, buyer_id: int, quantity: int, key: str, unit: str | None, first: int | None = None
 ) -> Reservation:
-    if first is None and drop.inventory_mode == InventoryMode.BUCKETS:
-        first = random.randrange(drop.bucket_count)
+    if first is None:
+        first = stock.first_pick(drop)
     ids = {"drop": drop.pk, "buyer": buyer_id, "key": key}
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         cursor.execute(sql.INSERT_HOLD, {**ids, "q": quantity, "index": first})
@@ -176,14 +172,9 @@ def _reserve_once(
                 f"At most {drop.per_buyer_limit} per buyer in this drop, counting what you bought."
             )
         # The stock row is touched last: its lock is held only until this commit.
-        if drop.inventory_mode == InventoryMode.BUCKETS:
-            claim = stock.take_from_buckets(cursor, drop_id=drop.pk, quantity=quantity, first=first or 0)
-            if claim.bucket_index != first:
-                cursor.execute(sql.SET_BUCKET, {"index": claim.bucket_index, "hold": hold_id})
-        elif unit is not None:
-            claim = stock.take_named_unit(cursor, drop_id=drop.pk, label=unit, hold_id=hold_id)
-        else:
-            claim = stock.take_units(cursor, drop_id=drop.pk, quantity=quantity, hold_id=hold_id)
+        claim = stock.claim(cursor, drop=drop, quantity=quantity, hold_id=hold_id, first=first, unit=unit)
+        if claim.bucket_index != first:
+            cursor.execute(sql.SET_BUCKET, {"index": claim.bucket_index, "hold": hold_id})
     # Built from what the statements returned: no read-back on the hot path.
     hold = Hold(
         pk=hold_id,
@@ -247,8 +238,7 @@ def reclaim_expired(*, drop_id: int, limit: int = RECLAIM_BATCH) -> int:
     """Expire up to `limit` of the drop's overdue holds and credit their units; 0 if another
     reclaimer holds this drop right now (it is doing the same work)."""
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(sql.TRY_RECLAIM_LOCK, {"namespace": RECLAIM_LOCK_NAMESPACE, "drop": drop_id})
-        if not cursor.fetchone()[0]:
+        if not locks.try_lock(cursor, locks.Namespace.RECLAIM, drop_id):
             return 0
         cursor.execute(sql.EXPIRE_DUE_HOLDS, {"drop": drop_id, "limit": limit})
         expired, credited = cursor.fetchone()

@@ -2,10 +2,13 @@
 
 A transition that changes one hold row credits its stock back in the same
 statement (data-modifying CTEs run exactly once), so stock is returned once or
-not at all. Lock order: hold rows first, then stock rows (buckets in index order).
+not at all. The stock side of each is inventory's SQL; this module names no stock
+table. Lock order (core.locks): hold rows first, then stock rows.
 """
 
 from __future__ import annotations
+
+from inventory import sql as stock
 
 # Start a hold for a buyer with an idempotency key; expiry from the drop's hold time
 # on the database clock. ON CONFLICT covers both unique rules: the same key again
@@ -43,55 +46,37 @@ SELECT COALESCE(sum(quantity), 0) FROM holds_hold
 SET_BUCKET = "UPDATE holds_hold SET bucket_index = %(index)s WHERE id = %(hold)s"
 
 # HELD -> RELEASED for the hold's buyer (or anyone, with buyer NULL), crediting its
-# units back. Locks the hold row, then its bucket row or unit rows.
+# units back (inventory's GIVE_BACK). Locks the hold row, then its stock rows.
 # Returns (holds changed, units credited): (1, q) released; (0, 0) not held any more.
 # Protects: stock credited once per hold.
-RELEASE_HOLD = """
+RELEASE_HOLD = f"""
 WITH ended AS (
     UPDATE holds_hold SET state = 'released', ended_at = now()
      WHERE id = %(hold)s AND state = 'held'
        AND (%(buyer)s::bigint IS NULL OR buyer_id = %(buyer)s::bigint)
     RETURNING id, drop_id, quantity, bucket_index
-), bucket AS (
-    UPDATE inventory_stockbucket b SET available = b.available + e.quantity
-      FROM ended e
-     WHERE b.drop_id = e.drop_id AND b.index = e.bucket_index
-    RETURNING e.quantity
-), units AS (
-    UPDATE inventory_unit u SET state = 'available', hold_id = NULL
-      FROM ended e
-     WHERE u.hold_id = e.id AND u.state = 'held'
-    RETURNING u.id
-)
-SELECT (SELECT count(*) FROM ended),
-       COALESCE((SELECT sum(quantity) FROM bucket), 0) + (SELECT count(*) FROM units)
+), {stock.GIVE_BACK}
+SELECT (SELECT count(*) FROM ended), {stock.GIVEN_BACK}
 """
 
 # HELD -> SOLD while the hold has not expired: clock_timestamp(), not now(), so a confirm
 # that waited for the row lock checks the time it actually decides at. Locks the hold
 # row, then its unit rows. 1 row: sold; 0 rows: expired, released or already sold.
 # Protects: a hold is sold or expired, never both.
-CONFIRM_HOLD = """
+CONFIRM_HOLD = f"""
 WITH sold AS (
     UPDATE holds_hold SET state = 'sold', ended_at = now()
      WHERE id = %(hold)s AND state = 'held' AND expires_at > clock_timestamp()
     RETURNING id
-), units AS (
-    UPDATE inventory_unit u SET state = 'sold', sold_at = now()
-      FROM sold WHERE u.hold_id = sold.id
-    RETURNING u.id
-)
+), {stock.MARK_SOLD}
 SELECT (SELECT count(*) FROM sold)
 """
 
-# Serialise reclaimers of one drop for this transaction; false: another one is at it.
-TRY_RECLAIM_LOCK = "SELECT pg_try_advisory_xact_lock(%(namespace)s, (%(drop)s %% 2147483647)::int)"
-
 # HELD -> EXPIRED for up to `limit` holds of a drop whose time is up, crediting their
 # units back. Skips hold rows a confirm or release has locked (that one decides
-# them), so it never blocks a buyer. Bucket rows are locked in index order.
+# them), so it never blocks a buyer. Runs under the drop's RECLAIM advisory lock.
 # Returns (holds expired, units credited). Protects: credited once per hold.
-EXPIRE_DUE_HOLDS = """
+EXPIRE_DUE_HOLDS = f"""
 WITH due AS (
     SELECT id FROM holds_hold
      WHERE drop_id = %(drop)s AND state = 'held' AND expires_at <= now()
@@ -101,24 +86,8 @@ WITH due AS (
     UPDATE holds_hold h SET state = 'expired', ended_at = now()
       FROM due WHERE h.id = due.id AND h.state = 'held'
     RETURNING h.id, h.drop_id, h.quantity, h.bucket_index
-), credit AS (
-    SELECT b.id, c.units FROM inventory_stockbucket b
-      JOIN (SELECT drop_id, bucket_index, sum(quantity) AS units FROM ended
-             WHERE bucket_index IS NOT NULL GROUP BY drop_id, bucket_index) c
-        ON b.drop_id = c.drop_id AND b.index = c.bucket_index
-     ORDER BY b.index
-       FOR UPDATE OF b
-), bucket AS (
-    UPDATE inventory_stockbucket b SET available = b.available + credit.units
-      FROM credit WHERE b.id = credit.id
-    RETURNING credit.units
-), units AS (
-    UPDATE inventory_unit u SET state = 'available', hold_id = NULL
-      FROM ended e WHERE u.hold_id = e.id AND u.state = 'held'
-    RETURNING u.id
-)
-SELECT (SELECT count(*) FROM ended),
-       COALESCE((SELECT sum(units) FROM bucket), 0) + (SELECT count(*) FROM units)
+), {stock.GIVE_BACK}
+SELECT (SELECT count(*) FROM ended), {stock.GIVEN_BACK}
 """
 
 DROPS_WITH_DUE_HOLDS = """

@@ -11,43 +11,40 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from admission import limits
-from admission import services as admission
 from core.errors import FloodgateError, NotAdmitted, NotFound
-from holds import selectors, services
-from shop import selectors as catalogue
+from holds import entry, selectors, services
 
 
 @require_POST
 @login_required
 def buy(request: HttpRequest, slug: str) -> HttpResponse:
-    try:
-        drop = catalogue.drop_for_claim(slug=slug)
-    except NotFound as error:
-        raise Http404(error.detail) from None
     quantity: object = request.POST.get("quantity", "1")
     with contextlib.suppress(ValueError):  # a non-number goes on; the service names the problem
         quantity = int(str(quantity))
     try:
-        token = request.POST.get("admission_token")
-        admission.check_admitted(drop=drop, buyer_id=request.user.pk, token=token)
-        limits.check_buyer(request, scope="reserve")
-        result = services.reserve(
-            drop=drop,
-            buyer_id=request.user.pk,
-            quantity=quantity,
-            idempotency_key=request.POST.get("idempotency_key"),
-            unit=request.POST.get("unit") or None,
+        result = entry.reserve(
+            entry.ReserveRequest(
+                slug=slug,
+                buyer_id=request.user.pk,
+                client_ip=limits.client_ip(request),
+                quantity=quantity,
+                idempotency_key=request.POST.get("idempotency_key"),
+                unit=request.POST.get("unit") or None,
+                admission_token=request.POST.get("admission_token"),
+            )
         )
+    except NotFound as error:
+        raise Http404(error.detail) from None
     except NotAdmitted as error:
         messages.info(request, error.detail)
-        return redirect("drop-queue", slug=drop.slug)
+        return redirect("drop-queue", slug=slug)
     except FloodgateError as error:
         active = error.extra.get("hold")
         if active:
             messages.info(request, error.detail)
             return redirect("hold", hold_id=active)
         messages.error(request, error.detail)
-        return redirect(drop)
+        return redirect("drop", slug=slug)
     return redirect(result.hold)
 
 

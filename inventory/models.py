@@ -6,6 +6,11 @@ from django.db import models
 from django.db.models import Q
 
 
+class InventoryMode(models.TextChoices):
+    BUCKETS = "buckets", "Buckets (identical units)"
+    UNITS = "units", "Units (labelled, e.g. seats)"
+
+
 class StockBucket(models.Model):
     """One slice of a drop's stock; a drop's quantity is split over `bucket_count` of these."""
 

@@ -5,26 +5,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Count, Sum
 
 from core.errors import NotFound
 from inventory import sql
-from inventory.models import StockBucket, Unit, UnitState
+from inventory.models import Unit
 
 
 def available_by_drop(drop_ids: list[int]) -> dict[int, int]:
-    """Units still available per drop (held units are not counted), from buckets and unit rows."""
+    """Units still available per drop (held units are not counted), whatever the mode."""
+    return _per_drop(sql.AVAILABLE_BY_DROP, drop_ids)
+
+
+def claimable_by_drop(drop_ids: list[int]) -> dict[int, int]:
+    """Units a claim could get per drop: available plus those in expired, unreclaimed holds."""
+    return _per_drop(sql.CLAIMABLE_BY_DROP, drop_ids)
+
+
+def _per_drop(statement: str, drop_ids: list[int]) -> dict[int, int]:
     ids = list(drop_ids)
-    found = {
-        row["drop_id"]: row["n"]
-        for row in StockBucket.objects.filter(drop_id__in=ids).values("drop_id").annotate(n=Sum("available"))
-    }
-    found |= {
-        row["drop_id"]: row["n"]
-        for row in Unit.objects.filter(drop_id__in=ids, state=UnitState.AVAILABLE)  # the partial index
-        .values("drop_id")
-        .annotate(n=Count("id"))
-    }
+    with connection.cursor() as cursor:
+        found = {row[0]: int(row[1]) for row in sql.all_rows(cursor, statement, {"drops": ids})}
     return {drop_id: found.get(drop_id, 0) for drop_id in ids}
 
 

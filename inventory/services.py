@@ -1,13 +1,21 @@
-"""Stock writes: laying out a drop's stock rows, claiming units from them."""
+"""Stock writes: laying out a drop's stock rows, claiming units from them.
+
+Inventory owns the claim: `claim()` takes units in whichever mode the drop is in, and
+its SQL's GIVE_BACK / MARK_SOLD are how a hold's end moves them (holds/sql.py). Adding a
+mode means a new branch here and in those fragments, nowhere else.
+"""
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 from django.db import IntegrityError, connection, transaction
 from django.db.backends.utils import CursorWrapper
 
+from core import locks
 from core.errors import (
     Busy,
     Ended,
@@ -19,10 +27,18 @@ from core.errors import (
     UnitTaken,
 )
 from inventory import sql
-from inventory.models import StockBucket, Unit
-from shop.models import Drop, InventoryMode
+from inventory.models import InventoryMode, StockBucket, Unit
 
 MAX_LABEL_LENGTH = 40
+
+
+class Stocked(Protocol):
+    """What inventory needs to know of a drop (shop.models.Drop is one)."""
+
+    pk: int
+    quantity: int
+    inventory_mode: str
+    bucket_count: int
 
 
 def split_evenly(total: int, parts: int) -> list[int]:
@@ -38,7 +54,7 @@ def _check_labels(labels: list[str]) -> None:
         raise InvalidInput(f"Each unit label needs 1 to {MAX_LABEL_LENGTH} characters.")
 
 
-def configure_stock(*, drop: Drop, unit_labels: list[str] | None = None) -> None:
+def configure_stock(*, drop: Stocked, unit_labels: list[str] | None = None) -> None:
     """Create the stock rows of a new drop; runs inside the caller's transaction."""
     assert connection.in_atomic_block, "configure_stock must run inside the drop's transaction"
     if drop.inventory_mode == InventoryMode.BUCKETS:
@@ -114,21 +130,23 @@ def take_from_buckets(cursor: CursorWrapper, *, drop_id: int, quantity: int, fir
     raise refusal
 
 
-COLLAPSE_LOCK_NAMESPACE = 7302  # pg advisory lock class for "collapsing a drop's buckets"
-
-
 def collapse_buckets(*, drop_id: int, quantity: int) -> int:
-    """Move a drop's remaining units into bucket 0 (the tail of a sale); returns that bucket.
+    """Gather a drop's remaining units into its first bucket (the tail of a sale); returns
+    the index of a bucket that can now serve `quantity` if any can, the first one otherwise.
 
     Collapsers of a drop queue on an advisory lock; each one that finds a bucket already
     able to serve its quantity (the previous collapser's work) skips the collapse.
     """
-    params = {"drop": drop_id, "namespace": COLLAPSE_LOCK_NAMESPACE}
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        sql.one(cursor, sql.COLLAPSE_LOCK, params)
-        if (sql.one(cursor, sql.FULLEST_BUCKET, params)[0] or 0) < quantity:
-            sql.all_rows(cursor, sql.COLLAPSE_BUCKETS, params)
-    return 0
+        locks.lock(cursor, locks.Namespace.COLLAPSE, drop_id)
+        fullest = sql.one(cursor, sql.FULLEST_BUCKET, {"drop": drop_id})
+        if fullest is None:
+            return 0
+        index, available = fullest
+        if available >= quantity:
+            return int(index)
+        levels = sql.all_rows(cursor, sql.COLLAPSE_BUCKETS, {"drop": drop_id})
+    return int(max(levels, key=lambda row: row[1])[0])
 
 
 def take_units(cursor: CursorWrapper, *, drop_id: int, quantity: int, hold_id: int) -> Claim:
@@ -160,7 +178,36 @@ def take_named_unit(cursor: CursorWrapper, *, drop_id: int, label: str, hold_id:
     raise UnitTaken(f"{label} is taken. Pick another, or let us choose the best available.")
 
 
-def change_quantity(*, drop: Drop, quantity: int, new_labels: list[str] | None = None) -> int:
+def first_pick(drop: Stocked) -> int | None:
+    """Where a claim starts: a random bucket (spreads the crowd), None for unit rows."""
+    if drop.inventory_mode == InventoryMode.BUCKETS:
+        return random.randrange(drop.bucket_count)
+    return None
+
+
+def check_choice(drop: Stocked, *, unit: str | None, quantity: int) -> None:
+    """A chosen unit is for a drop of labelled units, one at a time."""
+    if unit is not None and (drop.inventory_mode != InventoryMode.UNITS or quantity != 1):
+        raise InvalidInput("A unit can be chosen only in a drop of labelled units, one at a time.")
+
+
+def claim(
+    cursor: CursorWrapper, *, drop: Stocked, quantity: int, hold_id: int, first: int | None, unit: str | None
+) -> Claim:
+    """Take `quantity` units for a hold inside the caller's transaction, in the drop's mode.
+
+    The caller has written the hold row already (lock order: hold, then stock) and runs
+    this last. Refusals raise (SoldOut, UnitTaken, Paused, ...); StockScattered asks the
+    caller to `collapse_buckets` outside its transaction and claim once more.
+    """
+    if drop.inventory_mode == InventoryMode.BUCKETS:
+        return take_from_buckets(cursor, drop_id=drop.pk, quantity=quantity, first=first or 0)
+    if unit is not None:
+        return take_named_unit(cursor, drop_id=drop.pk, label=unit, hold_id=hold_id)
+    return take_units(cursor, drop_id=drop.pk, quantity=quantity, hold_id=hold_id)
+
+
+def change_quantity(*, drop: Stocked, quantity: int, new_labels: list[str] | None = None) -> int:
     """Set a drop's quantity, moving its stock rows by the same amount in one transaction.
 
     Never below what is held plus sold: only free units can be taken away. Units mode
@@ -183,7 +230,7 @@ def change_quantity(*, drop: Drop, quantity: int, new_labels: list[str] | None =
     return new_quantity
 
 
-def _move_stock(cursor: CursorWrapper, *, drop: Drop, delta: int, new_labels: list[str] | None) -> int:
+def _move_stock(cursor: CursorWrapper, *, drop: Stocked, delta: int, new_labels: list[str] | None) -> int:
     ids = {"drop": drop.pk, "delta": delta}
     short = InvalidInput(
         f"Cannot remove {-delta} units: only units nobody holds or bought can be taken away."
@@ -206,7 +253,7 @@ def _move_stock(cursor: CursorWrapper, *, drop: Drop, delta: int, new_labels: li
     return sql.one(cursor, sql.MOVE_QUANTITY, ids)[0]
 
 
-def relayout_stock(*, drop: Drop, inventory_mode: str, bucket_count: int) -> None:
+def relayout_stock(*, drop: Stocked, inventory_mode: str, bucket_count: int) -> None:
     """Give a scheduled, unclaimed drop a new stock layout (mode, bucket count).
 
     Refused once the sale has started or any hold exists (the database clock decides).
@@ -214,7 +261,7 @@ def relayout_stock(*, drop: Drop, inventory_mode: str, bucket_count: int) -> Non
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         if sql.one(cursor, sql.LOCK_UNSTARTED_UNCLAIMED_DROP, {"drop": drop.pk}) is None:
             raise InvalidInput("Mode and bucket count are fixed once the drop has started or has holds.")
-        Drop.objects.filter(pk=drop.pk).update(inventory_mode=inventory_mode, bucket_count=bucket_count)
+        cursor.execute(sql.SET_LAYOUT, {"drop": drop.pk, "mode": inventory_mode, "buckets": bucket_count})
         drop.inventory_mode, drop.bucket_count = inventory_mode, bucket_count
         StockBucket.objects.filter(drop_id=drop.pk).delete()
         Unit.objects.filter(drop_id=drop.pk).delete()

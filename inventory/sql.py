@@ -12,8 +12,51 @@ from __future__ import annotations
 
 from django.db.backends.utils import CursorWrapper
 
-# The one definition of "claimable" used by every claim below (d = shop_drop).
+# The one definition of "on sale" used by every claim below (d = shop_drop).
 LIVE = "NOT d.paused AND d.starts_at <= now() AND now() < d.ends_at"
+
+# The one definition of a drop's available units, whatever its mode (d = shop_drop):
+# free units in its buckets plus its unit rows in state 'available' (the partial index).
+AVAILABLE = """(COALESCE((SELECT sum(sb.available) FROM inventory_stockbucket sb WHERE sb.drop_id = d.id), 0)
+   + (SELECT count(*) FROM inventory_unit su WHERE su.drop_id = d.id AND su.state = 'available'))"""
+
+# Units of held holds whose time is up and that nobody has reclaimed yet (d = shop_drop):
+# a claim that finds no stock reclaims them inline, so a filter in front counts them too.
+EXPIRED_UNRECLAIMED = """COALESCE((SELECT sum(eh.quantity) FROM holds_hold eh
+   WHERE eh.drop_id = d.id AND eh.state = 'held' AND eh.expires_at <= now()), 0)"""
+
+# What a claim could get right now: available plus expired, unreclaimed units.
+CLAIMABLE = f"({AVAILABLE} + {EXPIRED_UNRECLAIMED})"
+
+# Giving units back, as CTEs that follow a CTE named `ended` (id, drop_id, quantity,
+# bucket_index) of holds that the same statement has just ended: the hold transition and
+# the credit are one statement, so a unit comes back exactly once. Buckets are locked in
+# index order; unit rows return to 'available'. Select GIVEN_BACK for the units credited.
+GIVE_BACK = """credit AS (
+    SELECT b.id, c.units FROM inventory_stockbucket b
+      JOIN (SELECT drop_id, bucket_index, sum(quantity) AS units FROM ended
+             WHERE bucket_index IS NOT NULL GROUP BY drop_id, bucket_index) c
+        ON b.drop_id = c.drop_id AND b.index = c.bucket_index
+     ORDER BY b.index
+       FOR UPDATE OF b
+), bucket AS (
+    UPDATE inventory_stockbucket b SET available = b.available + credit.units
+      FROM credit WHERE b.id = credit.id
+    RETURNING credit.units
+), units AS (
+    UPDATE inventory_unit u SET state = 'available', hold_id = NULL
+      FROM ended e WHERE u.hold_id = e.id AND u.state = 'held'
+    RETURNING u.id
+)"""
+GIVEN_BACK = "COALESCE((SELECT sum(units) FROM bucket), 0) + (SELECT count(*) FROM units)"
+
+# Marking a sold hold's unit rows sold, as a CTE after a CTE named `sold` (id) of holds the
+# same statement has just sold (buckets need nothing: their units left at the claim).
+MARK_SOLD = """units AS (
+    UPDATE inventory_unit u SET state = 'sold', sold_at = now()
+      FROM sold WHERE u.hold_id = sold.id
+    RETURNING u.id
+)"""
 
 # Take q units from one chosen bucket of a live drop. Locks that bucket row until commit.
 # 1 row: claimed (the bucket's new level); 0 rows: bucket short, or drop not live.
@@ -98,12 +141,12 @@ NEXT_UNIT_RANK = "SELECT COALESCE(max(rank) + 1, 0) FROM inventory_unit WHERE dr
 # holds a bucket; FOR UPDATE would wait for it while RESIZE waits for that bucket.
 LOCK_DROP_QUANTITY = "SELECT quantity FROM shop_drop WHERE id = %(drop)s FOR NO KEY UPDATE"
 
-# Serialise collapses of one drop (waits; the collapsing transaction holds nothing else).
-COLLAPSE_LOCK = "SELECT pg_advisory_xact_lock(%(namespace)s, (%(drop)s %% 2147483647)::int)"
-
 # The fullest bucket now (a fresh snapshot, after the collapse lock): no collapse is
-# needed when it can already serve the request.
-FULLEST_BUCKET = "SELECT max(available) FROM inventory_stockbucket WHERE drop_id = %(drop)s"
+# needed when it can already serve the request. (index, available).
+FULLEST_BUCKET = """
+SELECT index, available FROM inventory_stockbucket WHERE drop_id = %(drop)s
+ ORDER BY available DESC, index LIMIT 1
+"""
 
 # Lock a drop that has not started and has no holds; no row: its layout is fixed.
 LOCK_UNSTARTED_UNCLAIMED_DROP = """
@@ -113,13 +156,15 @@ SELECT id FROM shop_drop d
    FOR NO KEY UPDATE
 """
 
+SET_LAYOUT = """
+UPDATE shop_drop SET inventory_mode = %(mode)s, bucket_count = %(buckets)s WHERE id = %(drop)s
+"""
+
 MOVE_QUANTITY = "UPDATE shop_drop SET quantity = quantity + %(delta)s WHERE id = %(drop)s RETURNING quantity"
 
 # Units still available and whether the drop is open, in one snapshot; read only.
 STOCK_AND_WINDOW = f"""
-SELECT COALESCE((SELECT sum(available) FROM inventory_stockbucket WHERE drop_id = d.id), 0)
-     + (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'available'),
-       d.paused, now() < d.starts_at, now() >= d.ends_at, {LIVE}
+SELECT {AVAILABLE}, d.paused, now() < d.starts_at, now() >= d.ends_at, {LIVE}
   FROM shop_drop d WHERE d.id = %(drop)s
 """
 
@@ -161,10 +206,8 @@ UNIT_LABEL_EXISTS = "SELECT 1 FROM inventory_unit WHERE drop_id = %(drop)s AND l
 
 # available + held + sold = quantity, all terms from one statement, so one snapshot.
 # Read only. Units mode counts unit rows; the hold sums must agree with them.
-INVARIANT = """
-SELECT d.quantity,
-       COALESCE((SELECT sum(available) FROM inventory_stockbucket WHERE drop_id = d.id), 0)
-         + (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'available'),
+INVARIANT = f"""
+SELECT d.quantity, {AVAILABLE},
        COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.expired_unreclaimed, 0),
        COALESCE(h.expired_holds, 0),
        (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'held'),
@@ -191,6 +234,11 @@ def all_rows(cursor: CursorWrapper, statement: str, params: dict[str, object]) -
     cursor.execute(statement, params)
     return cursor.fetchall()
 
+
+# Units a claim could get per drop (available plus expired, unreclaimed); read only.
+CLAIMABLE_BY_DROP = f"SELECT d.id, {CLAIMABLE} FROM shop_drop d WHERE d.id = ANY(%(drops)s)"
+
+AVAILABLE_BY_DROP = f"SELECT d.id, {AVAILABLE} FROM shop_drop d WHERE d.id = ANY(%(drops)s)"
 
 # Bucket levels of a drop, in index order; read only (the dashboard draws them).
 BUCKET_LEVELS = "SELECT available FROM inventory_stockbucket WHERE drop_id = %(drop)s ORDER BY index"

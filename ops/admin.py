@@ -22,10 +22,11 @@ from checkout import selectors as checkout_selectors
 from core.errors import FloodgateError
 from core.http import safe_next
 from inventory import services as inventory
+from inventory.models import InventoryMode
 from inventory.selectors import invariant
 from ops import dashboard, switch
 from shop import services
-from shop.models import ApiToken, Drop, DropState, InventoryMode, PauseEvent, Product
+from shop.models import ApiToken, Drop, DropState, PauseEvent, Product
 
 admin.site.site_header = "Floodgate"
 admin.site.site_title = "Floodgate admin"

@@ -12,9 +12,10 @@ from django.db import connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from admission import gate, state
+from admission import state
 from checkout.selectors import payments_needing_attention
 from core import metrics
+from inventory import gate
 from inventory.selectors import bucket_levels, invariant, stranded_units
 from ops import sql
 from shop.models import Drop, PauseEvent

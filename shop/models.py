@@ -13,6 +13,8 @@ from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
+from inventory.models import InventoryMode
+
 SLUG_RULE = RegexValidator(
     r"^[a-z0-9]+(?:-[a-z0-9]+)*$",
     "Use lower-case letters, digits and single hyphens, e.g. 'spring-sneaker-drop'.",
@@ -54,11 +56,6 @@ class Product(models.Model):
     @property
     def price_display(self) -> str:
         return money(self.price_minor, self.currency)
-
-
-class InventoryMode(models.TextChoices):
-    BUCKETS = "buckets", "Buckets (identical units)"
-    UNITS = "units", "Units (labelled, e.g. seats)"
 
 
 class DropState(models.TextChoices):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -81,3 +81,12 @@ def storefront(*, now: datetime | None = None) -> dict[str, list[DropView]]:
         else:
             groups["live"].append(view)
     return groups
+
+
+def active_drops(now: datetime) -> list[Drop]:
+    """Drops a tick looks after: starting within the hour, on sale, or ended in the last ten minutes."""
+    return list(
+        Drop.objects.select_related("product").filter(
+            starts_at__lte=now + timedelta(hours=1), ends_at__gte=now - timedelta(minutes=10)
+        )
+    )

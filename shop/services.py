@@ -16,7 +16,8 @@ from django.utils import timezone
 from core.errors import InvalidInput
 from inventory import selectors as stock
 from inventory import services as inventory
-from shop.models import ApiToken, Drop, InventoryMode, Product
+from inventory.models import InventoryMode
+from shop.models import ApiToken, Drop, Product
 
 log = logging.getLogger(__name__)
 

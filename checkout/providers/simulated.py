@@ -1,4 +1,4 @@
-"""Adapter for the simulated provider (`checkout/provider_sim.py`), spoken to over HTTP like a real one."""
+"""Adapter for the simulated provider (`devtools/provider_sim.py`), spoken to over HTTP like a real one."""
 
 from __future__ import annotations
 

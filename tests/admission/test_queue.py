@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from admission import services
 from admission.models import Queue, Ticket
+from core import locks
 from holds.services import reserve
 from shop.models import ApiToken, Drop
 from tests.concurrency import run_concurrently
@@ -186,13 +187,11 @@ def test_a_rebuilt_counter_never_hands_out_a_number_inside_the_admitted_range(re
 
 @pytest.mark.django_db(transaction=True)
 def test_a_wave_runs_while_a_buyer_collapses_the_drops_buckets() -> None:
-    from inventory.services import COLLAPSE_LOCK_NAMESPACE
-
     drop = make_drop(slug="locks", quantity=10, waiting_room=True)
     other = connections.create_connection("default")
     try:
         with other.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [COLLAPSE_LOCK_NAMESPACE, drop.pk])
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [int(locks.Namespace.COLLAPSE), drop.pk])
         assert services.run_wave(drop) is not None  # a different lock: not skipped
     finally:
         other.close()

@@ -24,11 +24,11 @@ from django.conf import settings
 from django.test import Client, override_settings
 from django_redis import get_redis_connection
 
-from admission import gate
 from core import metrics
 from core.errors import SoldOut
 from holds import services
 from holds.models import Hold, HoldState
+from inventory import gate
 from inventory.selectors import invariant
 from shop.models import ApiToken, Drop
 from tests.concurrency import run_concurrently

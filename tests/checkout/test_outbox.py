@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
-from checkout import services, tasks
+from checkout import outbox, tasks
 from checkout.models import Order, OrderState, OutboxMessage
-from checkout.services import EMAIL_TOPIC, MERCHANT_TOPIC, relay_outbox
+from checkout.outbox import EMAIL_TOPIC, MERCHANT_TOPIC, relay_outbox
 from holds import services as holds
 from tests.conftest import ROOT, Worker, app_env
 from tests.factories import make_drop
@@ -103,7 +103,7 @@ def announce(orders: list[Order], topics: tuple[str, ...] = (MERCHANT_TOPIC, EMA
     """Outbox rows as the saga writes them (same key and payload shape); returns the keys in order."""
     keys = []
     for order in orders:
-        key, payload = services.confirmation(order)
+        key, payload = outbox.confirmation(order)
         for topic in topics:
             OutboxMessage.objects.create(topic=topic, key=key, payload=payload)
         keys.append(key)

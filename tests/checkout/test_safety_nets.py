@@ -11,7 +11,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from checkout import services
+from checkout import selectors, services
 from checkout.models import Order, Payment, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import WebhookEvent as ProviderEvent
@@ -93,7 +93,7 @@ def test_an_event_for_no_known_payment_stays_for_the_sweep() -> None:
 
     assert WebhookEvent.objects.get(pk=event_pk).processed_at is None
     WebhookEvent.objects.filter(pk=event_pk).update(received_at=timezone.now() - timedelta(minutes=2))
-    assert services.stale_event_ids() == [event_pk]
+    assert selectors.stale_event_ids() == [event_pk]
 
 
 def test_orders_nobody_paid_for_fail_when_their_hold_ends() -> None:
@@ -149,7 +149,7 @@ def test_a_capture_the_provider_refuses_for_good_stops_and_says_why(payment_prov
     payment.refresh_from_db()
     assert outcome == payment.state == "capture_failed"
     assert "capture" in payment.last_error and "409" in payment.last_error
-    assert services.unsettled_payment_ids() == []
+    assert selectors.unsettled_payment_ids() == []
     # and on-call sees it: /metrics and the dashboard count it
     staff = make_buyer("watcher")
     staff.is_staff = True

@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from core.errors import InvalidInput
+from inventory.models import InventoryMode
 from shop import services
-from shop.models import InventoryMode
 
 
 class Command(BaseCommand):

@@ -14,13 +14,13 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.test import Client, override_settings
 
-from admission import gate
 from admission import services as admission
 from admission.models import Ticket
 from core import metrics
 from core.errors import Busy, FloodgateError, HoldExists, SoldOut
 from holds import services
 from holds.models import Hold
+from inventory import gate
 from inventory.selectors import invariant
 from ops.admin import DropAdmin
 from ops.metrics import drop_slugs

@@ -23,17 +23,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from django.db.models import Sum
-from django.db.models.functions import Now
 from django_redis import get_redis_connection
 from redis import Redis
 from redis.exceptions import RedisError
 
 from core.errors import Busy, SoldOut
 from core.metrics import GATE_REFUSALS_KEY
-from holds.models import Hold, HoldState
-from inventory.selectors import available_by_drop
-from shop.models import Drop, DropState
+from inventory.selectors import claimable_by_drop
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +39,7 @@ WON = "fg:gate:{drop}:won"
 COUNT_TTL = 60  # the tick refreshes every second; without one, requests rebuild from the database
 WON_TTL = 24 * 3600  # longer than any hold lives: a retried click comes within that
 
+LIVE, ENDED = "live", "ended"  # shop.models.DropState's values
 PASS, REPEAT, MISSING = 1, 2, 3  # TAKE's answers; a negative answer is a refusal: -(count) - 1
 
 # KEYS: count, flight, won, refusals. ARGV: quantity, seed ('' = none), won field, drop id, TTL.
@@ -90,6 +87,17 @@ class GateSoldOut(SoldOut):
     """Sold out, answered by the gate's count (the same answer to the buyer as the database's)."""
 
 
+class Gated(Protocol):
+    """What the gate needs to know of a drop (shop.models.Drop is one)."""
+
+    pk: int
+    per_buyer_limit: int
+    redis_gate: bool
+
+    @property
+    def state(self) -> str: ...
+
+
 class Claimed(Protocol):
     @property
     def created(self) -> bool: ...
@@ -107,31 +115,21 @@ def _keys(drop_id: int) -> list[str]:
 
 
 def gate_stock(drop_ids: list[int]) -> dict[int, int]:
-    """Units a claim could get per drop: available plus those in expired, unreclaimed holds.
-
-    Expired holds are read first: a reclaim between the two reads then counts its units
-    twice (high, safe) instead of not at all (low).
-    """
-    expired = dict(
-        Hold.objects.filter(drop_id__in=drop_ids, state=HoldState.HELD, expires_at__lte=Now())
-        .values("drop_id")
-        .annotate(n=Sum("quantity"))
-        .values_list("drop_id", "n")
-    )
-    available = available_by_drop(drop_ids)
-    return {drop_id: available[drop_id] + int(expired.get(drop_id) or 0) for drop_id in drop_ids}
+    """Units a claim could get per drop (one statement, so one snapshot: a reclaim between
+    reads can neither hide units nor count them twice)."""
+    return claimable_by_drop(drop_ids)
 
 
-def _wanted(drop: Drop, quantity: object) -> int | None:
+def _wanted(drop: Gated, quantity: object) -> int | None:
     """The quantity to take, or None when the claim itself must answer (bad input, not live)."""
     if isinstance(quantity, bool) or not isinstance(quantity, int):
         return None
-    if not 1 <= quantity <= drop.per_buyer_limit or drop.state != DropState.LIVE:
+    if not 1 <= quantity <= drop.per_buyer_limit or drop.state != LIVE:
         return None
     return quantity
 
 
-def through(drop: Drop, *, buyer_id: int, quantity: object, key: str | None, claim: Callable[[], C]) -> C:
+def through(drop: Gated, *, buyer_id: int, quantity: object, key: str | None, claim: Callable[[], C]) -> C:
     """Run `claim` (the database's reserve) behind the drop's gate.
 
     Refuses with GateSoldOut when the count is short, Busy when Redis fails; gives the
@@ -177,13 +175,13 @@ def _finish(drop_id: int, quantity: int, field: str, *, took: bool) -> None:
         )
 
 
-def reconcile(drops: Iterable[Drop]) -> int:
+def reconcile(drops: Iterable[Gated]) -> int:
     """Reset each gated drop's count from the database (not ended drops); Redis down only logs.
 
     Claims in flight were taken from the old count and not yet from the database, so the
     reset counts them again: high for a moment, which is the safe side.
     """
-    gated = [d.pk for d in drops if d.redis_gate and d.state != DropState.ENDED]
+    gated = [d.pk for d in drops if d.redis_gate and d.state != ENDED]
     if not gated:
         return 0
     stock = gate_stock(gated)

@@ -1,0 +1,105 @@
+"""The outbox: what must leave the process (e-mail, the merchant's webhook) is written in the
+transaction of the change it announces, and relayed one message per transaction.
+
+A crash loses nothing (the message stays unsent) and can repeat only the message in
+flight, with the same key, which its consumer uses to drop the repeat.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import httpx
+from celery import current_app
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db import transaction
+from django.db.models.functions import Now
+
+from checkout.models import Order, OutboxMessage
+
+log = logging.getLogger(__name__)
+
+EMAIL_TOPIC = "order_confirmed.email"
+MERCHANT_TOPIC = "order_confirmed.merchant_webhook"
+MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
+
+
+def confirmation(order: Order) -> tuple[str, dict[str, object]]:
+    """The consumer key and payload announcing a confirmed order (one key per order)."""
+    payload = {
+        "order": order.pk,
+        "drop": order.drop_id,
+        "buyer": order.buyer_id,
+        "quantity": order.quantity,
+        "amount_minor": order.amount_minor,
+        "currency": order.currency,
+    }
+    return f"order-{order.pk}-confirmed", payload
+
+
+def announce(order: Order) -> None:
+    """Outbox rows, in the confirming transaction: they leave only if the sale commits."""
+    key, payload = confirmation(order)
+    OutboxMessage.objects.bulk_create(
+        [OutboxMessage(topic=topic, key=key, payload=payload) for topic in (EMAIL_TOPIC, MERCHANT_TOPIC)],
+        ignore_conflicts=True,
+    )
+    transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
+
+
+def relay_outbox(*, limit: int = 200) -> int:
+    """Send unsent outbox messages one by one, each marked sent in the transaction that locked it.
+
+    A crash loses nothing (the message stays unsent) and can repeat only the one message in
+    flight, with the same key, which its consumer uses to drop the repeat.
+    """
+    sent, failed = 0, []
+    for _ in range(limit):
+        with transaction.atomic(durable=True):
+            message = (
+                OutboxMessage.objects.select_for_update(skip_locked=True)
+                .filter(sent_at__isnull=True, attempts__lt=MAX_ATTEMPTS, next_attempt_at__lte=Now())
+                .exclude(pk__in=failed)
+                .order_by("id")
+                .first()
+            )
+            if message is None:
+                break
+            try:
+                _deliver(message)
+            except Exception as error:  # any consumer failure: keep it for a later round
+                backoff = timedelta(seconds=min(2**message.attempts, 3600))
+                OutboxMessage.objects.filter(pk=message.pk).update(
+                    attempts=message.attempts + 1,
+                    last_error=str(error)[:300],
+                    next_attempt_at=Now() + backoff,
+                )
+                log.warning("outbox %s %s not sent: %s", message.topic, message.key, error)
+                failed.append(message.pk)
+                continue
+            OutboxMessage.objects.filter(pk=message.pk).update(sent_at=Now(), attempts=message.attempts + 1)
+            sent += 1
+    return sent
+
+
+def _deliver(message: OutboxMessage) -> None:
+    if message.topic == EMAIL_TOPIC:
+        order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
+        if not order.buyer.email:
+            return  # nobody to write to; delivered as far as it can be
+        EmailMessage(
+            subject=f"Your order {order.pk} is confirmed",
+            body=f"{order.quantity} x {order.drop.display_title} is yours.",
+            to=[order.buyer.email],
+            headers={"Message-ID": f"<{message.key}@floodgate>"},
+        ).send()
+    elif message.topic == MERCHANT_TOPIC:
+        url = getattr(settings, "MERCHANT_WEBHOOK_URL", "")
+        if not url:
+            return  # no merchant hook configured
+        answer = httpx.post(url, json=message.payload, headers={"Idempotency-Key": message.key}, timeout=5)
+        answer.raise_for_status()
+    else:
+        raise ValueError(f"unknown outbox topic {message.topic}")

@@ -1,0 +1,52 @@
+"""The one reserve sequence, whichever door a buyer comes through (the API, the drop page).
+
+Cheapest refusals first: the drop (one cached row), admission (a signature, no query),
+the rate limit (one Redis call); then the claim; a database "sold out" is published so
+the edge answers the next buyers without Django.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from admission import limits
+from admission import services as admission
+from admission import state as snapshots
+from core.errors import InvalidInput, SoldOut
+from holds import services
+from holds.services import Reservation
+from inventory.gate import GateSoldOut
+from shop import selectors as catalogue
+
+
+@dataclass(frozen=True)
+class ReserveRequest:
+    slug: str
+    buyer_id: int
+    client_ip: str
+    quantity: object
+    idempotency_key: str | None
+    unit: object = None
+    admission_token: str | None = None
+
+
+def reserve(request: ReserveRequest) -> Reservation:
+    """Hold units for the buyer, or raise the refusal (FloodgateError) they should hear."""
+    drop = catalogue.drop_for_claim(slug=request.slug)
+    admission.check_admitted(drop=drop, buyer_id=request.buyer_id, token=request.admission_token)
+    limits.check(scope="reserve", ip=request.client_ip, buyer_id=request.buyer_id)
+    if request.unit is not None and not isinstance(request.unit, str):
+        raise InvalidInput("unit must be a unit label such as 'B14'.")
+    try:
+        return services.reserve(
+            drop=drop,
+            buyer_id=request.buyer_id,
+            quantity=request.quantity,
+            idempotency_key=request.idempotency_key,
+            unit=request.unit,
+        )
+    except GateSoldOut:
+        raise  # the gate's count said so, not the database; the tick publishes within a second
+    except SoldOut:
+        snapshots.note_sold_out(drop)  # the edge answers the next ones
+        raise
