@@ -1,354 +1,468 @@
-"""The OpenAPI 3.1 description of `/api/`, served at `/api/openapi.json`."""
+"""The OpenAPI 3.1 description of `/api/`, served at `/api/openapi.json`.
+
+Kept by hand next to plain Django views, and held to them: the test suite checks every /api/
+answer it sees against this document (tests/api_schema.py), so an answer that gains, loses or
+retypes a field, or a status that is not listed here, fails a test. Objects therefore list every
+field they always carry as required and allow no others (additionalProperties: false).
+"""
 
 from __future__ import annotations
 
+import copy
+from typing import Any
 
-def _error(description: str) -> dict[str, object]:
+Schema = dict[str, Any]
+
+DROP_STATES = ["scheduled", "live", "paused", "ended"]
+HOLD_STATES = ["held", "sold", "released", "expired"]
+ORDER_STATES = ["pending", "confirmed", "failed"]
+PAYMENT_STATES = [
+    "created",
+    "pending",
+    "capture_pending",
+    "captured",
+    "void_pending",
+    "voided",
+    "failed",
+    "capture_failed",
+    "void_failed",
+]
+QUEUE_STATES = ["scheduled", "admitting", "all_held", "sold_out", "paused", "closed"]
+
+INTEGER: Schema = {"type": "integer"}
+COUNT: Schema = {"type": "integer", "minimum": 0}
+STRING: Schema = {"type": "string"}
+BOOLEAN: Schema = {"type": "boolean"}
+DATE_TIME: Schema = {"type": "string", "format": "date-time"}
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(properties: Schema, *, optional: tuple[str, ...] = (), **more: Any) -> Schema:
+    """A closed object: every property required unless named optional, no others allowed."""
     return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        "type": "object",
+        "required": [name for name in properties if name not in optional],
+        "properties": properties,
+        "additionalProperties": False,
+        **more,
     }
 
 
-def _ok(description: str, ref: str) -> dict[str, object]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}},
-    }
+RETRY_AFTER = {
+    "Retry-After": {"description": "Seconds to wait before trying again", "schema": {"type": "integer"}}
+}
+
+
+def _json(description: str, schema: Schema, *, retry: bool = False) -> Schema:
+    answer: Schema = {"description": description, "content": {"application/json": {"schema": schema}}}
+    if retry:
+        answer["headers"] = RETRY_AFTER
+    return answer
+
+
+def _error(description: str, *, retry: bool = False) -> Schema:
+    return _json(description, _ref("Error"), retry=retry)
 
 
 SLUG = {"name": "slug", "in": "path", "required": True, "schema": {"type": "string"}}
-HOLD_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
+ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
 SECURED = [{"bearer": []}, {"session": []}]
 
 
-def schema() -> dict[str, object]:
-    return {
+def _operation(
+    summary: str,
+    responses: Schema,
+    *,
+    parameters: list[Schema] | None = None,
+    login: bool = False,
+    unsafe: bool = False,
+    body: Schema | None = None,
+) -> Schema:
+    """One operation with the answers core.api.api gives every view besides the view's own."""
+    common: Schema = {
+        # A malformed or unknown bearer token is refused on every call; login views also refuse none.
+        "401": _error("Not logged in, or a bad bearer token" if login else "A bad bearer token"),
+        # The database said "not now" (lock or statement timeout, pool exhausted).
+        "503": _error("busy; see Retry-After", retry=True),
+    }
+    if unsafe:
+        common["403"] = _error("csrf_failed: a session needs the CSRF token")
+    if body is not None:
+        common["422"] = _error("invalid: the body is not a JSON object")
+    operation: Schema = {"summary": summary, "responses": {**common, **responses}}
+    if parameters:
+        operation["parameters"] = parameters
+    if login:
+        operation["security"] = SECURED
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    return operation
+
+
+COMPONENTS: Schema = {
+    "securitySchemes": {
+        "bearer": {"type": "http", "scheme": "bearer"},
+        "session": {"type": "apiKey", "in": "cookie", "name": "sessionid"},
+    },
+    "schemas": {
+        "Error": _object(
+            {
+                "error": {"type": "string", "description": "A stable code, e.g. sold_out"},
+                "detail": {"type": "string", "description": "What to do, for a person"},
+                "remaining": {**COUNT, "description": "sold_out: how many are left to ask for"},
+                "hold": {
+                    "type": ["integer", "null"],
+                    "description": "hold_exists: the buyer's active hold (null: one is being made)",
+                },
+                "queue": {"const": True, "description": "not_admitted: go through the waiting room"},
+                "starts_at": {**DATE_TIME, "description": "not_started: when the drop opens"},
+            },
+            optional=("remaining", "hold", "queue", "starts_at"),
+        ),
+        "Drop": _object(
+            {
+                "slug": STRING,
+                "title": STRING,
+                "state": {"enum": DROP_STATES},
+                "quantity": COUNT,
+                "remaining": {**COUNT, "description": "may be approximate"},
+                "sold_out": BOOLEAN,
+                "starts_at": DATE_TIME,
+                "ends_at": DATE_TIME,
+                "waiting_room": BOOLEAN,
+                "price_minor": COUNT,
+                "currency": STRING,
+                "per_buyer_limit": {"type": "integer", "minimum": 1},
+            }
+        ),
+        "Hold": _object(
+            {
+                "id": INTEGER,
+                "drop": {"type": "string", "description": "The drop's slug"},
+                "state": {"enum": HOLD_STATES},
+                "quantity": {"type": "integer", "minimum": 1},
+                "expires_at": DATE_TIME,
+                "extended": {"type": "boolean", "description": "Paying extends a hold once"},
+                "units": {
+                    "type": "array",
+                    "items": STRING,
+                    "description": "Unit labels (seats); empty for identical units",
+                },
+                "order": {
+                    "description": "The order once payment has started",
+                    "oneOf": [
+                        {"type": "null"},
+                        _object({"id": INTEGER, "state": {"enum": ORDER_STATES}}),
+                    ],
+                },
+            }
+        ),
+        "Order": _object(
+            {
+                "id": INTEGER,
+                "hold": INTEGER,
+                "drop": {"type": "string", "description": "The drop's slug"},
+                "state": {"enum": ORDER_STATES},
+                "quantity": {"type": "integer", "minimum": 1},
+                "amount_minor": COUNT,
+                "currency": STRING,
+                "failure_reason": {"type": "string", "description": "Empty unless failed"},
+                "refunded": BOOLEAN,
+                "created_at": DATE_TIME,
+            }
+        ),
+        "Invariant": _object(
+            {
+                "quantity": COUNT,
+                "available": COUNT,
+                "held": COUNT,
+                "sold": COUNT,
+                "expired_unreclaimed": COUNT,
+                "expired_holds": COUNT,
+                "drift": {"type": "integer", "description": "quantity - (available + held + sold); 0"},
+            }
+        ),
+        "Place": _object(
+            {
+                "ticket": {"type": ["integer", "null"], "description": "Place in line; null until the draw"},
+                "entry": {"type": "integer", "description": "Entry number (the draw sorts these)"},
+                "position": {"type": ["integer", "null"], "minimum": 0, "description": "1 = next; 0 = in"},
+                "admitted": BOOLEAN,
+                "admission_token": {
+                    "type": ["string", "null"],
+                    "description": "Send as X-Admission-Token when reserving; short-lived: GET again",
+                },
+                "eta_seconds": {"type": ["integer", "null"], "minimum": 0},
+                "drawn": BOOLEAN,
+                "admitted_through": COUNT,
+                "state": {"enum": QUEUE_STATES},
+                "remaining": COUNT,
+                "held": COUNT,
+                "last_ticket": COUNT,
+                "waiting": COUNT,
+                "pace_per_minute": {"type": "number", "minimum": 0},
+                "seed_sha256": {"type": ["string", "null"]},
+                "seed": {"type": ["string", "null"], "description": "Revealed after the draw"},
+            }
+        ),
+        "Draw": _object(
+            {
+                "seed_sha256": STRING,
+                "drawn": BOOLEAN,
+                "seed": STRING,
+                "drawn_at": DATE_TIME,
+                "entries": {"type": "array", "items": INTEGER},
+                "rule": STRING,
+            },
+            optional=("seed", "drawn_at", "entries", "rule"),
+            # The seed and entries come with the draw, never before it.
+            **{
+                "if": {"properties": {"drawn": {"const": True}}},
+                "then": {"required": ["seed", "drawn_at", "entries", "rule"]},
+                "else": {
+                    "not": {"anyOf": [{"required": [k]} for k in ("seed", "drawn_at", "entries", "rule")]}
+                },
+            },
+        ),
+        "PaymentStarted": _object(
+            {
+                "payment": INTEGER,
+                "state": {"enum": PAYMENT_STATES},
+                "redirect_url": {"type": "string", "description": "Send the buyer here to pay"},
+                "order": _ref("Order"),
+            }
+        ),
+    },
+}
+
+QUEUE_ERRORS: Schema = {
+    "404": _error("No such drop (or, for GET, not in its queue: not_in_queue)"),
+    "409": _error("no_waiting_room"),
+    "410": _error("ended: the queue is closed"),
+}
+
+PATHS: Schema = {
+    "/api/": {
+        "get": _operation(
+            "Where to start",
+            {"200": _json("Links", _object({"openapi": STRING, "drops": STRING}))},
+        )
+    },
+    "/api/openapi.json": {
+        "get": _operation(
+            "This document",
+            {
+                "200": _json(
+                    "OpenAPI 3.1",
+                    _object(
+                        {
+                            "openapi": {"const": "3.1.0"},
+                            "info": {"type": "object"},
+                            "components": {"type": "object"},
+                            "paths": {"type": "object"},
+                        }
+                    ),
+                )
+            },
+        )
+    },
+    "/api/me": {
+        "get": _operation(
+            "Who the credentials belong to",
+            {"200": _json("The user", _object({"username": STRING}))},
+            login=True,
+        )
+    },
+    "/api/drops/{slug}": {
+        "get": _operation(
+            "A drop and how much of it is left (HEAD too)",
+            {"200": _json("The drop", _ref("Drop")), "404": _error("No such drop")},
+            parameters=[SLUG],
+        )
+    },
+    "/api/drops/{slug}/holds": {
+        "post": _operation(
+            "Reserve units: they are yours until expires_at",
+            {
+                "201": _json("Reserved", _ref("Hold")),
+                "200": _json("The same Idempotency-Key again: the hold it made", _ref("Hold")),
+                "400": _error("invalid_idempotency_key: missing or malformed Idempotency-Key"),
+                "403": _error("not_admitted (waiting-room drops), or csrf_failed"),
+                "404": _error("No such drop"),
+                "409": _error("sold_out (with remaining), unit_taken or hold_exists (with hold)"),
+                "410": _error("ended"),
+                "422": _error("invalid_quantity, limit_reached, or invalid (body, unit)"),
+                "423": _error("paused"),
+                "425": _error("not_started"),
+                "429": _error("rate_limited; see Retry-After", retry=True),
+                "503": _error(
+                    "busy: the database, Redis or this process' claim slots; see Retry-After", retry=True
+                ),
+            },
+            parameters=[
+                SLUG,
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": True,
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 64},
+                },
+                {"name": "X-Admission-Token", "in": "header", "required": False, "schema": STRING},
+            ],
+            login=True,
+            unsafe=True,
+            body={
+                "type": "object",
+                "required": ["quantity"],
+                "properties": {"quantity": {"type": "integer", "minimum": 1}, "unit": STRING},
+            },
+        )
+    },
+    "/api/drops/{slug}/queue": {
+        "post": _operation(
+            "Join the waiting room; joining again returns the same ticket",
+            {
+                "200": _json("Your place", _ref("Place")),
+                **QUEUE_ERRORS,
+                "429": _error("rate_limited; see Retry-After", retry=True),
+                "503": _error("busy (Redis down or the line is catching up); see Retry-After", retry=True),
+            },
+            parameters=[SLUG],
+            login=True,
+            unsafe=True,
+        ),
+        "get": _operation(
+            "Your place in the waiting room (a fresh admission token once admitted)",
+            {"200": _json("Your place", _ref("Place")), **QUEUE_ERRORS},
+            parameters=[SLUG],
+            login=True,
+        ),
+    },
+    "/api/drops/{slug}/queue/draw": {
+        "get": _operation(
+            "Check the draw: the seed's hash before the start; seed and entries after",
+            {
+                "200": _json(
+                    "Sort the entries by sha256('<seed>:<entry>'); the first gets ticket 1", _ref("Draw")
+                ),
+                "404": _error("No such drop"),
+                "409": _error("no_waiting_room"),
+            },
+            parameters=[SLUG],
+        )
+    },
+    "/api/holds/{id}": {
+        "get": _operation(
+            "One of your holds",
+            {"200": _json("The hold", _ref("Hold")), "404": _error("Not yours or none")},
+            parameters=[ID],
+            login=True,
+        ),
+        "delete": _operation(
+            "Release a hold; its units go back to stock once",
+            {"200": _json("The hold after release", _ref("Hold")), "404": _error("Not yours or none")},
+            parameters=[ID],
+            login=True,
+            unsafe=True,
+        ),
+    },
+    "/api/holds/{id}/payment": {
+        "post": _operation(
+            "Start paying a hold: extends it once; send the buyer to redirect_url",
+            {
+                "202": _json("The payment and its order", _ref("PaymentStarted")),
+                "404": _error("Not yours or none"),
+                "409": _error("hold_not_active: expired or released"),
+                "503": _error("busy, payment_unavailable or payment_opening; see Retry-After", retry=True),
+            },
+            parameters=[ID],
+            login=True,
+            unsafe=True,
+        )
+    },
+    "/api/orders": {
+        "get": _operation(
+            "Your orders, newest first",
+            {"200": _json("Your orders", _object({"orders": {"type": "array", "items": _ref("Order")}}))},
+            login=True,
+        )
+    },
+    "/api/orders/{id}": {
+        "get": _operation(
+            "One of your orders",
+            {"200": _json("The order", _ref("Order")), "404": _error("Not yours or none")},
+            parameters=[ID],
+            login=True,
+        )
+    },
+    "/api/ops/drops/{slug}/invariant": {
+        "get": _operation(
+            "available + held + sold = quantity, from one snapshot (staff)",
+            {
+                "200": _json("The numbers", _ref("Invariant")),
+                "403": _error("Staff only"),
+                "404": _error("No such drop"),
+            },
+            parameters=[SLUG],
+            login=True,
+        )
+    },
+    "/api/ops/drops/{slug}/pause": {
+        "post": _operation(
+            "Kill switch: no claim succeeds after this returns (needs shop.pause_drop)",
+            {
+                "200": _json(
+                    "drained false: claims begun before the pause were still running when it returned",
+                    _object({"state": {"enum": DROP_STATES}, "changed": BOOLEAN, "drained": BOOLEAN}),
+                ),
+                "403": _error("Needs shop.pause_drop, or csrf_failed"),
+                "404": _error("No such drop"),
+                "422": _error("invalid: no reason, or one too long"),
+            },
+            parameters=[SLUG],
+            login=True,
+            unsafe=True,
+            body={
+                "type": "object",
+                "required": ["reason"],
+                "properties": {"reason": {"type": "string", "minLength": 1}},
+            },
+        )
+    },
+    "/api/ops/drops/{slug}/resume": {
+        "post": _operation(
+            "Resume a paused drop (needs shop.pause_drop); the body and its reason are optional",
+            {
+                "200": _json(
+                    "The drop's state", _object({"state": {"enum": DROP_STATES}, "changed": BOOLEAN})
+                ),
+                "403": _error("Needs shop.pause_drop, or csrf_failed"),
+                "404": _error("No such drop"),
+                "422": _error("invalid: the body is not a JSON object"),
+            },
+            parameters=[SLUG],
+            login=True,
+            unsafe=True,
+        )
+    },
+}
+
+
+def schema() -> Schema:
+    """A fresh copy each call: a caller that edits it (a test, a view) cannot change the next answer."""
+    doc: Schema = {
         "openapi": "3.1.0",
         "info": {
             "title": "Floodgate",
             "version": "1",
             "description": "Limited drops: reserve a unit, pay, confirm. Errors are "
-            '{"error": "<code>", "detail": "<what to do>"}.',
+            '{"error": "<code>", "detail": "<what to do>"} (see Error). Any other path under /api/ '
+            "answers 404 and any other method 405 (with Allow), both with an Error body.",
         },
-        "components": {
-            "securitySchemes": {
-                "bearer": {"type": "http", "scheme": "bearer"},
-                "session": {"type": "apiKey", "in": "cookie", "name": "sessionid"},
-            },
-            "schemas": {
-                "Error": {
-                    "type": "object",
-                    "required": ["error", "detail"],
-                    "properties": {"error": {"type": "string"}, "detail": {"type": "string"}},
-                },
-                "Drop": {
-                    "type": "object",
-                    "required": [
-                        "slug",
-                        "title",
-                        "state",
-                        "quantity",
-                        "remaining",
-                        "starts_at",
-                        "ends_at",
-                        "waiting_room",
-                    ],
-                    "properties": {
-                        "slug": {"type": "string"},
-                        "title": {"type": "string"},
-                        "state": {"enum": ["scheduled", "live", "paused", "ended"]},
-                        "quantity": {"type": "integer"},
-                        "remaining": {"type": "integer", "description": "may be approximate"},
-                        "sold_out": {"type": "boolean"},
-                        "starts_at": {"type": "string", "format": "date-time"},
-                        "ends_at": {"type": "string", "format": "date-time"},
-                        "waiting_room": {"type": "boolean"},
-                        "price_minor": {"type": "integer"},
-                        "currency": {"type": "string"},
-                        "per_buyer_limit": {"type": "integer"},
-                    },
-                },
-                "Order": {
-                    "type": "object",
-                    "required": ["id", "state", "quantity", "amount_minor", "currency"],
-                    "properties": {
-                        "id": {"type": "integer"},
-                        "hold": {"type": "integer"},
-                        "drop": {"type": "string"},
-                        "state": {"enum": ["pending", "confirmed", "failed"]},
-                        "quantity": {"type": "integer"},
-                        "amount_minor": {"type": "integer"},
-                        "currency": {"type": "string"},
-                        "failure_reason": {"type": "string"},
-                        "refunded": {"type": "boolean"},
-                        "created_at": {"type": "string", "format": "date-time"},
-                    },
-                },
-                "Invariant": {
-                    "type": "object",
-                    "required": ["quantity", "available", "held", "sold", "expired_unreclaimed", "drift"],
-                    "properties": {
-                        k: {"type": "integer"}
-                        for k in [
-                            "quantity",
-                            "available",
-                            "held",
-                            "sold",
-                            "expired_unreclaimed",
-                            "expired_holds",
-                            "drift",
-                        ]
-                    },
-                },
-                "Hold": {
-                    "type": "object",
-                    "required": ["id", "state", "quantity", "expires_at"],
-                    "properties": {
-                        "id": {"type": "integer"},
-                        "state": {"enum": ["held", "sold", "released", "expired"]},
-                        "quantity": {"type": "integer"},
-                        "expires_at": {"type": "string", "format": "date-time"},
-                        "units": {"type": "array", "items": {"type": "string"}},
-                        "order": {"type": ["object", "null"]},
-                    },
-                },
-            },
-        },
-        "paths": {
-            "/api/drops/{slug}": {
-                "get": {
-                    "summary": "A drop and how much of it is left",
-                    "parameters": [SLUG],
-                    "responses": {"200": _ok("The drop", "Drop"), "404": _error("No such drop")},
-                }
-            },
-            "/api/drops/{slug}/holds": {
-                "post": {
-                    "summary": "Reserve units: they are yours until expires_at",
-                    "security": SECURED,
-                    "parameters": [
-                        SLUG,
-                        {
-                            "name": "Idempotency-Key",
-                            "in": "header",
-                            "required": True,
-                            "schema": {"type": "string", "minLength": 1, "maxLength": 64},
-                        },
-                        {
-                            "name": "X-Admission-Token",
-                            "in": "header",
-                            "required": False,
-                            "schema": {"type": "string"},
-                        },
-                    ],
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["quantity"],
-                                    "properties": {
-                                        "quantity": {"type": "integer", "minimum": 1},
-                                        "unit": {"type": "string"},
-                                    },
-                                }
-                            }
-                        },
-                    },
-                    "responses": {
-                        "201": _ok("Reserved", "Hold"),
-                        "200": _ok("The same Idempotency-Key again: the hold it made", "Hold"),
-                        "400": _error("Missing or malformed Idempotency-Key"),
-                        "401": _error("Not logged in"),
-                        "403": _error("not_admitted"),
-                        "404": _error("No such drop"),
-                        "409": _error("sold_out, unit_taken or hold_exists"),
-                        "410": _error("ended"),
-                        "422": _error("Bad quantity, or the per-buyer limit is reached"),
-                        "423": _error("paused"),
-                        "425": _error("not_started"),
-                        "429": _error("Too many requests; see Retry-After"),
-                        "503": _error("Busy; see Retry-After"),
-                    },
-                }
-            },
-            "/api/holds/{id}": {
-                "get": {
-                    "summary": "One of your holds",
-                    "security": SECURED,
-                    "parameters": [HOLD_ID],
-                    "responses": {"200": _ok("The hold", "Hold"), "404": _error("Not yours or none")},
-                },
-                "delete": {
-                    "summary": "Release a hold; its units go back to stock once",
-                    "security": SECURED,
-                    "parameters": [HOLD_ID],
-                    "responses": {
-                        "200": _ok("The hold after release", "Hold"),
-                        "404": _error("Not yours or none"),
-                    },
-                },
-            },
-            **MORE_PATHS,
-        },
+        "components": COMPONENTS,
+        "paths": PATHS,
     }
-
-
-_PLACE = {
-    "type": "object",
-    "required": ["ticket", "position", "admitted", "admission_token"],
-    "properties": {
-        "ticket": {"type": ["integer", "null"], "description": "Place in line; null until the draw"},
-        "entry": {"type": "integer", "description": "Entry number (the draw sorts these)"},
-        "position": {"type": ["integer", "null"], "description": "1 = next; 0 = admitted"},
-        "admitted": {"type": "boolean"},
-        "admission_token": {
-            "type": ["string", "null"],
-            "description": "Send as X-Admission-Token when reserving; short-lived: GET again for a fresh one",
-        },
-        "admitted_through": {"type": "integer"},
-        "state": {"enum": ["scheduled", "admitting", "all_held", "sold_out", "paused", "closed"]},
-        "remaining": {"type": "integer"},
-        "held": {"type": "integer"},
-        "waiting": {"type": "integer"},
-        "pace_per_minute": {"type": "number"},
-        "eta_seconds": {"type": ["integer", "null"]},
-        "seed_sha256": {"type": ["string", "null"]},
-        "seed": {"type": ["string", "null"], "description": "Revealed after the draw"},
-        "drawn": {"type": "boolean"},
-    },
-}
-_QUEUE_ERRORS = {
-    "401": _error("Not logged in"),
-    "404": _error("No such drop (or, for GET, not in its queue: not_in_queue)"),
-    "409": _error("no_waiting_room"),
-    "410": _error("ended: the queue is closed"),
-    "429": _error("Too many requests; see Retry-After"),
-    "503": _error("Busy; see Retry-After"),
-}
-
-MORE_PATHS: dict[str, object] = {
-    "/api/drops/{slug}/queue": {
-        "post": {
-            "summary": "Join the waiting room; joining again returns the same ticket",
-            "security": SECURED,
-            "parameters": [SLUG],
-            "responses": {
-                "200": {"description": "Your place", "content": {"application/json": {"schema": _PLACE}}},
-                **_QUEUE_ERRORS,
-            },
-        },
-        "get": {
-            "summary": "Your place in the waiting room (a fresh admission token once admitted)",
-            "security": SECURED,
-            "parameters": [SLUG],
-            "responses": {
-                "200": {"description": "Your place", "content": {"application/json": {"schema": _PLACE}}},
-                **_QUEUE_ERRORS,
-            },
-        },
-    },
-    "/api/drops/{slug}/queue/draw": {
-        "get": {
-            "summary": "Check the draw: seed hash before the start; seed and entries after",
-            "parameters": [SLUG],
-            "responses": {
-                "200": {
-                    "description": "Sort the entries by sha256('<seed>:<entry>'); the first gets ticket 1",
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "properties": {
-                                    "seed_sha256": {"type": "string"},
-                                    "drawn": {"type": "boolean"},
-                                    "seed": {"type": "string"},
-                                    "entries": {"type": "array", "items": {"type": "integer"}},
-                                },
-                            }
-                        }
-                    },
-                },
-                "404": _error("No such drop"),
-                "409": _error("no_waiting_room"),
-            },
-        }
-    },
-    "/api/holds/{id}/payment": {
-        "post": {
-            "summary": "Start paying a hold: extends it once; send the buyer to redirect_url",
-            "security": SECURED,
-            "parameters": [HOLD_ID],
-            "responses": {
-                "202": {"description": "{payment, state, redirect_url, order}"},
-                "404": _error("Not yours or none"),
-                "409": _error("hold_not_active: expired or released"),
-                "503": _error("payment_unavailable or payment_opening; see Retry-After"),
-            },
-        }
-    },
-    "/api/orders": {
-        "get": {
-            "summary": "Your orders, newest first",
-            "security": SECURED,
-            "responses": {"200": {"description": '{"orders": [Order]}'}},
-        }
-    },
-    "/api/orders/{id}": {
-        "get": {
-            "summary": "One of your orders",
-            "security": SECURED,
-            "parameters": [HOLD_ID],
-            "responses": {"200": _ok("The order", "Order"), "404": _error("Not yours or none")},
-        }
-    },
-    "/api/me": {
-        "get": {
-            "summary": "Who the credentials belong to",
-            "security": SECURED,
-            "responses": {"200": {"description": '{"username"}'}, "401": _error("No valid credentials")},
-        }
-    },
-    "/api/ops/drops/{slug}/invariant": {
-        "get": {
-            "summary": "available + held + sold = quantity, from one snapshot (staff)",
-            "security": SECURED,
-            "parameters": [SLUG],
-            "responses": {"200": _ok("The numbers", "Invariant"), "403": _error("Staff only")},
-        }
-    },
-    "/api/ops/drops/{slug}/pause": {
-        "post": {
-            "summary": "Kill switch: no claim succeeds after this returns (needs shop.pause_drop)",
-            "security": SECURED,
-            "parameters": [SLUG],
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {
-                            "type": "object",
-                            "required": ["reason"],
-                            "properties": {"reason": {"type": "string"}},
-                        }
-                    }
-                },
-            },
-            "responses": {
-                "200": {"description": "{state, changed, drained}"},
-                "403": _error("Needs shop.pause_drop"),
-                "422": _error("No reason given"),
-            },
-        }
-    },
-    "/api/ops/drops/{slug}/resume": {
-        "post": {
-            "summary": "Resume a paused drop (needs shop.pause_drop)",
-            "security": SECURED,
-            "parameters": [SLUG],
-            "responses": {"200": {"description": "{state, changed}"}, "403": _error("Needs shop.pause_drop")},
-        }
-    },
-}
+    return copy.deepcopy(doc)

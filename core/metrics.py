@@ -3,7 +3,8 @@
 Writes are one pipelined round trip, no database query, and never raise: a sale must not
 fail because Redis did. Reads (rates, series, quantiles, the Prometheus text) serve
 dashboards and scrapes; rates, series and latency_quantiles raise RedisError when Redis is
-down, render_prometheus reports it as floodgate_metrics_store_up 0 instead.
+down, render_prometheus reports it as floodgate_metrics_store_up 0 instead. The exposition
+text is prometheus_client's, from collectors over this store.
 
 Keys (bounded: per-second data expires, the rest is one small hash per drop):
     fg:m:drops                         set of drop ids that have reserve metrics
@@ -23,10 +24,13 @@ import math
 import re
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from django_redis import get_redis_connection
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from redis import Redis
 from redis.exceptions import RedisError
 
@@ -198,7 +202,10 @@ def latency_quantiles(*, drop_id: int) -> dict[str, float | None]:
 
 @dataclass(frozen=True)
 class Gauge:
-    """One gauge family for render_prometheus: its name, help text and (labels, value) samples."""
+    """One gauge family for render_prometheus: its name, help text and (labels, value) samples.
+
+    Every sample carries the same label names: Prometheus reads a family as one set of series.
+    """
 
     name: str
     help: str
@@ -207,41 +214,19 @@ class Gauge:
     def __post_init__(self) -> None:
         if not METRIC_NAME.fullmatch(self.name):
             raise ValueError(f"{self.name!r} is not a Prometheus metric name.")
-        for labels, _value in self.samples:
-            bad = [name for name in labels if not LABEL_NAME.fullmatch(name) or name.startswith("__")]
-            if bad:
-                raise ValueError(f"{bad!r} are not Prometheus label names.")
+        names = {tuple(labels) for labels, _value in self.samples}
+        if len(names) > 1:
+            raise ValueError(f"{self.name}: every sample needs the same label names, not {sorted(names)}.")
+        bad = [n for n in next(iter(names), ()) if not LABEL_NAME.fullmatch(n) or n.startswith("__")]
+        if bad:
+            raise ValueError(f"{bad!r} are not Prometheus label names.")
 
-
-def escape_label(value: str) -> str:
-    """A label value as the text format wants it: backslash, double quote and newline escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
-
-
-def _family(
-    name: str, kind: str, help_text: str, samples: Iterable[tuple[str, Mapping[str, str], float]]
-) -> list[str]:
-    lines = [f"# HELP {name} {_escape_help(help_text)}", f"# TYPE {name} {kind}"]
-    for suffix, labels, value in samples:
-        pairs = ",".join(f'{key}="{escape_label(str(label))}"' for key, label in labels.items())
-        lines.append(
-            f"{name}{suffix}{{{pairs}}} {_number(value)}" if pairs else f"{name}{suffix} {_number(value)}"
-        )
-    return lines
+    def family(self) -> GaugeMetricFamily:
+        names = list(self.samples[0][0]) if self.samples else []
+        family = GaugeMetricFamily(self.name, self.help, labels=names)
+        for labels, value in self.samples:
+            family.add_metric([str(labels[n]) for n in names], value)
+        return family
 
 
 def gate_refusals(*, drop_id: int) -> int:
@@ -274,62 +259,94 @@ def _read_store() -> tuple[
     return totals, latency, drift, gate
 
 
+class StoreCollector:
+    """The counters and the histogram kept in Redis, read once per collect().
+
+    Drops are labelled by slug (`drop_slugs`, one query); metrics of a deleted drop are left out.
+    With Redis down only floodgate_metrics_store_up (0) is yielded, so a scrape still succeeds
+    and the outage is visible.
+    """
+
+    def __init__(self, *, drop_slugs: Callable[[list[int]], Mapping[int, str]]) -> None:
+        self.drop_slugs = drop_slugs
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            totals, latency, drift, gate = _read_store()
+            store_up = 1
+        except (RedisError, OSError) as error:
+            _warn(error)
+            totals, latency, drift, gate, store_up = {}, {}, {}, {}, 0
+        ids = sorted(set(totals) | set(drift) | set(gate))
+        slugs = dict(self.drop_slugs(ids)) if ids else {}
+
+        requests = CounterMetricFamily(
+            "floodgate_reserve_requests",
+            "Reserve answers by drop and outcome (held, sold_out, paused, ...).",
+            labels=["drop", "outcome"],
+        )
+        histogram = HistogramMetricFamily(
+            "floodgate_reserve_latency_seconds", "Reserve answer latency.", labels=["drop"]
+        )
+        for drop_id in (i for i in sorted(totals) if i in slugs):
+            slug = slugs[drop_id]
+            for raw_outcome, count in sorted(totals[drop_id].items()):
+                requests.add_metric([slug, raw_outcome.decode()], int(count))
+            # The store keeps per-bucket counts; Prometheus wants them cumulative. _count is
+            # taken from the +Inf bucket by prometheus_client, so the two always agree.
+            cumulative = list(accumulate(_bucket_counts(latency[drop_id])))
+            histogram.add_metric(
+                [slug],
+                list(zip(LE, cumulative, strict=True)),
+                int(latency[drop_id].get(b"sum_us", 0)) / 1_000_000,
+            )
+        yield requests
+        yield histogram
+        yield self._per_drop(
+            "floodgate_drift_detected",
+            "Times the stock invariant was found broken for the drop.",
+            drift,
+            slugs,
+        )
+        yield self._per_drop(
+            "floodgate_gate_refusals",
+            "Reserves the Redis gate answered 'sold out' without a database query.",
+            gate,
+            slugs,
+        )
+        yield GaugeMetricFamily("floodgate_metrics_store_up", "1 if Redis answered this scrape.", store_up)
+
+    @staticmethod
+    def _per_drop(
+        name: str, help_text: str, counts: Mapping[int, int], slugs: Mapping[int, str]
+    ) -> CounterMetricFamily:
+        family = CounterMetricFamily(name, help_text, labels=["drop"])
+        for drop_id, n in sorted(counts.items()):
+            if drop_id in slugs:
+                family.add_metric([slugs[drop_id]], n)
+        return family
+
+
+class GaugeCollector:
+    """The caller's gauges (read from the database at scrape time), as given."""
+
+    def __init__(self, gauges: Sequence[Gauge]) -> None:
+        self.gauges = gauges
+
+    def collect(self) -> Iterator[Metric]:
+        for gauge in self.gauges:
+            yield gauge.family()
+
+
 def render_prometheus(
     *, drop_slugs: Callable[[list[int]], Mapping[int, str]], extra: Sequence[Gauge] = ()
 ) -> str:
     """The counters and histograms from Redis plus the caller's gauges, in text format 0.0.4.
 
-    Drops are labelled by slug (`drop_slugs`, one query); metrics of a deleted drop are left out. With
-    Redis down the caller's gauges are still rendered and floodgate_metrics_store_up is 0.
+    A private registry per scrape: the global one would carry the process' own collectors
+    (and keep ours between scrapes), and the gauges differ per call anyway.
     """
-    try:
-        totals, latency, drift, gate = _read_store()
-        store_up = 1
-    except (RedisError, OSError) as error:
-        _warn(error)
-        totals, latency, drift, gate, store_up = {}, {}, {}, {}, 0
-    ids = sorted(set(totals) | set(drift) | set(gate))
-    slugs = dict(drop_slugs(ids)) if ids else {}
-
-    requests: list[tuple[str, Mapping[str, str], float]] = []
-    histogram: list[tuple[str, Mapping[str, str], float]] = []
-    for drop_id in (i for i in sorted(totals) if i in slugs):
-        slug = slugs[drop_id]
-        for raw_outcome, count in sorted(totals[drop_id].items()):
-            requests.append(("", {"drop": slug, "outcome": raw_outcome.decode()}, int(count)))
-        cumulative = 0
-        for le, n in zip(LE, _bucket_counts(latency[drop_id]), strict=True):
-            cumulative += n
-            histogram.append(("_bucket", {"drop": slug, "le": le}, cumulative))
-        # _count is the +Inf bucket by construction, so the two always agree.
-        histogram.append(("_sum", {"drop": slug}, int(latency[drop_id].get(b"sum_us", 0)) / 1_000_000))
-        histogram.append(("_count", {"drop": slug}, cumulative))
-
-    lines = [
-        *_family(
-            # Text format 0.0.4 types a counter by its sample name, _total included.
-            "floodgate_reserve_requests_total",
-            "counter",
-            "Reserve answers by drop and outcome (held, sold_out, paused, ...).",
-            requests,
-        ),
-        *_family("floodgate_reserve_latency_seconds", "histogram", "Reserve answer latency.", histogram),
-        *_family(
-            "floodgate_drift_detected_total",
-            "counter",
-            "Times the stock invariant was found broken for the drop.",
-            (("", {"drop": slugs[i]}, n) for i, n in sorted(drift.items()) if i in slugs),
-        ),
-        *_family(
-            "floodgate_gate_refusals_total",
-            "counter",
-            "Reserves the Redis gate answered 'sold out' without a database query.",
-            (("", {"drop": slugs[i]}, n) for i, n in sorted(gate.items()) if i in slugs),
-        ),
-        *_family(
-            "floodgate_metrics_store_up", "gauge", "1 if Redis answered this scrape.", [("", {}, store_up)]
-        ),
-    ]
-    for gauge in extra:
-        lines += _family(gauge.name, "gauge", gauge.help, (("", labels, v) for labels, v in gauge.samples))
-    return "\n".join(lines) + "\n"
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(drop_slugs=drop_slugs))
+    registry.register(GaugeCollector(extra))
+    return generate_latest(registry).decode()

@@ -13,6 +13,8 @@ from checkout.selectors import payments_needing_attention
 from core.metrics import Gauge, render_prometheus
 from ops.metrics import drop_gauges, drop_slugs
 
+# prometheus_client's generate_latest writes text format 0.0.4 (its CONTENT_TYPE_LATEST names a
+# newer format in recent releases, so the type is spelled out).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 

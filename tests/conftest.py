@@ -15,10 +15,48 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis as redis_lib
 from django.conf import settings
+from django.http import HttpResponseBase
+from django.test import Client
+
+from tests.api_schema import ApiSchema
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVIDER_SECRET = "sim-secret-dev"
 WEBHOOK_SECRET = "sim-webhook-secret-dev"
+
+
+@pytest.fixture(scope="session")
+def published_schema() -> ApiSchema:
+    from config.openapi import schema
+
+    return ApiSchema(schema())
+
+
+@pytest.fixture(autouse=True)
+def api_answers_match_schema(
+    published_schema: ApiSchema, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[ApiSchema]]:
+    """Every /api/ answer a test gets through django.test.Client is checked against the published
+    schema; one it does not describe (status or body) fails that test. The list holds the schema in
+    force, so a test can swap in another and see the check fail."""
+    in_force = [published_schema]
+    original = Client.request
+
+    def request(client: Client, **environ: object) -> HttpResponseBase:
+        response = original(client, **environ)
+        wsgi = response.wsgi_request
+        if wsgi.path_info.startswith("/api/"):
+            in_force[0].check(
+                method=wsgi.method,
+                path=wsgi.path_info,
+                status=response.status_code,
+                content_type=response.get("Content-Type", ""),
+                body=response.content,
+            )
+        return response
+
+    monkeypatch.setattr(Client, "request", request)
+    yield in_force
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 from django.urls import path
 from django.utils import timezone
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from config import urls as shop_urls
 from core import metrics
@@ -283,3 +285,29 @@ def test_after_a_failure_writes_pause_briefly(monkeypatch) -> None:
 
     assert time.monotonic() - started < 0.05
     assert working().hgetall("fg:m:reserve:total:1") == {}
+
+
+def test_exposition_parses_as_prometheus_text_without_created_series() -> None:
+    drop = make_drop(slug="parsed")
+    metrics.observe_reserve(drop_id=drop.pk, outcome="held", seconds=0.003)
+    metrics.record_drift(drop_id=drop.pk)
+
+    text = metrics.render_prometheus(drop_slugs=ops_metrics.drop_slugs, extra=ops_metrics.drop_gauges())
+
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert families["floodgate_reserve_requests"].type == "counter"
+    assert families["floodgate_reserve_latency_seconds"].type == "histogram"
+    assert families["floodgate_holds"].type == "gauge"
+    names = {s.name for family in families.values() for s in family.samples}
+    assert "floodgate_drift_detected_total" in names
+    # Our counters come from Redis, not from this process: a _created time would be made up.
+    assert not [name for name in names if name.endswith("_created")]
+    # A private registry per scrape: nothing of ours lands in the process-wide one.
+    assert b"floodgate_" not in generate_latest(REGISTRY)
+
+
+def test_a_gauge_needs_one_set_of_label_names() -> None:
+    with pytest.raises(ValueError, match="same label names"):
+        metrics.Gauge("floodgate_test", "mixed", [({"drop": "a"}, 1), ({"state": "b"}, 2)])
+    with pytest.raises(ValueError, match="label names"):
+        metrics.Gauge("floodgate_test", "reserved", [({"__name__": "a"}, 1)])
