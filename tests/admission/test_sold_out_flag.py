@@ -63,6 +63,6 @@ def test_metrics_show_each_waiting_rooms_mark_and_line(make_buyers) -> None:
 
     lines = client.get("/metrics").content.decode().splitlines()
 
-    assert 'floodgate_queue_admitted_through{drop="gauged"} 2' in lines
-    assert 'floodgate_queue_waiting{drop="gauged"} 3' in lines
+    assert 'floodgate_queue_admitted_through{drop="gauged"} 2.0' in lines
+    assert 'floodgate_queue_waiting{drop="gauged"} 3.0' in lines
     assert not [line for line in lines if 'drop="no-room"' in line and "floodgate_queue_" in line]
