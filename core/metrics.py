@@ -95,22 +95,28 @@ def _failed(error: Exception) -> None:
 
 def observe_reserve(*, drop_id: int, outcome: str, seconds: float, now: float | None = None) -> None:
     """Count one reserve answer and its latency: one pipelined round trip, never raises."""
-    if time.monotonic() < _health.skip_until:
+    observe_reserves(drop_id=drop_id, answers=[(outcome, seconds)], now=now)
+
+
+def observe_reserves(*, drop_id: int, answers: Sequence[tuple[str, float]], now: float | None = None) -> None:
+    """Count reserve answers (outcome, seconds) of one drop in one pipelined round trip; never raises."""
+    if not answers or time.monotonic() < _health.skip_until:
         return
     second = int(time.time() if now is None else now)
-    outcome = outcome if OUTCOME_RULE.fullmatch(outcome) else "other"
-    kind = "c" if outcome == CLAIMED else "r"
-    ms = 0.0 if math.isnan(seconds) else min(max(seconds, 0.0), 3600.0) * 1000
     minute_key = _seconds_key(drop_id, second // 60)
     latency_key = _latency_key(drop_id)
     try:
         pipe = _client().pipeline(transaction=False)
         pipe.sadd(DROPS_KEY, drop_id)
-        pipe.hincrby(_totals_key(drop_id), outcome, 1)
-        pipe.hincrby(minute_key, f"{kind}:{second}", 1)
+        for outcome, seconds in answers:
+            outcome = outcome if OUTCOME_RULE.fullmatch(outcome) else "other"
+            kind = "c" if outcome == CLAIMED else "r"
+            ms = 0.0 if math.isnan(seconds) else min(max(seconds, 0.0), 3600.0) * 1000
+            pipe.hincrby(_totals_key(drop_id), outcome, 1)
+            pipe.hincrby(minute_key, f"{kind}:{second}", 1)
+            pipe.hincrby(latency_key, LE[bisect_left(BUCKETS_MS, ms)], 1)
+            pipe.hincrby(latency_key, "sum_us", round(ms * 1000))
         pipe.expire(minute_key, SECOND_TTL)
-        pipe.hincrby(latency_key, LE[bisect_left(BUCKETS_MS, ms)], 1)
-        pipe.hincrby(latency_key, "sum_us", round(ms * 1000))
         pipe.execute()
     except (RedisError, OSError) as error:
         _failed(error)

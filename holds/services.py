@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import string
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -189,6 +190,113 @@ def _reserve_once(
         extended=False,
     )
     return Reservation(hold, created=True, units=claim.labels)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One claim of a batch, already checked (check_idempotency_key, check_quantity)."""
+
+    buyer_id: int
+    quantity: int
+    key: str
+
+
+Answer = Reservation | FloodgateError | None  # None: let `reserve` answer this one
+
+
+def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
+    """Hold units for many buyers of one drop in one short transaction, in arrival order.
+
+    Every guarantee of `reserve` holds inside the batch: the holds are inserted first under
+    the same unique rules (a key again, or a second active hold, conflicts), the per-buyer
+    limit is counted after the insert, and stock is taken last by one conditional statement
+    that checks the sale window (inventory's claim_batch). The holds that got no stock are
+    discarded before the commit. None asks `reserve`: a conflict to look up, a claim another
+    bucket might serve, or units a reclaim just gave back.
+    """
+    started = time.perf_counter()
+    answers: list[Answer] = [None] * len(asks)
+    try:
+        refuse_if_closed(drop)
+    except FloodgateError as error:
+        answers = [error] * len(asks)
+        _observe(drop, answers, started)
+        return answers
+    first = stock.first_pick(drop)
+    params = {
+        "drop": drop.pk,
+        "index": first,
+        "buyers": [ask.buyer_id for ask in asks],
+        "qs": [ask.quantity for ask in asks],
+        "keys": [ask.key for ask in asks],
+    }
+    inserted: dict[int, tuple[int, object, object]] = {}  # ask index -> (hold, created, expires)
+    try:
+        with transaction.atomic(durable=True), connection.cursor() as cursor:
+            cursor.execute(sql.INSERT_HOLDS, params)
+            rows = {(buyer, key): (hold, created, expires) for hold, buyer, key, created, expires in cursor}
+            for i, ask in enumerate(asks):  # a repeated (buyer, key) in the batch is the single path's
+                if (row := rows.pop((ask.buyer_id, ask.key), None)) is not None:
+                    inserted[i] = row
+            holds = [hold for hold, _, _ in inserted.values()]
+            over: set[int] = set()
+            if holds:
+                cursor.execute(sql.OVER_LIMIT, {"holds": holds})
+                over = {row[0] for row in cursor.fetchall()}
+            wanting = [(inserted[i][0], asks[i].quantity) for i in inserted if inserted[i][0] not in over]
+            # The stock rows are touched last: their lock is held only until this commit.
+            batch = stock.claim_batch(cursor, drop=drop, holds=wanting, first=first) if wanting else None
+            granted = batch.granted if batch is not None else {}
+            if discard := [hold for hold in holds if hold not in granted]:
+                cursor.execute(sql.DISCARD_HOLDS, {"holds": discard})
+    except FloodgateError as refusal:  # the drop is not on sale: nothing was kept
+        for i in inserted:
+            answers[i] = refusal
+        _observe(drop, answers, started)
+        return answers
+    left = batch.left if batch is not None else 0
+    for i, (hold, created_at, expires_at) in inserted.items():
+        ask = asks[i]
+        if hold in over:
+            answers[i] = LimitReached(
+                f"At most {drop.per_buyer_limit} per buyer in this drop, counting what you bought."
+            )
+        elif (claim := granted.get(hold)) is not None:
+            made = Hold(
+                pk=hold,
+                drop=drop,
+                buyer_id=ask.buyer_id,
+                quantity=ask.quantity,
+                bucket_index=claim.bucket_index,
+                state=HoldState.HELD,
+                idempotency_key=ask.key,
+                created_at=created_at,
+                expires_at=expires_at,
+                extended=False,
+            )
+            answers[i] = Reservation(made, created=True, units=claim.labels)
+        elif batch is not None and batch.whole and left < ask.quantity:
+            # The batch saw all the drop's free stock. (Stock this claim fits in, after a larger
+            # claim ahead of it was refused, is the single path's to take.)
+            answers[i] = (
+                SoldOut(f"Only {left} left; ask for fewer.", remaining=left)
+                if left
+                else SoldOut("Sold out. Units come back if a buyer does not pay in time.")
+            )
+    if any(isinstance(answer, SoldOut) for answer in answers) and reclaim_expired(drop_id=drop.pk):
+        answers = [None if isinstance(answer, SoldOut) else answer for answer in answers]
+    _observe(drop, answers, started)
+    return answers
+
+
+def _observe(drop: Drop, answers: Sequence[Answer], started: float) -> None:
+    seconds = time.perf_counter() - started
+    decided = [
+        ("held" if isinstance(answer, Reservation) else answer.code, seconds)
+        for answer in answers
+        if answer is not None
+    ]
+    metrics.observe_reserves(drop_id=drop.pk, answers=decided)
 
 
 def release(*, hold_id: int, buyer_id: int | None) -> bool:

@@ -26,6 +26,35 @@ ON CONFLICT DO NOTHING
 RETURNING id, created_at, expires_at
 """
 
+# INSERT_HOLD for a batch of claims, in arrival order. Rows: the holds started; a claim
+# with no row conflicted (its key again, or the buyer's other active hold, also within the
+# batch) and is answered by the single path, which looks it up.
+INSERT_HOLDS = """
+INSERT INTO holds_hold
+       (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key,
+        created_at, expires_at, extended)
+SELECT d.id, c.buyer, c.q, %(index)s, 'held', c.key,
+       now(), now() + make_interval(secs => d.hold_seconds), false
+  FROM unnest(%(buyers)s::bigint[], %(qs)s::int[], %(keys)s::text[]) WITH ORDINALITY AS c(buyer, q, key, ord)
+  JOIN shop_drop d ON d.id = %(drop)s
+ ORDER BY c.ord
+ON CONFLICT DO NOTHING
+RETURNING id, buyer_id, idempotency_key, created_at, expires_at
+"""
+
+# BUYER_UNITS for a batch: the new holds whose buyer now holds or bought more units of the
+# drop than its per-buyer limit, counting the new hold. Read after the insert.
+OVER_LIMIT = """
+SELECT h.id FROM holds_hold h JOIN shop_drop d ON d.id = h.drop_id
+ WHERE h.id = ANY(%(holds)s)
+   AND (SELECT sum(o.quantity) FROM holds_hold o
+         WHERE o.drop_id = h.drop_id AND o.buyer_id = h.buyer_id AND o.state IN ('held', 'sold'))
+       > d.per_buyer_limit
+"""
+
+# Take back the batch's holds that got no stock, before its commit: nobody else has seen them.
+DISCARD_HOLDS = "DELETE FROM holds_hold WHERE id = ANY(%(holds)s) AND state = 'held'"
+
 FIND_BY_KEY = """
 SELECT id FROM holds_hold WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND idempotency_key = %(key)s
 """

@@ -207,6 +207,45 @@ def claim(
     return take_units(cursor, drop_id=drop.pk, quantity=quantity, hold_id=hold_id)
 
 
+@dataclass(frozen=True)
+class BatchClaim:
+    granted: dict[int, Claim]  # by hold id
+    left: int  # units still free where the batch looked (the bucket, or the free rows it saw)
+    whole: bool  # it looked at all the drop's stock: a claim it could not serve is sold out
+
+
+def claim_batch(
+    cursor: CursorWrapper, *, drop: Stocked, holds: list[tuple[int, int]], first: int | None
+) -> BatchClaim:
+    """Take units for many holds (hold id, quantity), in their order, in one statement.
+
+    As `claim()`: inside the caller's transaction, after its hold rows. Grants the longest
+    prefix the stock covers; raises the refusal (Paused, NotStarted, Ended) when the drop
+    is not on sale.
+    """
+    params = {
+        "drop": drop.pk,
+        "holds": [hold for hold, _ in holds],
+        "qs": [quantity for _, quantity in holds],
+        "index": first or 0,
+    }
+    if drop.inventory_mode == InventoryMode.BUCKETS:
+        row = sql.one(cursor, sql.TAKE_BATCH_FROM_BUCKET, params)
+        if row is None:
+            raise _refusal(cursor, drop_id=drop.pk, quantity=1)
+        granted, left = {hold: Claim(bucket_index=first or 0) for hold in row[0]}, int(row[1])
+    else:
+        seen, labels = sql.one(cursor, sql.CLAIM_BATCH_UNITS, params)
+        granted = {int(hold): Claim(bucket_index=None, labels=tuple(got)) for hold, got in labels.items()}
+        left = int(seen) - sum(len(claim.labels) for claim in granted.values())
+        if not seen:
+            refusal = _refusal(cursor, drop_id=drop.pk, quantity=1)
+            if isinstance(refusal, Paused | NotStarted | Ended):
+                raise refusal
+    whole = drop.inventory_mode != InventoryMode.BUCKETS or drop.bucket_count == 1
+    return BatchClaim(granted, left, whole)
+
+
 def change_quantity(*, drop: Stocked, quantity: int, new_labels: list[str] | None = None) -> int:
     """Set a drop's quantity, moving its stock rows by the same amount in one transaction.
 

@@ -186,6 +186,61 @@ UPDATE inventory_unit u
 RETURNING u.label
 """
 
+# Claim for a batch of holds from one bucket of a live drop, in arrival order (`ord`): the
+# longest prefix whose running total the bucket's level covers, in one statement. Locks the
+# bucket row (the batch's only wait on stock) and reads its newest level under that lock, so
+# the grant and the take see the same units. One row (granted hold ids, level after) when
+# the drop is live; no row when it is not. Protects: available >= 0, no unit granted twice.
+TAKE_BATCH_FROM_BUCKET = f"""
+WITH want AS (
+    SELECT c.hold, sum(c.q) OVER (ORDER BY c.ord) AS running
+      FROM unnest(%(holds)s::bigint[], %(qs)s::int[]) WITH ORDINALITY AS c(hold, q, ord)
+), level AS MATERIALIZED (
+    SELECT b.id, b.available FROM inventory_stockbucket b JOIN shop_drop d ON d.id = b.drop_id
+     WHERE b.drop_id = %(drop)s AND b.index = %(index)s AND {LIVE}
+       FOR UPDATE OF b
+), granted AS MATERIALIZED (
+    SELECT want.hold, want.running FROM want, level WHERE want.running <= level.available
+), taken AS (
+    UPDATE inventory_stockbucket b
+       SET available = b.available - (SELECT COALESCE(max(running), 0) FROM granted)
+      FROM level
+     WHERE b.id = level.id AND b.available >= (SELECT COALESCE(max(running), 0) FROM granted)
+    RETURNING b.available
+)
+SELECT (SELECT COALESCE(array_agg(hold), '{{}}') FROM granted), (SELECT available FROM taken)
+  FROM level
+"""
+
+# Claim the best free units of a live drop for a batch of holds, in arrival order: each
+# hold gets all its units or none (the longest prefix the free rows cover), skipping rows
+# other claimers have locked. Locks the claimed unit rows. One row: (free units it locked,
+# {hold: labels} granted). Protects: a unit belongs to at most one hold.
+CLAIM_BATCH_UNITS = f"""
+WITH want AS (
+    SELECT c.hold, c.q, sum(c.q) OVER (ORDER BY c.ord) AS running
+      FROM unnest(%(holds)s::bigint[], %(qs)s::int[]) WITH ORDINALITY AS c(hold, q, ord)
+), free AS MATERIALIZED (
+    SELECT u.id, u.rank FROM inventory_unit u
+     WHERE u.drop_id = %(drop)s AND u.state = 'available'
+       AND EXISTS (SELECT 1 FROM shop_drop d WHERE d.id = %(drop)s AND {LIVE})
+     ORDER BY u.rank LIMIT (SELECT max(running) FROM want)
+       FOR UPDATE SKIP LOCKED
+), numbered AS (
+    SELECT id, row_number() OVER (ORDER BY rank) AS k, count(*) OVER () AS n FROM free
+), assigned AS (
+    UPDATE inventory_unit u SET state = 'held', hold_id = want.hold
+      FROM numbered, want
+     WHERE u.id = numbered.id AND want.running <= numbered.n
+       AND numbered.k > want.running - want.q AND numbered.k <= want.running
+    RETURNING want.hold, u.label, u.rank
+)
+SELECT (SELECT count(*) FROM free),
+       COALESCE((SELECT json_object_agg(hold, labels)
+                   FROM (SELECT hold, array_agg(label ORDER BY rank) AS labels
+                           FROM assigned GROUP BY hold) per_hold), '{{}}')
+"""
+
 # Claim one named unit (a chosen seat). Never waits: a unit being claimed by
 # someone else right now counts as taken. 1 row: claimed; 0 rows: taken, no such
 # label, or drop not live. Protects: a unit belongs to at most one hold.
