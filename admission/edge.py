@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 from django.conf import settings
@@ -45,6 +45,16 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Lane(Protocol):
+    """Who answers the reserve API's claims the edge lets through (holds.lane.Lane, wired by
+    config.asgi); `django` is the bounded way into Django for what it leaves."""
+
+    async def __call__(
+        self, slug: str, scope: Scope, receive: Receive, send: Send, django: ASGIApp
+    ) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +70,6 @@ SLUG = re.compile(r"[-a-zA-Z0-9_]{1,80}")  # Django's slug converter, within Dro
 
 # Django's answers carry these (SecurityMiddleware, XFrameOptionsMiddleware); so do ours.
 COMMON_HEADERS = [
-    (b"x-floodgate-edge", b"hit"),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),
     (b"cross-origin-opener-policy", b"same-origin"),
@@ -143,17 +152,19 @@ class Answer:
     body: bytes
     content_type: bytes = b"application/json"
     retry_after: int | None = None
+    by: bytes = b"x-floodgate-edge"  # who answered: the edge, or the claim lane (x-floodgate-lane)
 
     @classmethod
-    def error(cls, error: FloodgateError) -> Answer:
+    def error(cls, error: FloodgateError, *, by: bytes = b"x-floodgate-edge") -> Answer:
         """The body core.api.error_response gives the same error."""
         body = {"error": error.code, "detail": error.detail, **error.extra}
-        return cls(error.status, json.dumps(body).encode(), retry_after=error.retry_after)
+        return cls(error.status, json.dumps(body).encode(), retry_after=error.retry_after, by=by)
 
     async def send(self, send: Send, *, head: bool = False) -> None:
         headers = [
             (b"content-type", self.content_type),
             (b"content-length", str(len(self.body)).encode()),
+            (self.by, b"hit"),
             *COMMON_HEADERS,
         ]
         if self.retry_after is not None:
@@ -201,12 +212,14 @@ class Edge:
         self,
         app: ASGIApp,
         *,
+        lane: Lane | None = None,  # takes the reserve API's claims (holds.lane.Lane)
         claim_limit: int | None = None,  # None: settings.CLAIM_CONCURRENCY, read per request
         redis_url: str | None = None,  # None: settings.REDIS_URL
         max_age: float = MAX_AGE,
         refresh_after: float = REFRESH_AFTER,
     ) -> None:
         self.app = app
+        self.lane = lane
         self.claim_limit = claim_limit
         self.redis_url = redis_url
         self.max_age = max_age
@@ -238,6 +251,13 @@ class Edge:
             return await answer.send(send, head=scope["method"] == "HEAD")
         if kind == STATE:
             return await self.app(scope, receive, send)
+        if kind == CLAIM_JSON and self.lane is not None:
+            return await self.lane(slug, scope, receive, send, self._claim_in_django)
+        await self._claim_in_django(scope, receive, send)
+
+    async def _claim_in_django(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A claim through Django's request path, bounded per process."""
+        kind, slug = route(scope) or (CLAIM_JSON, "")
         limit = settings.CLAIM_CONCURRENCY if self.claim_limit is None else self.claim_limit
         if self.in_flight >= limit:
             self.stats["busy"] += 1
@@ -247,6 +267,20 @@ class Edge:
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
+
+    def note_sold_out(self, slug: str) -> None:
+        """The arbiter just said "sold out" in this process: answer it here from now on.
+
+        Stamped now, so a re-read of the older published snapshot does not undo it; the next
+        one published (units came back, or not) replaces it.
+        """
+        entry = self._cache.get(slug)
+        if entry is None or entry.known is None or entry.known.drop.get("sold_out") is True:
+            return
+        drop = {**entry.known.drop, "sold_out": True, "remaining": 0}
+        old = entry.known
+        known = Known(drop, json.dumps(drop).encode(), old.drop_id, time.time(), old.starts_at, old.ends_at)
+        self._store(slug, Entry(known, time.monotonic()))
 
     def forget(self) -> None:
         """Drop every local snapshot (tests; the next request reads Redis)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import redis.asyncio as aioredis
 from django.conf import settings
 from django.http import HttpRequest
 from django_redis import get_redis_connection
@@ -51,13 +52,21 @@ return '0'
 """
 
 
-def take(limits: list[tuple[str, int, float]]) -> float:
-    """Take one token from each (key, burst, per_second) bucket: 0.0, or the seconds to wait."""
+Bucket = tuple[str, int, float]  # key, burst, per second
+
+
+def _arguments(limits: list[Bucket]) -> list[float]:
     args: list[float] = []
     for _key, burst, per_second in limits:
         if burst < 1 or per_second <= 0:
             raise ValueError(f"a rate limit needs a burst >= 1 and a rate > 0, not {burst}, {per_second}")
         args += [burst, per_second]
+    return args
+
+
+def take(limits: list[Bucket]) -> float:
+    """Take one token from each (key, burst, per_second) bucket: 0.0, or the seconds to wait."""
+    args = _arguments(limits)
     try:
         client = get_redis_connection("default")
         wait = client.register_script(TAKE_TOKENS)(keys=[key for key, _, _ in limits], args=args)
@@ -66,13 +75,28 @@ def take(limits: list[tuple[str, int, float]]) -> float:
     return float(wait)
 
 
+async def take_async(client: aioredis.Redis, limits: list[Bucket]) -> float:
+    """`take` on an asyncio Redis client (the claim lane's event loop)."""
+    args = _arguments(limits)
+    try:
+        wait = await client.eval(TAKE_TOKENS, len(limits), *[key for key, _, _ in limits], *args)
+    except (RedisError, OSError):
+        raise Busy("The shop is catching its breath; please wait a moment and try again.") from None
+    return float(wait)
+
+
 def client_ip(request: HttpRequest) -> str:
     """The client's address; behind a proxy, the one it appended to X-Forwarded-For last."""
-    if settings.TRUST_X_FORWARDED_FOR:
-        forwarded = request.headers.get("X-Forwarded-For", "").split(",")[-1].strip()
-        if forwarded:
-            return forwarded
-    return str(request.META.get("REMOTE_ADDR") or "unknown")
+    return address(request.META.get("REMOTE_ADDR"), request.headers.get("X-Forwarded-For"))
+
+
+def address(remote: str | None, forwarded: str | None) -> str:
+    """client_ip from the socket's address and the X-Forwarded-For header."""
+    if settings.TRUST_X_FORWARDED_FOR and forwarded:
+        last = forwarded.split(",")[-1].strip()
+        if last:
+            return last
+    return str(remote or "unknown")
 
 
 def check_buyer(request: HttpRequest, *, scope: str) -> None:
@@ -82,9 +106,21 @@ def check_buyer(request: HttpRequest, *, scope: str) -> None:
 
 def check(*, scope: str, ip: str, buyer_id: int) -> None:
     """check_buyer for a caller that has the address and account but no Django request."""
-    per_ip = (f"fg:rl:{scope}:ip:{ip}", settings.IP_RATE_LIMIT_BURST, settings.IP_RATE_LIMIT_PER_SECOND)
-    per_user = (f"fg:rl:{scope}:user:{buyer_id}", settings.RATE_LIMIT_BURST, settings.RATE_LIMIT_PER_SECOND)
-    wait = take([per_ip, per_user])
+    _refuse(take(buckets(scope=scope, ip=ip, buyer_id=buyer_id)))
+
+
+async def check_async(client: aioredis.Redis, *, scope: str, ip: str, buyer_id: int) -> None:
+    _refuse(await take_async(client, buckets(scope=scope, ip=ip, buyer_id=buyer_id)))
+
+
+def buckets(*, scope: str, ip: str, buyer_id: int) -> list[Bucket]:
+    return [
+        (f"fg:rl:{scope}:ip:{ip}", settings.IP_RATE_LIMIT_BURST, settings.IP_RATE_LIMIT_PER_SECOND),
+        (f"fg:rl:{scope}:user:{buyer_id}", settings.RATE_LIMIT_BURST, settings.RATE_LIMIT_PER_SECOND),
+    ]
+
+
+def _refuse(wait: float) -> None:
     if wait:
         seconds = math.ceil(wait)
         raise RateLimited(f"Too many attempts; try again in {seconds} s.", retry_after=seconds)

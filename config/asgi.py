@@ -1,7 +1,8 @@
 """The ASGI application (`config.asgi:application`) that daphne serves: HTTP and WebSocket.
 
-HTTP goes through the admission edge (cheap answers from process-local snapshots) and
-then Django; WebSockets are the waiting room's live position.
+HTTP goes through the admission edge (cheap answers from process-local snapshots), then
+the claim lane for the reserve API (holds/lane.py: claims batched per drop), then Django;
+WebSockets are the waiting room's live position.
 """
 
 from __future__ import annotations
@@ -20,10 +21,15 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from admission.edge import Edge  # noqa: E402
 from admission.routing import websocket_urlpatterns  # noqa: E402
+from holds.lane import Lane  # noqa: E402
+
+lane = Lane()
+edge = Edge(django_asgi_app, lane=lane)
+lane.on_sold_out = edge.note_sold_out
 
 application = ProtocolTypeRouter(
     {
-        "http": Edge(django_asgi_app),
+        "http": edge,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -179,6 +179,17 @@ class DjangoWork:
 
 
 @pytest.fixture
+def edge_alone() -> Iterator[None]:
+    """The edge straight in front of Django, without the claim lane (tests/holds/test_lane.py):
+    what the edge does not answer must reach Django's own request path."""
+    lane, EDGE.lane = EDGE.lane, None
+    try:
+        yield
+    finally:
+        EDGE.lane = lane
+
+
+@pytest.fixture
 def work() -> Iterator[DjangoWork]:
     counter = DjangoWork()
     connection_created.connect(counter.install, weak=False)
@@ -306,6 +317,7 @@ def test_an_expired_token_is_refused_at_the_edge(work: DjangoWork) -> None:
     assert (work.queries, work.requests) == ([], 0)
 
 
+@pytest.mark.usefixtures("edge_alone")
 def test_without_a_snapshot_the_same_request_goes_to_django(work: DjangoWork, redis: redis_lib.Redis) -> None:
     drop, _ = _sold_out()
     auth = bearer("bob")
@@ -320,6 +332,7 @@ def test_without_a_snapshot_the_same_request_goes_to_django(work: DjangoWork, re
     assert work.requests == 1 and len(work.queries) >= 3  # the token, the drop, the claim
 
 
+@pytest.mark.usefixtures("edge_alone")
 def test_a_stale_snapshot_is_unknown_and_never_says_no_for_django(redis: redis_lib.Redis) -> None:
     """A snapshot older than the edge's limit says "sold out"; Django, asked instead, sells."""
     drop = make_drop(slug="fresh", quantity=3)
@@ -343,6 +356,7 @@ def test_a_stale_snapshot_is_unknown_and_never_says_no_for_django(redis: redis_l
     assert invariant(drop_id=drop.pk).held == 1
 
 
+@pytest.mark.usefixtures("edge_alone")
 def test_what_may_succeed_goes_through_to_django(work: DjangoWork) -> None:
     """A live drop with stock, and a waiting-room drop with a genuine token: Django sells."""
     live = make_drop(slug="live", quantity=5)
@@ -427,6 +441,7 @@ def _lock_waits() -> int:
 
 
 @override_settings(CLAIM_CONCURRENCY=2)
+@pytest.mark.usefixtures("edge_alone")
 def test_claims_beyond_the_bound_are_turned_away_at_once() -> None:
     drop = make_drop(slug="crowd", quantity=20)
     auths = [bearer(f"c{i}") for i in range(10)]
@@ -502,6 +517,7 @@ def test_the_count_comes_back_when_django_fails_or_the_client_hangs_up() -> None
 # Faults and garbage ------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("edge_alone")
 def test_with_its_redis_gone_the_edge_passes_everything_to_django(tmp_path, work: DjangoWork) -> None:
     drop, _ = _sold_out()
     auth = bearer("bob")

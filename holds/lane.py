@@ -1,0 +1,322 @@
+"""The claim lane: the reserve API answered without Django's request path, claims batched per drop.
+
+The admission edge hands it every `POST /api/drops/<slug>/holds` it did not refuse. The lane
+checks what Django's view checks, in the same order and with the same answers, and gives the
+claim to the arbiter:
+
+- a bearer token is resolved through a per-process cache (one query per token per
+  AUTH_SECONDS); the drop row through another (DROP_SECONDS: a stale row only refuses early,
+  the claim statement checks the sale window itself);
+- the admission token is a signature, the rate limit one asyncio Redis call;
+- claims for one drop that arrive while its previous batch runs go to PostgreSQL together
+  (holds.services.reserve_batch: one short transaction, one conditional claim statement);
+  what a batch leaves undecided (a repeated key, a chosen seat, another bucket) goes to the
+  single claim, `holds.services.reserve`, on the same worker threads;
+- a claim waits for its batch while the queue ahead of it can be served within DEADLINE;
+  beyond that the answer is 503 with Retry-After at once;
+- the first "sold out" flips this process's edge flag at once and is published for the others.
+
+Anything else (a session cookie with its CSRF token, a drop with a Redis gate) goes to Django
+with its body replayed, so every request gets an answer either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+from django.conf import settings
+from django.db import OperationalError, close_old_connections
+
+from admission import limits, tokens
+from admission import state as snapshots
+from admission.edge import Answer, Receive, Scope, Send, header
+from core.api import MAX_BODY, parse_json_body
+from core.errors import Busy, FloodgateError, InvalidInput, NotFound, SoldOut, Unauthenticated
+from holds import selectors, services
+from holds.services import Ask, Reservation
+from shop import selectors as catalogue
+from shop.auth import user_of_token
+from shop.models import Drop
+
+log = logging.getLogger(__name__)
+
+AUTH_SECONDS = 30.0  # a revoked token or deactivated account still claims for at most this long
+DROP_SECONDS = 1.0
+DEADLINE = 0.2  # seconds a claim may wait for its batch before "busy" is the better answer
+MAX_BATCH = 200
+MAX_WAITING = 4000  # per process, all drops: past this the queue could not be served in time
+CACHE_SIZE = 100_000
+BUSY = "The shop is very busy; try again in a second."
+LANE = b"x-floodgate-lane"  # the header that says the lane answered
+
+Pass = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass
+class Waiting:
+    ask: Ask
+    future: asyncio.Future[services.Answer]
+    since: float = field(default_factory=time.monotonic)
+
+
+class Lane:
+    """One per web process; its batches run on a few worker threads with their own connections."""
+
+    def __init__(self, *, on_sold_out: Callable[[str], None] | None = None, threads: int = 4) -> None:
+        self.on_sold_out = on_sold_out
+        self.stats: Counter[str] = Counter()  # answered, batches, batched, single, passed, busy
+        self._threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._redis: aioredis.Redis | None = None
+        self._users: dict[str, tuple[int | None, float]] = {}
+        self._drops: dict[str, tuple[Drop | None, float]] = {}
+        self._queues: dict[int, list[Waiting]] = {}
+        self._draining: set[int] = set()
+        self._batch_seconds = 0.005  # moving average of one batch's time, for the deadline
+        self._waiting = 0
+        self._published: dict[int, float] = {}
+
+    async def __call__(self, slug: str, scope: Scope, receive: Receive, send: Send, django: Pass) -> None:
+        """Answer one reserve request, or pass it to Django (its body replayed)."""
+        body, whole = await _read(receive)
+        if not whole:
+            return await Answer.error(InvalidInput("The request body is too large."), by=LANE).send(send)
+        token = _bearer(scope)
+        if token is None:  # a session (and its CSRF check), or no credentials: Django's to answer
+            self.stats["passed"] += 1
+            return await django(scope, _replay(body, receive), send)
+        try:
+            answer = await self._reserve(slug, scope, body, token)
+        except FloodgateError as error:
+            answer = Answer.error(error, by=LANE)
+        except OperationalError as error:  # as core.api: the database said "not now"
+            log.warning("lane: database busy: %s", error)
+            answer = Answer.error(Busy(BUSY), by=LANE)
+        if answer is None:
+            self.stats["passed"] += 1
+            return await django(scope, _replay(body, receive), send)
+        self.stats["answered"] += 1
+        await answer.send(send)
+
+    async def _reserve(self, slug: str, scope: Scope, raw: bytes, token: str) -> Answer | None:
+        self._start()
+        buyer_id = await self._user(token)
+        if buyer_id is None:
+            raise Unauthenticated("That bearer token is not valid.")
+        body = parse_json_body(raw)
+        drop = await self._drop(slug)
+        if drop.redis_gate:
+            return None  # the gate's count and give-back live on Django's path
+        if drop.waiting_room:
+            tokens.verify(header(scope, b"x-admission-token"), drop_id=drop.pk, buyer_id=buyer_id)
+        remote = (scope.get("client") or ("unknown", 0))[0]
+        ip = limits.address(remote, header(scope, b"x-forwarded-for"))
+        assert self._redis is not None
+        await limits.check_async(self._redis, scope="reserve", ip=ip, buyer_id=buyer_id)
+        unit = body.get("unit")
+        if unit is not None and not isinstance(unit, str):
+            raise InvalidInput("unit must be a unit label such as 'B14'.")
+        key = services.check_idempotency_key(header(scope, b"idempotency-key"))
+        quantity = services.check_quantity(drop, body.get("quantity"))
+        ask = Ask(buyer_id=buyer_id, quantity=quantity, key=key)
+        result = await self._batched(drop, ask) if unit is None else None
+        if isinstance(result, Reservation):  # new: built from the statements, no query
+            data = selectors.hold_json(result.hold, units=result.units, new=True)
+            return Answer(201, json.dumps(data).encode(), by=LANE)
+        if result is None:  # left to the single claim (also every chosen seat)
+            self.stats["single"] += 1
+            result = await self._in_thread(_single, drop, ask, unit)
+        if isinstance(result, FloodgateError):
+            if isinstance(result, SoldOut):
+                self._sold_out(drop)
+            raise result
+        status, data = result
+        return Answer(status, json.dumps(data).encode(), by=LANE)
+
+    # Batches -------------------------------------------------------------------------------
+
+    async def _batched(self, drop: Drop, ask: Ask) -> services.Answer:
+        queue = self._queues.setdefault(drop.pk, [])
+        ahead = len(queue) + (MAX_BATCH if drop.pk in self._draining else 0)
+        if self._waiting >= MAX_WAITING or (ahead / MAX_BATCH + 1) * self._batch_seconds > DEADLINE:
+            self.stats["busy"] += 1
+            raise Busy(BUSY)
+        waiting = Waiting(ask, asyncio.get_running_loop().create_future())
+        queue.append(waiting)
+        self._waiting += 1
+        if drop.pk not in self._draining:
+            self._draining.add(drop.pk)
+            asyncio.get_running_loop().create_task(self._drain(drop))
+        try:
+            return await asyncio.shield(waiting.future)  # a client gone does not cancel the batch
+        finally:
+            self._waiting -= 1
+
+    async def _drain(self, drop: Drop) -> None:
+        """Run the drop's batches one after another while claims keep coming."""
+        try:
+            while queue := self._queues.pop(drop.pk, None):
+                batch, rest = queue[:MAX_BATCH], queue[MAX_BATCH:]
+                if rest:
+                    self._queues[drop.pk] = rest
+                started = time.monotonic()
+                try:
+                    answers = await self._in_thread(_batch, drop, [w.ask for w in batch])
+                except BaseException as error:
+                    for waiting in batch:
+                        if not waiting.future.done():
+                            waiting.future.set_exception(error)
+                    if not isinstance(error, Exception):
+                        raise
+                    continue
+                self._batch_seconds = 0.8 * self._batch_seconds + 0.2 * (time.monotonic() - started)
+                self.stats["batches"] += 1
+                self.stats["batched"] += len(batch)
+                for waiting, answer in zip(batch, answers, strict=True):
+                    if not waiting.future.done():
+                        waiting.future.set_result(answer)
+        finally:
+            self._draining.discard(drop.pk)
+
+    # Caches ---------------------------------------------------------------------------------
+
+    async def _user(self, token: str) -> int | None:
+        now = time.monotonic()
+        found = self._users.get(token)
+        if found is None or found[1] < now:
+            if len(self._users) >= CACHE_SIZE:
+                self._users.clear()
+            user_id = await self._in_thread(_user_id, token)
+            # An unknown token is remembered briefly too: a flood of it costs one query.
+            found = (user_id, now + (AUTH_SECONDS if user_id is not None else DROP_SECONDS))
+            self._users[token] = found
+        return found[0]
+
+    async def _drop(self, slug: str) -> Drop:
+        now = time.monotonic()
+        found = self._drops.get(slug)
+        if found is None or found[1] < now:
+            if len(self._drops) >= CACHE_SIZE:
+                self._drops.clear()
+            found = (await self._in_thread(_drop_row, slug), now + DROP_SECONDS)
+            self._drops[slug] = found
+        if found[0] is None:
+            raise NotFound(f"There is no drop called {slug!r}.")
+        return found[0]
+
+    def _sold_out(self, drop: Drop) -> None:
+        """This process's edge says "sold out" from now on; the others hear it through Redis."""
+        if self.on_sold_out is not None:
+            self.on_sold_out(drop.slug)
+        now = time.monotonic()
+        if now - self._published.get(drop.pk, 0.0) >= 1.0:
+            self._published[drop.pk] = now
+            asyncio.get_running_loop().run_in_executor(self._pool, _publish_sold_out, drop)
+
+    def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # clients and futures belong to the loop that made them
+            self._loop = loop
+            self._queues, self._draining, self._waiting = {}, set(), 0
+            self._redis = aioredis.Redis.from_url(
+                settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1
+            )
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="claim-lane")
+
+    async def _in_thread(self, work: Callable[..., object], *args: object) -> object:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
+
+
+# On the worker threads: each keeps its own database connection, checked before each use.
+
+
+def _batch(drop: Drop, asks: list[Ask]) -> list[services.Answer]:
+    close_old_connections()
+    return services.reserve_batch(drop=drop, asks=asks)
+
+
+def _single(drop: Drop, ask: Ask, unit: str | None) -> tuple[int, dict[str, object]] | FloodgateError:
+    """The single claim and its answer's body (a repeated key's hold is read here, off the loop)."""
+    close_old_connections()
+    try:
+        result = services.reserve(
+            drop=drop, buyer_id=ask.buyer_id, quantity=ask.quantity, idempotency_key=ask.key, unit=unit
+        )
+    except FloodgateError as error:
+        return error
+    data = selectors.hold_json(result.hold, units=result.units, new=result.created)
+    return (201 if result.created else 200), data
+
+
+def _user_id(token: str) -> int | None:
+    close_old_connections()
+    return user_of_token(token)
+
+
+def _drop_row(slug: str) -> Drop | None:
+    close_old_connections()
+    try:
+        return catalogue.drop_for_claim(slug=slug)
+    except NotFound:
+        return None
+
+
+def _publish_sold_out(drop: Drop) -> None:
+    close_old_connections()
+    try:
+        snapshots.note_sold_out(drop)
+    except Exception:  # the tick publishes within a second anyway
+        log.warning("lane: could not publish the sold-out of drop %s", drop.pk, exc_info=True)
+
+
+# HTTP ---------------------------------------------------------------------------------------
+
+
+async def _read(receive: Receive) -> tuple[bytes, bool]:
+    """The request body, and False when it is longer than any reserve body may be."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"", True  # the client left; whatever we answer goes nowhere
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            return b"", False
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body once more for Django, then the server's own messages (a disconnect)."""
+    sent = False
+
+    async def replay() -> dict[str, object]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _bearer(scope: Scope) -> str | None:
+    """The token of `Authorization: Bearer <token>`; None for no header or another scheme."""
+    raw = header(scope, b"authorization")
+    if not raw:
+        return None
+    scheme, _, value = raw.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
