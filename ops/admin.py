@@ -39,6 +39,17 @@ class ProductAdmin(admin.ModelAdmin):
     list_filter = ["currency"]
 
 
+# A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: object) -> object:
+    """Quote a text cell a spreadsheet would run as a formula; anything else, empty text too, as it is."""
+    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
+        return f"'{cell}"
+    return cell
+
+
 STOCK_FIELDS = {"quantity", "inventory_mode", "bucket_count"}
 PAUSE_FIELDS = {"paused", "paused_at", "paused_by", "pause_reason"}
 
@@ -261,9 +272,8 @@ class DropAdmin(admin.ModelAdmin):
                 "failure_reason",
             ]
         )
-        # A cell starting with = + - @ is a formula to a spreadsheet: quote it.
         writer.writerows(
-            [f"'{cell}" if isinstance(cell, str) and cell[:1] in "=+-@" else cell for cell in row]
+            [spreadsheet_safe(cell) for cell in row]
             for row in checkout_selectors.export_rows(drop_ids=[d.pk for d in queryset])
         )
         return response
