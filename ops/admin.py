@@ -288,12 +288,38 @@ class DropAdmin(admin.ModelAdmin):
             return [*self.readonly_fields, "inventory_mode", "bucket_count"]
         return list(self.readonly_fields)
 
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, object] | None = None,
+    ) -> HttpResponse:
+        adding = object_id is None or "_saveasnew" in request.POST  # as Django's own view decides
+        if request.method != "POST" or not adding:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        # create_drop owns its durable transaction, which the admin's atomic block around the add
+        # would nest. The form is validated before it runs, so a refused drop writes nothing.
+        return self._changeform_view(request, object_id, form_url, extra_context)
+
     def save_model(self, request: HttpRequest, obj: Drop, form: forms.ModelForm, change: bool) -> None:
-        """New drop: stock rows with it. Changed drop: stock moves with quantity and layout."""
+        """New drop: created by shop.services. Changed drop: stock moves with quantity and layout."""
         if not change:
-            with transaction.atomic():
-                super().save_model(request, obj, form, change)
-                inventory.configure_stock(drop=obj, unit_labels=form.cleaned_data.get("labels"))
+            data = form.cleaned_data
+            product = data["product"]
+            # Every field of the form, by name: one create_drop lacks fails loudly, never silently.
+            fields = {name: data[name] for name in DropForm.Meta.fields if name != "product"}
+            drop = services.create_drop(
+                product_sku=product.sku,
+                product_name=product.name,
+                price_minor=product.price_minor,
+                currency=product.currency,
+                unit_labels=data.get("labels"),
+                **fields,
+            )
+            # The admin goes on with `obj` (log entry, redirect): make it the drop just created.
+            obj.pk = drop.pk
+            obj.refresh_from_db()
             return
         # Quantity and layout move only together with their stock rows (in the services, after
         # this transaction); the kill switch's columns are never written from a stale form.
