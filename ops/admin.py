@@ -8,6 +8,7 @@ from functools import partial
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import PermissionDenied
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
@@ -288,6 +289,7 @@ class DropAdmin(admin.ModelAdmin):
             return [*self.readonly_fields, "inventory_mode", "bucket_count"]
         return list(self.readonly_fields)
 
+    @csrf_protect_m  # as on Django's own changeform_view, which the add no longer goes through
     def changeform_view(
         self,
         request: HttpRequest,

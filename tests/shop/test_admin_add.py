@@ -98,3 +98,13 @@ def test_a_refused_drop_shows_form_errors_and_writes_nothing(
     assert any(error in message for message in errors.get(field, [])), errors
     assert not Drop.objects.exists() and not StockBucket.objects.exists() and not Unit.objects.exists()
     assert not LogEntry.objects.exists()
+
+
+def test_the_add_still_checks_the_csrf_token(roles: None) -> None:
+    client = merchant()
+    client.handler.enforce_csrf_checks = True
+
+    answer = client.post("/admin/shop/drop/add/", add_form())
+
+    assert answer.status_code == 403
+    assert not Drop.objects.exists()
