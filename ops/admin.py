@@ -8,6 +8,7 @@ from functools import partial
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import PermissionDenied
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
@@ -38,6 +39,17 @@ class ProductAdmin(admin.ModelAdmin):
     list_display = ["name", "sku", "price_display", "currency"]
     search_fields = ["name", "sku"]
     list_filter = ["currency"]
+
+
+# A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: object) -> object:
+    """Quote a text cell a spreadsheet would run as a formula; anything else, empty text too, as it is."""
+    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
+        return f"'{cell}"
+    return cell
 
 
 STOCK_FIELDS = {"quantity", "inventory_mode", "bucket_count"}
@@ -262,9 +274,8 @@ class DropAdmin(admin.ModelAdmin):
                 "failure_reason",
             ]
         )
-        # A cell starting with = + - @ is a formula to a spreadsheet: quote it.
         writer.writerows(
-            [f"'{cell}" if isinstance(cell, str) and cell[:1] in "=+-@" else cell for cell in row]
+            [spreadsheet_safe(cell) for cell in row]
             for row in checkout_selectors.export_rows(drop_ids=[d.pk for d in queryset])
         )
         return response
@@ -279,12 +290,39 @@ class DropAdmin(admin.ModelAdmin):
             return [*self.readonly_fields, "inventory_mode", "bucket_count"]
         return list(self.readonly_fields)
 
+    @csrf_protect_m  # as on Django's own changeform_view, which the add no longer goes through
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, object] | None = None,
+    ) -> HttpResponse:
+        adding = object_id is None or "_saveasnew" in request.POST  # as Django's own view decides
+        if request.method != "POST" or not adding:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        # create_drop owns its durable transaction, which the admin's atomic block around the add
+        # would nest. The form is validated before it runs, so a refused drop writes nothing.
+        return self._changeform_view(request, object_id, form_url, extra_context)
+
     def save_model(self, request: HttpRequest, obj: Drop, form: forms.ModelForm, change: bool) -> None:
-        """New drop: stock rows with it. Changed drop: stock moves with quantity and layout."""
+        """New drop: created by shop.services. Changed drop: stock moves with quantity and layout."""
         if not change:
-            with transaction.atomic():
-                super().save_model(request, obj, form, change)
-                inventory.configure_stock(drop=obj, unit_labels=form.cleaned_data.get("labels"))
+            data = form.cleaned_data
+            product = data["product"]
+            # Every field of the form, by name: one create_drop lacks fails loudly, never silently.
+            fields = {name: data[name] for name in DropForm.Meta.fields if name != "product"}
+            drop = services.create_drop(
+                product_sku=product.sku,
+                product_name=product.name,
+                price_minor=product.price_minor,
+                currency=product.currency,
+                unit_labels=data.get("labels"),
+                **fields,
+            )
+            # The admin goes on with `obj` (log entry, redirect): make it the drop just created.
+            obj.pk = drop.pk
+            obj.refresh_from_db()
             return
         # Quantity and layout move only together with their stock rows (in the services, after
         # this transaction); the kill switch's columns are never written from a stale form.

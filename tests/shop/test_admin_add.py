@@ -1,0 +1,110 @@
+"""Adding a drop in the admin: the form's errors come back as form errors, a valid one gets its stock."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.admin.models import ADDITION, LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.test import Client
+from django.utils import timezone
+
+from inventory.models import StockBucket, Unit
+from shop.models import Drop, Product
+
+pytestmark = pytest.mark.django_db
+
+
+def merchant() -> Client:
+    user = get_user_model().objects.create_user("mira", password="pw-pw-pw-pw", is_staff=True)
+    user.groups.add(Group.objects.get(name="Merchants"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def add_form(**changes: str) -> dict[str, str]:
+    """What the add page posts for a valid drop of 10 units over 2 buckets, with changes."""
+    product = Product.objects.get_or_create(sku="TEE", defaults={"name": "Tee", "price_minor": 2500})[0]
+    starts = timezone.now() + timedelta(hours=1)
+    ends = starts + timedelta(hours=2)
+    return {
+        "product": str(product.pk),
+        "slug": "tees",
+        "title": "Tees",
+        "starts_at_0": starts.strftime("%Y-%m-%d"),
+        "starts_at_1": starts.strftime("%H:%M:%S"),
+        "ends_at_0": ends.strftime("%Y-%m-%d"),
+        "ends_at_1": ends.strftime("%H:%M:%S"),
+        "quantity": "10",
+        "inventory_mode": "buckets",
+        "bucket_count": "2",
+        "hold_seconds": "300",
+        "per_buyer_limit": "1",
+        "admission_wave_seconds": "5",
+        "admission_percent": "200",
+        "unit_labels": "",
+        **changes,
+    }
+
+
+def test_a_valid_drop_is_created_with_its_stock_rows(roles: None) -> None:
+    answer = merchant().post("/admin/shop/drop/add/", add_form())
+
+    assert answer.status_code == 302, answer.context["adminform"].form.errors if answer.context else answer
+    drop = Drop.objects.get(slug="tees")
+    assert (drop.title, drop.quantity, drop.hold_seconds, drop.per_buyer_limit) == ("Tees", 10, 300, 1)
+    assert (drop.admission_percent, drop.waiting_room, drop.paused) == (200, False, False)
+    assert sorted(StockBucket.objects.filter(drop=drop).values_list("available", flat=True)) == [5, 5]
+    entry = LogEntry.objects.get(object_id=str(drop.pk))
+    assert (entry.action_flag, entry.user.username) == (ADDITION, "mira")
+
+
+def test_a_seated_drop_gets_its_labelled_units(roles: None) -> None:
+    form = add_form(
+        slug="seats", quantity="4", inventory_mode="units", bucket_count="1", unit_labels="A1-A3, VIP"
+    )
+
+    answer = merchant().post("/admin/shop/drop/add/", form)
+
+    assert answer.status_code == 302
+    drop = Drop.objects.get(slug="seats")
+    assert list(Unit.objects.filter(drop=drop).order_by("rank").values_list("label", flat=True)) == [
+        "A1",
+        "A2",
+        "A3",
+        "VIP",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "error"),
+    [
+        ({"bucket_count": "11"}, "__all__", "Use at most as many buckets as there are units."),
+        ({"ends_at_0": "2000-01-01"}, "__all__", "The drop must end after it starts."),
+        ({"inventory_mode": "units", "unit_labels": "A1-A3"}, "unit_labels", "3 labels for a quantity of 10"),
+        ({"unit_labels": "A1-A10"}, "unit_labels", "Labels are for a drop in units mode"),
+    ],
+)
+def test_a_refused_drop_shows_form_errors_and_writes_nothing(
+    roles: None, changes: dict[str, str], field: str, error: str
+) -> None:
+    answer = merchant().post("/admin/shop/drop/add/", add_form(**changes))
+
+    assert answer.status_code == 200
+    errors = answer.context["adminform"].form.errors
+    assert any(error in message for message in errors.get(field, [])), errors
+    assert not Drop.objects.exists() and not StockBucket.objects.exists() and not Unit.objects.exists()
+    assert not LogEntry.objects.exists()
+
+
+def test_the_add_still_checks_the_csrf_token(roles: None) -> None:
+    client = merchant()
+    client.handler.enforce_csrf_checks = True
+
+    answer = client.post("/admin/shop/drop/add/", add_form())
+
+    assert answer.status_code == 403
+    assert not Drop.objects.exists()
