@@ -216,18 +216,26 @@ def test_redis_stopped_mid_race_and_started_again(
         assert int(own_redis.client().get(gate.COUNT.format(drop=drop.pk))) >= 0  # rebuilt from the DB
 
 
-def test_gate_flushed_mid_race_rebuilds_from_the_database(own_redis: RedisServer, make_buyers) -> None:
-    drop = make_drop(slug="flushed", quantity=UNITS, buckets=4, per_buyer_limit=1, redis_gate=True)
+def race_with_a_flush(
+    own_redis: RedisServer, make_buyers, drop: Drop
+) -> tuple[Race, list[int | BaseException]]:
+    """300 buyers on the HTTP API; Redis is flushed (FLUSHALL) once 20 of them hold a unit."""
     tokens = bearer_tokens(make_buyers, BUYERS, "flush")
     race = Race(drop.slug)
-    key = gate.COUNT.format(drop=drop.pk)
 
     def control() -> None:
         wait_until(lambda: race.count(201) >= 20, timeout=60, what="the first holds")
         own_redis.flushall()
         race.phase = "after"
 
-    results = race.run(tokens, control)
+    return race, race.run(tokens, control)
+
+
+def test_gate_flushed_mid_race_rebuilds_from_the_database(own_redis: RedisServer, make_buyers) -> None:
+    drop = make_drop(slug="flushed", quantity=UNITS, buckets=4, per_buyer_limit=1, redis_gate=True)
+    key = gate.COUNT.format(drop=drop.pk)
+
+    race, results = race_with_a_flush(own_redis, make_buyers, drop)
 
     assert not [r for r in results if isinstance(r, BaseException)], results
     assert Counter(results) == {201: UNITS, 409: BUYERS - UNITS}
@@ -238,6 +246,30 @@ def test_gate_flushed_mid_race_rebuilds_from_the_database(own_redis: RedisServer
     assert rebuilt is not None and int(rebuilt) >= 0  # high at most: claims in flight at the flush
     gate.reconcile([drop])
     assert int(own_redis.client().get(key)) == 0
+
+
+def test_control_a_gate_that_reads_a_flushed_count_as_zero_strands_units(
+    own_redis: RedisServer, make_buyers, monkeypatch
+) -> None:
+    """Breaks gate.TAKE: a missing count reads as 0 instead of being rebuilt from the database.
+    After the flush the gate tells every buyer "sold out" while PostgreSQL still has units, so
+    units are stranded: the race test's assert_exact (0 available, UNITS held) would fail. So the
+    flush race can fail; the rebuild from the database is what passes it.
+    """
+    script = gate.TAKE
+    rebuild = script[script.index("if not n then") : script.index("n = tonumber(n)")]
+    assert "redis.call('SET', KEYS[1], ARGV[2], 'NX'" in rebuild
+    monkeypatch.setattr(gate, "TAKE", script.replace(rebuild, "").replace("tonumber(n)", "tonumber(n) or 0"))
+    drop = make_drop(slug="flushed", quantity=UNITS, buckets=4, per_buyer_limit=1, redis_gate=True)
+    gate.reconcile([drop])  # the tick's count from the database: the broken script cannot seed one
+
+    race, results = race_with_a_flush(own_redis, make_buyers, drop)
+
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert race.count(503) == 0 and race.count(201, "after") == 0
+    numbers = invariant(drop_id=drop.pk)
+    assert numbers.drift == 0  # PostgreSQL still exact...
+    assert numbers.available > 0 and Counter(results)[201] < UNITS  # ...but buyers were sent away
 
 
 def test_gate_race_two_thousand_buyers_for_a_hundred_units(own_redis: RedisServer, make_buyers) -> None:
