@@ -176,3 +176,25 @@ def test_control_a_resize_without_for_update_loses_claims(make_buyers, monkeypat
     assert not [r for r in results if isinstance(r, BaseException)]
     assert invariant(drop_id=drop.pk).held == 300
     assert invariant(drop_id=drop.pk).drift < 0  # more units on sale than the drop has: oversell
+
+
+def test_control_a_quantity_change_locking_the_drop_for_update_deadlocks(make_buyers, monkeypatch) -> None:
+    """Breaks LOCK_DROP_QUANTITY: FOR UPDATE instead of FOR NO KEY UPDATE, then a 50 ms pg_sleep
+    with the lock held. A reserve that has claimed a bucket waits at commit for KEY SHARE on the
+    drop (its deferred foreign key) while the resize waits for that bucket: PostgreSQL reports a
+    deadlock, which the race test's "nothing failed" assertion catches. So that race test can
+    fail; the weaker NO KEY UPDATE lock is what passes it.
+    """
+    statement = sql.LOCK_DROP_QUANTITY
+    assert statement.endswith(" FOR NO KEY UPDATE")
+    locked = statement.replace(" FOR NO KEY UPDATE", " FOR UPDATE")
+    broken = (
+        f"WITH locked AS MATERIALIZED ({locked}) "
+        "SELECT quantity FROM locked CROSS JOIN LATERAL pg_sleep(0.05 + 0 * locked.quantity)"
+    )
+    monkeypatch.setattr(sql, "LOCK_DROP_QUANTITY", broken)
+
+    _drop, results = race_reserves_against_quantity_changes(make_buyers)
+
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert any("deadlock detected" in str(r) for r in failures), failures
