@@ -24,9 +24,9 @@ from django.conf import settings
 from django.test import Client, override_settings
 from django_redis import get_redis_connection
 
-from admission import gate
+from admission import gate, limits
 from core import metrics
-from core.errors import SoldOut
+from core.errors import Busy, SoldOut
 from holds import services
 from holds.models import Hold, HoldState
 from inventory.selectors import invariant
@@ -119,9 +119,9 @@ class Race:
     answers: list[Answer] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def count(self, status: int, phase: str | None = None) -> int:
+    def count(self, status: int | None = None, phase: str | None = None) -> int:
         with self.lock:
-            return sum(1 for a in self.answers if a.status == status and phase in (None, a.phase))
+            return sum(1 for a in self.answers if status in (None, a.status) and phase in (None, a.phase))
 
     def buyer(self, token: str) -> Callable[[], int]:
         def buy() -> int:
@@ -182,10 +182,11 @@ def assert_exact(drop: Drop) -> None:
     assert Hold.objects.filter(drop=drop, state=HoldState.HELD).count() == UNITS
 
 
-@pytest.mark.parametrize("redis_gate", [False, True], ids=["limits-only", "gated"])
-def test_redis_stopped_mid_race_and_started_again(
+def race_with_an_outage(
     own_redis: RedisServer, make_buyers, redis_gate: bool
-) -> None:
+) -> tuple[Drop, Race, list[int | BaseException]]:
+    """300 buyers on the HTTP API; Redis is killed once 10 of them hold a unit, and started again
+    (empty) after 50 answers to requests made entirely while it was down."""
     drop = make_drop(slug="outage", quantity=UNITS, buckets=4, per_buyer_limit=1, redis_gate=redis_gate)
     tokens = bearer_tokens(make_buyers, BUYERS, "outage")
     race = Race(drop.slug)
@@ -194,12 +195,19 @@ def test_redis_stopped_mid_race_and_started_again(
         wait_until(lambda: race.count(201) >= 10, timeout=60, what="the first holds")
         own_redis.stop()
         race.phase = "down"
-        wait_until(lambda: race.count(503, "down") >= 50, timeout=30, what="busy answers")
+        wait_until(lambda: race.count(phase="down") >= 50, timeout=30, what="answers while down")
         race.phase = "restarting"
         own_redis.start()  # empty: no limits, no gate count, no metrics
         race.phase = "after"
 
-    results = race.run(tokens, control)
+    return drop, race, race.run(tokens, control)
+
+
+@pytest.mark.parametrize("redis_gate", [False, True], ids=["limits-only", "gated"])
+def test_redis_stopped_mid_race_and_started_again(
+    own_redis: RedisServer, make_buyers, redis_gate: bool
+) -> None:
+    drop, race, results = race_with_an_outage(own_redis, make_buyers, redis_gate)
 
     assert not [r for r in results if isinstance(r, BaseException)], results
     assert Counter(results) == {201: UNITS, 409: BUYERS - UNITS}  # everyone got a final answer
@@ -214,6 +222,41 @@ def test_redis_stopped_mid_race_and_started_again(
     print(f"outage ({'gated' if redis_gate else 'limits only'}): {dict(statuses)}")  # noqa: T201
     if redis_gate:
         assert int(own_redis.client().get(gate.COUNT.format(drop=drop.pk))) >= 0  # rebuilt from the DB
+
+
+@pytest.mark.parametrize("redis_gate", [False, True], ids=["limits-only", "gated"])
+def test_control_a_shop_that_fails_open_sells_while_redis_is_down(
+    own_redis: RedisServer, make_buyers, monkeypatch, redis_gate: bool
+) -> None:
+    """Breaks the fail-closed answers: limits.take and gate.through let a request through (no
+    limit, no gate) when Redis fails, instead of answering 503 "busy". Units are then sold by
+    requests made entirely while Redis is down, which the outage race test asserts never happens.
+    So that race test can fail; the Busy answers are what pass it.
+    """
+    take, through = limits.take, gate.through
+
+    def take_failing_open(buckets: list[tuple[str, int, float]]) -> float:
+        try:
+            return take(buckets)
+        except Busy:
+            return 0.0  # Redis is down: no limit
+
+    def through_failing_open(drop: Drop, *, claim: Callable[[], object], **kwargs: object) -> object:
+        try:
+            return through(drop, claim=claim, **kwargs)
+        except Busy:
+            return claim()  # Redis is down: no gate
+
+    monkeypatch.setattr(limits, "take", take_failing_open)
+    monkeypatch.setattr(gate, "through", through_failing_open)
+
+    drop, race, results = race_with_an_outage(own_redis, make_buyers, redis_gate)
+
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    statuses = Counter((a.phase, a.status) for a in race.answers)
+    assert statuses[("down", 201)] > 0, statuses  # sold with no limit and no gate
+    numbers = invariant(drop_id=drop.pk)
+    assert (numbers.held, numbers.drift) == (UNITS, 0)  # PostgreSQL still decided every sale
 
 
 def race_with_a_flush(
