@@ -10,7 +10,7 @@ from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
-from admission import services
+from admission import services, sql
 from admission.models import Queue, Ticket
 from core import locks
 from holds.services import reserve
@@ -104,8 +104,8 @@ def test_early_joiners_are_shuffled_by_a_seed_anyone_can_check(make_buyers) -> N
     assert services.join(drop=drop, buyer_id=late).number == 301
 
 
-@pytest.mark.django_db(transaction=True)
-def test_joins_racing_the_draw_each_get_exactly_one_place(make_buyers) -> None:
+def race_joins_against_the_draw(make_buyers) -> tuple[Drop, list[int | None]]:
+    """200 buyers join an undrawn queue on 12 threads while the start's draw runs among them."""
     drop = make_drop(
         slug="race-draw", quantity=10, waiting_room=True, starts_at=timezone.now() + timedelta(minutes=5)
     )
@@ -132,10 +132,37 @@ def test_joins_racing_the_draw_each_get_exactly_one_place(make_buyers) -> None:
     jobs = [joiner(b) for b in buyers[:100]] + [drawer] + [joiner(b) for b in buyers[100:]]
     results = run_concurrently(jobs, threads=12)
     assert not [r for r in results if isinstance(r, BaseException)]
-    numbers = list(Ticket.objects.filter(drop=drop).values_list("number", flat=True))
+    return drop, list(Ticket.objects.filter(drop=drop).values_list("number", flat=True))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_joins_racing_the_draw_each_get_exactly_one_place(make_buyers) -> None:
+    drop, numbers = race_joins_against_the_draw(make_buyers)
+
     queue = Queue.objects.get(pk=drop.pk)
     assert queue.drawn_at is not None and 0 < queue.drawn_entries < 200
+    assert None not in numbers, "an early joiner was left out of the draw"
     assert sorted(numbers) == list(range(1, 201))  # everyone placed, once, no gaps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_control_a_join_without_for_share_is_left_out_of_the_draw(make_buyers, monkeypatch) -> None:
+    """Breaks JOIN_BEFORE_DRAW: no FOR SHARE on the queue row, and a 0.1 s pg_sleep after its
+    snapshot. A join that read "not drawn" no longer waits for the draw (FOR UPDATE) and inserts
+    its ticket after the draw numbered the others: an unnumbered ticket, which the race test's
+    "everyone placed" assertion catches. So that race test can fail; the FOR SHARE is what passes it.
+    """
+    statement = sql.JOIN_BEFORE_DRAW
+    assert "   FOR SHARE OF q\n" in statement and "FROM admission_queue q\n" in statement
+    broken = statement.replace("   FOR SHARE OF q\n", "").replace(
+        "FROM admission_queue q\n", "FROM admission_queue q CROSS JOIN pg_sleep(0.1)\n"
+    )
+    monkeypatch.setattr(sql, "JOIN_BEFORE_DRAW", broken)
+
+    drop, numbers = race_joins_against_the_draw(make_buyers)
+
+    assert Queue.objects.get(pk=drop.pk).drawn_at is not None
+    assert None in numbers  # a buyer in line with no place: the race test would fail
 
 
 def test_waves_follow_the_stock_and_stop_when_it_is_gone(make_buyers) -> None:

@@ -24,8 +24,9 @@ from django.conf import settings
 from django.test import Client, override_settings
 from django_redis import get_redis_connection
 
+from admission import limits
 from core import metrics
-from core.errors import SoldOut
+from core.errors import Busy, SoldOut
 from holds import services
 from holds.models import Hold, HoldState
 from inventory import gate
@@ -119,9 +120,9 @@ class Race:
     answers: list[Answer] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def count(self, status: int, phase: str | None = None) -> int:
+    def count(self, status: int | None = None, phase: str | None = None) -> int:
         with self.lock:
-            return sum(1 for a in self.answers if a.status == status and phase in (None, a.phase))
+            return sum(1 for a in self.answers if status in (None, a.status) and phase in (None, a.phase))
 
     def buyer(self, token: str) -> Callable[[], int]:
         def buy() -> int:
@@ -182,10 +183,11 @@ def assert_exact(drop: Drop) -> None:
     assert Hold.objects.filter(drop=drop, state=HoldState.HELD).count() == UNITS
 
 
-@pytest.mark.parametrize("redis_gate", [False, True], ids=["limits-only", "gated"])
-def test_redis_stopped_mid_race_and_started_again(
+def race_with_an_outage(
     own_redis: RedisServer, make_buyers, redis_gate: bool
-) -> None:
+) -> tuple[Drop, Race, list[int | BaseException]]:
+    """300 buyers on the HTTP API; Redis is killed once 10 of them hold a unit, and started again
+    (empty) after 50 answers to requests made entirely while it was down."""
     drop = make_drop(slug="outage", quantity=UNITS, buckets=4, per_buyer_limit=1, redis_gate=redis_gate)
     tokens = bearer_tokens(make_buyers, BUYERS, "outage")
     race = Race(drop.slug)
@@ -194,12 +196,19 @@ def test_redis_stopped_mid_race_and_started_again(
         wait_until(lambda: race.count(201) >= 10, timeout=60, what="the first holds")
         own_redis.stop()
         race.phase = "down"
-        wait_until(lambda: race.count(503, "down") >= 50, timeout=30, what="busy answers")
+        wait_until(lambda: race.count(phase="down") >= 50, timeout=30, what="answers while down")
         race.phase = "restarting"
         own_redis.start()  # empty: no limits, no gate count, no metrics
         race.phase = "after"
 
-    results = race.run(tokens, control)
+    return drop, race, race.run(tokens, control)
+
+
+@pytest.mark.parametrize("redis_gate", [False, True], ids=["limits-only", "gated"])
+def test_redis_stopped_mid_race_and_started_again(
+    own_redis: RedisServer, make_buyers, redis_gate: bool
+) -> None:
+    drop, race, results = race_with_an_outage(own_redis, make_buyers, redis_gate)
 
     assert not [r for r in results if isinstance(r, BaseException)], results
     assert Counter(results) == {201: UNITS, 409: BUYERS - UNITS}  # everyone got a final answer
@@ -216,18 +225,61 @@ def test_redis_stopped_mid_race_and_started_again(
         assert int(own_redis.client().get(gate.COUNT.format(drop=drop.pk))) >= 0  # rebuilt from the DB
 
 
-def test_gate_flushed_mid_race_rebuilds_from_the_database(own_redis: RedisServer, make_buyers) -> None:
-    drop = make_drop(slug="flushed", quantity=UNITS, buckets=4, per_buyer_limit=1, redis_gate=True)
+@pytest.mark.parametrize("redis_gate", [False, True], ids=["limits-only", "gated"])
+def test_control_a_shop_that_fails_open_sells_while_redis_is_down(
+    own_redis: RedisServer, make_buyers, monkeypatch, redis_gate: bool
+) -> None:
+    """Breaks the fail-closed answers: limits.take and gate.through let a request through (no
+    limit, no gate) when Redis fails, instead of answering 503 "busy". Units are then sold by
+    requests made entirely while Redis is down, which the outage race test asserts never happens.
+    So that race test can fail; the Busy answers are what pass it.
+    """
+    take, through = limits.take, gate.through
+
+    def take_failing_open(buckets: list[tuple[str, int, float]]) -> float:
+        try:
+            return take(buckets)
+        except Busy:
+            return 0.0  # Redis is down: no limit
+
+    def through_failing_open(drop: Drop, *, claim: Callable[[], object], **kwargs: object) -> object:
+        try:
+            return through(drop, claim=claim, **kwargs)
+        except Busy:
+            return claim()  # Redis is down: no gate
+
+    monkeypatch.setattr(limits, "take", take_failing_open)
+    monkeypatch.setattr(gate, "through", through_failing_open)
+
+    drop, race, results = race_with_an_outage(own_redis, make_buyers, redis_gate)
+
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    statuses = Counter((a.phase, a.status) for a in race.answers)
+    assert statuses[("down", 201)] > 0, statuses  # sold with no limit and no gate
+    numbers = invariant(drop_id=drop.pk)
+    assert (numbers.held, numbers.drift) == (UNITS, 0)  # PostgreSQL still decided every sale
+
+
+def race_with_a_flush(
+    own_redis: RedisServer, make_buyers, drop: Drop
+) -> tuple[Race, list[int | BaseException]]:
+    """300 buyers on the HTTP API; Redis is flushed (FLUSHALL) once 20 of them hold a unit."""
     tokens = bearer_tokens(make_buyers, BUYERS, "flush")
     race = Race(drop.slug)
-    key = gate.COUNT.format(drop=drop.pk)
 
     def control() -> None:
         wait_until(lambda: race.count(201) >= 20, timeout=60, what="the first holds")
         own_redis.flushall()
         race.phase = "after"
 
-    results = race.run(tokens, control)
+    return race, race.run(tokens, control)
+
+
+def test_gate_flushed_mid_race_rebuilds_from_the_database(own_redis: RedisServer, make_buyers) -> None:
+    drop = make_drop(slug="flushed", quantity=UNITS, buckets=4, per_buyer_limit=1, redis_gate=True)
+    key = gate.COUNT.format(drop=drop.pk)
+
+    race, results = race_with_a_flush(own_redis, make_buyers, drop)
 
     assert not [r for r in results if isinstance(r, BaseException)], results
     assert Counter(results) == {201: UNITS, 409: BUYERS - UNITS}
@@ -238,6 +290,30 @@ def test_gate_flushed_mid_race_rebuilds_from_the_database(own_redis: RedisServer
     assert rebuilt is not None and int(rebuilt) >= 0  # high at most: claims in flight at the flush
     gate.reconcile([drop])
     assert int(own_redis.client().get(key)) == 0
+
+
+def test_control_a_gate_that_reads_a_flushed_count_as_zero_strands_units(
+    own_redis: RedisServer, make_buyers, monkeypatch
+) -> None:
+    """Breaks gate.TAKE: a missing count reads as 0 instead of being rebuilt from the database.
+    After the flush the gate tells every buyer "sold out" while PostgreSQL still has units, so
+    units are stranded: the race test's assert_exact (0 available, UNITS held) would fail. So the
+    flush race can fail; the rebuild from the database is what passes it.
+    """
+    script = gate.TAKE
+    rebuild = script[script.index("if not n then") : script.index("n = tonumber(n)")]
+    assert "redis.call('SET', KEYS[1], ARGV[2], 'NX'" in rebuild
+    monkeypatch.setattr(gate, "TAKE", script.replace(rebuild, "").replace("tonumber(n)", "tonumber(n) or 0"))
+    drop = make_drop(slug="flushed", quantity=UNITS, buckets=4, per_buyer_limit=1, redis_gate=True)
+    gate.reconcile([drop])  # the tick's count from the database: the broken script cannot seed one
+
+    race, results = race_with_a_flush(own_redis, make_buyers, drop)
+
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert race.count(503) == 0 and race.count(201, "after") == 0
+    numbers = invariant(drop_id=drop.pk)
+    assert numbers.drift == 0  # PostgreSQL still exact...
+    assert numbers.available > 0 and Counter(results)[201] < UNITS  # ...but buyers were sent away
 
 
 def test_gate_race_two_thousand_buyers_for_a_hundred_units(own_redis: RedisServer, make_buyers) -> None:

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from core.errors import InvalidInput
 from holds import services as holds
-from inventory import services
+from inventory import services, sql
 from inventory.models import StockBucket, Unit
 from inventory.selectors import invariant
 from shop.models import Drop
@@ -134,8 +134,8 @@ def test_admin_edit_of_a_live_drop_keeps_a_pause_made_meanwhile() -> None:
     assert invariant(drop_id=drop.pk).drift == 0
 
 
-def test_quantity_changes_mid_sale_race_reserves_without_deadlock(make_buyers) -> None:
-    # given a live drop and a crowd, while the merchant changes the quantity again and again
+def race_reserves_against_quantity_changes(make_buyers) -> tuple[Drop, list[object]]:
+    """300 buyers reserve on 24 threads while the merchant sets the quantity 40 times (400-406)."""
     drop = make_drop(quantity=400, buckets=8, per_buyer_limit=1)
     buyers = make_buyers(300, prefix="mid")
     jobs = [
@@ -144,10 +144,57 @@ def test_quantity_changes_mid_sale_race_reserves_without_deadlock(make_buyers) -
     ]
     jobs += [lambda n=n: services.change_quantity(drop=drop, quantity=400 + n % 7) for n in range(40)]
     jobs.sort(key=lambda job: hash(job) % 11)
+    return drop, run_concurrently(jobs, threads=24)
 
-    results = run_concurrently(jobs, threads=24)
+
+def test_quantity_changes_mid_sale_race_reserves_without_deadlock(make_buyers) -> None:
+    # given a live drop and a crowd, while the merchant changes the quantity again and again
+    drop, results = race_reserves_against_quantity_changes(make_buyers)
 
     # then nothing deadlocked or failed, and the stock matches the final quantity
     assert not [r for r in results if isinstance(r, BaseException)]
     assert invariant(drop_id=drop.pk).drift == 0
     assert invariant(drop_id=drop.pk).held == 300
+
+
+def test_control_a_resize_without_for_update_loses_claims(make_buyers, monkeypatch) -> None:
+    """Breaks RESIZE_BUCKETS: its buckets are read without FOR UPDATE, and a 50 ms pg_sleep lies
+    between its snapshot and its writes. Claims that commit meanwhile are overwritten by levels
+    computed from the stale read, so units held by buyers go back on sale: available + held >
+    quantity, the drift the race test asserts is 0. So that race test can fail; the bucket lock
+    is what passes it.
+    """
+    statement = sql.RESIZE_BUCKETS
+    assert " ORDER BY index FOR UPDATE\n" in statement and " AS n FROM locked\n" in statement
+    broken = statement.replace(" ORDER BY index FOR UPDATE\n", " ORDER BY index\n").replace(
+        " AS n FROM locked\n", " AS n FROM locked CROSS JOIN pg_sleep(0.05)\n"
+    )
+    monkeypatch.setattr(sql, "RESIZE_BUCKETS", broken)
+
+    drop, results = race_reserves_against_quantity_changes(make_buyers)
+
+    assert not [r for r in results if isinstance(r, BaseException)]
+    assert invariant(drop_id=drop.pk).held == 300
+    assert invariant(drop_id=drop.pk).drift < 0  # more units on sale than the drop has: oversell
+
+
+def test_control_a_quantity_change_locking_the_drop_for_update_deadlocks(make_buyers, monkeypatch) -> None:
+    """Breaks LOCK_DROP_QUANTITY: FOR UPDATE instead of FOR NO KEY UPDATE, then a 50 ms pg_sleep
+    with the lock held. A reserve that has claimed a bucket waits at commit for KEY SHARE on the
+    drop (its deferred foreign key) while the resize waits for that bucket: PostgreSQL reports a
+    deadlock, which the race test's "nothing failed" assertion catches. So that race test can
+    fail; the weaker NO KEY UPDATE lock is what passes it.
+    """
+    statement = sql.LOCK_DROP_QUANTITY
+    assert statement.endswith(" FOR NO KEY UPDATE")
+    locked = statement.replace(" FOR NO KEY UPDATE", " FOR UPDATE")
+    broken = (
+        f"WITH locked AS MATERIALIZED ({locked}) "
+        "SELECT quantity FROM locked CROSS JOIN LATERAL pg_sleep(0.05 + 0 * locked.quantity)"
+    )
+    monkeypatch.setattr(sql, "LOCK_DROP_QUANTITY", broken)
+
+    _drop, results = race_reserves_against_quantity_changes(make_buyers)
+
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert any("deadlock detected" in str(r) for r in failures), failures
