@@ -81,6 +81,7 @@ class Lane:
         self._drops: dict[str, tuple[Drop | None, float]] = {}
         self._queues: dict[int, list[Waiting]] = {}
         self._draining: set[int] = set()
+        self._running_since: dict[int, float] = {}  # drop -> when its running batch started
         self._batch_seconds = 0.005  # moving average of one batch's time, for the deadline
         self._waiting = 0
         self._published: dict[int, float] = {}
@@ -129,6 +130,8 @@ class Lane:
         quantity = services.check_quantity(drop, body.get("quantity"))
         ask = Ask(buyer_id=buyer_id, quantity=quantity, key=key)
         result = await self._batched(drop, ask) if unit is None else None
+        if isinstance(result, Unauthenticated):  # the account went away since it was cached
+            self._users.pop(token, None)
         if isinstance(result, Reservation):  # new: built from the statements, no query
             data = selectors.hold_json(result.hold, units=result.units, new=True)
             return Answer(201, json.dumps(data).encode(), by=LANE)
@@ -146,8 +149,7 @@ class Lane:
 
     async def _batched(self, drop: Drop, ask: Ask) -> services.Answer:
         queue = self._queues.setdefault(drop.pk, [])
-        ahead = len(queue) + (MAX_BATCH if drop.pk in self._draining else 0)
-        if self._waiting >= MAX_WAITING or (ahead / MAX_BATCH + 1) * self._batch_seconds > DEADLINE:
+        if self._waiting >= MAX_WAITING or self._expected_wait(drop.pk, len(queue)) > DEADLINE:
             self.stats["busy"] += 1
             raise Busy(BUSY)
         waiting = Waiting(ask, asyncio.get_running_loop().create_future())
@@ -161,6 +163,17 @@ class Lane:
         finally:
             self._waiting -= 1
 
+    def _expected_wait(self, drop_id: int, queued: int) -> float:
+        """Seconds until a claim joining now is answered: nothing runs, it goes at once; else
+        the rest of the running batch (one that has run long is taken to run as long again),
+        then one batch per MAX_BATCH claims queued ahead, and its own."""
+        started = self._running_since.get(drop_id)
+        if started is None:
+            return 0.0
+        running = time.monotonic() - started
+        per_batch = max(self._batch_seconds, running)
+        return max(per_batch - running, running) + per_batch * (queued // MAX_BATCH + 1)
+
     async def _drain(self, drop: Drop) -> None:
         """Run the drop's batches one after another while claims keep coming."""
         try:
@@ -168,7 +181,7 @@ class Lane:
                 batch, rest = queue[:MAX_BATCH], queue[MAX_BATCH:]
                 if rest:
                     self._queues[drop.pk] = rest
-                started = time.monotonic()
+                started = self._running_since[drop.pk] = time.monotonic()
                 try:
                     answers = await self._in_thread(_batch, drop, [w.ask for w in batch])
                 except BaseException as error:
@@ -186,6 +199,7 @@ class Lane:
                         waiting.future.set_result(answer)
         finally:
             self._draining.discard(drop.pk)
+            self._running_since.pop(drop.pk, None)
 
     # Caches ---------------------------------------------------------------------------------
 
@@ -213,6 +227,11 @@ class Lane:
             raise NotFound(f"There is no drop called {slug!r}.")
         return found[0]
 
+    def forget(self) -> None:
+        """Drop the cached tokens and drop rows (tests; a server lets them age out)."""
+        self._users.clear()
+        self._drops.clear()
+
     def _sold_out(self, drop: Drop) -> None:
         """This process's edge says "sold out" from now on; the others hear it through Redis."""
         if self.on_sold_out is not None:
@@ -226,7 +245,7 @@ class Lane:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # clients and futures belong to the loop that made them
             self._loop = loop
-            self._queues, self._draining, self._waiting = {}, set(), 0
+            self._queues, self._draining, self._running_since, self._waiting = {}, set(), {}, 0
             self._redis = aioredis.Redis.from_url(
                 settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1
             )

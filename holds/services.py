@@ -29,6 +29,7 @@ from core.errors import (
     NotStarted,
     Paused,
     SoldOut,
+    Unauthenticated,
     UnitTaken,
 )
 from holds import sql
@@ -223,20 +224,26 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
         _observe(drop, answers, started)
         return answers
     first = stock.first_pick(drop)
-    params = {
-        "drop": drop.pk,
-        "index": first,
-        "buyers": [ask.buyer_id for ask in asks],
-        "qs": [ask.quantity for ask in asks],
-        "keys": [ask.key for ask in asks],
-    }
     inserted: dict[int, tuple[int, object, object]] = {}  # ask index -> (hold, created, expires)
     try:
         with transaction.atomic(durable=True), connection.cursor() as cursor:
+            cursor.execute(sql.ACTIVE_BUYERS, {"buyers": sorted({ask.buyer_id for ask in asks})})
+            active = {row[0] for row in cursor.fetchall()}
+            for i, ask in enumerate(asks):
+                if ask.buyer_id not in active:
+                    answers[i] = Unauthenticated("That bearer token is not valid.")
+            claiming = [ask for ask in asks if ask.buyer_id in active]
+            params = {
+                "drop": drop.pk,
+                "index": first,
+                "buyers": [ask.buyer_id for ask in claiming],
+                "qs": [ask.quantity for ask in claiming],
+                "keys": [ask.key for ask in claiming],
+            }
             cursor.execute(sql.INSERT_HOLDS, params)
             rows = {(buyer, key): (hold, created, expires) for hold, buyer, key, created, expires in cursor}
             for i, ask in enumerate(asks):  # a repeated (buyer, key) in the batch is the single path's
-                if (row := rows.pop((ask.buyer_id, ask.key), None)) is not None:
+                if ask.buyer_id in active and (row := rows.pop((ask.buyer_id, ask.key), None)) is not None:
                     inserted[i] = row
             holds = [hold for hold, _, _ in inserted.values()]
             over: set[int] = set()
@@ -249,12 +256,14 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
             granted = batch.granted if batch is not None else {}
             if discard := [hold for hold in holds if hold not in granted]:
                 cursor.execute(sql.DISCARD_HOLDS, {"holds": discard})
+            if moved := {hold: c.bucket_index for hold, c in granted.items() if c.bucket_index != first}:
+                cursor.execute(sql.SET_BUCKETS, {"holds": list(moved), "indexes": list(moved.values())})
     except FloodgateError as refusal:  # the drop is not on sale: nothing was kept
         for i in inserted:
             answers[i] = refusal
         _observe(drop, answers, started)
         return answers
-    left = batch.left if batch is not None else 0
+    left = batch.left if batch is not None and batch.left is not None else 0
     for i, (hold, created_at, expires_at) in inserted.items():
         ask = asks[i]
         if hold in over:
@@ -275,9 +284,9 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
                 extended=False,
             )
             answers[i] = Reservation(made, created=True, units=claim.labels)
-        elif batch is not None and batch.whole and left < ask.quantity:
-            # The batch saw all the drop's free stock. (Stock this claim fits in, after a larger
-            # claim ahead of it was refused, is the single path's to take.)
+        elif batch is not None and left < ask.quantity:
+            # Free units this claim would fit in (spread over buckets, or left after a larger
+            # claim ahead of it was refused) are the single path's to take.
             answers[i] = (
                 SoldOut(f"Only {left} left; ask for fewer.", remaining=left)
                 if left

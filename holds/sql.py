@@ -42,6 +42,10 @@ ON CONFLICT DO NOTHING
 RETURNING id, buyer_id, idempotency_key, created_at, expires_at
 """
 
+# The batch's buyers whose accounts exist and are active (the claim lane caches who a bearer
+# token belongs to; an account deleted or deactivated since then is refused here).
+ACTIVE_BUYERS = "SELECT id FROM auth_user WHERE id = ANY(%(buyers)s) AND is_active"
+
 # BUYER_UNITS for a batch: the new holds whose buyer now holds or bought more units of the
 # drop than its per-buyer limit, counting the new hold. Read after the insert.
 OVER_LIMIT = """
@@ -73,6 +77,13 @@ SELECT COALESCE(sum(quantity), 0) FROM holds_hold
 """
 
 SET_BUCKET = "UPDATE holds_hold SET bucket_index = %(index)s WHERE id = %(hold)s"
+
+# SET_BUCKET for the holds of a batch that a probed bucket served (rows this transaction made).
+SET_BUCKETS = """
+UPDATE holds_hold h SET bucket_index = v.index
+  FROM unnest(%(holds)s::bigint[], %(indexes)s::int[]) AS v(id, index)
+ WHERE h.id = v.id
+"""
 
 # HELD -> RELEASED for the hold's buyer (or anyone, with buyer NULL), crediting its
 # units back (inventory's GIVE_BACK). Locks the hold row, then its stock rows.

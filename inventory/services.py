@@ -210,40 +210,48 @@ def claim(
 @dataclass(frozen=True)
 class BatchClaim:
     granted: dict[int, Claim]  # by hold id
-    left: int  # units still free where the batch looked (the bucket, or the free rows it saw)
-    whole: bool  # it looked at all the drop's stock: a claim it could not serve is sold out
+    left: int | None  # the drop's free units after the batch, when a claim was not granted
 
 
 def claim_batch(
     cursor: CursorWrapper, *, drop: Stocked, holds: list[tuple[int, int]], first: int | None
 ) -> BatchClaim:
-    """Take units for many holds (hold id, quantity), in their order, in one statement.
+    """Take units for many holds (hold id, quantity), in their order.
 
-    As `claim()`: inside the caller's transaction, after its hold rows. Grants the longest
-    prefix the stock covers; raises the refusal (Paused, NotStarted, Ended) when the drop
-    is not on sale.
+    As `claim()`: inside the caller's transaction, after its hold rows; one statement grants
+    the longest prefix the first bucket (or the free unit rows) covers, then other buckets
+    that no claimer has locked serve the rest (as the single claim's probes). Raises the refusal
+    (Paused, NotStarted, Ended) when the drop is not on sale.
     """
-    params = {
-        "drop": drop.pk,
-        "holds": [hold for hold, _ in holds],
-        "qs": [quantity for _, quantity in holds],
-        "index": first or 0,
-    }
+    quantity = dict(holds)
+    granted: dict[int, Claim] = {}
     if drop.inventory_mode == InventoryMode.BUCKETS:
-        row = sql.one(cursor, sql.TAKE_BATCH_FROM_BUCKET, params)
+        params = {"drop": drop.pk, "index": first or 0}
+        row = sql.one(cursor, sql.TAKE_BATCH_FROM_BUCKET, {**params, **_asks(holds)})
         if row is None:
             raise _refusal(cursor, drop_id=drop.pk, quantity=1)
-        granted, left = {hold: Claim(bucket_index=first or 0) for hold in row[0]}, int(row[1])
+        granted |= {hold: Claim(bucket_index=first or 0) for hold in row[0]}
+        for _ in range(drop.bucket_count - 1):  # never waits: each skips locked buckets
+            rest = [(hold, quantity[hold]) for hold, _ in holds if hold not in granted]
+            if not rest:
+                break
+            row = sql.one(cursor, sql.TAKE_BATCH_FROM_ANY_BUCKET, {**params, **_asks(rest)})
+            if row is None:
+                break
+            granted |= {hold: Claim(bucket_index=row[2]) for hold in row[0]}
     else:
-        seen, labels = sql.one(cursor, sql.CLAIM_BATCH_UNITS, params)
+        _seen, labels = sql.one(cursor, sql.CLAIM_BATCH_UNITS, {"drop": drop.pk, **_asks(holds)})
         granted = {int(hold): Claim(bucket_index=None, labels=tuple(got)) for hold, got in labels.items()}
-        left = int(seen) - sum(len(claim.labels) for claim in granted.values())
-        if not seen:
-            refusal = _refusal(cursor, drop_id=drop.pk, quantity=1)
-            if isinstance(refusal, Paused | NotStarted | Ended):
-                raise refusal
-    whole = drop.inventory_mode != InventoryMode.BUCKETS or drop.bucket_count == 1
-    return BatchClaim(granted, left, whole)
+    if len(granted) == len(holds):
+        return BatchClaim(granted, None)
+    available, paused, not_started, ended, _live = sql.one(cursor, sql.STOCK_AND_WINDOW, {"drop": drop.pk})
+    if paused or not_started or ended:
+        raise _refusal(cursor, drop_id=drop.pk, quantity=1)
+    return BatchClaim(granted, int(available))
+
+
+def _asks(holds: list[tuple[int, int]]) -> dict[str, list[int]]:
+    return {"holds": [hold for hold, _ in holds], "qs": [quantity for _, quantity in holds]}
 
 
 def change_quantity(*, drop: Stocked, quantity: int, new_labels: list[str] | None = None) -> int:

@@ -212,6 +212,31 @@ SELECT (SELECT COALESCE(array_agg(hold), '{{}}') FROM granted), (SELECT availabl
   FROM level
 """
 
+# TAKE_BATCH_FROM_BUCKET for what the first bucket could not serve: a random bucket with
+# free units that no other claimer has locked right now (never waits, as the single claim's
+# probes). One row (granted hold ids, level after, bucket index); none: no such bucket.
+TAKE_BATCH_FROM_ANY_BUCKET = f"""
+WITH want AS (
+    SELECT c.hold, sum(c.q) OVER (ORDER BY c.ord) AS running
+      FROM unnest(%(holds)s::bigint[], %(qs)s::int[]) WITH ORDINALITY AS c(hold, q, ord)
+), level AS MATERIALIZED (
+    SELECT b.id, b.available, b.index FROM inventory_stockbucket b JOIN shop_drop d ON d.id = b.drop_id
+     WHERE b.drop_id = %(drop)s AND b.available > 0 AND {LIVE}
+     ORDER BY random() LIMIT 1
+       FOR UPDATE OF b SKIP LOCKED
+), granted AS MATERIALIZED (
+    SELECT want.hold, want.running FROM want, level WHERE want.running <= level.available
+), taken AS (
+    UPDATE inventory_stockbucket b
+       SET available = b.available - (SELECT COALESCE(max(running), 0) FROM granted)
+      FROM level
+     WHERE b.id = level.id AND b.available >= (SELECT COALESCE(max(running), 0) FROM granted)
+    RETURNING b.available
+)
+SELECT (SELECT COALESCE(array_agg(hold), '{{}}') FROM granted), (SELECT available FROM taken), level.index
+  FROM level
+"""
+
 # Claim the best free units of a live drop for a batch of holds, in arrival order: each
 # hold gets all its units or none (the longest prefix the free rows cover), skipping rows
 # other claimers have locked. Locks the claimed unit rows. One row: (free units it locked,

@@ -212,6 +212,8 @@ def fresh_edge(redis: redis_lib.Redis) -> None:
     if keys:
         redis.delete(*keys)
     EDGE.forget()
+    if EDGE.lane is not None:
+        EDGE.lane.forget()  # tokens and drops of an earlier test's (flushed) rows
 
 
 # The cheap answers -------------------------------------------------------------------------
