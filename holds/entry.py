@@ -1,4 +1,6 @@
-"""The one reserve sequence, whichever door a buyer comes through (the API, the drop page).
+"""The reserve sequence through Django: the drop page's buy button and the API with a session.
+
+The API with a bearer token takes the claim lane (holds/lane.py), the same checks before Django.
 
 Cheapest refusals first: the drop (one cached row), admission (a signature, no query),
 the rate limit (one Redis call); then the claim; a database "sold out" is published so

@@ -89,6 +89,8 @@ class Lane:
     async def __call__(self, slug: str, scope: Scope, receive: Receive, send: Send, django: Pass) -> None:
         """Answer one reserve request, or pass it to Django (its body replayed)."""
         body, whole = await _read(receive)
+        if body is None:
+            return  # the client left before its request was whole: nothing to answer
         if not whole:
             return await Answer.error(InvalidInput("The request body is too large."), by=LANE).send(send)
         token = _bearer(scope)
@@ -301,13 +303,14 @@ def _publish_sold_out(drop: Drop) -> None:
 # HTTP ---------------------------------------------------------------------------------------
 
 
-async def _read(receive: Receive) -> tuple[bytes, bool]:
-    """The request body, and False when it is longer than any reserve body may be."""
+async def _read(receive: Receive) -> tuple[bytes | None, bool]:
+    """The request body (None: the client left), and False when it is longer than any
+    reserve body may be."""
     chunks, size = [], 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return b"", True  # the client left; whatever we answer goes nowhere
+            return None, True
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY:

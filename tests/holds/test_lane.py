@@ -11,7 +11,10 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -34,15 +37,22 @@ from tests.admission.test_edge import (  # noqa: F401 - fixtures: work, fresh_ed
     call,
     fresh_edge,
     reserve_headers,
-    run,
     work,
 )
+from tests.admission.test_edge import run as run_here
 from tests.conftest import app_env, free_port, start_process, wait_for_port
 from tests.factories import make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LANE: Lane = EDGE.lane  # type: ignore[assignment]
+
+
+def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
+    """test_edge's run on a thread of its own: the browser tests leave an event loop running
+    in the main thread (Playwright's), and asyncio.run refuses to start inside one."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(run_here, scenario).result()
 
 
 def lane_answered(reply: Reply) -> bool:
@@ -241,16 +251,15 @@ def test_a_web_process_killed_mid_batch_leaves_no_half_made_hold(payment_provide
                 ]
                 await asyncio.gather(*calls, return_exceptions=True)
 
-        sender = asyncio.new_event_loop()
-        task = sender.create_task(send_all())
-        deadline = time.monotonic() + 20
-        while not waiting_on_stock():  # the batch has its holds inserted and waits at the stock row
-            sender.run_until_complete(asyncio.sleep(0.05))
-            assert time.monotonic() < deadline, "no batch reached the stock row"
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(10)
-        sender.run_until_complete(task)
-        sender.close()
+        with ThreadPoolExecutor(1) as thread:  # the buyers, on a loop of their own
+            sent = thread.submit(asyncio.run, send_all())
+            deadline = time.monotonic() + 20
+            while not waiting_on_stock():  # the batch has its holds inserted and waits at the stock row
+                time.sleep(0.05)
+                assert time.monotonic() < deadline, "no batch reached the stock row"
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(10)
+            sent.result(timeout=30)
     finally:
         blocker.rollback()
         blocker.close()

@@ -52,11 +52,18 @@ def test_pause_mid_race_stops_every_claim_then_resume_lets_them_continue() -> No
                     buyer = next(cursor, None)
                 if buyer is None:
                     return
-                try:
-                    holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=1, idempotency_key=uuid.uuid4().hex)
-                    outcomes.append("held")
-                except FloodgateError as error:
-                    outcomes.append(error.code)
+                while not stop.is_set():  # a buyer told "paused" tries again, as a person would
+                    try:
+                        holds.reserve(
+                            drop=drop, buyer_id=buyer.pk, quantity=1, idempotency_key=uuid.uuid4().hex
+                        )
+                        outcomes.append("held")
+                    except FloodgateError as error:
+                        outcomes.append(error.code)
+                        if error.code == "paused":
+                            time.sleep(0.02)
+                            continue
+                    break
         finally:
             connections.close_all()
 
