@@ -1,11 +1,12 @@
 """`floodgate-web --host H --port P [--workers N]`: serve config.asgi:application in production.
 
-uvicorn with uvloop and httptools, one worker process per core: on a 2-core machine a bare
-ASGI callable answers about 9x faster than under one daphne process (README, "Which
-server"), and the edge's cheap "no" can go no faster than the server around it. WebSockets
-(Channels over the Redis layer) run on the `websockets` package (sans-I/O API). Each worker is a whole
-process with its own edge, snapshot subscriber and channel-layer connection, so nothing is
-shared between workers but the listening socket.
+granian (a Rust HTTP server, ASGI interface, uvloop), one worker process per core. One daphne
+process caps a bare ASGI callable at a few thousand answers a second on two cores, and the
+edge's cheap "no" can go no faster than the server around it; `python3 floodgate.py bench
+servers` measured granian ahead of daphne and uvicorn on the edge's answers (README, "Which
+server"). WebSockets (Channels over the Redis layer) are granian's own. Each worker is a
+whole process with its own edge, snapshot subscriber and channel-layer connection; the
+workers share nothing but the listening socket.
 """
 
 from __future__ import annotations
@@ -54,29 +55,25 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import uvicorn
+    from granian import Granian
+    from granian.constants import Interfaces, Loops
 
-    uvicorn.run(
+    Granian(
         APP,
-        host=args.host,
+        address=args.host,
         port=args.port,
+        # ASGI without lifespan: Django's handler has none, and would refuse it at every start.
+        interface=Interfaces.ASGINL,
         workers=args.workers,
-        loop="uvloop",
-        http="httptools",
-        ws="websockets-sansio",  # the websockets package's current API, not its deprecated legacy one
-        # Django's handler has no lifespan; "auto" would log its refusal at every start.
-        lifespan="off",
-        # The app reads X-Forwarded-* itself (TRUST_X_FORWARDED_FOR, SECURE_PROXY_SSL_HEADER),
-        # as under daphne: uvicorn must not rewrite the client address or scheme first.
-        proxy_headers=False,
-        server_header=False,
-        access_log=args.access_log,
-        # Waiting-room pages keep sockets open for minutes; the client reconnects on its own,
-        # but a server ping finds dead peers so their sockets do not pile up.
-        ws_ping_interval=20,
-        ws_ping_timeout=20,
-        timeout_graceful_shutdown=10,
-    )
+        loop=Loops.uvloop,
+        websockets=True,
+        log_access=args.access_log,
+        # A worker that dies (out of memory, a crash in C) is replaced instead of leaving the
+        # instance with fewer workers behind a health check that still passes.
+        respawn_failed_workers=True,
+        # On stop, waiting-room sockets get this long to close before their worker is killed.
+        workers_kill_timeout=10,
+    ).serve()
 
 
 if __name__ == "__main__":

@@ -28,13 +28,8 @@ SCRIPT = Path(sys.executable).parent / "floodgate-web"
 
 
 def workers_of(pid: int) -> int:
-    """uvicorn's worker processes under its parent (multiprocessing's resource tracker aside)."""
-    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    count = 0
-    for child in children:
-        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
-        count += b"spawn_main" in cmdline
-    return count
+    """Processes under the server's parent: granian forks one per worker and nothing else."""
+    return len(subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split())
 
 
 @pytest.fixture(scope="module")
