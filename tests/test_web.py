@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,9 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(sys.executable).parent / "floodgate-web"
 
 
-def workers_of(pid: int) -> int:
+def children(pid: int) -> list[int]:
     """Processes under the server's parent: granian forks one per worker and nothing else."""
-    return len(subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split())
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return sorted(int(p) for p in found)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +95,7 @@ def test_two_workers_answer_django_the_edge_and_the_websocket(web: tuple[str, su
             for _ in range(6)
         ]
 
-    assert workers_of(process.pid) == 2
+    assert len(children(process.pid)) == 2
     # Django's answer (the edge does not look at /healthz)
     assert all(r.status_code == 200 and r.text == "ok" for r in healthz)
     assert not any("x-floodgate-edge" in r.headers for r in healthz)
@@ -120,6 +123,22 @@ def test_a_websocket_from_another_origin_is_refused(web: tuple[str, subprocess.P
     with pytest.raises(InvalidStatus) as refused:
         connect(url, origin="http://evil.example", open_timeout=10)  # type: ignore[arg-type]
     assert refused.value.response.status_code == 403
+
+
+def test_a_worker_that_dies_is_replaced(web: tuple[str, subprocess.Popen]) -> None:
+    base, process = web
+    before = children(process.pid)
+    assert len(before) == 2
+
+    os.kill(before[0], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while (now := children(process.pid)) == before or len(now) < 2:
+        assert time.monotonic() < deadline, f"workers {before} -> {now}"
+        time.sleep(0.2)
+
+    assert before[0] not in now and before[1] in now
+    with httpx.Client(base_url=base, timeout=10, headers={"Connection": "close"}) as client:
+        assert all(client.get("/healthz").status_code == 200 for _ in range(6))
 
 
 # The waiting room's WebSocket tests once more, served by floodgate-web's two workers instead of
