@@ -13,4 +13,5 @@ RUN pip install --no-cache-dir -e . && \
 RUN useradd --create-home floodgate
 USER floodgate
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "shop.asgi:application"]
+# granian, one worker process per core (config/web.py).
+CMD ["floodgate-web", "--host", "0.0.0.0", "--port", "8000"]

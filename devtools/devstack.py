@@ -76,7 +76,15 @@ def run_store() -> None:
         password = secrets.token_urlsafe(9)
         manage(env, "seed_demo", "--admin-password", password)
         commands = {
-            "web": [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", port, "config.asgi:application"],
+            # The production server (config/web.py); WEB_WORKERS sets its processes (default: cores).
+            "web": [
+                str(BIN / "floodgate-web"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                port,
+                *(["--workers", os.environ["WEB_WORKERS"]] if os.environ.get("WEB_WORKERS") else []),
+            ],
             "worker": [
                 str(BIN / "celery"),
                 "-A",

@@ -10,6 +10,8 @@ from pathlib import Path
 import yaml
 from django.core.management import get_commands
 
+from config.web import APP, parse
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
@@ -44,6 +46,11 @@ def test_every_service_command_exists_in_the_project() -> None:
         elif program == "daphne":
             assert (BIN / "daphne").exists() or shutil.which("daphne")
             assert callable(resolve(args[-1])), name
+        elif program == "floodgate-web":
+            assert (BIN / "floodgate-web").exists() or shutil.which("floodgate-web")
+            served = parse(args)
+            assert (served.host, served.port) == ("0.0.0.0", 8000), name
+            assert callable(resolve(APP)), name
         elif program == "celery":
             app = resolve(args[args.index("-A") + 1])
             assert app.main == "floodgate", name
@@ -52,9 +59,20 @@ def test_every_service_command_exists_in_the_project() -> None:
             raise AssertionError(f"{name}: unknown program {program}")
 
 
+def test_both_web_instances_run_the_production_server() -> None:
+    services = compose()["services"]
+
+    for name in ("web1", "web2"):
+        assert services[name]["command"][0] == "floodgate-web", name
+    # The public name (DESIGN section 11) still imports, as the very application floodgate-web serves.
+    assert resolve("shop.asgi:application") is resolve(APP)
+
+
 def test_dockerfile_installs_the_project() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "pip install" in dockerfile and "shop.asgi:application" in dockerfile
+    cmd = next(line for line in dockerfile.splitlines() if line.startswith("CMD "))
+    assert "pip install" in dockerfile
+    assert yaml.safe_load(cmd.removeprefix("CMD ")) == compose()["services"]["web1"]["command"]
     assert all(
         service.get("build") == "."
         for name, service in compose()["services"].items()

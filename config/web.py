@@ -1,0 +1,80 @@
+"""`floodgate-web --host H --port P [--workers N]`: serve config.asgi:application in production.
+
+granian (a Rust HTTP server, ASGI interface, uvloop), one worker process per core. One daphne
+process caps a bare ASGI callable at a few thousand answers a second on two cores, and the
+edge's cheap "no" can go no faster than the server around it; `python3 floodgate.py bench
+servers` measured granian ahead of daphne and uvicorn on the edge's answers (README, "Which
+server"). WebSockets (Channels over the Redis layer) are granian's own. Each worker is a
+whole process with its own edge, snapshot subscriber and channel-layer connection; the
+workers share nothing but the listening socket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+APP = "config.asgi:application"
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def cores(cpu_max: Path = CPU_MAX) -> int:
+    """The cores this process may use: its CPU set, capped by a cgroup CPU quota (`--cpus` of
+    a container), since workers beyond the quota only take turns on it."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        count = os.cpu_count() or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            count = min(count, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):  # no cgroup v2 here: the CPU set is all we know
+        pass
+    return count
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="floodgate-web", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: all)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--workers", type=int, default=cores(), help="worker processes (default: one per core)"
+    )
+    parser.add_argument(
+        "--access-log", action="store_true", help="log every request (the proxy in front usually does)"
+    )
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from granian import Granian
+    from granian.constants import Interfaces, Loops
+
+    Granian(
+        APP,
+        address=args.host,
+        port=args.port,
+        # ASGI without lifespan: Django's handler has none, and would refuse it at every start.
+        interface=Interfaces.ASGINL,
+        workers=args.workers,
+        loop=Loops.uvloop,
+        websockets=True,
+        log_access=args.access_log,
+        # A worker that dies (out of memory, a crash in C) is replaced instead of leaving the
+        # instance with fewer workers behind a health check that still passes.
+        respawn_failed_workers=True,
+        # On stop, waiting-room sockets get this long to close before their worker is killed.
+        workers_kill_timeout=10,
+    ).serve()
+
+
+if __name__ == "__main__":
+    main()

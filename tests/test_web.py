@@ -1,0 +1,158 @@
+"""`floodgate-web`, the production server: the real console script, two workers, started from
+outside the checkout, answering Django, the edge and the waiting room's WebSocket."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from admission import services, state
+from holds.services import reserve
+from shop.models import ApiToken
+from tests.admission import test_ws as ws
+from tests.conftest import app_env, free_port, stop, wait_for_port
+from tests.factories import make_buyer, make_drop
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path(sys.executable).parent / "floodgate-web"
+
+
+def children(pid: int) -> list[int]:
+    """Processes under the server's parent: granian forks one per worker and nothing else."""
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return sorted(int(p) for p in found)
+
+
+@pytest.fixture(scope="module")
+def web(django_db_setup: None, django_db_blocker: object) -> Iterator[tuple[str, subprocess.Popen]]:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    # The provider is never called here; its address only has to be valid.
+    env = {**app_env("http://127.0.0.1:9", base), "DB_POOL_MAX_SIZE": "4"}
+    log = ROOT / ".data" / "test" / f"floodgate-web-{port}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        # cwd "/": the console script must import the project from its install, not the cwd.
+        process = subprocess.Popen(
+            [str(SCRIPT), "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+            env=env,
+            cwd="/",
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    wait_for_port(port, process, log)
+    yield base, process
+    stop(process)
+
+
+def test_the_console_script_is_installed_and_defaults_to_one_worker_per_core(tmp_path: Path) -> None:
+    from config.web import cores, parse
+
+    mine = len(os.sched_getaffinity(0))
+    quota = tmp_path / "cpu.max"
+
+    assert SCRIPT.exists()
+    assert parse([]).workers == cores()
+    assert parse(["--workers", "3", "--port", "9000"]).workers == 3
+    assert cores(tmp_path / "no-cgroup") == mine
+    quota.write_text("max 100000\n")
+    assert cores(quota) == mine
+    quota.write_text("50000 100000\n")  # half a core: still one worker
+    assert cores(quota) == 1
+    quota.write_text(f"{100000 * (mine + 4)} 100000\n")  # a quota above the CPU set
+    assert cores(quota) == mine
+
+
+def test_two_workers_answer_django_the_edge_and_the_websocket(web: tuple[str, subprocess.Popen]) -> None:
+    base, process = web
+    gone = make_drop(slug="web-gone", quantity=1, per_buyer_limit=1)
+    reserve(drop=gone, buyer_id=make_buyer("first").pk, quantity=1, idempotency_key="k")
+    line = make_drop(slug="web-line", quantity=5, waiting_room=True, admission_percent=100)
+    services.run_wave(line)
+    state.refresh([gone.pk, line.pk])
+    buyer = make_buyer("late")
+    ApiToken.objects.create(user=buyer, digest=ApiToken.digest_of("token-late"))
+    reserve_headers = {"Authorization": "Bearer token-late", "Idempotency-Key": "late-1"}
+
+    # Several requests each, on fresh connections, so both workers answer some.
+    with httpx.Client(base_url=base, timeout=10, headers={"Connection": "close"}) as client:
+        healthz = [client.get("/healthz") for _ in range(6)]
+        states = [client.get("/api/drops/web-gone") for _ in range(6)]
+        refusals = [
+            client.post("/api/drops/web-gone/holds", json={"quantity": 1}, headers=reserve_headers)
+            for _ in range(6)
+        ]
+
+    assert len(children(process.pid)) == 2
+    # Django's answer (the edge does not look at /healthz)
+    assert all(r.status_code == 200 and r.text == "ok" for r in healthz)
+    assert not any("x-floodgate-edge" in r.headers for r in healthz)
+    # the edge's answers, from the published snapshot
+    assert all(r.status_code == 200 and r.headers.get("x-floodgate-edge") == "hit" for r in states)
+    assert {(r.json()["slug"], r.json()["remaining"]) for r in states} == {("web-gone", 0)}
+    assert all(r.status_code == 409 and r.headers.get("x-floodgate-edge") == "hit" for r in refusals)
+    assert {r.json()["error"] for r in refusals} == {"sold_out"}
+
+    # the waiting room's socket: the handshake (origin checked) and the current state at once
+    url = base.replace("http://", "ws://") + "/ws/drops/web-line/queue/"
+    for _ in range(4):
+        with connect(url, origin=base, open_timeout=10) as socket:  # type: ignore[arg-type]
+            first = json.loads(socket.recv(timeout=10))
+        assert (first["admitted_through"], first["state"], first["remaining"]) == (0, "admitting", 5)
+    assert process.poll() is None
+
+
+def test_a_websocket_from_another_origin_is_refused(web: tuple[str, subprocess.Popen]) -> None:
+    from websockets.exceptions import InvalidStatus
+
+    base, _ = web
+    make_drop(slug="web-origin", quantity=5, waiting_room=True)
+    url = base.replace("http://", "ws://") + "/ws/drops/web-origin/queue/"
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url, origin="http://evil.example", open_timeout=10)  # type: ignore[arg-type]
+    assert refused.value.response.status_code == 403
+
+
+def test_a_worker_that_dies_is_replaced(web: tuple[str, subprocess.Popen]) -> None:
+    base, process = web
+    before = children(process.pid)
+    assert len(before) == 2
+
+    os.kill(before[0], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while (now := children(process.pid)) == before or len(now) < 2:
+        assert time.monotonic() < deadline, f"workers {before} -> {now}"
+        time.sleep(0.2)
+
+    assert before[0] not in now and before[1] in now
+    with httpx.Client(base_url=base, timeout=10, headers={"Connection": "close"}) as client:
+        assert all(client.get("/healthz").status_code == 200 for _ in range(6))
+
+
+# The waiting room's WebSocket tests once more, served by floodgate-web's two workers instead of
+# one daphne: a wave is one PUBLISH each worker hears, and every socket on either must get it.
+@pytest.fixture
+def live_daphne(web: tuple[str, subprocess.Popen]) -> str:
+    """test_ws's name for the server under test; here it is floodgate-web."""
+    return web[0]
+
+
+test_ws_every_client_hears_every_wave = ws.test_every_waiting_client_hears_every_wave_in_order
+test_ws_position_reaches_zero = ws.test_a_buyer_whose_position_reaches_zero_gets_a_token_from_the_api
+test_ws_comes_back = ws.test_a_client_that_comes_back_gets_the_current_mark_at_once
+test_ws_idle_socket = ws.test_a_client_waiting_longer_than_the_redis_read_timeout_still_hears_the_wave
+test_ws_closed_with_4404 = ws.test_a_socket_for_no_waiting_room_is_closed_with_4404
+test_ws_ping_and_garbage = ws.test_a_ping_gets_a_pong_and_garbage_gets_told_then_closed
+test_ws_pause_and_resume = ws.test_waiting_clients_hear_a_pause_and_the_resume_at_once
