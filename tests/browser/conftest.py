@@ -30,8 +30,10 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[object]:
+    """One Chromium for the browser tests. Package-scoped: Playwright's sync API keeps an event
+    loop running in the main thread while it lives, and tests after these start loops of their own."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

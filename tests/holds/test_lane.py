@@ -11,10 +11,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -37,22 +35,15 @@ from tests.admission.test_edge import (  # noqa: F401 - fixtures: work, fresh_ed
     call,
     fresh_edge,
     reserve_headers,
+    run,
     work,
 )
-from tests.admission.test_edge import run as run_here
 from tests.conftest import app_env, free_port, start_process, wait_for_port
 from tests.factories import make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LANE: Lane = EDGE.lane  # type: ignore[assignment]
-
-
-def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
-    """test_edge's run on a thread of its own: the browser tests leave an event loop running
-    in the main thread (Playwright's), and asyncio.run refuses to start inside one."""
-    with ThreadPoolExecutor(1) as thread:
-        return thread.submit(run_here, scenario).result()
 
 
 def lane_answered(reply: Reply) -> bool:
