@@ -17,6 +17,13 @@ What keeps it honest:
   bound the answer is 503 with Retry-After at once, so the database pool never drains and
   losers fail fast.
 - Trouble of its own (a bad snapshot, a bug) passes the request through; it never fails one.
+
+The waiting room's polls (GET /api/drops/<slug>/queue) are answered here too, for a buyer who
+sends back the signed queue ticket the API gave them (cookie or X-Queue-Ticket header): the
+position is the ticket's number against the published mark, which only ever lags the
+database's, so an admission here is never early. The queue's WebSocket opens from the same
+snapshots (`waiting_room`), and a snapshot getting old (beat down) is recomputed by this
+process, one process per drop at a time across the fleet (a Redis SET NX lock).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import asyncio
 import html
 import json
 import logging
+import math
 import re
 import time
 from collections import Counter
@@ -35,6 +43,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from django.conf import settings
+from django.http.cookie import parse_cookie
 from django.http.request import split_domain_port, validate_host
 
 from admission import state, tokens
@@ -50,10 +59,13 @@ log = logging.getLogger(__name__)
 
 MAX_AGE = 5.0  # seconds: an older snapshot (by its "at" or its arrival) is unknown
 REFRESH_AFTER = 1.0  # seconds: re-read the key after this; the tick only publishes changes
+STALE_AFTER = 3.0  # seconds: beat publishes every second; older than this, this process recomputes it
+NO_ROOM_SECONDS = 5.0  # a slug a socket found no waiting room for is not looked up again for this long
 MAX_ENTRIES = 10_000  # snapshots and "no such drop" answers kept; random slugs cannot grow it further
 
-STATE, CLAIM_JSON, CLAIM_PAGE = "state", "claim_json", "claim_page"
+STATE, CLAIM_JSON, CLAIM_PAGE, QUEUE = "state", "claim_json", "claim_page", "queue"
 STATE_PATH = re.compile(r"/api/drops/([^/]+)")
+QUEUE_PATH = re.compile(r"/api/drops/([^/]+)/queue")
 CLAIM_JSON_PATH = re.compile(r"/api/drops/([^/]+)/holds")
 CLAIM_PAGE_PATH = re.compile(r"/drops/([^/]+)/buy")
 SLUG = re.compile(r"[-a-zA-Z0-9_]{1,80}")  # Django's slug converter, within Drop.slug's length
@@ -66,6 +78,9 @@ COMMON_HEADERS = [
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
 ]
+# A buyer's own place: like Django's session answers, not for shared caches.
+PRIVATE_HEADERS = ((b"vary", b"Cookie"), (b"cache-control", b"private"))
+ADMITTING_STATES = ("live", "paused")  # where Django's place hands out an admission token
 # Django's own wording for the same refusals (holds.services, inventory.services).
 PAUSED = "This sale is paused. It resumes shortly."
 ENDED = "This drop has ended."
@@ -80,6 +95,7 @@ class Known:
     drop: dict[str, Any]  # the public drop JSON (GET /api/drops/<slug>)
     body: bytes  # ... encoded as Django's JsonResponse would
     drop_id: int | None
+    queue: dict[str, Any] | None  # the waiting room's message (admission.state.Snapshot.queue_json)
     at: float  # when it was computed (publisher's wall clock)
     starts_at: datetime
     ends_at: float  # epoch seconds
@@ -100,10 +116,14 @@ def parse(raw: bytes | str) -> Known:
         raise TypeError("not a drop snapshot")
     if drop_id is not None and (isinstance(drop_id, bool) or not isinstance(drop_id, int)):
         raise TypeError("drop_id is not an integer")
+    queue = snap.get("queue")
+    if queue is not None and not (isinstance(queue, dict) and isinstance(queue.get("admitted_through"), int)):
+        raise TypeError("not a queue message")
     return Known(
         drop=drop,
         body=json.dumps(drop).encode(),
         drop_id=drop_id,
+        queue=queue,
         at=float(snap["at"]),
         starts_at=datetime.fromisoformat(drop["starts_at"]).astimezone(UTC),
         ends_at=datetime.fromisoformat(drop["ends_at"]).timestamp(),
@@ -137,12 +157,68 @@ def refusal(known: Known, *, token: str | None, now: float) -> FloodgateError | 
     return None
 
 
+def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> dict[str, Any] | None:
+    """The body Django's queue API gives this ticket's buyer (services.Place.as_json); None: ask Django.
+
+    Before the draw a ticket has no number: while the snapshot says undrawn, its answer is the
+    entry's (no place yet); once drawn, Django gives the number and a ticket that carries it.
+    """
+    queue = known.queue
+    if queue is None or known.drop.get("waiting_room") is not True or known.drop_id != ticket.drop_id:
+        return None
+    drawn = queue.get("seed") is not None
+    number = ticket.number
+    if number is None:
+        if drawn:
+            return None
+        position = None
+    else:
+        position = max(0, number - int(queue["admitted_through"]))
+    admitted = position == 0
+    token = None
+    if admitted and number is not None and known.drop["state"] in ADMITTING_STATES:
+        token = tokens.issue(drop_id=ticket.drop_id, buyer_id=ticket.buyer_id, ticket=number)
+    pace = float(queue["pace_per_minute"]) / 60  # tickets per second, as Place.eta_seconds
+    eta: int | None = None
+    if position == 0:
+        eta = 0
+    elif position is not None and pace > 0:
+        eta = math.ceil(position / pace)
+    return {
+        **queue,
+        "ticket": number,
+        "entry": ticket.entry,
+        "position": position,
+        "admitted": admitted,
+        "admission_token": token,
+        "eta_seconds": eta,
+        "drawn": drawn,
+        "queue_ticket": sent,
+    }
+
+
+def credential(scope: Scope) -> str | None:
+    """What the request is signed in with, hashed as tokens.credential: a bearer token, else the session."""
+    authorization = header(scope, b"authorization")
+    if authorization is not None:  # core.api takes the bearer token when the header is there at all
+        scheme, _, raw = authorization.partition(" ")
+        return tokens.credential(bearer=raw.strip(), session_key=None) if scheme.lower() == "bearer" else None
+    return tokens.credential(bearer=None, session_key=cookies(scope).get(settings.SESSION_COOKIE_NAME))
+
+
+def cookies(scope: Scope) -> dict[str, str]:
+    """The request's cookies as Django parses them (several Cookie headers joined, as ASGIRequest does)."""
+    sent = [bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"cookie"]
+    return parse_cookie("; ".join(sent)) if sent else {}
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     status: int
     body: bytes
     content_type: bytes = b"application/json"
     retry_after: int | None = None
+    headers: tuple[tuple[bytes, bytes], ...] = ()
 
     @classmethod
     def error(cls, error: FloodgateError) -> Answer:
@@ -155,6 +231,7 @@ class Answer:
             (b"content-type", self.content_type),
             (b"content-length", str(len(self.body)).encode()),
             *COMMON_HEADERS,
+            *self.headers,
         ]
         if self.retry_after is not None:
             headers.append((b"retry-after", str(self.retry_after).encode()))
@@ -184,6 +261,8 @@ def route(scope: Scope) -> tuple[str, str] | None:
             return CLAIM_PAGE, found[1]
     elif method in ("GET", "HEAD") and (found := STATE_PATH.fullmatch(path)):
         return STATE, found[1]
+    elif method == "GET" and (found := QUEUE_PATH.fullmatch(path)):
+        return QUEUE, found[1]
     return None
 
 
@@ -236,7 +315,7 @@ class Edge:
         if answer is not None:
             self.stats["hit"] += 1
             return await answer.send(send, head=scope["method"] == "HEAD")
-        if kind == STATE:
+        if kind in (STATE, QUEUE):
             return await self.app(scope, receive, send)
         limit = settings.CLAIM_CONCURRENCY if self.claim_limit is None else self.claim_limit
         if self.in_flight >= limit:
@@ -271,8 +350,23 @@ class Edge:
             return None
         if kind == STATE:
             return Answer(200, known.body)
+        if kind == QUEUE:
+            return self._place(known, scope)
         why = refusal(known, token=header(scope, b"x-admission-token"), now=time.time())
         return None if why is None else Answer.error(why)
+
+    def _place(self, known: Known, scope: Scope) -> Answer | None:
+        if known.drop_id is None:
+            return None
+        sent = header(scope, b"x-queue-ticket")
+        if sent is None:
+            sent = cookies(scope).get(tokens.TICKET_COOKIE)
+        found = tokens.ticket(sent, drop_id=known.drop_id, bound_to=credential(scope))
+        body = None if found is None or sent is None else place(known, found, sent=sent)
+        if body is None:
+            return None
+        self.stats["queue"] += 1
+        return Answer(200, json.dumps(body).encode(), headers=PRIVATE_HEADERS)
 
     def _may_answer(self, scope: Scope) -> bool:
         """Only where Django would answer too: an allowed Host, and no redirect to HTTPS due."""
