@@ -37,12 +37,14 @@ import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
 from django.conf import settings
+from django.db import connections
 from django.http.cookie import parse_cookie
 from django.http.request import split_domain_port, validate_host
 
@@ -86,6 +88,11 @@ PAUSED = "This sale is paused. It resumes shortly."
 ENDED = "This drop has ended."
 SOLD_OUT = "Sold out. Units come back if a buyer does not pay in time."
 BUSY = "The shop is very busy; try again in a second."
+
+# The few database reads the edge makes itself (a stale snapshot recomputed, a socket's drop with
+# no snapshot looked up) run here: never on the one thread Django's sync work shares, where a
+# crowd's handshakes would queue behind each other and behind every view.
+DB_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="admission-edge-db")
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +280,26 @@ def header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def _refresh_drop(drop_id: int) -> None:
+    try:
+        state.refresh([drop_id])
+    finally:
+        connections.close_all()  # this thread's connection back to the pool
+
+
+def _open_room(slug: str) -> tuple[int, dict[str, Any]] | None:
+    """A waiting-room drop's id and queue message (computed and published when stale), or None."""
+    from shop.models import Drop  # the models need Django set up; this module is imported before
+
+    try:
+        drop = Drop.objects.select_related("product").filter(slug=slug, waiting_room=True).first()
+        if drop is None:
+            return None
+        return drop.pk, state.current(drop).queue_json()
+    finally:
+        connections.close_all()
+
+
 class Edge:
     """Wraps Django's ASGI application (HTTP only); one per process, shared by all its requests."""
 
@@ -284,17 +311,22 @@ class Edge:
         redis_url: str | None = None,  # None: settings.REDIS_URL
         max_age: float = MAX_AGE,
         refresh_after: float = REFRESH_AFTER,
+        stale_after: float = STALE_AFTER,
     ) -> None:
         self.app = app
         self.claim_limit = claim_limit
         self.redis_url = redis_url
         self.max_age = max_age
         self.refresh_after = refresh_after
+        self.stale_after = stale_after
         self.in_flight = 0  # claim requests inside Django now; the event loop is one thread
         self.listening = False  # subscribed to the snapshots channel
-        self.stats: Counter[str] = Counter()  # hit, busy, fetch, message (tests, bench)
+        self.stats: Counter[str] = Counter()  # hit, busy, fetch, message, queue, refresh, lookup
         self._cache: dict[str, Entry] = {}
         self._fetching: dict[str, asyncio.Future[Entry]] = {}
+        self._refreshing: dict[str, asyncio.Task[None]] = {}
+        self._looking: dict[str, asyncio.Future[tuple[int, dict[str, Any]] | None]] = {}
+        self._no_room: dict[str, float] = {}  # slug -> monotonic time until which it has none
         self._hosts: dict[str, bool] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redis: aioredis.Redis | None = None
@@ -330,9 +362,47 @@ class Edge:
     def forget(self) -> None:
         """Drop every local snapshot (tests; the next request reads Redis)."""
         self._cache.clear()
+        self._no_room.clear()
+
+    async def waiting_room(self, slug: str) -> tuple[int, dict[str, Any]] | None:
+        """For the queue's WebSocket: the drop's id and its first message, or None (no waiting room).
+
+        From the snapshot when there is a fresh one (no query, no thread); otherwise one lookup
+        per slug at a time on the edge's own threads, and a "none" is remembered for a while.
+        """
+        if not SLUG.fullmatch(slug):
+            return None
+        known = None
+        try:
+            known = await self._known(slug)
+        except Exception as error:
+            self._trouble("cannot read the snapshot of %r for a socket: %s", slug, error)
+        if known is not None and known.drop_id is not None and known.queue is not None:
+            return (known.drop_id, known.queue) if known.drop.get("waiting_room") is True else None
+        until = self._no_room.get(slug)
+        if until is not None and time.monotonic() < until:
+            return None
+        pending = self._looking.get(slug)
+        if pending is None:
+            self.stats["lookup"] += 1
+            pending = asyncio.get_running_loop().run_in_executor(DB_THREADS, _open_room, slug)
+            self._looking[slug] = pending
+            pending.add_done_callback(
+                lambda done: self._looking.pop(slug) if self._looking.get(slug) is done else None
+            )
+        found = await asyncio.shield(pending)
+        if found is None:
+            if len(self._no_room) >= MAX_ENTRIES:
+                self._no_room.clear()
+            self._no_room[slug] = time.monotonic() + NO_ROOM_SECONDS
+        return found
 
     async def aclose(self) -> None:
         """Stop the subscriber and close the Redis clients (tests; a server just exits)."""
+        # Database work in flight finishes first: it must not outlive its caller (a test's data).
+        busy = [*self._refreshing.values(), *self._looking.values()]
+        if busy:
+            await asyncio.wait(busy, timeout=10)
         listener = self._listener
         while listener is not None and not listener.done():
             # redis-py can swallow a cancel that lands while it connects: ask until it stops.
@@ -403,9 +473,36 @@ class Edge:
         if entry is None or time.monotonic() - entry.received > self.refresh_after:
             entry = await self._fetch(slug)
         known = entry.known
-        if known is None or time.time() - known.at > self.max_age:
+        if known is None:
             return None
-        return known
+        age = time.time() - known.at
+        if age > self.stale_after:
+            self._refresh_soon(slug, known)
+        return None if age > self.max_age else known
+
+    def _refresh_soon(self, slug: str, known: Known) -> None:
+        """Beat is late with this drop's snapshot: recompute it here, in the background.
+
+        Only drops that had a snapshot (a made-up slug never costs a query), once per process at
+        a time, and once per REFRESH_LOCK_SECONDS across all processes.
+        """
+        if known.drop_id is None or slug in self._refreshing:
+            return
+        task = asyncio.get_running_loop().create_task(self._refresh(slug, known.drop_id))
+        self._refreshing[slug] = task
+        task.add_done_callback(
+            lambda done: self._refreshing.pop(slug) if self._refreshing.get(slug) is done else None
+        )
+
+    async def _refresh(self, slug: str, drop_id: int) -> None:
+        try:
+            if not await state.claim_refresh_async(self._client(), slug):
+                return  # another process has it (or did it a moment ago)
+            self.stats["refresh"] += 1
+            await asyncio.get_running_loop().run_in_executor(DB_THREADS, _refresh_drop, drop_id)
+            await self._get(slug)  # this process has it at once, whether or not a message is published
+        except Exception as error:
+            self._trouble("could not refresh the snapshot of %r: %s", slug, error)
 
     async def _fetch(self, slug: str) -> Entry:
         """One Redis GET per slug at a time, however many requests ask for it."""
@@ -471,6 +568,7 @@ class Edge:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # clients and futures belong to the loop that made them
             self._loop, self._redis, self._listener, self._fetching = loop, None, None, {}
+            self._refreshing, self._looking = {}, {}
             self.listening = False
         if self._listener is None or self._listener.done():
             self._listener = loop.create_task(self._listen(), name="admission-edge-listener")
@@ -502,3 +600,25 @@ class Edge:
         if now - self._warned >= 10:
             self._warned = now
             log.warning("admission edge: " + message, *args, exc_info=exc_info)
+
+
+_shared: Edge | None = None
+
+
+def serve(app: ASGIApp) -> Edge:
+    """The process's edge in front of Django (config.asgi); the queue's sockets share its snapshots."""
+    global _shared
+    _shared = Edge(app)
+    return _shared
+
+
+def shared() -> Edge:
+    """The process's edge; a bare one (no HTTP behind it) when config.asgi did not make one."""
+    global _shared
+    if _shared is None:
+        _shared = Edge(_nothing)
+    return _shared
+
+
+async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:
+    await Answer(404, b'{"error": "not_found", "detail": "Nothing here."}').send(send)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import redis.asyncio as aioredis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection
@@ -31,6 +32,10 @@ log = logging.getLogger(__name__)
 KEY = "fg:drop:{slug}"
 CHANNEL = "fg:drops"
 KEY_TTL = 60  # a key no tick refreshed for a minute is gone: readers fall back to the database
+# Held by whoever recomputes a drop's snapshot outside the tick (beat late or down): one web
+# process per drop at a time, and not again before it expires. Never released early on purpose.
+REFRESH_LOCK = "fg:drop:{slug}:refreshing"
+REFRESH_LOCK_SECONDS = 2
 
 
 def group(drop_id: int) -> str:
@@ -156,8 +161,23 @@ def cached(slug: str) -> dict[str, object] | None:
     return json.loads(raw) if raw else None
 
 
+def claim_refresh(slug: str) -> bool:
+    """True for the one caller across all processes that may recompute and publish this drop now."""
+    client = get_redis_connection("default")
+    return bool(client.set(REFRESH_LOCK.format(slug=slug), "1", nx=True, ex=REFRESH_LOCK_SECONDS))
+
+
+async def claim_refresh_async(client: aioredis.Redis, slug: str) -> bool:
+    """claim_refresh on an asyncio client (the edge's)."""
+    return bool(await client.set(REFRESH_LOCK.format(slug=slug), "1", nx=True, ex=REFRESH_LOCK_SECONDS))
+
+
 def current(drop: Drop, *, max_age: float = 5.0) -> Snapshot:
-    """The drop's snapshot from the published copy when it is fresh (no query), else computed."""
+    """The drop's snapshot from the published copy when it is fresh (no query), else computed.
+
+    A computed one is published too (by one process at a time): with beat late or down, or the
+    key expired, the next polls and sockets find it at the edge instead of coming here again.
+    """
     body = cached(drop.slug)
     if body and body.get("drop_id") == drop.pk and time.time() - float(body.get("at") or 0) <= max_age:
         queue = body["queue"]
@@ -177,7 +197,13 @@ def current(drop: Drop, *, max_age: float = 5.0) -> Snapshot:
             admitted_recently=round(float(queue["pace_per_minute"]) * 2),
             at=float(body["at"]),
         )
-    return compute([drop])[0]
+    snapshot = compute([drop])[0]
+    try:
+        if claim_refresh(drop.slug):
+            publish([snapshot])
+    except (RedisError, OSError) as error:
+        log.warning("admission: could not publish drop %s: %s", drop.pk, error)
+    return snapshot
 
 
 def refresh(drop_ids: list[int], *, force: bool = False) -> None:

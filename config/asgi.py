@@ -1,7 +1,9 @@
 """The ASGI application (`config.asgi:application`) that daphne serves: HTTP and WebSocket.
 
 HTTP goes through the admission edge (cheap answers from process-local snapshots) and
-then Django; WebSockets are the waiting room's live position.
+then Django; WebSockets are the waiting room's live position, opened from the same snapshots.
+No auth middleware on them: the queue's message is public, and loading a session and a user
+per handshake would be two queries on Django's one sync thread for nothing.
 """
 
 from __future__ import annotations
@@ -14,16 +16,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
 # Needs Django set up first.
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from admission.edge import Edge  # noqa: E402
+from admission import edge  # noqa: E402
 from admission.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": Edge(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "http": edge.serve(django_asgi_app),
+        "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
     }
 )
