@@ -154,11 +154,16 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
 
 def cached(slug: str) -> dict[str, object] | None:
     """The last published snapshot of a drop, or None (never published, expired, or Redis down)."""
+    return _read(slug)[0]
+
+
+def _read(slug: str) -> tuple[dict[str, object] | None, bool]:
+    """(the published snapshot or None, whether Redis answered at all)."""
     try:
         raw = get_redis_connection("default").get(KEY.format(slug=slug))
     except RedisError:
-        return None
-    return json.loads(raw) if raw else None
+        return None, False
+    return (json.loads(raw) if raw else None), True
 
 
 def claim_refresh(slug: str) -> bool:
@@ -178,7 +183,7 @@ def current(drop: Drop, *, max_age: float = 5.0) -> Snapshot:
     A computed one is published too (by one process at a time): with beat late or down, or the
     key expired, the next polls and sockets find it at the edge instead of coming here again.
     """
-    body = cached(drop.slug)
+    body, reachable = _read(drop.slug)
     if body and body.get("drop_id") == drop.pk and time.time() - float(body.get("at") or 0) <= max_age:
         queue = body["queue"]
         public = body["drop"]
@@ -198,6 +203,8 @@ def current(drop: Drop, *, max_age: float = 5.0) -> Snapshot:
             at=float(body["at"]),
         )
     snapshot = compute([drop])[0]
+    if not reachable:
+        return snapshot  # Redis is away: do not wait for it a second time
     try:
         if claim_refresh(drop.slug):
             publish([snapshot])

@@ -218,6 +218,10 @@ _PLACE = {
         "seed_sha256": {"type": ["string", "null"]},
         "seed": {"type": ["string", "null"], "description": "Revealed after the draw"},
         "drawn": {"type": "boolean"},
+        "queue_ticket": {
+            "type": ["string", "null"],
+            "description": "Send back as X-Queue-Ticket on GET (the page's cookie carries it)",
+        },
     },
 }
 _QUEUE_ERRORS = {
@@ -243,7 +247,16 @@ MORE_PATHS: dict[str, object] = {
         "get": {
             "summary": "Your place in the waiting room (a fresh admission token once admitted)",
             "security": SECURED,
-            "parameters": [SLUG],
+            "parameters": [
+                SLUG,
+                {
+                    "name": "X-Queue-Ticket",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string"},
+                    "description": "The queue_ticket of an earlier answer, with the same credential",
+                },
+            ],
             "responses": {
                 "200": {"description": "Your place", "content": {"application/json": {"schema": _PLACE}}},
                 **_QUEUE_ERRORS,

@@ -276,3 +276,30 @@ def test_before_the_draw_an_entry_is_answered_then_django_gives_the_number(work:
     assert before.json()["position"] is None and before.json()["entry"] == joined[0]["entry"]
     assert not drawn.edge and drawn.json()["drawn"] is True and drawn.json()["ticket"] in (1, 2, 3)
     assert again.edge and without(again.json(), *VOLATILE) == without(drawn.json(), *VOLATILE)
+
+
+def test_a_real_server_never_answers_garbage_tickets_with_a_500(live_daphne: str) -> None:
+    import httpx
+
+    room()
+    auth = bearer("junk")
+    state.refresh([Drop.objects.get(slug="room").pk])
+    sent = [
+        "x" * 60_000,  # far beyond any ticket; the server may refuse the header block outright
+        "\u00ff\u00fe:.:" * 100,
+        ".eJyLjgUAARUAuQ:1:x",
+        "a" * 511 + ":" + "b",
+    ]
+    statuses = []
+    with httpx.Client(base_url=live_daphne, timeout=10) as client:
+        for value in sent:
+            headers = {
+                **auth,
+                "x-queue-ticket": value.encode("latin-1"),
+                "cookie": f"{tokens.TICKET_COOKIE}={value[:4000]}".encode("latin-1"),
+            }
+            try:
+                statuses.append(client.get("/api/drops/room/queue", headers=headers).status_code)
+            except httpx.RemoteProtocolError:
+                statuses.append(400)  # the server hung up on a header block it will not read
+    assert all(400 <= s < 500 for s in statuses), statuses  # never in line: Django's 404, or refused
