@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from admission import limits, services, tokens
+from admission import limits, services, state, tokens
 from core.api import api
 from shop import selectors as catalogue
 
@@ -18,6 +18,10 @@ def queue(request: HttpRequest, slug: str) -> JsonResponse:
     if request.method == "POST":
         place = services.join(drop=drop, buyer_id=request.user.pk)
     else:
+        if drop.waiting_room:
+            # A poll that reached Django may have found no fresh snapshot (beat down, key gone):
+            # publish the one computed here, so the next polls are answered at the edge.
+            state.current(drop, publish_computed=True)
         place = services.place(drop=drop, buyer_id=request.user.pk)
     ticket = queue_ticket(request, place)
     response = JsonResponse({**place.as_json(), "queue_ticket": ticket})

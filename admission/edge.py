@@ -206,17 +206,17 @@ def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> dict[str, A
 
 def credential(scope: Scope) -> str | None:
     """What the request is signed in with, hashed as tokens.credential: a bearer token, else the session."""
-    authorization = header(scope, b"authorization")
-    if authorization is not None:  # core.api takes the bearer token when the header is there at all
-        scheme, _, raw = authorization.partition(" ")
+    sent = [bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
+    if sent:  # core.api takes the bearer token when the header is there at all (repeats joined, as Django)
+        scheme, _, raw = ",".join(sent).partition(" ")
         return tokens.credential(bearer=raw.strip(), session_key=None) if scheme.lower() == "bearer" else None
     return tokens.credential(bearer=None, session_key=cookies(scope).get(settings.SESSION_COOKIE_NAME))
 
 
 def cookies(scope: Scope) -> dict[str, str]:
-    """The request's cookies as Django parses them (several Cookie headers joined, as ASGIRequest does)."""
+    """The request's cookies as Django parses them (ASGIRequest joins repeated headers with ",")."""
     sent = [bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"cookie"]
-    return parse_cookie("; ".join(sent)) if sent else {}
+    return parse_cookie(",".join(sent)) if sent else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +295,7 @@ def _open_room(slug: str) -> tuple[int, dict[str, Any]] | None:
         drop = Drop.objects.select_related("product").filter(slug=slug, waiting_room=True).first()
         if drop is None:
             return None
-        return drop.pk, state.current(drop).queue_json()
+        return drop.pk, state.current(drop, publish_computed=True).queue_json()
     finally:
         connections.close_all()
 

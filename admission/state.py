@@ -177,11 +177,11 @@ async def claim_refresh_async(client: aioredis.Redis, slug: str) -> bool:
     return bool(await client.set(REFRESH_LOCK.format(slug=slug), "1", nx=True, ex=REFRESH_LOCK_SECONDS))
 
 
-def current(drop: Drop, *, max_age: float = 5.0) -> Snapshot:
+def current(drop: Drop, *, max_age: float = 5.0, publish_computed: bool = False) -> Snapshot:
     """The drop's snapshot from the published copy when it is fresh (no query), else computed.
 
-    A computed one is published too (by one process at a time): with beat late or down, or the
-    key expired, the next polls and sockets find it at the edge instead of coming here again.
+    publish_computed: publish one that had to be computed (one process at a time), so that with
+    beat late or down, or the key expired, the next polls and sockets find it at the edge.
     """
     body, reachable = _read(drop.slug)
     if body and body.get("drop_id") == drop.pk and time.time() - float(body.get("at") or 0) <= max_age:
@@ -203,8 +203,8 @@ def current(drop: Drop, *, max_age: float = 5.0) -> Snapshot:
             at=float(body["at"]),
         )
     snapshot = compute([drop])[0]
-    if not reachable:
-        return snapshot  # Redis is away: do not wait for it a second time
+    if not (publish_computed and reachable):
+        return snapshot  # (Redis away: do not wait for it a second time)
     try:
         if claim_refresh(drop.slug):
             publish([snapshot])
