@@ -135,6 +135,10 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
         body = snap.as_json()
         encoded = json.dumps(body, separators=(",", ":"))
         old_body = json.loads(old) if old else None
+        if old_body is not None and float(old_body.get("at") or 0) > snap.at:
+            # Read before one already published (a web process's refresh racing a wave's): an
+            # older read must not undo the newer one, for the edges or for the waiting sockets.
+            continue
         moved = old_body is None or old_body["queue"] != body["queue"]
         if force or moved or old_body["drop"] != body["drop"]:
             changed += 1

@@ -111,3 +111,16 @@ def test_a_poll_django_had_to_compute_publishes_it_for_the_edge(
     assert queue_tests.without(first.json(), *queue_tests.VOLATILE) == queue_tests.without(
         second.json(), *queue_tests.VOLATILE
     )
+
+
+def test_an_older_read_published_late_never_undoes_a_newer_one(redis: redis_lib.Redis) -> None:
+    """A web process's refresh read before a wave, published after it: the wave's mark stays."""
+    drop = queue_tests.room(quantity=2)
+    for i in range(3):
+        queue_tests.join("room", harness.bearer(f"r{i}"))
+    older = state.compute([drop])  # read now (mark 0) ...
+    assert queue_tests.admit(drop) == 2  # ... then a wave publishes mark 2
+
+    assert state.publish(older) == 0  # ... and the older read arrives last
+    published = json.loads(redis.get("fg:drop:room"))
+    assert published["queue"]["admitted_through"] == 2
