@@ -82,6 +82,7 @@ COMMON_HEADERS = [
 ]
 # A buyer's own place: like Django's session answers, not for shared caches.
 PRIVATE_HEADERS = ((b"vary", b"Cookie"), (b"cache-control", b"private"))
+TICKET_HEADER = tokens.TICKET_HEADER.lower().encode()
 ADMITTING_STATES = ("live", "paused")  # where Django's place hands out an admission token
 # Django's own wording for the same refusals (holds.services, inventory.services).
 PAUSED = "This sale is paused. It resumes shortly."
@@ -428,7 +429,7 @@ class Edge:
     def _place(self, known: Known, scope: Scope) -> Answer | None:
         if known.drop_id is None:
             return None
-        sent = header(scope, b"x-queue-ticket")
+        sent = header(scope, TICKET_HEADER)
         if sent is None:
             sent = cookies(scope).get(tokens.TICKET_COOKIE)
         found = tokens.ticket(sent, drop_id=known.drop_id, bound_to=credential(scope))
