@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from admission import limits, services
+from admission import limits, services, state, tokens
 from core.api import api
 from shop import selectors as catalogue
 
@@ -17,10 +18,49 @@ def queue(request: HttpRequest, slug: str) -> JsonResponse:
     if request.method == "POST":
         place = services.join(drop=drop, buyer_id=request.user.pk)
     else:
+        if drop.waiting_room:
+            # A poll that reached Django may have found no fresh snapshot (beat down, key gone):
+            # publish the one computed here, so the next polls are answered at the edge.
+            state.current(drop, publish_computed=True)
         place = services.place(drop=drop, buyer_id=request.user.pk)
-    return JsonResponse(place.as_json())
+    ticket = queue_ticket(request, place)
+    response = JsonResponse({**place.as_json(), "queue_ticket": ticket})
+    remember(response, slug=drop.slug, ticket=ticket)
+    return response
 
 
 @api({"GET"})
 def draw(request: HttpRequest, slug: str) -> JsonResponse:
     return JsonResponse(services.draw_entries(drop=catalogue.drop_for_claim(slug=slug)))
+
+
+def queue_ticket(request: HttpRequest, place: services.Place) -> str | None:
+    """The signed ticket the edge answers this buyer's next polls from, bound to how they signed in."""
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    bearer = raw.strip() if scheme.lower() == "bearer" else None  # core.api accepted it already
+    bound_to = tokens.credential(bearer=bearer, session_key=request.session.session_key)
+    if bound_to is None:
+        return None
+    ticket = place.ticket
+    return tokens.issue_ticket(
+        drop_id=ticket.drop_id,
+        buyer_id=ticket.buyer_id,
+        entry=ticket.pk,
+        number=ticket.number,
+        bound_to=bound_to,
+    )
+
+
+def remember(response: HttpResponse, *, slug: str, ticket: str | None) -> None:
+    """The ticket as a cookie sent only to this drop's queue API: the page's polls carry it unchanged."""
+    if ticket is None:
+        return
+    response.set_cookie(
+        tokens.TICKET_COOKIE,
+        ticket,
+        max_age=settings.QUEUE_TICKET_SECONDS,
+        path=f"/api/drops/{slug}/queue",
+        secure=settings.SESSION_COOKIE_SECURE,
+        httponly=True,
+        samesite="Lax",
+    )

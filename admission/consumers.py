@@ -2,43 +2,63 @@
 
 The message is public (the admitted-through mark, the state, the stock); each client knows its
 own ticket, so nobody needs to be logged in and one broadcast per wave serves every client.
+
+A crowd opens the waiting room at once, so a socket's life never touches the database or the
+one thread Django's sync work shares: the handshake and first message come from the process's
+published snapshot (admission.edge), and no handler hops to that thread. Only a drop with no
+fresh snapshot costs one lookup, on the edge's own threads.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from typing import Any
 
-from channels.db import database_sync_to_async
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from admission import state
-from shop.models import Drop
+from admission import edge, state
+
+log = logging.getLogger(__name__)
 
 NO_SUCH_WAITING_ROOM = 4404  # 4000-4999 are the application's; a client stops reconnecting on it
 ABUSE = 4400
 MAX_FRAME = 256  # a ping is a dozen bytes; anything big is not a client of this page
 MAX_BAD_FRAMES = 3
+TRY_AGAIN = 4503  # "try again later" (daphne sends only 1000 and 3000-4999); the page reconnects
 
 
-def opening(slug: str) -> tuple[int, dict[str, object]] | None:
-    """The drop's id and its queue message as of now; None when the slug has no waiting room.
+class NoDatabase(AsyncJsonWebsocketConsumer):
+    """A consumer whose handlers never use the database.
 
-    The published snapshot is used when it is this drop's and fresh; otherwise one statement.
+    Channels closes stale database connections before every handler, a hop to Django's one
+    sync thread: 5,000 sockets opening at once (or hearing a wave) would queue there behind
+    each other and behind every view.
     """
-    drop = Drop.objects.select_related("product").filter(slug=slug, waiting_room=True).first()
-    if drop is None:
-        return None
-    return drop.pk, state.current(drop).queue_json()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
 
-class QueueConsumer(AsyncJsonWebsocketConsumer):
+class QueueConsumer(NoDatabase):
     """Send the mark at once on connect, then every wave and state change of the drop."""
 
     group: str | None = None
     bad_frames = 0
 
     async def connect(self) -> None:
-        found = await database_sync_to_async(opening)(self.scope["url_route"]["kwargs"]["slug"])
+        slug = self.scope["url_route"]["kwargs"]["slug"]
+        try:
+            found = await edge.shared().waiting_room(slug)
+        except Exception:  # no snapshot and the database away: the page polls and comes back
+            log.warning("queue socket: cannot open %r", slug, exc_info=True)
+            await self.accept()
+            await self.close(code=TRY_AGAIN)
+            return
         if found is None:
             # Accepted first: a close before accept is an HTTP 403 and the client never sees the code.
             await self.accept()
@@ -73,15 +93,6 @@ class QueueConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json({"error": "bad_frame", "detail": 'This socket only answers {"type": "ping"}.'})
 
-    async def dispatch(self, message: dict[str, object]) -> None:
-        # Channels closes stale DB connections before every handler, a hop to its one sync
-        # thread; a wave's handler touches no database, and 5,000 hops made the last client
-        # of a wave hear it seconds late.
-        if message.get("type") == "queue.update":
-            await self.queue_update(message)
-        else:
-            await super().dispatch(message)
-
     async def queue_update(self, event: dict[str, object]) -> None:
         text = event.get("text")  # encoded once by the publisher, not once per socket
         if isinstance(text, str):
@@ -90,7 +101,7 @@ class QueueConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(event["queue"])
 
 
-class NoRoute(AsyncJsonWebsocketConsumer):
+class NoRoute(NoDatabase):
     """Any other WebSocket path: a clear close instead of a router exception in the log."""
 
     async def connect(self) -> None:

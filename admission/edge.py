@@ -17,6 +17,13 @@ What keeps it honest:
   bound the answer is 503 with Retry-After at once, so the database pool never drains and
   losers fail fast.
 - Trouble of its own (a bad snapshot, a bug) passes the request through; it never fails one.
+
+The waiting room's polls (GET /api/drops/<slug>/queue) are answered here too, for a buyer who
+sends back the signed queue ticket the API gave them (cookie or X-Queue-Ticket header): the
+position is the ticket's number against the published mark, which only ever lags the
+database's, so an admission here is never early. The queue's WebSocket opens from the same
+snapshots (`waiting_room`), and a snapshot getting old (beat down) is recomputed by this
+process, one process per drop at a time across the fleet (a Redis SET NX lock).
 """
 
 from __future__ import annotations
@@ -25,16 +32,20 @@ import asyncio
 import html
 import json
 import logging
+import math
 import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 from django.conf import settings
+from django.db import connections
+from django.http.cookie import parse_cookie
 from django.http.request import split_domain_port, validate_host
 
 from admission import state, tokens
@@ -60,10 +71,13 @@ log = logging.getLogger(__name__)
 
 MAX_AGE = 5.0  # seconds: an older snapshot (by its "at" or its arrival) is unknown
 REFRESH_AFTER = 1.0  # seconds: re-read the key after this; the tick only publishes changes
+STALE_AFTER = 3.0  # seconds: beat publishes every second; older than this, this process recomputes it
+NO_ROOM_SECONDS = 5.0  # a slug a socket found no waiting room for is not looked up again for this long
 MAX_ENTRIES = 10_000  # snapshots and "no such drop" answers kept; random slugs cannot grow it further
 
-STATE, CLAIM_JSON, CLAIM_PAGE = "state", "claim_json", "claim_page"
+STATE, CLAIM_JSON, CLAIM_PAGE, QUEUE = "state", "claim_json", "claim_page", "queue"
 STATE_PATH = re.compile(r"/api/drops/([^/]+)")
+QUEUE_PATH = re.compile(r"/api/drops/([^/]+)/queue")
 CLAIM_JSON_PATH = re.compile(r"/api/drops/([^/]+)/holds")
 CLAIM_PAGE_PATH = re.compile(r"/drops/([^/]+)/buy")
 SLUG = re.compile(r"[-a-zA-Z0-9_]{1,80}")  # Django's slug converter, within Drop.slug's length
@@ -75,11 +89,20 @@ COMMON_HEADERS = [
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
 ]
+# A buyer's own place: like Django's session answers, not for shared caches.
+PRIVATE_HEADERS = ((b"vary", b"Cookie"), (b"cache-control", b"private"))
+TICKET_HEADER = tokens.TICKET_HEADER.lower().encode()
+ADMITTING_STATES = ("live", "paused")  # where Django's place hands out an admission token
 # Django's own wording for the same refusals (holds.services, inventory.services).
 PAUSED = "This sale is paused. It resumes shortly."
 ENDED = "This drop has ended."
 SOLD_OUT = "Sold out. Units come back if a buyer does not pay in time."
 BUSY = "The shop is very busy; try again in a second."
+
+# The few database reads the edge makes itself (a stale snapshot recomputed, a socket's drop with
+# no snapshot looked up) run here: never on the one thread Django's sync work shares, where a
+# crowd's handshakes would queue behind each other and behind every view.
+DB_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="admission-edge-db")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +112,7 @@ class Known:
     drop: dict[str, Any]  # the public drop JSON (GET /api/drops/<slug>)
     body: bytes  # ... encoded as Django's JsonResponse would
     drop_id: int | None
+    queue: dict[str, Any] | None  # the waiting room's message (admission.state.Snapshot.queue_json)
     at: float  # when it was computed (publisher's wall clock)
     starts_at: datetime
     ends_at: float  # epoch seconds
@@ -109,10 +133,14 @@ def parse(raw: bytes | str) -> Known:
         raise TypeError("not a drop snapshot")
     if drop_id is not None and (isinstance(drop_id, bool) or not isinstance(drop_id, int)):
         raise TypeError("drop_id is not an integer")
+    queue = snap.get("queue")
+    if queue is not None and not (isinstance(queue, dict) and isinstance(queue.get("admitted_through"), int)):
+        raise TypeError("not a queue message")
     return Known(
         drop=drop,
         body=json.dumps(drop).encode(),
         drop_id=drop_id,
+        queue=queue,
         at=float(snap["at"]),
         starts_at=datetime.fromisoformat(drop["starts_at"]).astimezone(UTC),
         ends_at=datetime.fromisoformat(drop["ends_at"]).timestamp(),
@@ -146,12 +174,68 @@ def refusal(known: Known, *, token: str | None, now: float) -> FloodgateError | 
     return None
 
 
+def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> dict[str, Any] | None:
+    """The body Django's queue API gives this ticket's buyer (services.Place.as_json); None: ask Django.
+
+    Before the draw a ticket has no number: while the snapshot says undrawn, its answer is the
+    entry's (no place yet); once drawn, Django gives the number and a ticket that carries it.
+    """
+    queue = known.queue
+    if queue is None or known.drop.get("waiting_room") is not True or known.drop_id != ticket.drop_id:
+        return None
+    drawn = queue.get("seed") is not None
+    number = ticket.number
+    if number is None:
+        if drawn:
+            return None
+        position = None
+    else:
+        position = max(0, number - int(queue["admitted_through"]))
+    admitted = position == 0
+    token = None
+    if admitted and number is not None and known.drop["state"] in ADMITTING_STATES:
+        token = tokens.issue(drop_id=ticket.drop_id, buyer_id=ticket.buyer_id, ticket=number)
+    pace = float(queue["pace_per_minute"]) / 60  # tickets per second, as Place.eta_seconds
+    eta: int | None = None
+    if position == 0:
+        eta = 0
+    elif position is not None and pace > 0:
+        eta = math.ceil(position / pace)
+    return {
+        **queue,
+        "ticket": number,
+        "entry": ticket.entry,
+        "position": position,
+        "admitted": admitted,
+        "admission_token": token,
+        "eta_seconds": eta,
+        "drawn": drawn,
+        "queue_ticket": sent,
+    }
+
+
+def credential(scope: Scope) -> str | None:
+    """What the request is signed in with, hashed as tokens.credential: a bearer token, else the session."""
+    sent = [bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
+    if sent:  # core.api takes the bearer token when the header is there at all (repeats joined, as Django)
+        scheme, _, raw = ",".join(sent).partition(" ")
+        return tokens.credential(bearer=raw.strip(), session_key=None) if scheme.lower() == "bearer" else None
+    return tokens.credential(bearer=None, session_key=cookies(scope).get(settings.SESSION_COOKIE_NAME))
+
+
+def cookies(scope: Scope) -> dict[str, str]:
+    """The request's cookies as Django parses them (ASGIRequest joins repeated headers with ",")."""
+    sent = [bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"cookie"]
+    return parse_cookie(",".join(sent)) if sent else {}
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     status: int
     body: bytes
     content_type: bytes = b"application/json"
     retry_after: int | None = None
+    headers: tuple[tuple[bytes, bytes], ...] = ()
     by: bytes = b"x-floodgate-edge"  # who answered: the edge, or the claim lane (x-floodgate-lane)
 
     @classmethod
@@ -166,6 +250,7 @@ class Answer:
             (b"content-length", str(len(self.body)).encode()),
             (self.by, b"hit"),
             *COMMON_HEADERS,
+            *self.headers,
         ]
         if self.retry_after is not None:
             headers.append((b"retry-after", str(self.retry_after).encode()))
@@ -195,6 +280,8 @@ def route(scope: Scope) -> tuple[str, str] | None:
             return CLAIM_PAGE, found[1]
     elif method in ("GET", "HEAD") and (found := STATE_PATH.fullmatch(path)):
         return STATE, found[1]
+    elif method == "GET" and (found := QUEUE_PATH.fullmatch(path)):
+        return QUEUE, found[1]
     return None
 
 
@@ -203,6 +290,26 @@ def header(scope: Scope, name: bytes) -> str | None:
         if key.lower() == name:
             return bytes(value).decode("latin-1")
     return None
+
+
+def _refresh_drop(drop_id: int) -> None:
+    try:
+        state.refresh([drop_id])
+    finally:
+        connections.close_all()  # this thread's connection back to the pool
+
+
+def _open_room(slug: str) -> tuple[int, dict[str, Any]] | None:
+    """A waiting-room drop's id and queue message (computed and published when stale), or None."""
+    from shop.models import Drop  # the models need Django set up; this module is imported before
+
+    try:
+        drop = Drop.objects.select_related("product").filter(slug=slug, waiting_room=True).first()
+        if drop is None:
+            return None
+        return drop.pk, state.current(drop, publish_computed=True).queue_json()
+    finally:
+        connections.close_all()
 
 
 class Edge:
@@ -217,6 +324,7 @@ class Edge:
         redis_url: str | None = None,  # None: settings.REDIS_URL
         max_age: float = MAX_AGE,
         refresh_after: float = REFRESH_AFTER,
+        stale_after: float = STALE_AFTER,
     ) -> None:
         self.app = app
         self.lane = lane
@@ -224,11 +332,15 @@ class Edge:
         self.redis_url = redis_url
         self.max_age = max_age
         self.refresh_after = refresh_after
+        self.stale_after = stale_after
         self.in_flight = 0  # claim requests inside Django now; the event loop is one thread
         self.listening = False  # subscribed to the snapshots channel
-        self.stats: Counter[str] = Counter()  # hit, busy, fetch, message (tests, bench)
+        self.stats: Counter[str] = Counter()  # hit, busy, fetch, message, queue, refresh, lookup
         self._cache: dict[str, Entry] = {}
         self._fetching: dict[str, asyncio.Future[Entry]] = {}
+        self._refreshing: dict[str, asyncio.Task[None]] = {}
+        self._looking: dict[str, asyncio.Future[tuple[int, dict[str, Any]] | None]] = {}
+        self._no_room: dict[str, float] = {}  # slug -> monotonic time until which it has none
         self._hosts: dict[str, bool] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redis: aioredis.Redis | None = None
@@ -249,7 +361,7 @@ class Edge:
         if answer is not None:
             self.stats["hit"] += 1
             return await answer.send(send, head=scope["method"] == "HEAD")
-        if kind == STATE:
+        if kind in (STATE, QUEUE):
             return await self.app(scope, receive, send)
         if kind == CLAIM_JSON and self.lane is not None:
             return await self.lane(slug, scope, receive, send, self._claim_in_django)
@@ -285,9 +397,47 @@ class Edge:
     def forget(self) -> None:
         """Drop every local snapshot (tests; the next request reads Redis)."""
         self._cache.clear()
+        self._no_room.clear()
+
+    async def waiting_room(self, slug: str) -> tuple[int, dict[str, Any]] | None:
+        """For the queue's WebSocket: the drop's id and its first message, or None (no waiting room).
+
+        From the snapshot when there is a fresh one (no query, no thread); otherwise one lookup
+        per slug at a time on the edge's own threads, and a "none" is remembered for a while.
+        """
+        if not SLUG.fullmatch(slug):
+            return None
+        known = None
+        try:
+            known = await self._known(slug)
+        except Exception as error:
+            self._trouble("cannot read the snapshot of %r for a socket: %s", slug, error)
+        if known is not None and known.drop_id is not None and known.queue is not None:
+            return (known.drop_id, known.queue) if known.drop.get("waiting_room") is True else None
+        until = self._no_room.get(slug)
+        if until is not None and time.monotonic() < until:
+            return None
+        pending = self._looking.get(slug)
+        if pending is None:
+            self.stats["lookup"] += 1
+            pending = asyncio.get_running_loop().run_in_executor(DB_THREADS, _open_room, slug)
+            self._looking[slug] = pending
+            pending.add_done_callback(
+                lambda done: self._looking.pop(slug) if self._looking.get(slug) is done else None
+            )
+        found = await asyncio.shield(pending)
+        if found is None:
+            if len(self._no_room) >= MAX_ENTRIES:
+                self._no_room.clear()
+            self._no_room[slug] = time.monotonic() + NO_ROOM_SECONDS
+        return found
 
     async def aclose(self) -> None:
         """Stop the subscriber and close the Redis clients (tests; a server just exits)."""
+        # Database work in flight finishes first: it must not outlive its caller (a test's data).
+        busy = [*self._refreshing.values(), *self._looking.values()]
+        if busy:
+            await asyncio.wait(busy, timeout=10)
         listener = self._listener
         while listener is not None and not listener.done():
             # redis-py can swallow a cancel that lands while it connects: ask until it stops.
@@ -305,8 +455,23 @@ class Edge:
             return None
         if kind == STATE:
             return Answer(200, known.body)
+        if kind == QUEUE:
+            return self._place(known, scope)
         why = refusal(known, token=header(scope, b"x-admission-token"), now=time.time())
         return None if why is None else Answer.error(why)
+
+    def _place(self, known: Known, scope: Scope) -> Answer | None:
+        if known.drop_id is None:
+            return None
+        sent = header(scope, TICKET_HEADER)
+        if sent is None:
+            sent = cookies(scope).get(tokens.TICKET_COOKIE)
+        found = tokens.ticket(sent, drop_id=known.drop_id, bound_to=credential(scope))
+        body = None if found is None or sent is None else place(known, found, sent=sent)
+        if body is None:
+            return None
+        self.stats["queue"] += 1
+        return Answer(200, json.dumps(body).encode(), headers=PRIVATE_HEADERS)
 
     def _may_answer(self, scope: Scope) -> bool:
         """Only where Django would answer too: an allowed Host, and no redirect to HTTPS due."""
@@ -343,9 +508,36 @@ class Edge:
         if entry is None or time.monotonic() - entry.received > self.refresh_after:
             entry = await self._fetch(slug)
         known = entry.known
-        if known is None or time.time() - known.at > self.max_age:
+        if known is None:
             return None
-        return known
+        age = time.time() - known.at
+        if age > self.stale_after:
+            self._refresh_soon(slug, known)
+        return None if age > self.max_age else known
+
+    def _refresh_soon(self, slug: str, known: Known) -> None:
+        """Beat is late with this drop's snapshot: recompute it here, in the background.
+
+        Only drops that had a snapshot (a made-up slug never costs a query), once per process at
+        a time, and once per REFRESH_LOCK_SECONDS across all processes.
+        """
+        if known.drop_id is None or slug in self._refreshing:
+            return
+        task = asyncio.get_running_loop().create_task(self._refresh(slug, known.drop_id))
+        self._refreshing[slug] = task
+        task.add_done_callback(
+            lambda done: self._refreshing.pop(slug) if self._refreshing.get(slug) is done else None
+        )
+
+    async def _refresh(self, slug: str, drop_id: int) -> None:
+        try:
+            if not await state.claim_refresh_async(self._client(), slug):
+                return  # another process has it (or did it a moment ago)
+            self.stats["refresh"] += 1
+            await asyncio.get_running_loop().run_in_executor(DB_THREADS, _refresh_drop, drop_id)
+            await self._get(slug)  # this process has it at once, whether or not a message is published
+        except Exception as error:
+            self._trouble("could not refresh the snapshot of %r: %s", slug, error)
 
     async def _fetch(self, slug: str) -> Entry:
         """One Redis GET per slug at a time, however many requests ask for it."""
@@ -411,6 +603,7 @@ class Edge:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # clients and futures belong to the loop that made them
             self._loop, self._redis, self._listener, self._fetching = loop, None, None, {}
+            self._refreshing, self._looking = {}, {}
             self.listening = False
         if self._listener is None or self._listener.done():
             self._listener = loop.create_task(self._listen(), name="admission-edge-listener")
@@ -442,3 +635,25 @@ class Edge:
         if now - self._warned >= 10:
             self._warned = now
             log.warning("admission edge: " + message, *args, exc_info=exc_info)
+
+
+_shared: Edge | None = None
+
+
+def serve(app: ASGIApp, *, lane: Lane | None = None) -> Edge:
+    """The process's edge in front of Django (config.asgi); the queue's sockets share its snapshots."""
+    global _shared
+    _shared = Edge(app, lane=lane)
+    return _shared
+
+
+def shared() -> Edge:
+    """The process's edge; a bare one (no HTTP behind it) when config.asgi did not make one."""
+    global _shared
+    if _shared is None:
+        _shared = Edge(_nothing)
+    return _shared
+
+
+async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:
+    await Answer(404, b'{"error": "not_found", "detail": "Nothing here."}').send(send)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import redis.asyncio as aioredis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 KEY = "fg:drop:{slug}"
 CHANNEL = "fg:drops"
 KEY_TTL = 60  # a key no tick refreshed for a minute is gone: readers fall back to the database
+# Held by whoever recomputes a drop's snapshot outside the tick (beat late or down): one web
+# process per drop at a time, and not again before it expires. Never released early on purpose.
+REFRESH_LOCK = "fg:drop:{slug}:refreshing"
+REFRESH_LOCK_SECONDS = 2
 
 
 def group(drop_id: int) -> str:
@@ -131,6 +136,10 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
         body = snap.as_json()
         encoded = json.dumps(body, separators=(",", ":"))
         old_body = json.loads(old) if old else None
+        if old_body is not None and float(old_body.get("at") or 0) > snap.at:
+            # Read before one already published (a web process's refresh racing a wave's): an
+            # older read must not undo the newer one, for the edges or for the waiting sockets.
+            continue
         moved = old_body is None or old_body["queue"] != body["queue"]
         if force or moved or old_body["drop"] != body["drop"]:
             changed += 1
@@ -150,16 +159,36 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
 
 def cached(slug: str) -> dict[str, object] | None:
     """The last published snapshot of a drop, or None (never published, expired, or Redis down)."""
+    return _read(slug)[0]
+
+
+def _read(slug: str) -> tuple[dict[str, object] | None, bool]:
+    """(the published snapshot or None, whether Redis answered at all)."""
     try:
         raw = get_redis_connection("default").get(KEY.format(slug=slug))
     except RedisError:
-        return None
-    return json.loads(raw) if raw else None
+        return None, False
+    return (json.loads(raw) if raw else None), True
 
 
-def current(drop: Drop, *, max_age: float = 5.0) -> Snapshot:
-    """The drop's snapshot from the published copy when it is fresh (no query), else computed."""
-    body = cached(drop.slug)
+def claim_refresh(slug: str) -> bool:
+    """True for the one caller across all processes that may recompute and publish this drop now."""
+    client = get_redis_connection("default")
+    return bool(client.set(REFRESH_LOCK.format(slug=slug), "1", nx=True, ex=REFRESH_LOCK_SECONDS))
+
+
+async def claim_refresh_async(client: aioredis.Redis, slug: str) -> bool:
+    """claim_refresh on an asyncio client (the edge's)."""
+    return bool(await client.set(REFRESH_LOCK.format(slug=slug), "1", nx=True, ex=REFRESH_LOCK_SECONDS))
+
+
+def current(drop: Drop, *, max_age: float = 5.0, publish_computed: bool = False) -> Snapshot:
+    """The drop's snapshot from the published copy when it is fresh (no query), else computed.
+
+    publish_computed: publish one that had to be computed (one process at a time), so that with
+    beat late or down, or the key expired, the next polls and sockets find it at the edge.
+    """
+    body, reachable = _read(drop.slug)
     if body and body.get("drop_id") == drop.pk and time.time() - float(body.get("at") or 0) <= max_age:
         queue = body["queue"]
         public = body["drop"]
@@ -178,7 +207,15 @@ def current(drop: Drop, *, max_age: float = 5.0) -> Snapshot:
             admitted_recently=round(float(queue["pace_per_minute"]) * 2),
             at=float(body["at"]),
         )
-    return compute([drop])[0]
+    snapshot = compute([drop])[0]
+    if not (publish_computed and reachable):
+        return snapshot  # (Redis away: do not wait for it a second time)
+    try:
+        if claim_refresh(drop.slug):
+            publish([snapshot])
+    except (RedisError, OSError) as error:
+        log.warning("admission: could not publish drop %s: %s", drop.pk, error)
+    return snapshot
 
 
 def refresh(drop_ids: list[int], *, force: bool = False) -> None:

@@ -1,9 +1,13 @@
-"""Admission tokens: a signed, short-lived "this buyer may claim in this drop now".
+"""Admission tokens: a signed, short-lived "this buyer may claim in this drop now"; and queue tickets.
 
-Checked on the reserve path with the secret key alone: no database, no Redis.
+Both are checked with the secret key alone: no database, no Redis.
 """
 
 from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TypeGuard
 
 from django.conf import settings
 from django.core import signing
@@ -46,3 +50,65 @@ def verify(token: str | None, *, drop_id: int, buyer_id: int) -> int:
     if found.get("b") != buyer_id:
         raise NotAdmitted("That admission token belongs to another buyer.", queue=True)
     return int(found["t"])
+
+
+# Queue tickets -------------------------------------------------------------------------------
+#
+# A signed "this buyer holds this place in this drop's line", handed out with every answer of
+# the queue API (and as a cookie scoped to that path) so the edge can answer a poll without
+# Django: the position is the ticket's number against the published mark. It is bound to the
+# credential that asked (a hash of the bearer token or of the session key), so another buyer's
+# ticket, or one kept after a new login, does not match and the poll goes to Django.
+
+TICKET_SALT = "floodgate.queue-ticket"
+TICKET_COOKIE = "fg_queue"
+TICKET_HEADER = "X-Queue-Ticket"
+MAX_TICKET = 512  # a genuine ticket is ~150 characters; anything longer is not one
+
+
+def credential(*, bearer: str | None, session_key: str | None) -> str | None:
+    """What a ticket is bound to: the bearer token if one was sent (the API prefers it), else the session."""
+    if bearer:
+        return hashlib.sha256(b"bearer:" + bearer.encode()).hexdigest()[:32]
+    if session_key:
+        return hashlib.sha256(b"session:" + session_key.encode()).hexdigest()[:32]
+    return None
+
+
+def issue_ticket(*, drop_id: int, buyer_id: int, entry: int, number: int | None, bound_to: str) -> str:
+    """number is None before the draw (the entry has no place yet)."""
+    claims = {"d": drop_id, "b": buyer_id, "e": entry, "t": number, "c": bound_to}
+    return signing.TimestampSigner(salt=TICKET_SALT).sign_object(claims)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTicket:
+    drop_id: int
+    buyer_id: int
+    entry: int
+    number: int | None
+
+
+def ticket(value: str | None, *, drop_id: int, bound_to: str | None) -> QueueTicket | None:
+    """The ticket if it is genuine, unexpired, this drop's and bound to this credential; else None.
+
+    None means "not sure": the caller lets Django answer, which ignores tickets altogether.
+    """
+    if not value or not bound_to or len(value) > MAX_TICKET:
+        return None
+    try:
+        found = signing.TimestampSigner(salt=TICKET_SALT).unsign_object(
+            value, max_age=settings.QUEUE_TICKET_SECONDS
+        )
+    except Exception:  # forged, expired, or bytes that do not even decode: all just "not a ticket"
+        return None
+    if not isinstance(found, dict) or found.get("d") != drop_id or found.get("c") != bound_to:
+        return None
+    buyer, entry, number = found.get("b"), found.get("e"), found.get("t")
+    if not _whole(buyer) or not _whole(entry) or not (number is None or _whole(number)):
+        return None
+    return QueueTicket(drop_id=drop_id, buyer_id=buyer, entry=entry, number=number)
+
+
+def _whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
-from admission import limits, services
+from admission import api, limits, services
 from core.errors import Busy, FloodgateError, NotFound
 from shop import selectors as catalogue
 
@@ -46,4 +46,7 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
         "idempotency_key": uuid.uuid4().hex,  # one per page view: a double click returns the same hold
         "quantities": range(1, drop.per_buyer_limit + 1),
     }
-    return render(request, "admission/queue.html", context)
+    response = render(request, "admission/queue.html", context)
+    # The page's polls (GET /api/drops/<slug>/queue) carry this cookie: the edge answers them.
+    api.remember(response, slug=drop.slug, ticket=api.queue_ticket(request, place))
+    return response

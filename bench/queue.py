@@ -10,7 +10,8 @@
 2. The "no" path under wrk (1 thread, 64 connections, same daphne, same run): a trivial
    Django endpoint (/healthz), the sold-out answer of the reserve API and the drop's state,
    and a sold-out drop with no snapshot yet (Django answers and publishes one), with
-   the database transactions each run caused.
+   the database transactions each run caused; and a waiting buyer's poll of their place,
+   with the queue ticket (the edge answers) and without (Django answers).
 """
 
 from __future__ import annotations
@@ -262,7 +263,7 @@ class Publisher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self, drop: Any) -> None:
+    def start(self, drops: list[Any]) -> None:
         from django.db import connection
 
         from admission import state
@@ -270,7 +271,7 @@ class Publisher:
         def run() -> None:
             try:
                 while not self._stop.is_set():
-                    state.publish(state.compute([drop]))
+                    state.publish(state.compute(drops))
                     self.ticks += 1
                     self._stop.wait(1.0)
             finally:
@@ -371,7 +372,20 @@ def no_path(base: str, seconds: int) -> list[Load]:
     reserve(drop=gone, buyer_id=seller, quantity=1, idempotency_key="sell-the-last-one")
     hidden = new_drop("soldout-unpublished", quantity=1, waiting_room=False)
     reserve(drop=hidden, buyer_id=seller, quantity=1, idempotency_key="sell-the-last-one")
-    PUBLISHER.start(Drop.objects.select_related("product").get(pk=gone.pk))
+    from admission import services, tokens
+
+    room = new_drop("room", quantity=1_000, waiting_room=True)
+    services.run_wave(room)  # the start: joiners get numbers
+    place = services.join(drop=room, buyer_id=buyer)
+    ticket = tokens.issue_ticket(
+        drop_id=room.pk,
+        buyer_id=buyer,
+        entry=place.ticket.pk,
+        number=place.number,
+        bound_to=tokens.credential(bearer="bench-queue-token", session_key=None) or "",
+    )
+    poll = {"Authorization": auth["Authorization"]}
+    PUBLISHER.start(list(Drop.objects.select_related("product").filter(pk__in=[gone.pk, room.pk])))
     runs = [
         wrk("trivial Django endpoint (GET /healthz)", f"{base}/healthz", seconds=seconds),
         wrk(
@@ -388,6 +402,18 @@ def no_path(base: str, seconds: int) -> list[Load]:
             seconds=seconds,
             method="POST",
             headers=auth,
+        ),
+        wrk(
+            "queue poll with its ticket: GET /api/drops/<slug>/queue",
+            f"{base}/api/drops/{room.slug}/queue",
+            seconds=seconds,
+            headers={**poll, "X-Queue-Ticket": ticket},
+        ),
+        wrk(
+            "queue poll without a ticket (Django)",
+            f"{base}/api/drops/{room.slug}/queue",
+            seconds=seconds,
+            headers=poll,
         ),
     ]
     PUBLISHER.stop()

@@ -1,8 +1,10 @@
 """The ASGI application (`config.asgi:application`) that daphne serves: HTTP and WebSocket.
 
 HTTP goes through the admission edge (cheap answers from process-local snapshots), then
-the claim lane for the reserve API (holds/lane.py: claims batched per drop), then Django;
-WebSockets are the waiting room's live position.
+the claim lane for the reserve API (holds/lane.py: claims batched per drop), then Django.
+WebSockets are the waiting room's live position, opened from the same snapshots. No auth
+middleware on them: the queue's message is public, and loading a session and a user per
+handshake would be two queries on Django's one sync thread for nothing.
 """
 
 from __future__ import annotations
@@ -15,21 +17,20 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
 # Needs Django set up first.
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from admission.edge import Edge  # noqa: E402
+from admission import edge as admission_edge  # noqa: E402
 from admission.routing import websocket_urlpatterns  # noqa: E402
 from holds.lane import Lane  # noqa: E402
 
 lane = Lane()
-edge = Edge(django_asgi_app, lane=lane)
+edge = admission_edge.serve(django_asgi_app, lane=lane)
 lane.on_sold_out = edge.note_sold_out
 
 application = ProtocolTypeRouter(
     {
         "http": edge,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
     }
 )

@@ -206,6 +206,11 @@ COMPONENTS: Schema = {
                 "pace_per_minute": {"type": "number", "minimum": 0},
                 "seed_sha256": {"type": ["string", "null"]},
                 "seed": {"type": ["string", "null"], "description": "Revealed after the draw"},
+                "queue_ticket": {
+                    "type": ["string", "null"],
+                    "description": "Send back as X-Queue-Ticket on GET (the page's cookie carries it): "
+                    "the edge answers that poll from its snapshot",
+                },
             }
         ),
         "Draw": _object(
@@ -337,7 +342,16 @@ PATHS: Schema = {
         "get": _operation(
             "Your place in the waiting room (a fresh admission token once admitted)",
             {"200": _json("Your place", _ref("Place")), **QUEUE_ERRORS},
-            parameters=[SLUG],
+            parameters=[
+                SLUG,
+                {
+                    "name": "X-Queue-Ticket",
+                    "in": "header",
+                    "required": False,
+                    "schema": STRING,
+                    "description": "The queue_ticket of an earlier answer, sent with the same credential",
+                },
+            ],
             login=True,
         ),
     },

@@ -251,6 +251,9 @@ LOGGING = {
 # The waiting room and the crowd (admission app).
 # How long an admission token lets an admitted buyer claim before asking for a fresh one.
 ADMISSION_TOKEN_SECONDS = env.integer("ADMISSION_TOKEN_SECONDS", 120)
+# How long a queue ticket (the signed "this is my place" the edge answers polls from) is honoured;
+# longer than any sale's wait. After it the poll goes to Django, which signs a fresh one.
+QUEUE_TICKET_SECONDS = env.integer("QUEUE_TICKET_SECONDS", 12 * 3600)
 # Token buckets per account and per client address: a burst of RATE_BURST, then RATE_PER_SECOND.
 RATE_LIMIT_BURST = env.integer("RATE_LIMIT_BURST", 10)
 RATE_LIMIT_PER_SECOND = env.integer("RATE_LIMIT_PER_SECOND", 1)

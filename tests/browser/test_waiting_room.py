@@ -137,6 +137,11 @@ def test_without_a_socket_the_page_polls_and_still_reaches_the_buy_step(
     services.join(drop=drop, buyer_id=make_buyer("first").pk)
     make_buyer("cara")
     page.add_init_script(BROKEN_SOCKETS)
+    polls: list[str | None] = []  # who answered each poll: the edge ("hit") or Django (None)
+    page.on(
+        "response",
+        lambda r: polls.append(r.headers.get("x-floodgate-edge")) if r.url.endswith("/queue") else None,
+    )
 
     join_from_the_link(page, live_daphne, "cara", slug="wr-poll")
     page.wait_for_selector("#connection:text('Reconnecting')")
@@ -147,3 +152,5 @@ def test_without_a_socket_the_page_polls_and_still_reaches_the_buy_step(
     assert wave(drop.pk, 400) == 2
     page.wait_for_selector("#buy-step:not([hidden])")
     assert page.evaluate("window.stayedOnThePage")
+    # The page's polls carry the ticket cookie the page set: answered before Django.
+    assert polls and polls[-1] == "hit", polls

@@ -1,0 +1,305 @@
+"""The waiting room's polls answered at the edge from a signed queue ticket, without Django.
+
+Same harness as test_edge: the real `config.asgi.application` driven in-process, queries
+counted on every connection of every thread, Django's requests counted by its signal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis as redis_lib
+from django.core import signing
+from django.test import Client, override_settings
+from django.utils import timezone
+
+from admission import services, state, tokens
+from holds.models import Hold
+from inventory.selectors import invariant
+from shop.models import Drop
+from tests.admission import test_edge as harness
+from tests.factories import make_buyer, make_drop
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EDGE = harness.EDGE
+DjangoWork = harness.DjangoWork
+Reply = harness.Reply
+call, run, bearer = harness.call, harness.run, harness.bearer
+work = harness.work  # the fixtures, shared
+fresh_edge = harness.fresh_edge
+
+VOLATILE = ("admission_token", "queue_ticket")  # signed with a timestamp: differ per answer
+
+
+def join(slug: str, auth: dict[str, str]) -> dict[str, Any]:
+    """POST the queue API (Django) and return its answer."""
+    reply = run(lambda: call("POST", f"/api/drops/{slug}/queue", headers=auth))
+    assert reply.status == 200 and not reply.edge, reply.body
+    return reply.json()
+
+
+def poll(slug: str, auth: dict[str, str], ticket: str | None = None, **extra: str) -> Reply:
+    headers = {**auth, **extra}
+    if ticket is not None:
+        headers["x-queue-ticket"] = ticket
+    return run(lambda: call("GET", f"/api/drops/{slug}/queue", headers=headers))
+
+
+def without(body: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in keys}
+
+
+def room(slug: str = "room", quantity: int = 3, **options: object) -> Drop:
+    """A live waiting-room drop whose start (the draw of nobody) has run: joiners get numbers."""
+    drop = make_drop(slug=slug, quantity=quantity, waiting_room=True, admission_percent=100, **options)
+    services.run_wave(drop)
+    return drop
+
+
+def admit(drop: Drop) -> int:
+    """A wave as if the last admitted buyers' token lifetime were over."""
+    later = timezone.now() + timedelta(seconds=1000)
+    wave = services.run_wave(Drop.objects.get(pk=drop.pk), now=later, force=True)
+    assert wave is not None
+    state.refresh([drop.pk])
+    EDGE.forget()  # no subscriber between scenarios: the next poll reads the new snapshot
+    return wave.admitted_through
+
+
+# Answered at the edge --------------------------------------------------------------------
+
+
+def test_a_poll_with_its_ticket_is_answered_at_the_edge_as_django_would(work: DjangoWork) -> None:
+    drop = room(quantity=2)
+    auths = [bearer(f"q{i}") for i in range(4)]
+    joined = [join("room", auth) for auth in auths]
+    assert [j["ticket"] for j in joined] == [1, 2, 3, 4] and all(j["queue_ticket"] for j in joined)
+    assert admit(drop) == 2
+    work.reset()
+
+    at_edge = [poll("room", auth, j["queue_ticket"]) for auth, j in zip(auths, joined, strict=True)]
+    assert (work.queries, work.requests) == ([], 0)
+    from_django = [poll("room", auth) for auth in auths]  # no ticket: Django, as before
+
+    assert all(r.status == 200 and r.edge for r in at_edge), [r.body for r in at_edge]
+    assert all(r.status == 200 and not r.edge for r in from_django)
+    for edge, django in zip(at_edge, from_django, strict=True):
+        assert without(edge.json(), *VOLATILE) == without(django.json(), *VOLATILE)
+        assert set(edge.json()) == set(django.json())
+    positions = [(r.json()["position"], r.json()["admitted"]) for r in at_edge]
+    assert positions == [(0, True), (0, True), (1, False), (2, False)]
+    assert [bool(r.json()["admission_token"]) for r in at_edge] == [True, True, False, False]
+    assert at_edge[0].headers["cache-control"] == "private"
+    assert work.requests == 4
+
+
+def test_an_admitted_buyer_reserves_with_the_token_from_an_edge_poll(work: DjangoWork) -> None:
+    drop = room(quantity=1)
+    auth = bearer("winner")
+    ticket = join("room", auth)["queue_ticket"]
+    waiting = poll("room", auth, ticket)
+    admit(drop)
+    work.reset()
+
+    admitted = poll("room", auth, ticket)
+    assert (work.queries, work.requests) == ([], 0)
+    token = admitted.json()["admission_token"]
+    bought = run(
+        lambda: call(
+            "POST",
+            "/api/drops/room/holds",
+            headers=harness.reserve_headers(auth, **{"x-admission-token": token}),
+            body=harness.BODY,
+        )
+    )
+
+    assert waiting.edge and waiting.json()["admission_token"] is None and waiting.json()["position"] == 1
+    assert admitted.edge and admitted.json()["admitted"] is True
+    assert bought.status == 201, bought.body
+    assert invariant(drop_id=drop.pk).held == 1
+
+
+def test_the_page_sets_a_cookie_that_its_polls_carry_to_the_edge(work: DjangoWork) -> None:
+    """The browser path: the session cookie and the ticket cookie, the page's polling unchanged."""
+    room()
+    browser = Client()
+    browser.force_login(make_buyer("browser"))
+    page = browser.get("/drops/room/queue/")
+    assert page.status_code == 200
+    cookie = page.cookies[tokens.TICKET_COOKIE]
+    assert cookie["path"] == "/api/drops/room/queue" and cookie["httponly"]
+    session = browser.cookies["sessionid"].value
+    state.refresh([Drop.objects.get(slug="room").pk])
+    work.reset()
+
+    reply = poll("room", {"cookie": f"sessionid={session}; {tokens.TICKET_COOKIE}={cookie.value}"})
+    assert (work.queries, work.requests) == ([], 0)
+    # Another session (a new login) with the same ticket cookie: not this ticket's credential.
+    relogged = poll(
+        "room", {"cookie": f"sessionid=other{session[5:]}; {tokens.TICKET_COOKIE}={cookie.value}"}
+    )
+
+    assert reply.status == 200 and reply.edge and reply.json()["ticket"] == 1
+    assert (relogged.status, relogged.edge) == (401, False)  # Django: that session does not exist
+
+
+# Anything doubtful goes to Django, which ignores tickets ------------------------------------
+
+
+def claims_of(ticket: str) -> dict[str, Any]:
+    return json.loads(signing.b64_decode(ticket.split(":")[0].encode()))
+
+
+def _forged(ticket: str, **_: Any) -> str:
+    return ticket[:-3] + ("AAA" if not ticket.endswith("AAA") else "BBB")
+
+
+def _tampered(ticket: str, *, drop: Drop, other_id: int, **_: Any) -> str:
+    """The claims edited to another buyer, the signature kept."""
+    claims = claims_of(ticket)
+    edited = signing.b64_encode(json.dumps(claims | {"b": other_id}).encode()).decode()
+    return ticket.replace(ticket.split(":")[0], edited)
+
+
+def _other_drop(ticket: str, *, other_drop_ticket: str, **_: Any) -> str:
+    return other_drop_ticket
+
+
+@pytest.mark.parametrize(
+    ("case", "make", "sender", "status"),
+    [
+        ("forged", _forged, "first", 200),
+        ("tampered", _tampered, "second", 200),
+        ("other-drop", _other_drop, "first", 200),
+        ("other-buyer", lambda t, **_: t, "second", 200),
+        ("other-buyer-not-in-line", lambda t, **_: t, "stranger", 404),
+        ("no-credential", lambda t, **_: t, "nobody", 401),
+        ("garbage", lambda t, **_: "\xff\xfe:.:\x00" * 3, "first", 200),
+        ("huge", lambda t, **_: t + "x" * 20_000, "first", 200),
+        ("no-ticket", lambda t, **_: "", "first", 200),
+    ],
+)
+def test_a_doubtful_ticket_gets_djangos_answer_for_whoever_asks(
+    case: str, make: Any, sender: str, status: int, work: DjangoWork
+) -> None:
+    drop = room(quantity=1)
+    elsewhere = room("elsewhere", quantity=1)
+    auths = {name: bearer(name) for name in ("first", "second", "stranger")} | {"nobody": {}}
+    first = join("room", auths["first"])
+    join("room", auths["second"])
+    other_drop_ticket = join("elsewhere", auths["first"])["queue_ticket"]
+    admit(drop)
+    state.refresh([elsewhere.pk])
+    second_id = claims_of(join("room", auths["second"])["queue_ticket"])["b"]
+    sent = make(first["queue_ticket"], drop=drop, other_id=second_id, other_drop_ticket=other_drop_ticket)
+    work.reset()
+
+    reply = poll("room", auths[sender], sent)
+    honest = poll("room", auths[sender])  # the same buyer asking Django without any ticket
+
+    assert reply.status == status and not reply.edge, reply.body[:300]
+    assert work.requests == 2
+    if status == 200:
+        assert without(reply.json(), *VOLATILE) == without(honest.json(), *VOLATILE)
+        # Never the first buyer's admission for anybody else.
+        assert reply.json()["admitted"] is (sender == "first")
+    else:
+        assert reply.json()["error"] == honest.json()["error"]
+    assert not Hold.objects.exists()
+
+
+def test_an_expired_ticket_goes_to_django_which_signs_a_fresh_one(work: DjangoWork) -> None:
+    room()
+    auth = bearer("old")
+    ticket = join("room", auth)["queue_ticket"]
+    work.reset()
+
+    with override_settings(QUEUE_TICKET_SECONDS=-1):
+        expired = poll("room", auth, ticket)
+    fresh = poll("room", auth, expired.json()["queue_ticket"])
+
+    assert (expired.status, expired.edge, expired.json()["ticket"]) == (200, False, 1)
+    assert (fresh.status, fresh.edge) == (200, True)
+
+
+def test_a_stale_snapshot_or_none_sends_the_poll_to_django(redis: redis_lib.Redis, work: DjangoWork) -> None:
+    drop = room(quantity=1)
+    auth = bearer("slow")
+    ticket = join("room", auth)["queue_ticket"]
+    state.refresh([drop.pk])
+    snap = json.loads(redis.get("fg:drop:room"))
+    snap["queue"]["admitted_through"] = 99  # a stale snapshot must never admit
+    snap["at"] = time.time() - EDGE.max_age - 1
+    redis.set("fg:drop:room", json.dumps(snap))
+    EDGE.forget()
+    work.reset()
+
+    stale = poll("room", auth, ticket)
+    redis.delete("fg:drop:room")
+    EDGE.forget()
+    missing = poll("room", auth, ticket)
+
+    assert (stale.status, stale.edge, stale.json()["admitted"]) == (200, False, False)
+    assert (missing.status, missing.edge, missing.json()["admitted"]) == (200, False, False)
+    assert work.requests == 2
+
+
+def test_before_the_draw_an_entry_is_answered_then_django_gives_the_number(work: DjangoWork) -> None:
+    drop = make_drop(
+        slug="early", quantity=5, waiting_room=True, starts_at=timezone.now() + timedelta(hours=1)
+    )
+    auths = [bearer(f"e{i}") for i in range(3)]
+    joined = [join("early", auth) for auth in auths]
+    assert all(j["ticket"] is None and j["drawn"] is False for j in joined)
+    state.refresh([drop.pk])
+    work.reset()
+
+    before = poll("early", auths[0], joined[0]["queue_ticket"])
+    assert (work.queries, work.requests) == ([], 0)
+    django_before = poll("early", auths[0])
+    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    services.run_wave(Drop.objects.get(pk=drop.pk))  # the start: the draw numbers the entries
+    state.refresh([drop.pk])
+    EDGE.forget()
+    work.reset()
+    drawn = poll("early", auths[0], joined[0]["queue_ticket"])  # its ticket has no number: Django
+    assert work.requests == 1
+    again = poll("early", auths[0], drawn.json()["queue_ticket"])  # the new one has it: the edge
+
+    assert before.edge and before.status == 200
+    assert without(before.json(), *VOLATILE) == without(django_before.json(), *VOLATILE)
+    assert before.json()["position"] is None and before.json()["entry"] == joined[0]["entry"]
+    assert not drawn.edge and drawn.json()["drawn"] is True and drawn.json()["ticket"] in (1, 2, 3)
+    assert again.edge and without(again.json(), *VOLATILE) == without(drawn.json(), *VOLATILE)
+
+
+def test_a_real_server_never_answers_garbage_tickets_with_a_500(live_daphne: str) -> None:
+    import httpx
+
+    room()
+    auth = bearer("junk")
+    state.refresh([Drop.objects.get(slug="room").pk])
+    sent = [
+        "x" * 60_000,  # far beyond any ticket; the server may refuse the header block outright
+        "\u00ff\u00fe:.:" * 100,
+        ".eJyLjgUAARUAuQ:1:x",
+        "a" * 511 + ":" + "b",
+    ]
+    statuses = []
+    with httpx.Client(base_url=live_daphne, timeout=10) as client:
+        for value in sent:
+            headers = {
+                **auth,
+                "x-queue-ticket": value.encode("latin-1"),
+                "cookie": f"{tokens.TICKET_COOKIE}={value[:4000]}".encode("latin-1"),
+            }
+            try:
+                statuses.append(client.get("/api/drops/room/queue", headers=headers).status_code)
+            except httpx.RemoteProtocolError:
+                statuses.append(400)  # the server hung up on a header block it will not read
+    assert all(400 <= s < 500 for s in statuses), statuses  # never in line: Django's 404, or refused

@@ -1,0 +1,144 @@
+"""The queue's WebSocket opens from the published snapshot: no query, no hop to Django's sync thread."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import redis as redis_lib
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from websockets.sync.client import ClientConnection, connect
+
+from admission import state
+from config.asgi import application
+from tests.admission import test_edge as harness
+from tests.admission.test_ws import close_code, message
+from tests.conftest import app_env, database_url_for_tests, free_port, start_process, stop, wait_for_port
+from tests.factories import make_drop
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EDGE = harness.EDGE
+DjangoWork = harness.DjangoWork
+work = harness.work  # the fixtures, shared
+fresh_edge = harness.fresh_edge
+ORIGIN = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+
+
+async def first_message(slug: str) -> tuple[dict[str, object] | int, WebsocketCommunicator]:
+    """Connect in-process; the first message, or the close code when the socket is closed at once."""
+    client = WebsocketCommunicator(application, f"/ws/drops/{slug}/queue/", headers=ORIGIN)
+    connected, _ = await client.connect(timeout=5)
+    assert connected
+    received = await client.receive_output(timeout=5)
+    if received["type"] == "websocket.close":
+        return int(received["code"]), client
+    return json.loads(received["text"]), client
+
+
+def test_a_crowd_of_sockets_opens_while_djangos_sync_thread_is_busy(work: DjangoWork) -> None:
+    """50 handshakes answered from the snapshot while the thread database_sync_to_async uses is stuck."""
+    drop = make_drop(slug="crowd", quantity=9, waiting_room=True)
+    plain = make_drop(slug="plain", quantity=9)
+    state.refresh([drop.pk, plain.pk])
+    released = threading.Event()
+    work.reset()
+
+    async def scenario() -> tuple[list[dict[str, object] | int], float, bool]:
+        blocked = asyncio.create_task(sync_to_async(released.wait)(10))  # holds the one sync thread
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        try:
+            opened = await asyncio.gather(*(first_message("crowd") for _ in range(50)))
+            plain_room = await first_message("plain")
+            took = time.monotonic() - started
+            still_blocked = not blocked.done()
+        finally:
+            released.set()
+        await blocked
+        for _, client in [*opened, plain_room]:
+            await client.disconnect()
+        return [m for m, _ in [*opened, plain_room]], took, still_blocked
+
+    messages, took, still_blocked = harness.run(scenario)
+
+    assert still_blocked, "the sync thread was free after all: this test proves nothing"
+    assert all(isinstance(m, dict) and m["remaining"] == 9 for m in messages[:-1]), messages[:3]
+    assert messages[-1] == 4404  # a drop without a waiting room, decided from its snapshot
+    assert took < 5, f"{took:.1f} s"
+    assert work.queries == [] and work.requests == 0
+
+
+def test_a_socket_for_a_drop_without_a_snapshot_looks_it_up_once_and_publishes_it(
+    work: DjangoWork, redis: redis_lib.Redis
+) -> None:
+    make_drop(slug="cold", quantity=4, waiting_room=True)
+    work.reset()
+
+    async def scenario() -> list[dict[str, object] | int]:
+        opened = await asyncio.gather(*(first_message("cold") for _ in range(10)))
+        opened.append(await first_message("no-such-drop"))
+        opened.append(await first_message("no-such-drop"))  # remembered: no second lookup
+        for _, client in opened:
+            await client.disconnect()
+        return [m for m, _ in opened]
+
+    messages = harness.run(scenario)
+
+    assert all(isinstance(m, dict) and m["remaining"] == 4 for m in messages[:10])
+    assert messages[10:] == [4404, 4404]
+    assert EDGE.stats["lookup"] >= 2 and redis.get("fg:drop:cold") is not None
+    lookups = sum("shop_drop" in q and "waiting_room" in q for q in work.queries)
+    assert lookups <= 3, lookups  # one per slug at a time, not one per socket
+
+
+@pytest.fixture
+def daphne_without_a_database(payment_provider: str) -> Iterator[str]:
+    """A real daphne whose DATABASE_URL points at a port nobody listens on."""
+    port, dead = free_port(), free_port()
+    parts = urlsplit(database_url_for_tests())
+    user = parts.netloc.rpartition("@")[0]
+    broken = urlunsplit(parts._replace(netloc=f"{user}@127.0.0.1:{dead}" if user else f"127.0.0.1:{dead}"))
+    env = {
+        **app_env(payment_provider, f"http://127.0.0.1:{port}"),
+        "DATABASE_URL": broken,
+        "DB_POOL_TIMEOUT": "2",
+    }
+    daphne = str(Path(sys.executable).parent / "daphne")
+    command = [daphne, "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"]
+    process, log = start_process(f"daphne-nodb-{port}", command, env)
+    wait_for_port(port, process, log)
+    yield f"ws://127.0.0.1:{port}"
+    stop(process)
+
+
+def test_with_the_database_unreachable_a_socket_still_opens_from_the_snapshot(
+    daphne_without_a_database: str,
+) -> None:
+    base = daphne_without_a_database
+    drop = make_drop(slug="nodb", quantity=6, waiting_room=True)
+    plain = make_drop(slug="nodb-plain", quantity=6)
+    state.refresh([drop.pk, plain.pk])
+
+    def open_socket(slug: str) -> ClientConnection:
+        origin = base.replace("ws://", "http://")
+        return connect(f"{base}/ws/drops/{slug}/queue/", origin=origin, open_timeout=10)  # type: ignore[arg-type]
+
+    with open_socket("nodb") as client:
+        first = message(client)
+    with open_socket("nodb-plain") as client:
+        plain_code = close_code(client)
+    with open_socket("nodb-unknown") as client:  # no snapshot: a lookup, and the database is away
+        unknown_code = close_code(client)
+
+    assert first["remaining"] == 6 and first["state"] == "admitting" and first["admitted_through"] == 0
+    assert plain_code == 4404
+    assert unknown_code == 4503  # try again later, not a crash
