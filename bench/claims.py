@@ -10,6 +10,8 @@ Scenarios, each run on a fresh drop (so the per-drop unique rules start empty):
            hold INSERT: the lock-then-think pattern Floodgate avoids; kept only here.
   row      reserve() on a drop with one conditional stock row (bucket_count=1).
   buckets  reserve() on a drop split over 16 bucket rows.
+  batch    reserve_batch() on the one-row drop, 100 buyers' claims per call: what the claim
+           lane sends when a crowd arrives together (holds/lane.py).
   pgbench  the same statements reserve() sends in its transaction (see pgbench_script).
   units    reserve() in units mode (SKIP LOCKED over unit rows), 32 clients until sold out.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import itertools
 import multiprocessing as mp
 import os
 import platform
@@ -54,7 +57,9 @@ ROW = "Floodgate reserve(), 1 row"
 PGB_ROW = "pgbench, same SQL, 1 row"
 BUCKETS = "Floodgate reserve(), 16 buckets"
 PGB_BUCKETS = "pgbench, same SQL, 16 buckets"
-ORDER = [NAIVE, ROW, PGB_ROW, BUCKETS, PGB_BUCKETS]
+BATCH = "Floodgate reserve_batch(), 1 row, batches of 100"
+BATCH_SIZE = 100
+ORDER = [NAIVE, ROW, PGB_ROW, BATCH, BUCKETS, PGB_BUCKETS]
 
 
 def setup_django() -> None:
@@ -74,7 +79,7 @@ def setup_django() -> None:
 
 @dataclass(frozen=True)
 class Job:
-    mode: str  # "naive" | "reserve"; reserve() stops at SoldOut only in units mode
+    mode: str  # "naive" | "reserve" | "batch"; reserve() stops at SoldOut only in units mode
     drop_id: int
     index: int
     clients: int
@@ -127,6 +132,8 @@ def run_job(job: Job) -> Outcome:
     from shop.models import Drop
 
     drop = Drop.objects.get(pk=job.drop_id)
+    if job.mode == "batch":
+        return run_batches(job, drop)
     claim = naive_reserve if job.mode == "naive" else reserve
     outcome = Outcome(out_of_buyers=True)
     time.sleep(max(0.0, job.start - time.time()))
@@ -144,6 +151,30 @@ def run_job(job: Job) -> Outcome:
             outcome.errors["SoldOut"] += 1
         except Exception as error:  # counted and reported, never as a claim
             outcome.errors[type(error).__name__] += 1
+    outcome.finished = time.time()
+    return outcome
+
+
+def run_batches(job: Job, drop: Any) -> Outcome:
+    """What the claim lane does with a crowd: BATCH_SIZE buyers' claims in one reserve_batch()."""
+    from core.errors import FloodgateError
+    from holds.services import Ask, Reservation, reserve_batch
+
+    outcome = Outcome(out_of_buyers=True)
+    buyers = iter(range(job.first_buyer + job.index, job.end_buyer, job.clients))
+    time.sleep(max(0.0, job.start - time.time()))
+    while time.time() < job.end:
+        asks = [Ask(buyer_id=b, quantity=1, key=f"bench-{b}") for b in itertools.islice(buyers, BATCH_SIZE)]
+        if not asks:
+            break
+        for answer in reserve_batch(drop=drop, asks=asks):
+            if isinstance(answer, Reservation):
+                outcome.ok += 1
+            else:
+                outcome.errors["left to the single claim" if answer is None else type(answer).__name__] += 1
+                assert answer is None or isinstance(answer, FloodgateError)
+    else:
+        outcome.out_of_buyers = False
     outcome.finished = time.time()
     return outcome
 
@@ -442,14 +473,14 @@ def check_counts(drop_id: int, reported: int | None, notes: list[str]) -> int:
 def run_floodgate(clients: Clients, scenario: str, n: int, buyers: tuple[int, int], seconds: int) -> Run:
     buckets = 16 if scenario == BUCKETS else 1
     drop = new_drop(
-        "naive" if scenario == NAIVE else f"floodgate{buckets}", quantity=BUCKETS_QUANTITY, buckets=buckets
+        {NAIVE: "naive", BATCH: "batch"}.get(scenario, f"floodgate{buckets}"),
+        quantity=BUCKETS_QUANTITY,
+        buckets=buckets,
     )
     checkpoint()
     start = time.time() + 1.0  # every client has fetched the drop before the clock starts
-    jobs = [
-        Job("naive" if scenario == NAIVE else "reserve", drop.pk, i, n, *buyers, start, start + seconds)
-        for i in range(n)
-    ]
+    mode = {NAIVE: "naive", BATCH: "batch"}.get(scenario, "reserve")
+    jobs = [Job(mode, drop.pk, i, n, *buyers, start, start + seconds) for i in range(n)]
     clients.send(jobs)
     time.sleep(max(0.0, start - time.time()))
     meter = CpuMeter(clients.pids(n))
@@ -746,6 +777,7 @@ def report(
         "Floodgate / pgbench, 16 buckets": (BUCKETS, PGB_BUCKETS),
         "Floodgate 16 buckets / Floodgate 1 row": (BUCKETS, ROW),
         "Floodgate 1 row / naive": (ROW, NAIVE),
+        "Floodgate batches / pgbench, 1 row": (BATCH, PGB_ROW),
     }
     targets: list[str] = []
     if runs:
@@ -768,6 +800,7 @@ def report(
         targets += [
             target("single row, Floodgate >= 0.90 x pgbench", ROW, PGB_ROW, 0.90),
             target("16 buckets >= 3 x Floodgate's single row", BUCKETS, ROW, 3.0),
+            target("batches of 100 on the single row >= 3 x pgbench's hot row", BATCH, PGB_ROW, 3.0),
         ]
     if units is not None:
         targets.append(
