@@ -121,6 +121,11 @@ def production_env() -> dict[str, str]:
 # The client (child processes) ---------------------------------------------------------------
 
 
+def finished(buyer: Buyer) -> bool:
+    """A final answer, or a reserve under way (admitted)."""
+    return bool(buyer.status or buyer.admitted_seen)
+
+
 def done_waiting(place: dict[str, Any]) -> bool:
     """Nothing left to wait for: the line says all held, sold out or closed, with none remaining."""
     return place.get("state") in ROOM_DONE and not place.get("remaining")
@@ -141,8 +146,10 @@ class Buyer:
     latency: float = 0.0  # of the request that got the final answer
     admitted_seen: float = 0.0  # the ask that brought the admission token
     joined: bool = False
+    ticket: int | None = None  # the waiting room's number, once drawn
     handshakes: list[float] = field(default_factory=list)  # seconds, each successful open
     ws_failed: int = 0
+    ws_errors: list[str] = field(default_factory=list)  # why each failed try failed
     ws_opened: bool = False
 
 
@@ -268,7 +275,12 @@ class Client:
             )
         return payload
 
+    async def arrive(self) -> None:
+        """Buyers arrive over the join window before the start, not all in the same instant."""
+        await asyncio.sleep(random.random() * self.spec["arrivals"])
+
     async def poller(self, buyer: Buyer, token: str) -> None:
+        await self.arrive()
         if await self.join(buyer, token) is None:
             return
         while time.time() < self.deadline:
@@ -292,55 +304,70 @@ class Client:
     async def page(self, buyer: Buyer, token: str) -> None:
         import aiohttp
 
+        await self.arrive()
         place = await self.join(buyer, token)
         if place is None:
             return
-        ticket: int | None = place.get("ticket")
-        base = self.base(buyer.index)
-        ws_url = base.replace("http://", "ws://") + f"/ws/drops/{self.slug}/queue/"
+        buyer.ticket = place.get("ticket")
+        ws_url = self.base(buyer.index).replace("http://", "ws://") + f"/ws/drops/{self.slug}/queue/"
         origin = "https://127.0.0.1"  # the page's origin behind the TLS proxy
+        down, stop = asyncio.Event(), asyncio.Event()
+        poller = asyncio.create_task(self.poll_while_down(buyer, token, down, stop))
         backoff = BACKOFF_MIN
-        tries = 0
-        while time.time() < self.deadline:
-            ws = None
-            if tries < WS_TRIES:
-                tries += 1
+        try:
+            for _ in range(WS_TRIES):
+                if finished(buyer) or time.time() >= self.deadline:
+                    return
                 began = time.perf_counter()
                 try:
                     ws = await asyncio.wait_for(
                         self.ws_session.ws_connect(ws_url, origin=origin, heartbeat=None), REQUEST_TIMEOUT
                     )
+                except (aiohttp.ClientError, TimeoutError, OSError) as error:
+                    buyer.ws_failed += 1
+                    status = getattr(error, "status", None)
+                    buyer.ws_errors.append(type(error).__name__ + (f" {status}" if status else ""))
+                else:
                     buyer.handshakes.append(time.perf_counter() - began)
                     buyer.ws_opened = True
                     backoff = BACKOFF_MIN
-                except (aiohttp.ClientError, TimeoutError, OSError):
-                    buyer.ws_failed += 1
-            if ws is not None:
-                try:
-                    if await self.follow(buyer, token, ws, ticket):
-                        return
-                finally:
-                    await ws.close()
-            if tries >= WS_TRIES:
-                # Out of tries: the page polls the queue API instead.
-                place = await self.ask(buyer, token)
-                if place is not None and await self.on_place(buyer, token, place):
-                    return
-                await asyncio.sleep(PAGE_POLL)
-            else:
+                    down.clear()
+                    try:
+                        if await self.follow(buyer, token, ws):
+                            return
+                    finally:
+                        await ws.close()
+                down.set()
                 # Jittered backoff: thousands of pages must not come back in step.
                 await asyncio.sleep(backoff / 2 + random.random() * backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
+            await poller  # out of tries: the page goes on polling
+        finally:
+            stop.set()  # the poller ends after what it is doing (a reserve runs to its answer)
+            await poller
 
-    async def follow(self, buyer: Buyer, token: str, ws: Any, ticket: int | None) -> bool:
+    async def poll_while_down(
+        self, buyer: Buyer, token: str, down: asyncio.Event, stop: asyncio.Event
+    ) -> None:
+        """While the socket is down the page polls the queue API every 4 s (static/js/queue.js)."""
+        while not stop.is_set() and time.time() < self.deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), PAGE_POLL)
+            if stop.is_set() or not down.is_set() or finished(buyer):
+                continue
+            place = await self.ask(buyer, token)
+            if place is not None and await self.on_place(buyer, token, place):
+                return
+
+    async def follow(self, buyer: Buyer, token: str, ws: Any) -> bool:
         """Read pushed marks until this buyer is done (True) or the socket closes (False)."""
         import aiohttp
 
-        while time.time() < self.deadline:
+        while time.time() < self.deadline and not finished(buyer):
             try:
-                message = await ws.receive(timeout=max(0.1, self.deadline - time.time()))
+                message = await ws.receive(timeout=1.0)  # then look whether the poller finished
             except TimeoutError:
-                return True
+                continue
             if message.type != aiohttp.WSMsgType.TEXT:
                 return False
             msg = json.loads(message.data)
@@ -348,11 +375,11 @@ class Client:
                 continue
             if time.time() >= self.spec["start_at"] and not buyer.first:
                 buyer.first = time.time()
-            if ticket is None:
+            if buyer.ticket is None:
                 if not msg.get("seed"):
                     continue  # before the draw the page knows only its entry
                 await asyncio.sleep(random.random() * DRAW_SPREAD)
-            elif msg["admitted_through"] < ticket:
+            elif msg["admitted_through"] < buyer.ticket:
                 if done_waiting(msg):
                     buyer.status, buyer.code, buyer.final = 200, msg["state"], time.time()
                     return True
@@ -360,14 +387,16 @@ class Client:
             else:
                 await asyncio.sleep(random.random() * ADMIT_SPREAD)
             place = await self.ask(buyer, token)
-            if place is None:
-                continue
-            ticket = place.get("ticket", ticket)
-            if await self.on_place(buyer, token, place):
+            if place is not None and await self.on_place(buyer, token, place):
                 return True
         return True
 
     async def on_place(self, buyer: Buyer, token: str, place: dict[str, Any]) -> bool:
+        """Act on the queue API's answer: reserve once admitted; True when this buyer is done."""
+        if place.get("ticket") is not None:
+            buyer.ticket = place["ticket"]
+        if buyer.admitted_seen:
+            return True  # the socket's path or the poller's is reserving already
         if place.get("admission_token"):
             buyer.admitted_seen = time.time()
             await self.reserve(buyer, token, place["admission_token"])
@@ -588,6 +617,16 @@ def database_transactions() -> int:
     return int(n)
 
 
+def listen_overflows() -> int:
+    """Connections the kernel turned away because a listen queue was full (each costs the client a
+    1 s SYN retransmit). Machine-wide: other programs' servers count too."""
+    lines = Path("/proc/net/netstat").read_text().splitlines()
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:"):
+            return int(dict(zip(names.split(), values.split(), strict=True)).get("ListenOverflows", 0))
+    return 0
+
+
 def postgres_pids() -> list[int]:
     """The postmaster (parent of this connection's backend) when PostgreSQL runs on this machine."""
     (backend,), *_ = query("SELECT pg_backend_pid()")
@@ -706,6 +745,7 @@ class Measured:
     invariant: str = ""
     codes: dict[str, int] = field(default_factory=dict)
     ceiling: float | None = None
+    overflows: int = 0  # listen queue overflows during the run (machine-wide)
     # waiting rooms
     joined: int = 0
     last_hold_after_start: float | None = None
@@ -716,6 +756,7 @@ class Measured:
     opens: int = 0  # successful handshakes, reconnects included
     handshake_p99: float | None = None
     ws_failed: int = 0
+    ws_errors: dict[str, int] = field(default_factory=dict)
 
 
 def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured:
@@ -751,6 +792,9 @@ def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured
     m.opens = sum(len(b["handshakes"]) for b in buyers)
     m.handshake_p99 = quantile([h for b in buyers for h in b["handshakes"]], 0.99)
     m.ws_failed = sum(b["ws_failed"] for b in buyers)
+    for b in buyers:
+        for reason in b["ws_errors"]:
+            m.ws_errors[reason] = m.ws_errors.get(reason, 0) + 1
     return m
 
 
@@ -763,7 +807,7 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
     say(f"scenario {s.number} ({s.title}): {s.buyers:,} buyers, {s.in_flight} in flight")
     tokens = new_buyers(s.buyers)
     # Rooms: time for everyone to join before the start; a rush: for the tick to publish the drop.
-    lead = max(8.0, s.buyers / 120) if s.room else 4.0
+    lead = max(10.0, s.buyers / 100) if s.room else 4.0
     starts_at = timezone.now() + dt.timedelta(seconds=lead)
     drop = new_drop(s, starts_at)
     start = starts_at.timestamp()
@@ -775,6 +819,7 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
         "in_flight": s.in_flight,
         "start_at": start + (0.01 if not s.room else 0.0),
         "deadline": start + (30.0 if s.room else 60.0),
+        "arrivals": lead * 0.6,  # joins arrive over the first 60% of the lead
     }
     servers, others = stack.pids("web"), {"worker": stack.pids("worker"), "beat": stack.pids("beat")}
     pg = postgres_pids()
@@ -782,6 +827,7 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
     cpu_before = cpu_seconds(servers)
     others_before = {k: cpu_seconds(v) for k, v in others.items()} | {"postgres": cpu_seconds(pg)}
     redis_before = redis_cpu()
+    overflows = listen_overflows()
     if s.room:
         say(f"scenario {s.number}: joining, the drop starts in {start - time.time():.0f} s")
     buyers, client_cpu = run_crowd(spec, tokens, clients)
@@ -791,6 +837,7 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
     m.other_cpu["postgres"] = cpu_seconds(pg) - others_before["postgres"]
     m.other_cpu["redis"] = redis_cpu() - redis_before
     m.client_cpu = client_cpu
+    m.overflows = listen_overflows() - overflows
     m.transactions = database_transactions() - transactions_before - 2  # less our own two reads
     m.holds_db = Hold.objects.filter(drop=drop).count()
     inv = invariant(drop_id=drop.pk)
@@ -808,8 +855,8 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
     return m
 
 
-def run_ceiling(s: Scenario, bases: list[str], clients: int) -> float:
-    """The same crowd (size, in-flight, client) against the bare ASGI callable: answers/s."""
+def run_ceiling(s: Scenario, bases: list[str], clients: int) -> Measured:
+    """The same crowd (size, in-flight, client) against the bare ASGI callable."""
     start = time.time() + 2.0  # the client processes start and import aiohttp first
     spec = {
         "kind": "rush",
@@ -819,10 +866,12 @@ def run_ceiling(s: Scenario, bases: list[str], clients: int) -> float:
         "start_at": start,
         "deadline": start + 60.0,
     }
-    buyers, _ = run_crowd(spec, ["bare"] * s.buyers, clients)
+    overflows = listen_overflows()
+    buyers, client_cpu = run_crowd(spec, ["bare"] * s.buyers, clients)
     m = measure(s, buyers, start)
+    m.client_cpu, m.overflows = client_cpu, listen_overflows() - overflows
     say(f"ceiling for {s.buyers:,} buyers, {s.in_flight} in flight: {m.rate:,.0f} answers/s")
-    return m.rate
+    return m
 
 
 # The report -----------------------------------------------------------------------------------
@@ -873,7 +922,8 @@ def table(m: Measured) -> list[str]:
         opened = f"{m.sockets_opened:,} buyers ({m.opens:,} opens)"
         add("sockets opened", opened, f"all {s.buyers:,}", m.sockets_opened == s.buyers)
         add("handshake p99", ms(m.handshake_p99), "<= 200 ms", _le(m.handshake_p99, 0.2))
-        add("failed socket tries", f"{m.ws_failed:,}")
+        why = ", ".join(f"{k}: {v:,}" for k, v in sorted(m.ws_errors.items(), key=lambda kv: -kv[1]))
+        add("failed socket tries", f"{m.ws_failed:,}" + (f" ({why})" if why else ""))
     add("hold latency p50 / p99", f"{ms(m.hold_p50)} / {ms(m.hold_p99)}")
     add('"no" latency p50 / p99', f"{ms(m.no_p50)} / {ms(m.no_p99)}", "p99 <= 200 ms", _le(m.no_p99, 0.2))
     add("503/429 retries", f"{m.retries:,}", "~0 (<= 1% of buyers)", m.retries <= s.buyers // 100)
@@ -885,6 +935,7 @@ def table(m: Measured) -> list[str]:
     add("web CPU per answer", f"{1000 * m.web_cpu / per:.2f} ms ({m.web_cpu:.1f} s)")
     others = ", ".join(f"{k} {v:.1f} s" for k, v in m.other_cpu.items())
     add("other CPU", f"{others}; client {m.client_cpu:.1f} s over {m.wall:.1f} s")
+    add("listen queue overflows (machine-wide)", f"{m.overflows:,}")
     add("final answers", ", ".join(f"{k}: {v:,}" for k, v in sorted(m.codes.items())))
     title = f"## {s.number}. {s.title}: {s.buyers:,} buyers, {s.in_flight} in flight"
     if not correct:
@@ -896,7 +947,7 @@ def _le(value: float | None, limit: float) -> bool | None:
     return None if value is None else value <= limit
 
 
-def report(results: list[Measured], server: str, clients: int, quick: bool) -> str:
+def report(results: list[Measured], ceilings: list[Measured], server: str, clients: int, quick: bool) -> str:
     machine = f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end"
     lines = [
         f"# bench crowd{' --quick' if quick else ''}, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
@@ -905,6 +956,19 @@ def report(results: list[Measured], server: str, clients: int, quick: bool) -> s
         f"the crowd: aiohttp, {clients} asyncio process(es), all on this machine.",
         "",
     ]
+    if ceilings:
+        lines += [
+            "## The client's ceiling: the same crowd against a bare ASGI callable (bench/_bare.py)",
+            "",
+            "| buyers | in flight | answers/s | p50 / p99 | errors | client CPU / wall | listen overflows |",
+            "| ---: | ---: | ---: | --- | ---: | --- | ---: |",
+        ]
+        lines += [
+            f"| {c.scenario.buyers:,} | {c.scenario.in_flight} | {c.rate:,.0f} | {ms(c.no_p50)} / "
+            f"{ms(c.no_p99)} | {c.errors} | {c.client_cpu:.1f} s / {c.wall:.1f} s | {c.overflows:,} |"
+            for c in ceilings
+        ]
+        lines.append("")
     for m in results:
         lines += table(m)
     misses = [m.scenario.number for m in results if m.holds_db != QUANTITY or m.drift != 0]
@@ -936,8 +1000,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     stack = Stack(env)
     results: list[Measured] = []
+    ceilings: dict[tuple[int, int], Measured] = {}
     try:
-        ceilings: dict[tuple[int, int], float] = {}
         rushes = [s for s in chosen if not s.room]
         if rushes:
             say("the client's ceiling: the same crowd against a bare ASGI callable")
@@ -953,7 +1017,8 @@ def main() -> None:
         time.sleep(3)  # beat's first tick, the edges' first snapshots
         for s in chosen:
             m = run_scenario(s, stack, bases, args.clients)
-            m.ceiling = ceilings.get((s.buyers, s.in_flight))
+            bare = ceilings.get((s.buyers, s.in_flight))
+            m.ceiling = bare.rate if bare else None
             results.append(m)
     except KeyboardInterrupt:
         say("interrupted; stopping the servers")
@@ -961,7 +1026,7 @@ def main() -> None:
         stack.stop()
     if not results:
         sys.exit(1)
-    text = report(results, server_name(), args.clients, args.quick)
+    text = report(results, list(ceilings.values()), server_name(), args.clients, args.quick)
     path = OUT / f"crowd-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}.txt"
     path.write_text(text)
     print(text)
