@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
+import errno
 import json
 import os
 import random
@@ -325,8 +326,11 @@ class Client:
                     )
                 except (aiohttp.ClientError, TimeoutError, OSError) as error:
                     buyer.ws_failed += 1
-                    status = getattr(error, "status", None)
-                    buyer.ws_errors.append(type(error).__name__ + (f" {status}" if status else ""))
+                    # An HTTP status, or the errno (a reset: the server dropped the handshake).
+                    code = getattr(error, "status", None) or errno.errorcode.get(
+                        getattr(error, "errno", 0) or 0
+                    )
+                    buyer.ws_errors.append(type(error).__name__ + (f" {code}" if code else ""))
                 else:
                     buyer.handshakes.append(time.perf_counter() - began)
                     buyer.ws_opened = True
