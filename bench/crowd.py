@@ -54,6 +54,8 @@ BODY = b'{"quantity": 1}'
 
 MAX_TRIES = 30  # per request of a buyer: 503/429/connection errors, then the buyer gives up
 REQUEST_TIMEOUT = 30.0  # seconds, one request
+ROOM_SECONDS = 60.0  # a waiting room scenario stops waiting this long after the start
+RESERVE_GRACE = 15.0  # seconds past that deadline an admitted buyer may still reserve
 WS_TRIES = 6  # WebSocket opens per buyer (the page retries with backoff)
 # static/js/queue.js: how the page spreads its asks after a broadcast, and its backoff.
 DRAW_SPREAD, ADMIT_SPREAD, PAGE_POLL = 5.0, 1.0, 4.0
@@ -198,13 +200,20 @@ class Client:
         return response.status, payload if isinstance(payload, dict) else {}, latency, wait
 
     async def call(
-        self, buyer: Buyer, method: str, url: str, headers: dict[str, str], body: bytes | None = None
+        self,
+        buyer: Buyer,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        body: bytes | None = None,
+        *,
+        grace: float = 0.0,
     ) -> tuple[int, dict[str, Any], float] | None:
         """A request retried like a real client: after Retry-After on 503/429, 1 s on trouble."""
         import aiohttp
 
         for _ in range(MAX_TRIES):
-            if time.time() > self.deadline:
+            if time.time() > self.deadline + grace:
                 return None
             try:
                 buyer.requests += 1
@@ -227,7 +236,8 @@ class Client:
         url = f"{self.base(buyer.index)}/api/drops/{self.slug}/holds"
         if not buyer.first:
             buyer.first = time.time()
-        got = await self.call(buyer, "POST", url, headers, BODY)
+        # An admitted buyer still reserves a little past the deadline: the waiting stops, not the buying.
+        got = await self.call(buyer, "POST", url, headers, BODY, grace=RESERVE_GRACE)
         if got is None:
             return
         status, payload, latency = got
@@ -692,7 +702,7 @@ def run_crowd(spec: dict[str, Any], tokens: list[str], clients: int) -> tuple[li
             out = work / f"out{c}.json"
             command = [sys.executable, "-m", "bench.crowd", "--child", str(work / f"spec{c}.json"), str(out)]
             children.append((subprocess.Popen(tied(command), cwd=ROOT), out))
-        limit = spec["deadline"] - time.time() + 60  # the child stops itself; this is the backstop
+        limit = spec["deadline"] + RESERVE_GRACE - time.time() + 60  # the child stops itself; a backstop
         for child, _ in children:
             child.wait(timeout=max(10.0, limit))
         buyers: list[dict[str, Any]] = []
@@ -822,7 +832,7 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
         "slug": drop.slug,
         "in_flight": s.in_flight,
         "start_at": start + (0.01 if not s.room else 0.0),
-        "deadline": start + (30.0 if s.room else 60.0),
+        "deadline": start + (ROOM_SECONDS if s.room else 60.0),
         "arrivals": lead * 0.6,  # joins arrive over the first 60% of the lead
     }
     servers, others = stack.pids("web"), {"worker": stack.pids("worker"), "beat": stack.pids("beat")}
@@ -857,6 +867,20 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
         f"{m.retries} retries, drift {m.drift}"
     )
     return m
+
+
+def settle(stack: Stack, *, quiet: float = 0.25, limit: float = 30.0) -> None:
+    """Wait until the web processes are idle (under `quiet` CPU seconds per second): a scenario
+    must not start behind the last one's backlog. At most `limit` seconds."""
+    deadline = time.monotonic() + limit
+    before = cpu_seconds(stack.pids("web"))
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = cpu_seconds(stack.pids("web"))
+        if now - before < quiet:
+            return
+        before = now
+    say(f"the web processes are still busy after {limit:.0f} s; going on")
 
 
 def run_ceiling(s: Scenario, bases: list[str], clients: int) -> Measured:
@@ -901,6 +925,10 @@ def table(m: Measured) -> list[str]:
         rows.append(f"| {name} | {value} | {goal} | {verdict(ok)} |")
 
     correct = m.holds_db == QUANTITY and m.drift == 0
+    if m.holds_db > QUANTITY or m.drift != 0:
+        why = "OVERSOLD OR DRIFT"
+    else:
+        why = f"only {m.holds_db} holds: the crowd did not buy the drop out before the deadline"
     add(
         "holds created (DB)",
         f"{m.holds_db} (client saw {m.holds_seen})",
@@ -933,17 +961,20 @@ def table(m: Measured) -> list[str]:
     add("503/429 retries", f"{m.retries:,}", "~0 (<= 1% of buyers)", m.retries <= s.buyers // 100)
     clean = m.errors == 0 and m.gave_up == 0
     add("errors / no final answer", f"{m.errors:,} / {m.gave_up:,}", "0 / 0", clean)
-    per = m.answers or 1
-    add("HTTP requests sent", f"{m.requests:,} ({m.requests / per:.2f} per answer)")
-    add("DB transactions (all processes)", f"{m.transactions:,} ({m.transactions / per:.2f} per answer)")
-    add("web CPU per answer", f"{1000 * m.web_cpu / per:.2f} ms ({m.web_cpu:.1f} s)")
+
+    def each(total: float, unit: str = "", scale: float = 1.0) -> str:
+        return f"{scale * total / m.answers:,.2f}{unit} per answer" if m.answers else "no answers"
+
+    add("HTTP requests sent", f"{m.requests:,} ({each(m.requests)})")
+    add("DB transactions (all processes)", f"{m.transactions:,} ({each(m.transactions)})")
+    add("web CPU", f"{m.web_cpu:.1f} s ({each(m.web_cpu, ' ms', 1000)})")
     others = ", ".join(f"{k} {v:.1f} s" for k, v in m.other_cpu.items())
     add("other CPU", f"{others}; client {m.client_cpu:.1f} s over {m.wall:.1f} s")
     add("listen queue overflows (machine-wide)", f"{m.overflows:,}")
     add("final answers", ", ".join(f"{k}: {v:,}" for k, v in sorted(m.codes.items())))
     title = f"## {s.number}. {s.title}: {s.buyers:,} buyers, {s.in_flight} in flight"
     if not correct:
-        title += "   <<< MISS: CORRECTNESS >>>"
+        title += f"   <<< MISS: CORRECTNESS ({why}) >>>"
     return [title, "", "| measure | measured | goal | |", "| --- | --- | --- | --- |", *rows, ""]
 
 
@@ -1020,6 +1051,7 @@ def main() -> None:
         stack.celery()
         time.sleep(3)  # beat's first tick, the edges' first snapshots
         for s in chosen:
+            settle(stack)
             m = run_scenario(s, stack, bases, args.clients)
             bare = ceilings.get((s.buyers, s.in_flight))
             m.ceiling = bare.rate if bare else None
