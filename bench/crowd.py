@@ -697,7 +697,9 @@ def run_crowd(spec: dict[str, Any], tokens: list[str], clients: int) -> tuple[li
     try:
         for c in range(clients):
             indices = list(range(c, len(tokens), clients))
-            part = spec | {"indices": indices, "tokens": [tokens[i] for i in indices]}
+            # The in-flight limit is the crowd's, shared out: K processes keep as many in flight as one.
+            share = spec["in_flight"] // clients + (c < spec["in_flight"] % clients)
+            part = spec | {"indices": indices, "tokens": [tokens[i] for i in indices], "in_flight": share}
             (work / f"spec{c}.json").write_text(json.dumps(part))
             out = work / f"out{c}.json"
             command = [sys.executable, "-m", "bench.crowd", "--child", str(work / f"spec{c}.json"), str(out)]
