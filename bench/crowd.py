@@ -31,6 +31,7 @@ import os
 import random
 import resource
 import secrets
+import shutil
 import signal
 import socket
 import statistics
@@ -169,7 +170,7 @@ class Client:
         self.ws_session: Any = None
 
     def base(self, i: int) -> str:
-        return self.bases[i % len(self.bases)]  # two daphne ports: buyers spread over both
+        return self.bases[i % len(self.bases)]  # one port per server process group: spread over all
 
     def headers(self, i: int, token: str) -> dict[str, str]:
         return {
@@ -721,6 +722,7 @@ def run_crowd(spec: dict[str, Any], tokens: list[str], clients: int) -> tuple[li
             if child.poll() is None:
                 child.kill()
                 child.wait(5)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def new_buyers(n: int) -> list[str]:
@@ -956,8 +958,8 @@ def table(m: Measured) -> list[str]:
         opened = f"{m.sockets_opened:,} buyers ({m.opens:,} opens)"
         add("sockets opened", opened, f"all {s.buyers:,}", m.sockets_opened == s.buyers)
         add("handshake p99", ms(m.handshake_p99), "<= 200 ms", _le(m.handshake_p99, 0.2))
-        why = ", ".join(f"{k}: {v:,}" for k, v in sorted(m.ws_errors.items(), key=lambda kv: -kv[1]))
-        add("failed socket tries", f"{m.ws_failed:,}" + (f" ({why})" if why else ""))
+        reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(m.ws_errors.items(), key=lambda kv: -kv[1]))
+        add("failed socket tries", f"{m.ws_failed:,}" + (f" ({reasons})" if reasons else ""))
     add("hold latency p50 / p99", f"{ms(m.hold_p50)} / {ms(m.hold_p99)}")
     add('"no" latency p50 / p99', f"{ms(m.no_p50)} / {ms(m.no_p99)}", "p99 <= 200 ms", _le(m.no_p99, 0.2))
     add("503/429 retries", f"{m.retries:,}", "~0 (<= 1% of buyers)", m.retries <= s.buyers // 100)
