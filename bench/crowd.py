@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,15 @@ def production_env() -> dict[str, str]:
 
 
 # The client (child processes) ---------------------------------------------------------------
+
+
+async def guarded(job: Callable[[Buyer, str], Awaitable[None]], buyer: Buyer, token: str) -> None:
+    """One buyer's bug (a client one) is that buyer's error, not the end of the whole crowd."""
+    try:
+        await job(buyer, token)
+    except Exception as error:
+        buyer.errors += 1
+        say(f"buyer {buyer.index}: client error {type(error).__name__}: {error}")
 
 
 def finished(buyer: Buyer) -> bool:
@@ -351,7 +361,8 @@ class Client:
                         if await self.follow(buyer, token, ws):
                             return
                     finally:
-                        await ws.close()
+                        with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
+                            await ws.close()
                 down.set()
                 # Jittered backoff: thousands of pages must not come back in step.
                 await asyncio.sleep(backoff / 2 + random.random() * backoff)
@@ -383,6 +394,8 @@ class Client:
                 message = await ws.receive(timeout=1.0)  # then look whether the poller finished
             except TimeoutError:
                 continue
+            except (aiohttp.ClientError, OSError):
+                return False  # reset under us (a pong to a closing socket): the page reconnects
             if message.type != aiohttp.WSMsgType.TEXT:
                 return False
             msg = json.loads(message.data)
@@ -442,7 +455,7 @@ class Client:
                 await self.rush(buyers, tokens)
             else:
                 job = self.poller if kind == "poll" else self.page
-                await asyncio.gather(*(job(b, t) for b, t in zip(buyers, tokens, strict=True)))
+                await asyncio.gather(*(guarded(job, b, t) for b, t in zip(buyers, tokens, strict=True)))
         return buyers
 
 
@@ -1040,6 +1053,7 @@ def main() -> None:
     stack = Stack(env)
     results: list[Measured] = []
     ceilings: dict[tuple[int, int], Measured] = {}
+    failed = False
     try:
         rushes = [s for s in chosen if not s.room]
         if rushes:
@@ -1062,6 +1076,9 @@ def main() -> None:
             results.append(m)
     except KeyboardInterrupt:
         say("interrupted; stopping the servers")
+    except Exception as error:  # report what was measured before it
+        say(f"stopped by {type(error).__name__}: {error}")
+        failed = True
     finally:
         stack.stop()
     if not results:
@@ -1071,7 +1088,7 @@ def main() -> None:
     path.write_text(text)
     print(text)
     say(f"report written to {path.relative_to(ROOT)}")
-    if any(m.holds_db != QUANTITY or m.drift != 0 for m in results):
+    if failed or any(m.holds_db != QUANTITY or m.drift != 0 for m in results):
         sys.exit(2)
 
 
