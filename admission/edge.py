@@ -29,6 +29,7 @@ process, one process per drop at a time across the fleet (a Redis SET NX lock).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 import json
 import logging
@@ -390,8 +391,7 @@ class Edge:
         if entry is None or entry.known is None or entry.known.drop.get("sold_out") is True:
             return
         drop = {**entry.known.drop, "sold_out": True, "remaining": 0}
-        old = entry.known
-        known = Known(drop, json.dumps(drop).encode(), old.drop_id, time.time(), old.starts_at, old.ends_at)
+        known = dataclasses.replace(entry.known, drop=drop, body=json.dumps(drop).encode(), at=time.time())
         self._store(slug, Entry(known, time.monotonic()))
 
     def forget(self) -> None:

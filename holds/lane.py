@@ -237,7 +237,10 @@ class Lane:
     def _sold_out(self, drop: Drop) -> None:
         """This process's edge says "sold out" from now on; the others hear it through Redis."""
         if self.on_sold_out is not None:
-            self.on_sold_out(drop.slug)
+            try:
+                self.on_sold_out(drop.slug)
+            except Exception:  # a filter's trouble must not cost the buyer their answer
+                log.exception("lane: could not flip the sold-out flag of %r", drop.slug)
         now = time.monotonic()
         if now - self._published.get(drop.pk, 0.0) >= 1.0:
             self._published[drop.pk] = now
