@@ -186,44 +186,20 @@ UPDATE inventory_unit u
 RETURNING u.label
 """
 
-# Claim for a batch of holds from one bucket of a live drop, in arrival order (`ord`): the
-# longest prefix whose running total the bucket's level covers, in one statement. Locks the
-# bucket row (the batch's only wait on stock) and reads its newest level under that lock, so
-# the grant and the take see the same units. One row (granted hold ids, level after) when
-# the drop is live; no row when it is not. Protects: available >= 0, no unit granted twice.
-TAKE_BATCH_FROM_BUCKET = f"""
+def _take_batch(level: str) -> str:
+    """A batch claim from the one bucket row that `level` (b = the bucket, d = shop_drop)
+    selects and locks: the longest prefix of the claims, in arrival order (`ord`), whose
+    running total the bucket's level covers, taken in the same statement. The level is read
+    under the row lock, so the grant and the take see the same units. One row (granted hold
+    ids, level after, bucket index); no row when `level` found none."""
+    return f"""
 WITH want AS (
     SELECT c.hold, sum(c.q) OVER (ORDER BY c.ord) AS running
       FROM unnest(%(holds)s::bigint[], %(qs)s::int[]) WITH ORDINALITY AS c(hold, q, ord)
 ), level AS MATERIALIZED (
-    SELECT b.id, b.available FROM inventory_stockbucket b JOIN shop_drop d ON d.id = b.drop_id
-     WHERE b.drop_id = %(drop)s AND b.index = %(index)s AND {LIVE}
-       FOR UPDATE OF b
-), granted AS MATERIALIZED (
-    SELECT want.hold, want.running FROM want, level WHERE want.running <= level.available
-), taken AS (
-    UPDATE inventory_stockbucket b
-       SET available = b.available - (SELECT COALESCE(max(running), 0) FROM granted)
-      FROM level
-     WHERE b.id = level.id AND b.available >= (SELECT COALESCE(max(running), 0) FROM granted)
-    RETURNING b.available
-)
-SELECT (SELECT COALESCE(array_agg(hold), '{{}}') FROM granted), (SELECT available FROM taken)
-  FROM level
-"""
-
-# TAKE_BATCH_FROM_BUCKET for what the first bucket could not serve: a random bucket with
-# free units that no other claimer has locked right now (never waits, as the single claim's
-# probes). One row (granted hold ids, level after, bucket index); none: no such bucket.
-TAKE_BATCH_FROM_ANY_BUCKET = f"""
-WITH want AS (
-    SELECT c.hold, sum(c.q) OVER (ORDER BY c.ord) AS running
-      FROM unnest(%(holds)s::bigint[], %(qs)s::int[]) WITH ORDINALITY AS c(hold, q, ord)
-), level AS MATERIALIZED (
-    SELECT b.id, b.available, b.index FROM inventory_stockbucket b JOIN shop_drop d ON d.id = b.drop_id
-     WHERE b.drop_id = %(drop)s AND b.available > 0 AND {LIVE}
-     ORDER BY random() LIMIT 1
-       FOR UPDATE OF b SKIP LOCKED
+    SELECT b.id, b.available, b.index
+      FROM inventory_stockbucket b JOIN shop_drop d ON d.id = b.drop_id
+     WHERE b.drop_id = %(drop)s AND {LIVE} AND {level}
 ), granted AS MATERIALIZED (
     SELECT want.hold, want.running FROM want, level WHERE want.running <= level.available
 ), taken AS (
@@ -236,6 +212,18 @@ WITH want AS (
 SELECT (SELECT COALESCE(array_agg(hold), '{{}}') FROM granted), (SELECT available FROM taken), level.index
   FROM level
 """
+
+
+# A batch's claim on its chosen bucket of a live drop: waits for the row lock (the batch's
+# only wait on stock). No row: the drop is not on sale.
+# Protects: available >= 0 and no unit granted twice.
+TAKE_BATCH_FROM_BUCKET = _take_batch("b.index = %(index)s FOR UPDATE OF b")
+
+# What the chosen bucket could not serve, from a random bucket with free units that no other
+# claimer has locked right now (never waits, as the single claim's probes). No row: none.
+TAKE_BATCH_FROM_ANY_BUCKET = _take_batch(
+    "b.available > 0 ORDER BY random() LIMIT 1 FOR UPDATE OF b SKIP LOCKED"
+)
 
 # Claim the best free units of a live drop for a batch of holds, in arrival order: each
 # hold gets all its units or none (the longest prefix the free rows cover), skipping rows
