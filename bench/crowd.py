@@ -161,6 +161,7 @@ class Buyer:
     admitted_seen: float = 0.0  # the ask that brought the admission token
     joined: bool = False
     ticket: int | None = None  # the waiting room's number, once drawn
+    queue_ticket: str | None = None  # the signed ticket the join (and each Django answer) gives
     handshakes: list[float] = field(default_factory=list)  # seconds, each successful open
     ws_failed: int = 0
     ws_errors: list[str] = field(default_factory=list)  # why each failed try failed
@@ -276,15 +277,20 @@ class Client:
             buyer.errors += 1
             return None
         buyer.joined = True
+        buyer.queue_ticket = got[1].get("queue_ticket") or buyer.queue_ticket
         return got[1]
 
     async def ask(self, buyer: Buyer, token: str) -> dict[str, Any] | None:
         """GET the queue API: the buyer's place, and the admission token once admitted."""
         url = f"{self.base(buyer.index)}/api/drops/{self.slug}/queue"
-        got = await self.call(buyer, "GET", url, self.headers(buyer.index, token))
+        headers = self.headers(buyer.index, token)
+        if buyer.queue_ticket:  # as an API client does (the page's cookie carries the same)
+            headers["X-Queue-Ticket"] = buyer.queue_ticket
+        got = await self.call(buyer, "GET", url, headers)
         if got is None:
             return None
         status, payload, latency = got
+        buyer.queue_ticket = payload.get("queue_ticket") or buyer.queue_ticket
         if status != 200:
             buyer.errors += 1
             return None
