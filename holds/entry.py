@@ -33,22 +33,31 @@ class ReserveRequest:
 
 
 def reserve(request: ReserveRequest) -> Reservation:
-    """Hold units for the buyer, or raise the refusal (FloodgateError) they should hear."""
+    """Hold units for the buyer, or raise the refusal (FloodgateError) they should hear.
+
+    The steps, in this order, are the lane's too (holds/lane.py awaits the same ones).
+    """
     drop = catalogue.drop_for_claim(slug=request.slug)
     admission.check_admitted(drop=drop, buyer_id=request.buyer_id, token=request.admission_token)
     limits.check(scope="reserve", ip=request.client_ip, buyer_id=request.buyer_id)
-    if request.unit is not None and not isinstance(request.unit, str):
-        raise InvalidInput("unit must be a unit label such as 'B14'.")
+    unit = unit_of(request.unit)
     try:
         return services.reserve(
             drop=drop,
             buyer_id=request.buyer_id,
             quantity=request.quantity,
             idempotency_key=request.idempotency_key,
-            unit=request.unit,
+            unit=unit,
         )
     except GateSoldOut:
         raise  # the gate's count said so, not the database; the tick publishes within a second
     except SoldOut:
         snapshots.note_sold_out(drop)  # the edge answers the next ones
         raise
+
+
+def unit_of(unit: object) -> str | None:
+    """The chosen unit's label from a request body; a label is a string."""
+    if unit is not None and not isinstance(unit, str):
+        raise InvalidInput("unit must be a unit label such as 'B14'.")
+    return unit

@@ -35,12 +35,13 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from django.db import OperationalError, close_old_connections
 
-from admission import limits, tokens
+from admission import limits
+from admission import services as admission
 from admission import state as snapshots
 from admission.edge import Answer, Receive, Scope, Send, header
 from core.api import MAX_BODY, parse_json_body
 from core.errors import Busy, FloodgateError, InvalidInput, NotFound, SoldOut, Unauthenticated
-from holds import selectors, services
+from holds import entry, selectors, services
 from holds.services import Ask, Reservation
 from shop import selectors as catalogue
 from shop.auth import user_of_token
@@ -119,18 +120,15 @@ class Lane:
         drop = await self._drop(slug)
         if drop.redis_gate:
             return None  # the gate's count and give-back live on Django's path
-        if drop.waiting_room:
-            tokens.verify(header(scope, b"x-admission-token"), drop_id=drop.pk, buyer_id=buyer_id)
+        # holds.entry.reserve's steps, in its order, with the rate limit awaited
+        admission.check_admitted(drop=drop, buyer_id=buyer_id, token=header(scope, b"x-admission-token"))
         remote = (scope.get("client") or ("unknown", 0))[0]
         ip = limits.address(remote, header(scope, b"x-forwarded-for"))
         assert self._redis is not None
         await limits.check_async(self._redis, scope="reserve", ip=ip, buyer_id=buyer_id)
-        unit = body.get("unit")
-        if unit is not None and not isinstance(unit, str):
-            raise InvalidInput("unit must be a unit label such as 'B14'.")
-        key = services.check_idempotency_key(header(scope, b"idempotency-key"))
-        quantity = services.check_quantity(drop, body.get("quantity"))
-        ask = Ask(buyer_id=buyer_id, quantity=quantity, key=key)
+        unit = entry.unit_of(body.get("unit"))
+        key = header(scope, b"idempotency-key")
+        ask = services.ask(drop=drop, buyer_id=buyer_id, quantity=body.get("quantity"), idempotency_key=key)
         result = await self._batched(drop, ask) if unit is None else None
         if isinstance(result, Unauthenticated):  # the account went away since it was cached
             self._users.pop(token, None)

@@ -118,11 +118,17 @@ def reserve(
         metrics.observe_reserve(drop_id=drop.pk, outcome=outcome, seconds=time.perf_counter() - started)
 
 
+def ask(*, drop: Drop, buyer_id: int, quantity: object, idempotency_key: str | None) -> Ask:
+    """A claim's key and quantity checked (400 / 422 otherwise), ready for a batch or `reserve`."""
+    key = check_idempotency_key(idempotency_key)  # the key first, as buyers have always been told
+    return Ask(buyer_id=buyer_id, quantity=check_quantity(drop, quantity), key=key)
+
+
 def _reserve(
     *, drop: Drop, buyer_id: int, quantity: object, idempotency_key: str | None, unit: str | None
 ) -> Reservation:
-    key = check_idempotency_key(idempotency_key)
-    q = check_quantity(drop, quantity)
+    checked = ask(drop=drop, buyer_id=buyer_id, quantity=quantity, idempotency_key=idempotency_key)
+    key, q = checked.key, checked.quantity
     stock.check_choice(drop, unit=unit, quantity=q)
     refuse_if_closed(drop)
     attempt = partial(_reserve_once, drop=drop, buyer_id=buyer_id, quantity=q, key=key, unit=unit)
