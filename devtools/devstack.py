@@ -37,8 +37,12 @@ def servers(data_dir: Path) -> Iterator[dict[str, str]]:
         sys.exit("floodgate: set both DATABASE_URL and REDIS_URL, or neither (embedded servers).")
     from devtools import embedded
 
-    say(f"starting embedded PostgreSQL and Redis in {data_dir.relative_to(ROOT)}/")
+    where = f"{data_dir.relative_to(ROOT)}/"
     started = embedded.start(data_dir)
+    if started.shared:
+        say(f"using the embedded PostgreSQL and Redis already running in {where} (left running)")
+    else:
+        say(f"started embedded PostgreSQL and Redis in {where}")
     env |= {
         "DATABASE_URL": started.database_url,
         "REDIS_URL": started.redis_url,
@@ -48,7 +52,8 @@ def servers(data_dir: Path) -> Iterator[dict[str, str]]:
         yield env
     finally:
         started.stop()
-        say("embedded PostgreSQL and Redis stopped")
+        if not started.shared:
+            say("embedded PostgreSQL and Redis stopped")
 
 
 def manage(env: dict[str, str], *args: str, capture: bool = False) -> str:
@@ -188,7 +193,10 @@ def main(argv: list[str]) -> None:
         sys.exit(run_bench(rest))
     elif command == "manage":
         with servers(ROOT / ".data") as env:
-            manage(env, *rest)
+            try:
+                manage(env, *rest)
+            except subprocess.CalledProcessError as failed:  # the command said why; pass on its code
+                sys.exit(failed.returncode)
     else:
         sys.exit(f"unknown command {command!r}")
 

@@ -36,6 +36,7 @@ class EmbeddedServers:
     redis_url: str
     pgbin: Path
     _stops: list = field(default_factory=list)
+    shared: bool = False  # both were already running (another command's): stop() leaves them up
 
     def stop(self) -> None:
         while self._stops:
@@ -66,7 +67,7 @@ def start_postgres(data_dir: Path) -> tuple[str, Path, object]:
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE_NAME};")
-    return server.get_uri(DATABASE_NAME), Path(server.bin_path), (lambda: None) if shared else server.stop
+    return server.get_uri(DATABASE_NAME), Path(server.bin_path), _leave_running if shared else server.stop
 
 
 def start_redis(data_dir: Path) -> tuple[str, object]:
@@ -79,7 +80,7 @@ def start_redis(data_dir: Path) -> tuple[str, object]:
         url = f"redis://127.0.0.1:{port_file.read_text().strip()}/0"
         with contextlib.suppress(redis.RedisError, ValueError), redis.Redis.from_url(url) as client:
             if client.ping():
-                return url, lambda: None  # another command's server: shared, left running
+                return url, _leave_running  # another command's server: shared
     port = free_port()
     process = subprocess.Popen(
         [
@@ -132,4 +133,9 @@ def start(data_dir: Path) -> EmbeddedServers:
     except Exception:
         stop_pg()
         raise
-    return EmbeddedServers(database_url, redis_url, pgbin, [stop_pg, stop_redis])
+    shared = stop_pg is _leave_running and stop_redis is _leave_running
+    return EmbeddedServers(database_url, redis_url, pgbin, [stop_pg, stop_redis], shared=shared)
+
+
+def _leave_running() -> None:
+    """The stop of a server another command started: it stays up for that command."""

@@ -15,6 +15,7 @@ def test_a_second_command_shares_the_running_servers_and_leaves_them_up(tmp_path
     try:
         second = embedded.start(tmp_path)
         assert (second.database_url, second.redis_url) == (first.database_url, first.redis_url)
+        assert second.shared and not first.shared  # so the second says it used them, not started
         second.stop()
 
         # the first command's servers still answer
