@@ -29,7 +29,7 @@ def watched_drops() -> list[Drop]:
     return list(
         Drop.objects.select_related("product")
         .filter(starts_at__lte=now + timedelta(hours=1), ends_at__gte=now - RECENTLY_ENDED)
-        .order_by("starts_at")[:20]
+        .order_by("starts_at", "pk")[:20]  # a fixed order: a paused card must not move under the mouse
     )
 
 
