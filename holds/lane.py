@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from django.conf import settings
@@ -65,7 +65,6 @@ Pass = Callable[[Scope, Receive, Send], Awaitable[None]]
 class Waiting:
     ask: Ask
     future: asyncio.Future[services.Answer]
-    since: float = field(default_factory=time.monotonic)
 
 
 class Lane:
@@ -83,6 +82,7 @@ class Lane:
         self._queues: dict[int, list[Waiting]] = {}
         self._draining: set[int] = set()
         self._running_since: dict[int, float] = {}  # drop -> when its running batch started
+        self._tasks: set[asyncio.Task[None]] = set()
         self._batch_seconds = 0.005  # moving average of one batch's time, for the deadline
         self._waiting = 0
         self._published: dict[int, float] = {}
@@ -139,7 +139,7 @@ class Lane:
             self.stats["single"] += 1
             result = await self._in_thread(_single, drop, ask, unit)
         if isinstance(result, FloodgateError):
-            if isinstance(result, SoldOut):
+            if isinstance(result, SoldOut) and not result.extra.get("remaining"):  # none left at all
                 self._sold_out(drop)
             raise result
         status, data = result
@@ -157,7 +157,9 @@ class Lane:
         self._waiting += 1
         if drop.pk not in self._draining:
             self._draining.add(drop.pk)
-            asyncio.get_running_loop().create_task(self._drain(drop))
+            task = asyncio.get_running_loop().create_task(self._drain(drop))
+            self._tasks.add(task)  # the loop keeps only a weak reference to a running task
+            task.add_done_callback(self._tasks.discard)
         try:
             return await asyncio.shield(waiting.future)  # a client gone does not cancel the batch
         finally:
@@ -249,6 +251,7 @@ class Lane:
         if loop is not self._loop:  # clients and futures belong to the loop that made them
             self._loop = loop
             self._queues, self._draining, self._running_since, self._waiting = {}, set(), {}, 0
+            self._tasks = set()
             self._redis = aioredis.Redis.from_url(
                 settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1
             )
