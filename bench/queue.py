@@ -4,10 +4,10 @@
     python3 floodgate.py bench queue --clients 500   # one size only
     python3 floodgate.py bench queue --seconds 5     # shorter HTTP runs
 
-1. Fan-out: N WebSocket clients (one asyncio process) on one drop's queue, served by one
-   daphne process; the bench runs admission waves and records, for each wave, the time
-   from the wave (just before `run_wave`) to each client receiving its message.
-2. The "no" path under wrk (1 thread, 64 connections, same daphne, same run): a trivial
+1. Fan-out: N WebSocket clients (one asyncio process) on one drop's queue, served by
+   floodgate-web (2 workers, as production); the bench runs admission waves and records,
+   for each wave, the time from the wave (just before `run_wave`) to each client receiving its message.
+2. The "no" path under wrk (1 thread, 64 connections, same server, same run): a trivial
    Django endpoint (/healthz), the sold-out answer of the reserve API and the drop's state,
    and a sold-out drop with no snapshot yet (Django answers and publishes one), with
    the database transactions each run caused; and a waiting buyer's poll of their place,
@@ -125,7 +125,7 @@ async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> Non
 # The driver -------------------------------------------------------------------------------
 
 
-def start_daphne(port: int, log: Path) -> subprocess.Popen:
+def start_web(port: int, log: Path) -> subprocess.Popen:
     env = {
         **os.environ,
         "DEBUG": "0",
@@ -134,10 +134,10 @@ def start_daphne(port: int, log: Path) -> subprocess.Popen:
         "IP_RATE_LIMIT_BURST": "100000000",
         "CLAIM_CONCURRENCY": "64",
     }
-    daphne = str(Path(sys.executable).parent / "daphne")
+    web = str(Path(sys.executable).parent / "floodgate-web")  # production's web tier
     out = open(log, "wb")  # noqa: SIM115 (the server's log, open while it runs)
     process = subprocess.Popen(
-        [daphne, "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        [web, "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
         env=env,
         cwd=ROOT,
         stdout=out,
@@ -150,7 +150,7 @@ def start_daphne(port: int, log: Path) -> subprocess.Popen:
                 return process
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"bench: daphne did not start; see {log}")
+                sys.exit(f"bench: floodgate-web did not start; see {log}")
             time.sleep(0.1)
 
 
@@ -424,7 +424,7 @@ def report(fan: list[FanOut], loads: list[Load], machine: str) -> str:
     lines = [
         f"# bench queue, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
         "",
-        f"Machine: {machine}. One daphne process; clients and wrk on the same machine.",
+        f"Machine: {machine}. floodgate-web, 2 workers; clients and wrk on the same machine.",
         "",
         "## Fan-out: wave to client (ms), one broadcast per wave",
         "",
@@ -477,7 +477,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     OUT.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    daphne = start_daphne(port, OUT / "queue-daphne.log")
+    web = start_web(port, OUT / "queue-web.log")
     base = f"http://127.0.0.1:{port}"
     try:
         fan = []
@@ -487,8 +487,8 @@ def main() -> None:
         say("the no path")
         loads = no_path(base, args.seconds)
     finally:
-        daphne.terminate()
-        daphne.wait(15)
+        web.terminate()
+        web.wait(15)
     machine = f"{os.cpu_count()} CPUs, {' '.join(os.uname()[2:3])}"
     text = report(fan, loads, machine)
     (OUT / "queue.md").write_text(text)
