@@ -349,8 +349,9 @@ def wrk(
     # Less the bench's own reads of the counter and the publisher's one statement per tick.
     transactions = database_transactions() - before - 2 - (PUBLISHER.ticks - ticks_before)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout).group(1))  # type: ignore[union-attr]
-    p50 = parse_ms(re.search(r"50%\s+(\S+)", done.stdout).group(1))  # type: ignore[union-attr]
-    p99 = parse_ms(re.search(r"99%\s+(\S+)", done.stdout).group(1))  # type: ignore[union-attr]
+    # Anchored at a line's start: "Thread Stats" also ends lines in percentages like "75.50%".
+    p50 = parse_ms(re.search(r"^\s+50%\s+(\S+)", done.stdout, re.M).group(1))  # type: ignore[union-attr]
+    p99 = parse_ms(re.search(r"^\s+99%\s+(\S+)", done.stdout, re.M).group(1))  # type: ignore[union-attr]
     say(f"{name}: {rate:,.0f}/s, p99 {p99:.1f} ms ({status}, edge: {edge})")
     return Load(name, rate, p50, p99, status, edge, max(0, transactions))
 
