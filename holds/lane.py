@@ -229,6 +229,13 @@ class Lane:
             raise NotFound(f"There is no drop called {slug!r}.")
         return found[0]
 
+    def settle(self) -> None:
+        """Wait for the worker threads' work in hand; a new pool starts on next use (tests: nothing
+        of one test's may still be querying when the next one flushes the tables)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
     def forget(self) -> None:
         """Drop the cached tokens and drop rows (tests; a server lets them age out)."""
         self._users.clear()

@@ -206,14 +206,18 @@ def work() -> Iterator[DjangoWork]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_edge(redis: redis_lib.Redis) -> None:
-    """No snapshot from an earlier test (same slugs, other drops) in Redis or in the edge."""
+def fresh_edge(redis: redis_lib.Redis) -> Iterator[None]:
+    """No snapshot from an earlier test (same slugs, other drops) in Redis or in the edge; after
+    the test, the lane's background work (a sold-out publish) done before the tables are flushed."""
     keys = list(redis.scan_iter("fg:drop:*"))
     if keys:
         redis.delete(*keys)
     EDGE.forget()
     if EDGE.lane is not None:
         EDGE.lane.forget()  # tokens and drops of an earlier test's (flushed) rows
+    yield
+    if EDGE.lane is not None:
+        EDGE.lane.settle()
 
 
 # The cheap answers -------------------------------------------------------------------------
@@ -400,10 +404,12 @@ def test_a_pause_reaches_the_edge_within_a_second(work: DjangoWork) -> None:
         messages = EDGE.stats["message"]
         await in_thread(lambda: switch.pause_drop(drop=drop, actor_id=None, reason="oversold?"))
         paused_at = time.monotonic()
-        work.reset()
         while True:
+            # Until the message lands, the lane answers 423 too (the claim statement decides);
+            # what is measured is when the edge answers it alone.
+            work.reset()
             reply = await call("POST", "/api/drops/switch/holds", headers=reserve_headers(auth), body=BODY)
-            if reply.status == 423 or time.monotonic() - paused_at > 2:
+            if (reply.status == 423 and reply.edge) or time.monotonic() - paused_at > 2:
                 return time.monotonic() - paused_at, reply, EDGE.stats["message"] - messages
             await asyncio.sleep(0.02)
 
