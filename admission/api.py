@@ -53,14 +53,5 @@ def queue_ticket(request: HttpRequest, place: services.Place) -> str | None:
 
 def remember(response: HttpResponse, *, slug: str, ticket: str | None) -> None:
     """The ticket as a cookie sent only to this drop's queue API: the page's polls carry it unchanged."""
-    if ticket is None:
-        return
-    response.set_cookie(
-        tokens.TICKET_COOKIE,
-        ticket,
-        max_age=settings.QUEUE_TICKET_SECONDS,
-        path=f"/api/drops/{slug}/queue",
-        secure=settings.SESSION_COOKIE_SECURE,
-        httponly=True,
-        samesite="Lax",
-    )
+    if ticket is not None:
+        response.cookies.update(tokens.ticket_cookie(slug, ticket))

@@ -179,7 +179,7 @@ def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> dict[str, A
     """The body Django's queue API gives this ticket's buyer (services.Place.as_json); None: ask Django.
 
     Before the draw a ticket has no number: while the snapshot says undrawn, its answer is the
-    entry's (no place yet); once drawn, Django gives the number and a ticket that carries it.
+    entry's (no place yet); once drawn, the caller looks its number up in the draw's map.
     """
     queue = known.queue
     if queue is None or known.drop.get("waiting_room") is not True or known.drop_id != ticket.drop_id:
@@ -456,22 +456,40 @@ class Edge:
         if kind == STATE:
             return Answer(200, known.body)
         if kind == QUEUE:
-            return self._place(known, scope)
+            return await self._place(known, scope)
         why = refusal(known, token=header(scope, b"x-admission-token"), now=time.time())
         return None if why is None else Answer.error(why)
 
-    def _place(self, known: Known, scope: Scope) -> Answer | None:
+    async def _place(self, known: Known, scope: Scope) -> Answer | None:
         if known.drop_id is None:
             return None
-        sent = header(scope, TICKET_HEADER)
+        sent, from_cookie = header(scope, TICKET_HEADER), False
         if sent is None:
             sent = cookies(scope).get(tokens.TICKET_COOKIE)
-        found = tokens.ticket(sent, drop_id=known.drop_id, bound_to=credential(scope))
-        body = None if found is None or sent is None else place(known, found, sent=sent)
+            from_cookie = sent is not None
+        bound_to = credential(scope)
+        found = tokens.ticket(sent, drop_id=known.drop_id, bound_to=bound_to)
+        if found is None or sent is None or bound_to is None:
+            return None
+        headers = PRIVATE_HEADERS
+        if found.number is None and known.queue is not None and known.queue.get("seed") is not None:
+            # Drawn since the ticket was signed: the whole line asks at the start, so its number
+            # comes from the draw's published map, with a ticket that carries it from now on.
+            number = await state.drawn_number(self._client(), known.drop_id, found.entry)
+            if number is None:
+                return None  # the map is gone: Django reads the ticket
+            found = dataclasses.replace(found, number=number)
+            sent = tokens.issue_ticket(
+                drop_id=found.drop_id, buyer_id=found.buyer_id, entry=found.entry, number=number, bound_to=bound_to
+            )
+            if from_cookie:
+                cookie = tokens.ticket_cookie(known.drop["slug"], sent)[tokens.TICKET_COOKIE].OutputString()
+                headers = (*headers, (b"set-cookie", cookie.encode("latin-1")))
+        body = place(known, found, sent=sent)
         if body is None:
             return None
         self.stats["queue"] += 1
-        return Answer(200, json.dumps(body).encode(), headers=PRIVATE_HEADERS)
+        return Answer(200, json.dumps(body).encode(), headers=headers)
 
     def _may_answer(self, scope: Scope) -> bool:
         """Only where Django would answer too: an allowed Host, and no redirect to HTTPS due."""

@@ -215,6 +215,7 @@ def _draw(queue: Queue, now: datetime) -> int:
         )
     queue.drawn_at = now
     queue.drawn_entries = len(order)
+    transaction.on_commit(lambda: state.publish_draw(queue.drop_id, order))
     log.info("admission: drew %s early joiners of drop %s", len(order), queue.drop_id)
     return len(order)
 

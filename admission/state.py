@@ -37,6 +37,10 @@ KEY_TTL = 60  # a key no tick refreshed for a minute is gone: readers fall back 
 # process per drop at a time, and not again before it expires. Never released early on purpose.
 REFRESH_LOCK = "fg:drop:{slug}:refreshing"
 REFRESH_LOCK_SECONDS = 2
+# entry -> number, written once when the draw numbers the early joiners: the edge answers their
+# first poll after the draw from it, instead of sending the whole line to Django at the start.
+DRAWN = "fg:queue:{drop}:drawn"
+DRAWN_TTL = 7 * 24 * 3600  # a flushed or expired map only sends those polls to Django
 
 
 def group(drop_id: int) -> str:
@@ -155,6 +159,28 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
             group(drop_id), {"type": "queue.update", "queue": message, "text": text}
         )
     return changed
+
+
+def publish_draw(drop_id: int, order: list[int]) -> None:
+    """The draw's result (entries in drawn order: the first gets 1); Redis away only logs."""
+    if not order:
+        return
+    key = DRAWN.format(drop=drop_id)
+    try:
+        pipe = get_redis_connection("default").pipeline(transaction=False)
+        for start in range(0, len(order), 10_000):
+            chunk = order[start : start + 10_000]
+            pipe.hset(key, mapping={entry: start + i + 1 for i, entry in enumerate(chunk)})
+        pipe.expire(key, DRAWN_TTL)
+        pipe.execute()
+    except (RedisError, OSError) as error:
+        log.warning("admission: could not publish the draw of drop %s: %s", drop_id, error)
+
+
+async def drawn_number(client: aioredis.Redis, drop_id: int, entry: int) -> int | None:
+    """The number the draw gave this entry, from the published map (None: not there)."""
+    raw = await client.hget(DRAWN.format(drop=drop_id), str(entry))
+    return int(raw) if raw is not None else None
 
 
 def cached(slug: str) -> dict[str, object] | None:

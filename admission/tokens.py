@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from http.cookies import SimpleCookie
 from typing import TypeGuard
 
 from django.conf import settings
@@ -73,6 +74,21 @@ def credential(*, bearer: str | None, session_key: str | None) -> str | None:
     if session_key:
         return hashlib.sha256(b"session:" + session_key.encode()).hexdigest()[:32]
     return None
+
+
+def ticket_cookie(slug: str, value: str) -> SimpleCookie:
+    """The ticket as a cookie sent only to this drop's queue API, so the page's polls carry it
+    (set by Django's answer and by the edge's when it hands out a ticket with the drawn number)."""
+    cookie = SimpleCookie()
+    cookie[TICKET_COOKIE] = value
+    morsel = cookie[TICKET_COOKIE]
+    morsel["max-age"] = settings.QUEUE_TICKET_SECONDS
+    morsel["path"] = f"/api/drops/{slug}/queue"
+    morsel["httponly"] = True
+    morsel["samesite"] = "Lax"
+    if settings.SESSION_COOKIE_SECURE:
+        morsel["secure"] = True
+    return cookie
 
 
 def issue_ticket(*, drop_id: int, buyer_id: int, entry: int, number: int | None, bound_to: str) -> str:

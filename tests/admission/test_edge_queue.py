@@ -249,7 +249,9 @@ def test_a_stale_snapshot_or_none_sends_the_poll_to_django(redis: redis_lib.Redi
     assert work.requests == 2
 
 
-def test_before_the_draw_an_entry_is_answered_then_django_gives_the_number(work: DjangoWork) -> None:
+def test_before_the_draw_an_entry_is_answered_and_after_it_the_edge_knows_the_number(
+    work: DjangoWork, redis: redis_lib.Redis
+) -> None:
     drop = make_drop(
         slug="early", quantity=5, waiting_room=True, starts_at=timezone.now() + timedelta(hours=1)
     )
@@ -267,15 +269,45 @@ def test_before_the_draw_an_entry_is_answered_then_django_gives_the_number(work:
     state.refresh([drop.pk])
     EDGE.forget()
     work.reset()
-    drawn = poll("early", auths[0], joined[0]["queue_ticket"])  # its ticket has no number: Django
-    assert work.requests == 1
-    again = poll("early", auths[0], drawn.json()["queue_ticket"])  # the new one has it: the edge
+    # The whole line polls at the start with number-less tickets: the draw's map answers them.
+    drawn = [poll("early", auth, j["queue_ticket"]) for auth, j in zip(auths, joined, strict=True)]
+    assert (work.queries, work.requests) == ([], 0)
+    django_drawn = [poll("early", auth) for auth in auths]
+    again = poll("early", auths[0], drawn[0].json()["queue_ticket"])  # the new ticket carries it
+    redis.delete(state.DRAWN.format(drop=drop.pk))
+    work.reset()
+    lost = poll("early", auths[1], joined[1]["queue_ticket"])  # the map flushed: Django reads the ticket
 
     assert before.edge and before.status == 200
     assert without(before.json(), *VOLATILE) == without(django_before.json(), *VOLATILE)
     assert before.json()["position"] is None and before.json()["entry"] == joined[0]["entry"]
-    assert not drawn.edge and drawn.json()["drawn"] is True and drawn.json()["ticket"] in (1, 2, 3)
-    assert again.edge and without(again.json(), *VOLATILE) == without(drawn.json(), *VOLATILE)
+    assert all(d.edge and d.status == 200 for d in drawn)
+    assert [without(d.json(), *VOLATILE) for d in drawn] == [without(d.json(), *VOLATILE) for d in django_drawn]
+    assert sorted(d.json()["ticket"] for d in drawn) == [1, 2, 3]
+    first = drawn[0].json()
+    assert claims_of(first["queue_ticket"]) | {"t": None} == claims_of(joined[0]["queue_ticket"])
+    assert claims_of(first["queue_ticket"])["t"] == first["ticket"]
+    assert again.edge and without(again.json(), *VOLATILE) == without(drawn[0].json(), *VOLATILE)
+    assert not lost.edge and work.requests == 1 and lost.json()["ticket"] == drawn[1].json()["ticket"]
+
+
+def test_the_page_cookie_gets_the_drawn_ticket_from_the_edge(work: DjangoWork) -> None:
+    drop = make_drop(
+        slug="early", quantity=5, waiting_room=True, starts_at=timezone.now() + timedelta(hours=1)
+    )
+    auth = bearer("cookie")
+    sent = join("early", auth)["queue_ticket"]
+    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    services.run_wave(Drop.objects.get(pk=drop.pk))
+    state.refresh([drop.pk])
+    EDGE.forget()
+
+    reply = poll("early", {**auth, "cookie": f"{tokens.TICKET_COOKIE}={sent}"})
+
+    assert reply.edge and reply.json()["ticket"] == 1
+    cookie = reply.headers.get("set-cookie", "")
+    assert cookie.startswith(f"{tokens.TICKET_COOKIE}={reply.json()['queue_ticket']};")
+    assert "Path=/api/drops/early/queue" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
 
 
 def test_a_real_server_never_answers_garbage_tickets_with_a_500(live_daphne: str) -> None:
