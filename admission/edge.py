@@ -480,7 +480,11 @@ class Edge:
                 return None  # the map is gone: Django reads the ticket
             found = dataclasses.replace(found, number=number)
             sent = tokens.issue_ticket(
-                drop_id=found.drop_id, buyer_id=found.buyer_id, entry=found.entry, number=number, bound_to=bound_to
+                drop_id=found.drop_id,
+                buyer_id=found.buyer_id,
+                entry=found.entry,
+                number=number,
+                bound_to=bound_to,
             )
             if from_cookie:
                 cookie = tokens.ticket_cookie(known.drop["slug"], sent)[tokens.TICKET_COOKIE].OutputString()

@@ -352,4 +352,3 @@ def _bearer(scope: Scope) -> str | None:
         return None
     scheme, _, value = raw.partition(" ")
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
-

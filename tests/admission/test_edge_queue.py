@@ -282,7 +282,9 @@ def test_before_the_draw_an_entry_is_answered_and_after_it_the_edge_knows_the_nu
     assert without(before.json(), *VOLATILE) == without(django_before.json(), *VOLATILE)
     assert before.json()["position"] is None and before.json()["entry"] == joined[0]["entry"]
     assert all(d.edge and d.status == 200 for d in drawn)
-    assert [without(d.json(), *VOLATILE) for d in drawn] == [without(d.json(), *VOLATILE) for d in django_drawn]
+    assert [without(d.json(), *VOLATILE) for d in drawn] == [
+        without(d.json(), *VOLATILE) for d in django_drawn
+    ]
     assert sorted(d.json()["ticket"] for d in drawn) == [1, 2, 3]
     first = drawn[0].json()
     assert claims_of(first["queue_ticket"]) | {"t": None} == claims_of(joined[0]["queue_ticket"])
