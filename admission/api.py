@@ -34,19 +34,11 @@ def draw(request: HttpRequest, slug: str) -> JsonResponse:
 
 
 def queue_ticket(request: HttpRequest, place: services.Place) -> str | None:
-    """The signed ticket the edge answers this buyer's next polls from, bound to how they signed in."""
+    """The signed ticket for this buyer's next polls, bound to how they signed in."""
     scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
     bearer = raw.strip() if scheme.lower() == "bearer" else None  # core.api accepted it already
-    bound_to = tokens.credential(bearer=bearer, session_key=request.session.session_key)
-    if bound_to is None:
-        return None
-    ticket = place.ticket
-    return tokens.issue_ticket(
-        drop_id=ticket.drop_id,
-        buyer_id=ticket.buyer_id,
-        entry=ticket.pk,
-        number=ticket.number,
-        bound_to=bound_to,
+    return services.queue_ticket(
+        place, bound_to=tokens.credential(bearer=bearer, session_key=request.session.session_key)
     )
 
 

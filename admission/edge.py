@@ -60,12 +60,15 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Lane(Protocol):
-    """Who answers the reserve API's claims the edge lets through (holds.lane.Lane, wired by
-    config.asgi); `django` is the bounded way into Django for what it leaves."""
+    """Who answers the reserve API's claims the edge lets through, and the API's waiting-room
+    joins (holds.lane.Lane, wired by config.asgi); `django` is the way into Django for what it
+    leaves (for claims, the bounded one)."""
 
     async def __call__(
         self, slug: str, scope: Scope, receive: Receive, send: Send, django: ASGIApp
     ) -> None: ...
+
+    async def join(self, slug: str, scope: Scope, receive: Receive, send: Send, django: ASGIApp) -> None: ...
 
 
 log = logging.getLogger(__name__)
@@ -76,7 +79,7 @@ STALE_AFTER = 3.0  # seconds: beat publishes every second; older than this, this
 NO_ROOM_SECONDS = 5.0  # a slug a socket found no waiting room for is not looked up again for this long
 MAX_ENTRIES = 10_000  # snapshots and "no such drop" answers kept; random slugs cannot grow it further
 
-STATE, CLAIM_JSON, CLAIM_PAGE, QUEUE = "state", "claim_json", "claim_page", "queue"
+STATE, CLAIM_JSON, CLAIM_PAGE, QUEUE, JOIN = "state", "claim_json", "claim_page", "queue", "join"
 STATE_PATH = re.compile(r"/api/drops/([^/]+)")
 QUEUE_PATH = re.compile(r"/api/drops/([^/]+)/queue")
 CLAIM_JSON_PATH = re.compile(r"/api/drops/([^/]+)/holds")
@@ -279,6 +282,8 @@ def route(scope: Scope) -> tuple[str, str] | None:
             return CLAIM_JSON, found[1]
         if found := CLAIM_PAGE_PATH.fullmatch(path):
             return CLAIM_PAGE, found[1]
+        if found := QUEUE_PATH.fullmatch(path):
+            return JOIN, found[1]
     elif method in ("GET", "HEAD") and (found := STATE_PATH.fullmatch(path)):
         return STATE, found[1]
     elif method == "GET" and (found := QUEUE_PATH.fullmatch(path)):
@@ -353,6 +358,10 @@ class Edge:
         if found is None:
             return await self.app(scope, receive, send)
         kind, slug = found
+        if kind == JOIN:  # a new ticket: nothing a snapshot could answer
+            if self.lane is None:
+                return await self.app(scope, receive, send)
+            return await self.lane.join(slug, scope, receive, send, self.app)
         answer = None
         if kind != CLAIM_PAGE:  # pages pass through: Django shows the reason on the drop page
             try:

@@ -122,21 +122,22 @@ def join(*, drop: Drop, buyer_id: int) -> Place:
     if not drop.waiting_room:
         raise NoWaitingRoom("This drop has no waiting room; buy from the drop page directly.")
     ticket = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
-    if ticket is None:
-        if drop.state == DropState.ENDED:
-            raise Ended("This drop has ended; its waiting room is closed.")
-        ticket = _new_ticket(drop, buyer_id)
-    return place_of(drop=drop, ticket=ticket)
-
-
-def _new_ticket(drop: Drop, buyer_id: int) -> Ticket:
+    if ticket is not None:
+        return place_of(drop=drop, ticket=ticket)
+    if drop.state == DropState.ENDED:
+        raise Ended("This drop has ended; its waiting room is closed.")
     queue = queue_for(drop)
+    # The queue row read before the insert: its mark can only be behind, never admit early.
+    return place_of(drop=drop, ticket=_new_ticket(drop, buyer_id, queue), queue=queue)
+
+
+def _new_ticket(drop: Drop, buyer_id: int, queue: Queue) -> Ticket:
     if queue.drawn_at is None:
         with connection.cursor() as cursor:
             cursor.execute(sql.JOIN_BEFORE_DRAW, {"drop": drop.pk, "buyer": buyer_id})
             inserted = cursor.fetchone()
         if inserted is not None:
-            return Ticket.objects.get(pk=inserted[0])
+            return Ticket(id=inserted[0], drop=drop, buyer_id=buyer_id, number=None, joined_at=inserted[1])
         # Joined from another tab meanwhile, or the draw ran first: then a number after it.
     for _ in range(5):
         existing = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
@@ -146,8 +147,12 @@ def _new_ticket(drop: Drop, buyer_id: int) -> Ticket:
         try:
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(sql.JOIN_AFTER_DRAW, {"drop": drop.pk, "buyer": buyer_id, "number": number})
+                inserted = cursor.fetchone()
         except IntegrityError:
             log.info("admission: number %s of drop %s was taken (counter rebuilt); next", number, drop.pk)
+            continue
+        if inserted is not None:
+            return Ticket(id=inserted[0], drop=drop, buyer_id=buyer_id, number=number, joined_at=inserted[1])
     existing = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
     if existing is None:
         raise Busy("The waiting room is very busy; try again in a second.")
@@ -173,14 +178,29 @@ def place(*, drop: Drop, buyer_id: int) -> Place:
     return place_of(drop=drop, ticket=ticket)
 
 
-def place_of(*, drop: Drop, ticket: Ticket) -> Place:
-    queue = queue_for(drop)  # the mark that admits is the database's, never a cached one
+def place_of(*, drop: Drop, ticket: Ticket, queue: Queue | None = None) -> Place:
+    if queue is None:
+        queue = queue_for(drop)  # the mark that admits is the database's, never a cached one
     snapshot = state.current(drop)
     admitted = ticket.number is not None and ticket.number <= queue.admitted_through
     token = None
     if admitted and snapshot.state in (DropState.LIVE, DropState.PAUSED):
         token = tokens.issue(drop_id=drop.pk, buyer_id=ticket.buyer_id, ticket=ticket.number)
     return Place(ticket=ticket, queue=queue, snapshot=snapshot, token=token)
+
+
+def queue_ticket(place: Place, *, bound_to: str | None) -> str | None:
+    """The signed ticket the edge answers this buyer's next polls from, bound to how they signed in."""
+    if bound_to is None:
+        return None
+    ticket = place.ticket
+    return tokens.issue_ticket(
+        drop_id=ticket.drop_id,
+        buyer_id=ticket.buyer_id,
+        entry=ticket.pk,
+        number=ticket.number,
+        bound_to=bound_to,
+    )
 
 
 def draw_entries(*, drop: Drop) -> dict[str, object]:

@@ -14,7 +14,7 @@ SELECT q.drop_id, %(buyer)s, now()
  WHERE q.drop_id = %(drop)s AND q.drawn_at IS NULL
    FOR SHARE OF q
 ON CONFLICT (drop_id, buyer_id) DO NOTHING
-RETURNING id
+RETURNING id, joined_at
 """
 
 # Join after the draw with a number from the Redis counter. A number already taken (the
@@ -23,7 +23,7 @@ JOIN_AFTER_DRAW = """
 INSERT INTO admission_ticket (drop_id, buyer_id, number, joined_at)
 VALUES (%(drop)s, %(buyer)s, %(number)s, now())
 ON CONFLICT (drop_id, buyer_id) DO NOTHING
-RETURNING id
+RETURNING id, joined_at
 """
 
 # The lowest number the counter may hand out next: past every number in the table and past

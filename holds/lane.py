@@ -1,5 +1,9 @@
 """The claim lane: the reserve API answered without Django's request path, claims batched per drop.
 
+It also takes the API's waiting-room joins (`POST /api/drops/<slug>/queue` with a bearer
+token): the crowd joins in the seconds before a start, and each join is two or three short
+statements on the lane's threads instead of Django's whole request path.
+
 The admission edge hands it every `POST /api/drops/<slug>/holds` it did not refuse. The lane
 checks what Django's view checks, in the same order and with the same answers, and gives the
 claim to the arbiter:
@@ -35,10 +39,10 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from django.db import OperationalError, close_old_connections
 
-from admission import limits
+from admission import limits, tokens
 from admission import services as admission
 from admission import state as snapshots
-from admission.edge import Answer, Receive, Scope, Send, header
+from admission.edge import PRIVATE_HEADERS, Answer, Receive, Scope, Send, header
 from core.api import MAX_BODY, parse_json_body
 from core.errors import Busy, FloodgateError, InvalidInput, NotFound, SoldOut, Unauthenticated
 from holds import entry, selectors, services
@@ -59,6 +63,7 @@ BUSY = "The shop is very busy; try again in a second."
 LANE = b"x-floodgate-lane"  # the header that says the lane answered
 
 Pass = Callable[[Scope, Receive, Send], Awaitable[None]]
+Work = Callable[[str, Scope, bytes, str], Awaitable[Answer | None]]
 
 
 @dataclass
@@ -89,6 +94,15 @@ class Lane:
 
     async def __call__(self, slug: str, scope: Scope, receive: Receive, send: Send, django: Pass) -> None:
         """Answer one reserve request, or pass it to Django (its body replayed)."""
+        await self._serve(self._reserve, slug, scope, receive, send, django)
+
+    async def join(self, slug: str, scope: Scope, receive: Receive, send: Send, django: Pass) -> None:
+        """Answer one waiting-room join (POST /api/drops/<slug>/queue), or pass it to Django."""
+        await self._serve(self._join, slug, scope, receive, send, django)
+
+    async def _serve(
+        self, work: Work, slug: str, scope: Scope, receive: Receive, send: Send, django: Pass
+    ) -> None:
         body, whole = await _read(receive)
         if body is None:
             return  # the client left before its request was whole: nothing to answer
@@ -99,7 +113,7 @@ class Lane:
             self.stats["passed"] += 1
             return await django(scope, _replay(body, receive), send)
         try:
-            answer = await self._reserve(slug, scope, body, token)
+            answer = await work(slug, scope, body, token)
         except FloodgateError as error:
             answer = Answer.error(error, by=LANE)
         except OperationalError as error:  # as core.api: the database said "not now"
@@ -110,6 +124,24 @@ class Lane:
             return await django(scope, _replay(body, receive), send)
         self.stats["answered"] += 1
         await answer.send(send)
+
+    async def _join(self, slug: str, scope: Scope, raw: bytes, token: str) -> Answer | None:
+        """admission.api.queue's POST: the join's two or three statements, none of Django's request path."""
+        self._start()
+        buyer_id = await self._user(token)
+        if buyer_id is None:
+            raise Unauthenticated("That bearer token is not valid.")
+        assert self._redis is not None
+        await limits.check_async(self._redis, scope="queue", ip=_ip(scope), buyer_id=buyer_id)
+        drop = await self._drop(slug)
+        body = await self._in_thread(_join, drop, buyer_id, token)
+        assert isinstance(body, dict)
+        headers: tuple[tuple[bytes, bytes], ...] = PRIVATE_HEADERS
+        if body["queue_ticket"]:
+            cookie = tokens.ticket_cookie(drop.slug, body["queue_ticket"])[tokens.TICKET_COOKIE]
+            headers = (*headers, (b"set-cookie", cookie.OutputString().encode("latin-1")))
+        self.stats["joins"] += 1
+        return Answer(200, json.dumps(body).encode(), headers=headers, by=LANE)
 
     async def _reserve(self, slug: str, scope: Scope, raw: bytes, token: str) -> Answer | None:
         self._start()
@@ -122,10 +154,8 @@ class Lane:
             return None  # the gate's count and give-back live on Django's path
         # holds.entry.reserve's steps, in its order, with the rate limit awaited
         admission.check_admitted(drop=drop, buyer_id=buyer_id, token=header(scope, b"x-admission-token"))
-        remote = (scope.get("client") or ("unknown", 0))[0]
-        ip = limits.address(remote, header(scope, b"x-forwarded-for"))
         assert self._redis is not None
-        await limits.check_async(self._redis, scope="reserve", ip=ip, buyer_id=buyer_id)
+        await limits.check_async(self._redis, scope="reserve", ip=_ip(scope), buyer_id=buyer_id)
         unit = entry.unit_of(body.get("unit"))
         key = header(scope, b"idempotency-key")
         ask = services.ask(drop=drop, buyer_id=buyer_id, quantity=body.get("quantity"), idempotency_key=key)
@@ -290,6 +320,13 @@ def _single(drop: Drop, ask: Ask, unit: str | None) -> tuple[int, dict[str, obje
     return (201 if result.created else 200), data
 
 
+def _join(drop: Drop, buyer_id: int, token: str) -> dict[str, object]:
+    close_old_connections()
+    place = admission.join(drop=drop, buyer_id=buyer_id)
+    bound_to = tokens.credential(bearer=token, session_key=None)
+    return {**place.as_json(), "queue_ticket": admission.queue_ticket(place, bound_to=bound_to)}
+
+
 def _user_id(token: str) -> int | None:
     close_old_connections()
     return user_of_token(token)
@@ -343,6 +380,11 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def _ip(scope: Scope) -> str:
+    remote = (scope.get("client") or ("unknown", 0))[0]
+    return limits.address(remote, header(scope, b"x-forwarded-for"))
 
 
 def _bearer(scope: Scope) -> str | None:
