@@ -10,9 +10,11 @@ import hashlib
 import logging
 import math
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
@@ -296,12 +298,43 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
     return wave
 
 
+START_AHEAD = timedelta(seconds=2)  # a start this close gets its own wave, timed to the instant
+START_WAVE = "fg:queue:{drop}:start-wave:{at}"
+
+
+def schedule_start_wave(drop: Drop, now: datetime) -> bool:
+    """Run the draw and the first wave at the start itself, not at the next tick (up to a second
+    later while the whole line waits): a task with the start as its ETA, sent once per start."""
+    if not (drop.waiting_room and not drop.paused and now < drop.starts_at <= now + START_AHEAD):
+        return False
+    key = START_WAVE.format(drop=drop.pk, at=int(drop.starts_at.timestamp() * 1000))
+    try:
+        if not get_redis_connection("default").set(key, "1", nx=True, ex=600):
+            return False
+    except (RedisError, OSError):
+        return False  # the tick after the start runs the wave anyway
+    current_app.send_task("admission.start_wave", args=[drop.pk], eta=drop.starts_at)
+    return True
+
+
+def start_wave(drop_id: int) -> Wave | None:
+    """The task sent by schedule_start_wave: the draw and first wave, as soon as the drop is live."""
+    drop = Drop.objects.select_related("product").filter(pk=drop_id).first()
+    if drop is None:
+        return None  # deleted since
+    early = (drop.starts_at - timezone.now()).total_seconds()
+    if 0 <= early < START_AHEAD.total_seconds():
+        time.sleep(early + 0.005)  # this worker's clock may run a little behind the scheduler's
+    return run_wave(drop)
+
+
 def tick(*, now: datetime | None = None) -> dict[str, int]:
     """Once a second (beat): run the waves that are due, then publish every active drop's snapshot."""
     now = now or timezone.now()
     drops = catalogue.active_drops(now)
     waves = 0
     for drop in drops:
+        schedule_start_wave(drop, now)
         if drop.waiting_room:
             try:
                 waves += run_wave(drop, now=now) is not None

@@ -11,3 +11,9 @@ from admission import services
 def tick() -> dict[str, int]:
     """Due admission waves, then fresh snapshots for every active drop (beat: every second)."""
     return services.tick()
+
+
+@shared_task(name="admission.start_wave", time_limit=20, soft_time_limit=15, max_retries=0)
+def start_wave(drop_id: int) -> bool:
+    """The draw and first wave of a waiting room at its start (sent with the start as its ETA)."""
+    return services.start_wave(drop_id) is not None

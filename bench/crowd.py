@@ -60,7 +60,8 @@ ROOM_SECONDS = 60.0  # a waiting room scenario stops waiting this long after the
 RESERVE_GRACE = 15.0  # seconds past that deadline an admitted buyer may still reserve
 WS_TRIES = 6  # WebSocket opens per buyer (the page retries with backoff)
 # static/js/queue.js: how the page spreads its asks after a broadcast, and its backoff.
-DRAW_SPREAD, ADMIT_SPREAD, PAGE_POLL = 5.0, 1.0, 4.0
+PAGE_POLL = 4.0
+ASKS_PER_SECOND, SPREAD_MIN, SPREAD_MAX = 5000, 0.1, 5.0  # static/js/queue.js's spread()
 BACKOFF_MIN, BACKOFF_MAX = 0.5, 15.0
 POLL_EVERY = 2.0  # scenario 3's pollers, +-25% jitter
 ROOM_DONE = {"all_held", "sold_out", "closed"}  # with nothing left: a waiting buyer's final "no"
@@ -88,6 +89,12 @@ def scenarios(quick: bool) -> list[Scenario]:
 
 def say(message: str) -> None:
     print(f"bench crowd: {message}", file=sys.stderr, flush=True)
+
+
+def spread(askers: object) -> float:
+    """Seconds within which pages told the same news ask the queue API (static/js/queue.js)."""
+    count = askers if isinstance(askers, int) else 0
+    return min(SPREAD_MAX, max(SPREAD_MIN, count / ASKS_PER_SECOND))
 
 
 def free_port() -> int:
@@ -161,6 +168,7 @@ class Buyer:
     admitted_seen: float = 0.0  # the ask that brought the admission token
     joined: bool = False
     ticket: int | None = None  # the waiting room's number, once drawn
+    mark: int = 0  # the admitted-through mark last pushed to this page
     queue_ticket: str | None = None  # the signed ticket the join (and each Django answer) gives
     handshakes: list[float] = field(default_factory=list)  # seconds, each successful open
     ws_failed: int = 0
@@ -409,17 +417,19 @@ class Client:
                 continue
             if time.time() >= self.spec["start_at"] and not buyer.first:
                 buyer.first = time.time()
+            jump_from, buyer.mark = buyer.mark, max(buyer.mark, msg["admitted_through"])
             if buyer.ticket is None:
                 if not msg.get("seed"):
                     continue  # before the draw the page knows only its entry
-                await asyncio.sleep(random.random() * DRAW_SPREAD)
+                await asyncio.sleep(random.random() * spread(msg.get("last_ticket")))
             elif msg["admitted_through"] < buyer.ticket:
                 if done_waiting(msg):
                     buyer.status, buyer.code, buyer.final = 200, msg["state"], time.time()
                     return True
                 continue
             else:
-                await asyncio.sleep(random.random() * ADMIT_SPREAD)
+                jump = msg["admitted_through"] - jump_from
+                await asyncio.sleep(random.random() * spread(jump))
             place = await self.ask(buyer, token)
             if place is not None and await self.on_place(buyer, token, place):
                 return True

@@ -103,3 +103,26 @@ def make_buyers_one() -> int:
     from tests.factories import make_buyer
 
     return make_buyer().pk
+
+
+def test_the_draw_and_first_wave_run_at_the_start_itself_not_at_the_next_tick(
+    celery_worker, make_buyers
+) -> None:
+    starts_at = timezone.now() + timedelta(seconds=1.5)
+    drop = make_drop(slug="on-time", quantity=10, waiting_room=True, starts_at=starts_at)
+    for buyer in make_buyers(30, prefix="ontime"):
+        services.join(drop=drop, buyer_id=buyer)
+
+    # One tick before the start, as beat would run it; no tick after the start in this test.
+    scheduled = services.tick()
+    again = services.schedule_start_wave(drop, timezone.now())  # the next tick sends nothing more
+
+    def drawn() -> bool:
+        return Queue.objects.get(pk=drop.pk).drawn_at is not None
+
+    wait_for("the draw at the start", drawn, celery_worker.process)
+    queue = Queue.objects.get(pk=drop.pk)
+    assert scheduled["waves"] == 0 and again is False
+    assert queue.drawn_at >= starts_at  # never before the start
+    assert (queue.drawn_entries, queue.admitted_through) == (30, 15)  # the first wave: 150% of 10 units
+    assert published("on-time")["queue"]["seed"] == queue.seed  # and published at once
