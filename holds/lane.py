@@ -8,9 +8,10 @@ The admission edge hands it every `POST /api/drops/<slug>/holds` it did not refu
 checks what Django's view checks, in the same order and with the same answers, and gives the
 claim to the arbiter:
 
-- a bearer token is resolved through a per-process cache (one query per token per
-  AUTH_SECONDS); the drop row through another (DROP_SECONDS: a stale row only refuses early,
-  the claim statement checks the sale window itself);
+- a bearer token is resolved through a per-process cache (AUTH_SECONDS), the tokens not
+  cached yet together in one query (a crowd's first claims are all new tokens); the drop
+  row through another (DROP_SECONDS: a stale row only refuses early, the claim statement
+  checks the sale window itself);
 - the admission token is a signature, the rate limit one asyncio Redis call;
 - claims for one drop that arrive while its previous batch runs go to PostgreSQL together
   (holds.services.reserve_batch: one short transaction, one conditional claim statement);
@@ -31,7 +32,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -48,7 +49,7 @@ from core.errors import Busy, FloodgateError, InvalidInput, NotFound, SoldOut, U
 from holds import entry, selectors, services
 from holds.services import Ask, Reservation
 from shop import selectors as catalogue
-from shop.auth import user_of_token
+from shop.auth import users_of_tokens
 from shop.models import Drop
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ AUTH_SECONDS = 30.0  # a revoked token or deactivated account still claims for a
 DROP_SECONDS = 1.0
 DEADLINE = 0.2  # seconds a claim may wait for its batch before "busy" is the better answer
 MAX_BATCH = 200
+MAX_LOOKUPS = 500  # tokens resolved by one query
 MAX_WAITING = 4000  # per process, all drops: past this the queue could not be served in time
 CACHE_SIZE = 100_000
 BUSY = "The shop is very busy; try again in a second."
@@ -83,6 +85,8 @@ class Lane:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redis: aioredis.Redis | None = None
         self._users: dict[str, tuple[int | None, float]] = {}
+        self._lookups: dict[str, asyncio.Future[int | None]] = {}  # tokens waiting for _resolve
+        self._resolving = False
         self._drops: dict[str, tuple[Drop | None, float]] = {}
         self._queues: dict[int, list[Waiting]] = {}
         self._draining: set[int] = set()
@@ -187,9 +191,7 @@ class Lane:
         self._waiting += 1
         if drop.pk not in self._draining:
             self._draining.add(drop.pk)
-            task = asyncio.get_running_loop().create_task(self._drain(drop))
-            self._tasks.add(task)  # the loop keeps only a weak reference to a running task
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._drain(drop))
         try:
             return await asyncio.shield(waiting.future)  # a client gone does not cancel the batch
         finally:
@@ -233,19 +235,55 @@ class Lane:
             self._draining.discard(drop.pk)
             self._running_since.pop(drop.pk, None)
 
+    def _spawn(self, work: Coroutine[None, None, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)  # the loop keeps only a weak reference to a running task
+        task.add_done_callback(self._tasks.discard)
+
     # Caches ---------------------------------------------------------------------------------
 
     async def _user(self, token: str) -> int | None:
-        now = time.monotonic()
         found = self._users.get(token)
-        if found is None or found[1] < now:
-            if len(self._users) >= CACHE_SIZE:
-                self._users.clear()
-            user_id = await self._in_thread(_user_id, token)
-            # An unknown token is remembered briefly too: a flood of it costs one query.
-            found = (user_id, now + (AUTH_SECONDS if user_id is not None else DROP_SECONDS))
-            self._users[token] = found
-        return found[0]
+        if found is not None and found[1] >= time.monotonic():
+            return found[0]
+        pending = self._lookups.get(token)
+        if pending is None:
+            pending = self._lookups[token] = asyncio.get_running_loop().create_future()
+            if not self._resolving:
+                self._resolving = True
+                self._spawn(self._resolve())
+        return await asyncio.shield(pending)
+
+    async def _resolve(self) -> None:
+        """Tokens not cached yet, resolved together: the first alone at once, then whatever
+        arrived meanwhile in one query (a crowd's first claims are all new tokens)."""
+        try:
+            while self._lookups:
+                batch = dict(list(self._lookups.items())[:MAX_LOOKUPS])
+                for token in batch:
+                    del self._lookups[token]
+                try:
+                    found = await self._in_thread(_user_ids, list(batch))
+                except Exception as error:
+                    for future in batch.values():
+                        if not future.done():
+                            future.set_exception(error)
+                    continue
+                assert isinstance(found, dict)
+                now = time.monotonic()
+                if len(self._users) + len(batch) > CACHE_SIZE:
+                    self._users.clear()
+                for token, future in batch.items():
+                    user_id = found.get(token)
+                    # An unknown token is remembered briefly too: a flood of it costs one query.
+                    self._users[token] = (
+                        user_id,
+                        now + (AUTH_SECONDS if user_id is not None else DROP_SECONDS),
+                    )
+                    if not future.done():
+                        future.set_result(user_id)
+        finally:
+            self._resolving = False
 
     async def _drop(self, slug: str) -> Drop:
         now = time.monotonic()
@@ -288,6 +326,7 @@ class Lane:
         if loop is not self._loop:  # clients and futures belong to the loop that made them
             self._loop = loop
             self._queues, self._draining, self._running_since, self._waiting = {}, set(), {}, 0
+            self._lookups, self._resolving = {}, False
             self._tasks = set()
             self._redis = aioredis.Redis.from_url(
                 settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1
@@ -327,9 +366,9 @@ def _join(drop: Drop, buyer_id: int, token: str) -> dict[str, object]:
     return {**place.as_json(), "queue_ticket": admission.queue_ticket(place, bound_to=bound_to)}
 
 
-def _user_id(token: str) -> int | None:
+def _user_ids(tokens: list[str]) -> dict[str, int]:
     close_old_connections()
-    return user_of_token(token)
+    return users_of_tokens(tokens)
 
 
 def _drop_row(slug: str) -> Drop | None:

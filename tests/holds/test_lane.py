@@ -283,3 +283,20 @@ def waiting_on_stock() -> bool:
             " AND wait_event_type = 'Lock' AND query LIKE '%%inventory_stockbucket%%'"
         )
         return bool(cursor.fetchone()[0])
+
+
+@override_settings(IP_RATE_LIMIT_BURST=100_000)
+def test_a_crowd_of_new_tokens_is_resolved_in_a_few_queries_not_one_each(work) -> None:
+    drop = make_drop(slug="cold", quantity=10, per_buyer_limit=1)
+    state.refresh([drop.pk])
+    tokens = [buyer.token for buyer in create_buyers(count=300, prefix="cold")]
+    forged = [f"forged-{i}" for i in range(20)]
+    work.reset()
+
+    replies = crowd(drop.slug, forged + tokens, in_flight=128)  # forged first: before "sold out"
+
+    lookups = [q for q in work.queries if "shop_apitoken" in q]
+    assert len(lookups) < 30, len(lookups)  # one query for each group that arrived together
+    assert {r.status for r in replies[:20]} == {401}
+    assert [r.status for r in replies[20:]].count(201) == 10
+    assert work.requests == 0
