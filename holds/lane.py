@@ -59,6 +59,7 @@ DROP_SECONDS = 1.0
 DEADLINE = 0.2  # seconds a claim may wait for its batch before "busy" is the better answer
 MAX_BATCH = 200
 MAX_LOOKUPS = 500  # tokens resolved by one query
+REDIS_CONNECTIONS = 8
 MAX_WAITING = 4000  # per process, all drops: past this the queue could not be served in time
 CACHE_SIZE = 100_000
 BUSY = "The shop is very busy; try again in a second."
@@ -328,9 +329,16 @@ class Lane:
             self._queues, self._draining, self._running_since, self._waiting = {}, set(), {}, 0
             self._lookups, self._resolving = {}, False
             self._tasks = set()
-            self._redis = aioredis.Redis.from_url(
-                settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1
+            # A rush's first claims all check their rate limit at once: they share a few
+            # connections instead of each opening its own (the pool waits up to a second).
+            pool = aioredis.BlockingConnectionPool.from_url(
+                settings.REDIS_URL,
+                max_connections=REDIS_CONNECTIONS,
+                timeout=1,
+                socket_timeout=1,
+                socket_connect_timeout=1,
             )
+            self._redis = aioredis.Redis(connection_pool=pool)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="claim-lane")
 
