@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
-from core.errors import Busy, FloodgateError, InvalidInput, Unauthenticated
+from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, Unauthenticated
 
 View = Callable[..., HttpResponse]
 log = logging.getLogger(__name__)
@@ -43,8 +43,15 @@ def bearer_user(request: HttpRequest) -> object | None:
     return user
 
 
-def _csrf_failure(request: HttpRequest) -> HttpResponse | None:
-    return CsrfViewMiddleware(lambda r: HttpResponse()).process_view(request, None, (), {})
+CSRF_FAILED = "Send the CSRF token with a session."
+LOG_IN = "Log in, or send 'Authorization: Bearer <token>'."
+
+
+def csrf_failure(request: HttpRequest) -> HttpResponse | None:
+    """Django's CSRF verdict on a session's write (the claim lane asks it too, outside the middleware)."""
+    middleware = CsrfViewMiddleware(lambda r: HttpResponse())
+    middleware.process_request(request)  # the cookie's secret into META, as the middleware chain does
+    return middleware.process_view(request, None, (), {})
 
 
 def api(methods: set[str], *, login: bool = False) -> Callable[[View], View]:
@@ -68,14 +75,11 @@ def api(methods: set[str], *, login: bool = False) -> Callable[[View], View]:
                 elif (
                     request.user.is_authenticated
                     and request.method not in {"GET", "HEAD"}
-                    and _csrf_failure(request) is not None
+                    and csrf_failure(request) is not None
                 ):
-                    return JsonResponse(
-                        {"error": "csrf_failed", "detail": "Send the CSRF token with a session."},
-                        status=403,
-                    )
+                    raise CsrfFailed(CSRF_FAILED)
                 if login and (isinstance(request.user, AnonymousUser) or not request.user.is_authenticated):
-                    raise Unauthenticated("Log in, or send 'Authorization: Bearer <token>'.")
+                    raise Unauthenticated(LOG_IN)
                 return view(request, *args, **kwargs)
             except FloodgateError as error:
                 return error_response(error)

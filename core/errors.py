@@ -34,6 +34,10 @@ class Unauthenticated(FloodgateError):
     code, status = "unauthenticated", 401
 
 
+class CsrfFailed(FloodgateError):
+    code, status = "csrf_failed", 403
+
+
 class Forbidden(FloodgateError):
     code, status = "forbidden", 403
 

@@ -21,13 +21,17 @@ claim to the arbiter:
   beyond that the answer is 503 with Retry-After at once;
 - the first "sold out" flips this process's edge flag at once and is published for the others.
 
-Anything else (a session cookie with its CSRF token, a drop with a Redis gate) goes to Django
-with its body replayed, so every request gets an answer either way.
+A session is taken as core.api takes it (the drop page's buy button posts here with the
+session cookie and its CSRF token): the session's user through another per-process cache
+(SESSION_SECONDS), and Django's own CsrfViewMiddleware asked about the request.
+Anything else (another Authorization scheme, no credentials, a drop with a Redis gate) goes
+to Django with its body replayed, so every request gets an answer either way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import time
@@ -35,17 +39,21 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib import import_module
 
 import redis.asyncio as aioredis
 from django.conf import settings
+from django.contrib.auth import get_user
+from django.core.handlers.asgi import ASGIRequest
 from django.db import OperationalError, close_old_connections
+from django.http import HttpRequest
 
 from admission import limits, tokens
 from admission import services as admission
 from admission import state as snapshots
-from admission.edge import PRIVATE_HEADERS, Answer, Receive, Scope, Send, header
-from core.api import MAX_BODY, parse_json_body
-from core.errors import Busy, FloodgateError, InvalidInput, NotFound, SoldOut, Unauthenticated
+from admission.edge import PRIVATE_HEADERS, Answer, Receive, Scope, Send, cookies, header
+from core.api import CSRF_FAILED, LOG_IN, MAX_BODY, csrf_failure, parse_json_body
+from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, NotFound, SoldOut, Unauthenticated
 from holds import entry, selectors, services
 from holds.services import Ask, Reservation
 from shop import selectors as catalogue
@@ -55,6 +63,7 @@ from shop.models import Drop
 log = logging.getLogger(__name__)
 
 AUTH_SECONDS = 30.0  # a revoked token or deactivated account still claims for at most this long
+SESSION_SECONDS = 10.0  # a session logged out elsewhere still claims for at most this long
 DROP_SECONDS = 1.0
 DEADLINE = 0.2  # seconds a claim may wait for its batch before "busy" is the better answer
 MAX_BATCH = 200
@@ -66,7 +75,17 @@ BUSY = "The shop is very busy; try again in a second."
 LANE = b"x-floodgate-lane"  # the header that says the lane answered
 
 Pass = Callable[[Scope, Receive, Send], Awaitable[None]]
-Work = Callable[[str, Scope, bytes, str], Awaitable[Answer | None]]
+Work = Callable[[str, Scope, bytes, "Who"], Awaitable[Answer | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Who:
+    """The buyer of a request and what signed it in (a queue ticket is bound to that)."""
+
+    buyer_id: int
+    bound_to: str
+    token: str | None = None
+    session: str | None = None
 
 
 @dataclass
@@ -86,6 +105,7 @@ class Lane:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redis: aioredis.Redis | None = None
         self._users: dict[str, tuple[int | None, float]] = {}
+        self._sessions: dict[str, tuple[int | None, float]] = {}
         self._lookups: dict[str, asyncio.Future[int | None]] = {}  # tokens waiting for _resolve
         self._resolving = False
         self._drops: dict[str, tuple[Drop | None, float]] = {}
@@ -114,11 +134,16 @@ class Lane:
         if not whole:
             return await Answer.error(InvalidInput("The request body is too large."), by=LANE).send(send)
         token = _bearer(scope)
-        if token is None:  # a session (and its CSRF check), or no credentials: Django's to answer
+        session = None
+        if token is None and header(scope, b"authorization") is None:
+            session = cookies(scope).get(settings.SESSION_COOKIE_NAME) or None
+        if token is None and session is None:  # no credentials, or another scheme: Django's answer
             self.stats["passed"] += 1
             return await django(scope, _replay(body, receive), send)
         try:
-            answer = await work(slug, scope, body, token)
+            self._start()
+            who = await self._who(scope, body, token=token, session=session)
+            answer = await work(slug, scope, body, who)
         except FloodgateError as error:
             answer = Answer.error(error, by=LANE)
         except OperationalError as error:  # as core.api: the database said "not now"
@@ -130,16 +155,29 @@ class Lane:
         self.stats["answered"] += 1
         await answer.send(send)
 
-    async def _join(self, slug: str, scope: Scope, raw: bytes, token: str) -> Answer | None:
-        """admission.api.queue's POST: the join's two or three statements, none of Django's request path."""
-        self._start()
-        buyer_id = await self._user(token)
+    async def _who(self, scope: Scope, body: bytes, *, token: str | None, session: str | None) -> Who:
+        """The buyer, as core.api finds them: the bearer token, else the session and its CSRF check."""
+        if token is not None:
+            buyer_id = await self._user(token)
+            if buyer_id is None:
+                raise Unauthenticated("That bearer token is not valid.")
+            return Who(buyer_id, tokens.credential(bearer=token, session_key=None), token=token)
+        assert session is not None
+        buyer_id = await self._session_user(session)
         if buyer_id is None:
-            raise Unauthenticated("That bearer token is not valid.")
+            raise Unauthenticated(LOG_IN)
+        if csrf_failure(ASGIRequest(scope, io.BytesIO(body))) is not None:
+            raise CsrfFailed(CSRF_FAILED)
+        bound_to = tokens.credential(bearer=None, session_key=session)
+        assert bound_to is not None
+        return Who(buyer_id, bound_to, session=session)
+
+    async def _join(self, slug: str, scope: Scope, raw: bytes, who: Who) -> Answer | None:
+        """admission.api.queue's POST: the join's two or three statements, none of Django's request path."""
         assert self._redis is not None
-        await limits.check_async(self._redis, scope="queue", ip=_ip(scope), buyer_id=buyer_id)
+        await limits.check_async(self._redis, scope="queue", ip=_ip(scope), buyer_id=who.buyer_id)
         drop = await self._drop(slug)
-        body = await self._in_thread(_join, drop, buyer_id, token)
+        body = await self._in_thread(_join, drop, who.buyer_id, who.bound_to)
         assert isinstance(body, dict)
         headers: tuple[tuple[bytes, bytes], ...] = PRIVATE_HEADERS
         if body["queue_ticket"]:
@@ -148,11 +186,8 @@ class Lane:
         self.stats["joins"] += 1
         return Answer(200, json.dumps(body).encode(), headers=headers, by=LANE)
 
-    async def _reserve(self, slug: str, scope: Scope, raw: bytes, token: str) -> Answer | None:
-        self._start()
-        buyer_id = await self._user(token)
-        if buyer_id is None:
-            raise Unauthenticated("That bearer token is not valid.")
+    async def _reserve(self, slug: str, scope: Scope, raw: bytes, who: Who) -> Answer | None:
+        buyer_id = who.buyer_id
         body = parse_json_body(raw)
         drop = await self._drop(slug)
         if drop.redis_gate:
@@ -166,7 +201,7 @@ class Lane:
         ask = services.ask(drop=drop, buyer_id=buyer_id, quantity=body.get("quantity"), idempotency_key=key)
         result = await self._batched(drop, ask) if unit is None else None
         if isinstance(result, Unauthenticated):  # the account went away since it was cached
-            self._users.pop(token, None)
+            self._forget(who)
         if isinstance(result, Reservation):  # new: built from the statements, no query
             data = selectors.hold_json(result.hold, units=result.units, new=True)
             return Answer(201, json.dumps(data).encode(), by=LANE)
@@ -286,6 +321,23 @@ class Lane:
         finally:
             self._resolving = False
 
+    async def _session_user(self, session: str) -> int | None:
+        now = time.monotonic()
+        found = self._sessions.get(session)
+        if found is None or found[1] < now:
+            if len(self._sessions) >= CACHE_SIZE:
+                self._sessions.clear()
+            user_id = await self._in_thread(_session_user_id, session)
+            found = (user_id, now + (SESSION_SECONDS if user_id is not None else DROP_SECONDS))
+            self._sessions[session] = found
+        return found[0]
+
+    def _forget(self, who: Who) -> None:
+        if who.token is not None:
+            self._users.pop(who.token, None)
+        if who.session is not None:
+            self._sessions.pop(who.session, None)
+
     async def _drop(self, slug: str) -> Drop:
         now = time.monotonic()
         found = self._drops.get(slug)
@@ -308,6 +360,7 @@ class Lane:
     def forget(self) -> None:
         """Drop the cached tokens and drop rows (tests; a server lets them age out)."""
         self._users.clear()
+        self._sessions.clear()
         self._drops.clear()
 
     def _sold_out(self, drop: Drop) -> None:
@@ -367,16 +420,24 @@ def _single(drop: Drop, ask: Ask, unit: str | None) -> tuple[int, dict[str, obje
     return (201 if result.created else 200), data
 
 
-def _join(drop: Drop, buyer_id: int, token: str) -> dict[str, object]:
+def _join(drop: Drop, buyer_id: int, bound_to: str) -> dict[str, object]:
     close_old_connections()
     place = admission.join(drop=drop, buyer_id=buyer_id)
-    bound_to = tokens.credential(bearer=token, session_key=None)
     return {**place.as_json(), "queue_ticket": admission.queue_ticket(place, bound_to=bound_to)}
 
 
 def _user_ids(tokens: list[str]) -> dict[str, int]:
     close_old_connections()
     return users_of_tokens(tokens)
+
+
+def _session_user_id(session_key: str) -> int | None:
+    """The session's user as AuthenticationMiddleware finds them (backend, password hash checked)."""
+    close_old_connections()
+    request = HttpRequest()
+    request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    user = get_user(request)
+    return user.pk if user.is_authenticated else None
 
 
 def _drop_row(slug: str) -> Drop | None:

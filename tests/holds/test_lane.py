@@ -11,13 +11,16 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
+from django.conf import settings
+from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from admission import state
 from core.api import MAX_BODY
@@ -39,7 +42,7 @@ from tests.admission.test_edge import (  # noqa: F401 - fixtures: work, fresh_ed
     work,
 )
 from tests.conftest import app_env, free_port, start_process, wait_for_port
-from tests.factories import make_drop
+from tests.factories import make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -300,3 +303,81 @@ def test_a_crowd_of_new_tokens_is_resolved_in_a_few_queries_not_one_each(work) -
     assert {r.status for r in replies[:20]} == {401}
     assert [r.status for r in replies[20:]].count(201) == 10
     assert work.requests == 0
+
+
+def session_headers(username: str, *, csrf: bool = True) -> dict[str, str]:
+    """A logged-in browser's request: its session cookie, the CSRF cookie and (csrf) the header."""
+    client = Client()
+    client.force_login(make_buyer(username))
+    secret = "s3cr3t" * 5 + "ab"  # a CSRF secret is any 32 letters and digits
+    headers = {
+        "cookie": f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}; "
+        f"{settings.CSRF_COOKIE_NAME}={secret}",
+        "idempotency-key": f"page-{username}",
+        "content-type": "application/json",
+    }
+    if csrf:
+        headers["x-csrftoken"] = secret
+    return headers
+
+
+def test_the_drop_pages_buy_button_a_session_with_its_csrf_token_is_sold_by_the_lane(work) -> None:
+    drop = make_drop(slug="page", quantity=5)
+    headers = session_headers("pam")
+    work.reset()
+
+    reply = run(lambda: call("POST", "/api/drops/page/holds", headers=headers, body=BODY))
+    requests = work.requests
+    again = run(lambda: call("POST", "/api/drops/page/holds", headers=headers, body=BODY))
+
+    assert reply.status == 201 and lane_answered(reply) and requests == 0, reply.body
+    assert again.status == 200 and again.json()["id"] == reply.json()["id"]
+    assert Hold.objects.get(drop=drop).buyer.username == "pam"
+
+
+@pytest.mark.parametrize(
+    ("case", "headers", "status", "error"),
+    [
+        ("no CSRF token", lambda: session_headers("sid", csrf=False), 403, "csrf_failed"),
+        (
+            "a wrong CSRF token",
+            lambda: {**session_headers("sid"), "x-csrftoken": "x" * 32},
+            403,
+            "csrf_failed",
+        ),
+        (
+            "an unknown session",
+            lambda: {**session_headers("sid"), "cookie": f"{settings.SESSION_COOKIE_NAME}=nosuchsession"},
+            401,
+            "unauthenticated",
+        ),
+    ],
+)
+def test_a_session_that_may_not_claim_gets_djangos_answer_from_the_lane(
+    case: str, headers: Callable[[], dict[str, str]], status: int, error: str
+) -> None:
+    drop = make_drop(slug="page", quantity=5)
+    sent = headers()
+
+    lane, django = both_paths("/api/drops/page/holds", sent, BODY)
+
+    assert lane_answered(lane), case
+    assert (lane.status, lane.json()["error"]) == (status, error), case
+    assert (lane.status, lane.json()) == (django.status, django.json()), case
+    assert not Hold.objects.exists() and invariant(drop_id=drop.pk).available == 5
+
+
+def test_a_session_logged_out_elsewhere_stops_claiming_once_its_cache_entry_is_gone() -> None:
+    make_drop(slug="page", quantity=5)
+    headers = session_headers("out")
+    key = headers["cookie"].split(";")[0].split("=", 1)[1]
+    first = run(lambda: call("POST", "/api/drops/page/holds", headers=headers, body=BODY))
+    SessionStore(key).delete()  # logged out in another tab
+    LANE.forget()  # SESSION_SECONDS later
+
+    later = run(
+        lambda: call("POST", "/api/drops/page/holds", headers={**headers, "idempotency-key": "k2"}, body=BODY)
+    )
+
+    assert first.status == 201
+    assert (later.status, later.json()["error"]) == (401, "unauthenticated") and lane_answered(later)
