@@ -1,0 +1,86 @@
+// The Reserve button posts to the JSON API (the claim lane answers it before Django) instead of
+// submitting the form: the buyer stays on the page for a "no", and a busy shop is retried after
+// the Retry-After it sends. Without JavaScript, or if the API cannot be reached, the form still
+// posts to the page's own endpoint.
+(function () {
+  "use strict";
+  var MAX_RETRIES = 5;
+
+  function field(form, name) {
+    var input = form.elements.namedItem(name);
+    return input && input.value ? input.value : null;
+  }
+
+  function enhance(form) {
+    var button = form.querySelector("button[type=submit]");
+    var note = form.querySelector(".buy-status");
+    var tries = 0;
+
+    function say(text) {
+      note.textContent = text;
+      note.hidden = !text;
+    }
+
+    function holdUrl(id) {
+      return form.dataset.holdUrl.replace(/0\/$/, id + "/");
+    }
+
+    function send() {
+      var headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "X-CSRFToken": field(form, "csrfmiddlewaretoken"),
+        "Idempotency-Key": field(form, "idempotency_key")  // a retry or double click: the same hold
+      };
+      var token = field(form, "admission_token");
+      if (token) headers["X-Admission-Token"] = token;
+      var body = {quantity: parseInt(field(form, "quantity") || "1", 10)};
+      var unit = field(form, "unit");
+      if (unit) body.unit = unit;
+      return fetch(form.dataset.api, {
+        method: "POST", credentials: "same-origin", headers: headers, body: JSON.stringify(body)
+      }).then(function (response) {
+        return response.json().then(function (data) { return {response: response, data: data}; });
+      });
+    }
+
+    function attempt() {
+      button.disabled = true;
+      say("Reserving…");
+      send().then(function (got) {
+        var code = got.response.status, data = got.data;
+        if (code === 200 || code === 201) {
+          location.assign(holdUrl(data.id));
+          return;
+        }
+        if (data.hold) {  // already holding this drop: show that hold
+          location.assign(holdUrl(data.hold));
+          return;
+        }
+        if (data.error === "not_admitted" && form.dataset.queueUrl) {
+          location.assign(form.dataset.queueUrl);
+          return;
+        }
+        var wait = parseInt(got.response.headers.get("Retry-After") || "", 10);
+        if ((code === 503 || code === 429) && wait >= 0 && tries < MAX_RETRIES) {
+          tries += 1;
+          say("Very busy right now. Trying again in " + Math.max(1, wait) + " s…");
+          setTimeout(attempt, Math.max(1, wait) * 1000 * (0.75 + Math.random() / 2));
+          return;
+        }
+        tries = 0;
+        button.disabled = false;
+        say(data.detail || "Something went wrong; please try again.");
+      }).catch(function () {
+        form.submit();  // the API is out of reach (or answered no JSON): the page's own way
+      });
+    }
+
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      if (!button.disabled) attempt();
+    });
+  }
+
+  document.querySelectorAll("form.buy[data-api]").forEach(enhance);
+})();
