@@ -70,6 +70,8 @@ class Lane(Protocol):
 
     async def join(self, slug: str, scope: Scope, receive: Receive, send: Send, django: ASGIApp) -> None: ...
 
+    def warm(self) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -354,6 +356,8 @@ class Edge:
         self._warned = 0.0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            return await self._lifespan(receive, send)
         found = route(scope) if scope["type"] == "http" else None
         if found is None:
             return await self.app(scope, receive, send)
@@ -376,6 +380,18 @@ class Edge:
         if kind == CLAIM_JSON and self.lane is not None:
             return await self.lane(slug, scope, receive, send, self._claim_in_django)
         await self._claim_in_django(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """ASGI lifespan (granian sends it; daphne does not): warm the lane before any request."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                if self.lane is not None:
+                    self.lane.warm()  # returns at once; the threads connect in the background
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
     async def _claim_in_django(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A claim through Django's request path, bounded per process."""

@@ -31,6 +31,7 @@ lane.on_sold_out = edge.note_sold_out
 application = ProtocolTypeRouter(
     {
         "http": edge,
+        "lifespan": edge,  # the server's start: the lane's threads and connections warmed
         "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
     }
 )

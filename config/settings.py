@@ -81,9 +81,12 @@ TEMPLATES = [
 DATABASES = {"default": env.database(env.required("DATABASE_URL"))}
 # psycopg 3's pool: a web process keeps warm connections instead of opening one per request.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+# Kept open: one per claim-lane and edge thread plus Django's own, so a crowd arriving after a
+# quiet spell does not wait for new backends to fork (the pool shrinks to this after 10 idle minutes).
+_POOL_MAX = env.integer("DB_POOL_MAX_SIZE", 20)
 DATABASES["default"]["OPTIONS"]["pool"] = {
-    "min_size": env.integer("DB_POOL_MIN_SIZE", 2),
-    "max_size": env.integer("DB_POOL_MAX_SIZE", 20),
+    "min_size": min(env.integer("DB_POOL_MIN_SIZE", 8), _POOL_MAX),
+    "max_size": _POOL_MAX,
     "timeout": env.integer("DB_POOL_TIMEOUT", 10),
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

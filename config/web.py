@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> None:
         APP,
         address=args.host,
         port=args.port,
-        # ASGI without lifespan: Django's handler has none, and would refuse it at every start.
-        interface=Interfaces.ASGINL,
+        # ASGI with lifespan: the edge answers it and warms the claim lane before any request.
+        interface=Interfaces.ASGI,
         workers=args.workers,
         loop=Loops.uvloop,
         websockets=True,

@@ -34,6 +34,7 @@ import asyncio
 import io
 import json
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
@@ -45,7 +46,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from django.contrib.auth import get_user
 from django.core.handlers.asgi import ASGIRequest
-from django.db import OperationalError, close_old_connections
+from django.db import OperationalError, close_old_connections, connection
 from django.http import HttpRequest
 
 from admission import limits, tokens
@@ -375,6 +376,15 @@ class Lane:
             self._published[drop.pk] = now
             asyncio.get_running_loop().run_in_executor(self._pool, _publish_sold_out, drop)
 
+    def warm(self) -> None:
+        """At process start: the worker threads and their database connections ready before
+        the crowd (a cold thread's first query waits for a new backend to fork)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="claim-lane")
+        ready = threading.Barrier(self._threads, timeout=10)  # one job per thread, all started
+        for _ in range(self._threads):
+            self._pool.submit(_warm, ready)
+
     def _start(self) -> None:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # clients and futures belong to the loop that made them
@@ -418,6 +428,15 @@ def _single(drop: Drop, ask: Ask, unit: str | None) -> tuple[int, dict[str, obje
         return error
     data = selectors.hold_json(result.hold, units=result.units, new=result.created)
     return (201 if result.created else 200), data
+
+
+def _warm(ready: threading.Barrier) -> None:
+    try:
+        ready.wait()
+        close_old_connections()
+        connection.ensure_connection()
+    except Exception as error:  # a database not up yet: the first claim connects instead
+        log.warning("lane: could not warm a worker thread: %s", error)
 
 
 def _join(drop: Drop, buyer_id: int, bound_to: str) -> dict[str, object]:

@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +24,7 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from admission import state
+from config.asgi import application
 from core.api import MAX_BODY
 from holds.lane import Lane
 from holds.models import Hold, HoldState
@@ -381,3 +383,24 @@ def test_a_session_logged_out_elsewhere_stops_claiming_once_its_cache_entry_is_g
 
     assert first.status == 201
     assert (later.status, later.json()["error"]) == (401, "unauthenticated") and lane_answered(later)
+
+
+def test_the_servers_start_warms_the_lanes_threads_and_connections_before_any_request() -> None:
+    LANE.settle()  # as a fresh process: no worker threads yet
+    told = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+    said: list[dict] = []
+
+    async def receive() -> dict:
+        return told.pop(0)
+
+    async def send(message: dict) -> None:
+        said.append(message)
+
+    run(lambda: application({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send))
+    deadline = time.monotonic() + 10
+    while len([t for t in threading.enumerate() if t.name.startswith("claim-lane")]) < 4:
+        assert time.monotonic() < deadline, "the lane's threads did not start"
+        time.sleep(0.05)
+    LANE.settle()  # the warm-up jobs finished: each thread reached the database
+
+    assert [m["type"] for m in said] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
