@@ -20,6 +20,7 @@ VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".floodgate-installed"
 CHROMIUM = "/usr/bin/chromium"
+PROMTOOL = "/usr/bin/promtool"
 
 
 def say(message: str) -> None:
@@ -40,7 +41,7 @@ def ensure_virtualenv() -> None:
     STAMP.write_text(wanted)
 
 
-def ensure_debian_package(package: str, binary: str, needed_for: str) -> None:
+def ensure_debian_package(package: str, binary: str, needed_for: str, *, recommends: bool = True) -> None:
     """Install a Debian package when its binary is missing (as root, with apt); else say how."""
     if Path(binary).exists():
         return
@@ -49,7 +50,8 @@ def ensure_debian_package(package: str, binary: str, needed_for: str) -> None:
     say(f"installing Debian's {package} for {needed_for}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True, env=env)
+    extra = [] if recommends else ["--no-install-recommends"]
+    subprocess.run(["apt-get", "install", "-y", "-qq", *extra, package], check=True, env=env)
 
 
 def main(argv: list[str]) -> None:
@@ -60,6 +62,9 @@ def main(argv: list[str]) -> None:
     ensure_virtualenv()
     if argv[0] == "test" and not os.environ.get("CHROMIUM_PATH"):
         ensure_debian_package("chromium", CHROMIUM, "the browser tests (or set CHROMIUM_PATH)")
+    if argv[0] == "test":
+        # promtool checks and unit-tests the alerting rules (the server it ships is never started)
+        ensure_debian_package("prometheus", PROMTOOL, "the alerting rules' tests", recommends=False)
     if argv[0] == "bench" and argv[1:2] == ["queue"]:
         ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue (the HTTP load generator)")
     os.chdir(ROOT)

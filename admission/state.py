@@ -260,11 +260,31 @@ def note_sold_out(drop: Drop) -> None:
         refresh([drop.pk])
 
 
+def snapshot_ages(drops: list[Drop]) -> list[tuple[Drop, float]]:
+    """Seconds since each drop's published snapshot was read (+Inf: none published, the key
+    expired, or Redis away): beat publishes every second, the edges trust up to five."""
+    try:
+        raws = get_redis_connection("default").mget([KEY.format(slug=d.slug) for d in drops]) if drops else []
+    except (RedisError, OSError):
+        raws = [None] * len(drops)
+    now = time.time()
+    return [
+        (drop, now - float(json.loads(raw).get("at") or 0) if raw else float("inf"))
+        for drop, raw in zip(drops, raws, strict=True)
+    ]
+
+
 def gauges() -> list[Gauge]:
-    """Prometheus gauges of every active waiting room: the mark, the line, the stock it waits for."""
-    rooms = [d for d in catalogue.active_drops(datetime.now(UTC)) if d.waiting_room]
+    """Prometheus gauges: every active drop's snapshot age; every waiting room's mark, line and pace."""
+    active = catalogue.active_drops(datetime.now(UTC))
+    rooms = [d for d in active if d.waiting_room]
     snaps = compute(rooms) if rooms else []
     return [
+        Gauge(
+            "floodgate_snapshot_age_seconds",
+            "Seconds since the drop's published snapshot was read from the database (+Inf: none).",
+            [({"drop": d.slug}, age) for d, age in snapshot_ages(active)],
+        ),
         Gauge(
             "floodgate_queue_admitted_through",
             "Tickets up to this number are admitted, per waiting room.",

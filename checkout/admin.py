@@ -1,10 +1,13 @@
-"""Merchants see orders per drop; the saga writes them, so the admin only reads."""
+"""Merchants see orders per drop; the saga writes them, so the admin only reads (and on-call
+records a refused capture or void it settled by hand at the provider)."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from checkout import services
 from checkout.models import Order, OutboxMessage, Payment
 
 
@@ -61,6 +64,19 @@ class PaymentAdmin(admin.ModelAdmin):
     list_filter = ["state", "provider"]
     search_fields = ["session_id", "reference", "order__id"]
     readonly_fields = [f.name for f in Payment._meta.fields]
+    actions = ["settled_at_the_provider"]
+
+    @admin.action(description="Settled by hand at the provider (captured or voided there)")
+    def settled_at_the_provider(self, request: HttpRequest, queryset: QuerySet[Payment]) -> None:
+        """On-call settled a refused capture or void at the provider: record it, and the alert clears."""
+        settled = services.settled_by_hand(payment_ids=list(queryset.values_list("pk", flat=True)))
+        for payment in settled:
+            self.log_change(request, payment, f"Marked {payment.state} by hand (settled at the provider).")
+        skipped = queryset.count() - len(settled)
+        message = f"{len(settled)} payment(s) marked settled."
+        if skipped:
+            message += f" {skipped} skipped: only capture_failed and void_failed payments need this."
+        self.message_user(request, message, messages.SUCCESS if settled else messages.WARNING)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db.models import Count
+from django.db.models import Count, Min
 from django.utils import timezone
 
-from checkout.models import Order, Payment, PaymentState, WebhookEvent
+from checkout.models import Order, OutboxMessage, Payment, PaymentState, WebhookEvent
 
 NEEDS_ATTENTION = [PaymentState.CAPTURE_FAILED, PaymentState.VOID_FAILED]
 
@@ -45,6 +45,14 @@ def payments_needing_attention() -> dict[str, int]:
         Payment.objects.filter(state__in=NEEDS_ATTENTION).values_list("state").annotate(n=Count("id"))
     )
     return {str(state): counts.get(state, 0) for state in NEEDS_ATTENTION}
+
+
+def outbox_backlog() -> tuple[int, float]:
+    """Outbox messages not sent yet (those given up on included), and the oldest one's age in seconds."""
+    unsent = OutboxMessage.objects.filter(sent_at__isnull=True)
+    found = unsent.aggregate(n=Count("id"), oldest=Min("created_at"))
+    oldest = found["oldest"]
+    return found["n"], (timezone.now() - oldest).total_seconds() if oldest is not None else 0.0
 
 
 def orders_of(*, buyer_id: int) -> list[Order]:

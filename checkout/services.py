@@ -266,7 +266,6 @@ def settle_payment(*, payment_pk: int) -> str:
 # Safety nets run by beat ------------------------------------------------------------------
 
 
-
 def fail_abandoned_orders() -> int:
     """Fail pending orders whose hold ended without a payment decision (the buyer left).
 
@@ -283,3 +282,26 @@ ABANDONED = "The time to pay ran out before a payment arrived; the units went ba
 def _enqueue(task: str, *args: object) -> None:
     """Send a task by its name: the tasks module builds on this one, not the other way round."""
     current_app.send_task(task, args=args)
+
+
+SETTLED_BY_HAND = {
+    PaymentState.CAPTURE_FAILED: PaymentState.CAPTURED,
+    PaymentState.VOID_FAILED: PaymentState.VOIDED,
+}
+
+
+def settled_by_hand(*, payment_ids: list[int]) -> list[Payment]:
+    """Record that on-call captured or voided these refused payments at the provider themselves.
+
+    Only capture_failed and void_failed move (locked, so a settle task cannot cross it); the
+    rest are left as they are. Returns the payments that moved, in their new state.
+    """
+    moved: list[Payment] = []
+    with transaction.atomic():
+        for before, after in SETTLED_BY_HAND.items():
+            rows = list(Payment.objects.select_for_update().filter(pk__in=payment_ids, state=before))
+            Payment.objects.filter(pk__in=[p.pk for p in rows]).update(state=after, updated_at=Now())
+            for payment in rows:
+                payment.state = after
+            moved += rows
+    return moved

@@ -12,7 +12,8 @@ Keys (bounded: per-second data expires, the rest is one small hash per drop):
     fg:m:gate:refused                  hash drop id -> reserves the Redis gate answered "sold out"
                                        (written by inventory.gate's Lua, in the refusal's own call)
     fg:m:reserve:total:<drop>          hash outcome -> reserve answers
-    fg:m:reserve:latency:<drop>        hash le -> answers in that bucket (not cumulative), sum_us
+    fg:m:reserve:latency:<drop>        hash "c:<le>" / "r:<le>" -> claims / refusals in that bucket
+                                       (not cumulative), "c:sum_us" / "r:sum_us"
     fg:m:reserve:second:<drop>:<min>   hash "c:<unix second>" / "r:<unix second>" -> claims /
                                        rejections; one hash per minute, expires after 15 minutes
 """
@@ -114,8 +115,8 @@ def observe_reserves(*, drop_id: int, answers: Sequence[tuple[str, float]], now:
             ms = 0.0 if math.isnan(seconds) else min(max(seconds, 0.0), 3600.0) * 1000
             pipe.hincrby(_totals_key(drop_id), outcome, 1)
             pipe.hincrby(minute_key, f"{kind}:{second}", 1)
-            pipe.hincrby(latency_key, LE[bisect_left(BUCKETS_MS, ms)], 1)
-            pipe.hincrby(latency_key, "sum_us", round(ms * 1000))
+            pipe.hincrby(latency_key, f"{kind}:{LE[bisect_left(BUCKETS_MS, ms)]}", 1)
+            pipe.hincrby(latency_key, f"{kind}:sum_us", round(ms * 1000))
         pipe.expire(minute_key, SECOND_TTL)
         pipe.execute()
     except (RedisError, OSError) as error:
@@ -178,8 +179,11 @@ def series(*, drop_id: int, minutes: int = 10, now: float | None = None) -> list
     ]
 
 
-def _bucket_counts(reply: Mapping[bytes, bytes]) -> list[int]:
-    return [int(reply.get(le.encode(), 0)) for le in LE]
+ANSWERS = {"c": CLAIMED, "r": "no"}  # the histogram's "answer" label: a hold, or any refusal
+
+
+def _bucket_counts(reply: Mapping[bytes, bytes], kinds: str = "cr") -> list[int]:
+    return [sum(int(reply.get(f"{kind}:{le}".encode(), 0)) for kind in kinds) for le in LE]
 
 
 def _quantile(q: float, counts: Sequence[int]) -> float | None:
@@ -292,7 +296,9 @@ class StoreCollector:
             labels=["drop", "outcome"],
         )
         histogram = HistogramMetricFamily(
-            "floodgate_reserve_latency_seconds", "Reserve answer latency.", labels=["drop"]
+            "floodgate_reserve_latency_seconds",
+            "Reserve answer latency in the claim's service, by answer: held, or no (any refusal).",
+            labels=["drop", "answer"],
         )
         for drop_id in (i for i in sorted(totals) if i in slugs):
             slug = slugs[drop_id]
@@ -300,12 +306,13 @@ class StoreCollector:
                 requests.add_metric([slug, raw_outcome.decode()], int(count))
             # The store keeps per-bucket counts; Prometheus wants them cumulative. _count is
             # taken from the +Inf bucket by prometheus_client, so the two always agree.
-            cumulative = list(accumulate(_bucket_counts(latency[drop_id])))
-            histogram.add_metric(
-                [slug],
-                list(zip(LE, cumulative, strict=True)),
-                int(latency[drop_id].get(b"sum_us", 0)) / 1_000_000,
-            )
+            for kind, answer in ANSWERS.items():
+                cumulative = list(accumulate(_bucket_counts(latency[drop_id], kind)))
+                histogram.add_metric(
+                    [slug, answer],
+                    list(zip(LE, cumulative, strict=True)),
+                    int(latency[drop_id].get(f"{kind}:sum_us".encode(), 0)) / 1_000_000,
+                )
         yield requests
         yield histogram
         yield self._per_drop(

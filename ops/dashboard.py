@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db import connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 
@@ -17,7 +16,7 @@ from checkout.selectors import payments_needing_attention
 from core import metrics
 from inventory import gate
 from inventory.selectors import bucket_levels, invariant, stranded_units
-from ops import sql
+from ops.metrics import lock_waits
 from shop.models import Drop, PauseEvent
 
 RECENTLY_ENDED = timedelta(minutes=30)
@@ -31,12 +30,6 @@ def watched_drops() -> list[Drop]:
         .filter(starts_at__lte=now + timedelta(hours=1), ends_at__gte=now - RECENTLY_ENDED)
         .order_by("starts_at", "pk")[:20]  # a fixed order: a paused card must not move under the mouse
     )
-
-
-def lock_waits() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(sql.LOCK_WAITS)
-        return int(cursor.fetchone()[0])
 
 
 def traffic(drop_id: int) -> dict[str, object]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
+from django.db import connection
 from django.utils import timezone
 
+from checkout.selectors import outbox_backlog
 from core.errors import NotFound
 from core.metrics import Gauge
-from inventory.selectors import invariant
+from inventory.selectors import invariant, stranded_units
+from ops import sql
 from shop.models import Drop
 
 RECENT = timedelta(hours=1)
@@ -34,6 +37,7 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
     holds: list[tuple[Mapping[str, str], float]] = []
     expired_unsold: list[tuple[Mapping[str, str], float]] = []
     drift: list[tuple[Mapping[str, str], float]] = []
+    stranded: list[tuple[Mapping[str, str], float]] = []
     for drop_id, slug in drops:
         try:
             state = invariant(drop_id=drop_id)
@@ -46,6 +50,7 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
         ]
         expired_unsold.append(({"drop": slug}, state.expired_unreclaimed))
         drift.append(({"drop": slug}, state.drift))
+        stranded.append(({"drop": slug}, stranded_units(drop_id=drop_id)))
     return [
         Gauge(
             "floodgate_holds",
@@ -58,4 +63,30 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
             expired_unsold,
         ),
         Gauge("floodgate_invariant_drift", "quantity - (available + held + sold); must be 0.", drift),
+        Gauge(
+            "floodgate_stranded_units",
+            "Units a full-limit claim cannot reach (no bucket holds that many); 0 when healthy.",
+            stranded,
+        ),
+    ]
+
+
+def lock_waits() -> int:
+    """Sessions of this database waiting on a lock now (the dashboard and /metrics)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.LOCK_WAITS)
+        return int(cursor.fetchone()[0])
+
+
+def database_gauges() -> list[Gauge]:
+    """The database's side: sessions waiting on a lock, and the outbox not yet delivered."""
+    backlog, oldest = outbox_backlog()
+    return [
+        Gauge("floodgate_lock_waits", "Database sessions waiting for a lock now.", [({}, lock_waits())]),
+        Gauge("floodgate_outbox_backlog", "Outbox messages not delivered yet.", [({}, backlog)]),
+        Gauge(
+            "floodgate_outbox_oldest_seconds",
+            "Age of the oldest undelivered outbox message (0 with none).",
+            [({}, oldest)],
+        ),
     ]

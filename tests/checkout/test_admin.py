@@ -69,3 +69,47 @@ def test_the_dashboards_link_to_payments_needing_attention_works() -> None:
 
     assert answer.status_code == 200 and "e=1" not in answer.get("Location", "")
     assert b"Payments needing attention" in client.get("/admin/shop/drop/dashboard/").content
+
+
+def test_on_call_records_a_refused_capture_settled_by_hand_and_the_count_clears(roles: None) -> None:
+    from checkout.models import Payment, PaymentState
+    from checkout.selectors import payments_needing_attention
+
+    drop = make_drop(slug="refused", quantity=5)
+    payments = []
+    for name, state in (
+        ("cap", PaymentState.CAPTURE_FAILED),
+        ("vo", PaymentState.VOID_FAILED),
+        ("ok", "captured"),
+    ):
+        buyer = make_buyer(name)
+        hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=1, idempotency_key="k").hold
+        order = Order.objects.create(
+            hold=hold, buyer=buyer, drop=drop, quantity=1, amount_minor=100, currency="EUR"
+        )
+        payments.append(
+            Payment.objects.create(
+                order=order, provider="simulated", amount_minor=100, currency="EUR", state=state
+            )
+        )
+    on_call = get_user_model().objects.create_superuser("oc", password="pw-pw-pw-pw")
+    client = Client()
+    client.force_login(on_call)
+    assert sum(payments_needing_attention().values()) == 2
+
+    answer = client.post(
+        "/admin/checkout/payment/",
+        {"action": "settled_at_the_provider", "_selected_action": [p.pk for p in payments]},
+        follow=True,
+    )
+
+    states = dict(Payment.objects.values_list("pk", "state"))
+    assert [states[p.pk] for p in payments] == ["captured", "voided", "captured"]
+    assert sum(payments_needing_attention().values()) == 0
+    text = answer.content.decode()
+    assert "2 payment(s) marked settled." in text and "1 skipped" in text
+    from django.contrib.admin.models import LogEntry
+
+    assert (
+        LogEntry.objects.filter(user=on_call, change_message__contains="settled at the provider").count() == 2
+    )

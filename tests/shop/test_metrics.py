@@ -180,20 +180,34 @@ def test_metrics_page_has_counters_cumulative_histogram_and_gauges(settings) -> 
         assert types[family] == "histogram" if family != name else name in types, name
     assert sample(samples, "floodgate_reserve_requests_total", drop="big-sale", outcome="held") == 5
     assert sample(samples, "floodgate_reserve_requests_total", drop="big-sale", outcome="sold_out") == 1
-    buckets = [
-        sample(samples, "floodgate_reserve_latency_seconds_bucket", drop="big-sale", le=le)
-        for le in metrics.LE
-    ]
-    assert buckets == sorted(buckets)
-    assert buckets[0] == 2  # 0.5 ms and 1 ms: le is inclusive
-    assert buckets[-1] == sample(samples, "floodgate_reserve_latency_seconds_count", drop="big-sale") == 6
-    assert sample(samples, "floodgate_reserve_latency_seconds_sum", drop="big-sale") == pytest.approx(
-        9.2075, abs=1e-6
+    held, no = (
+        [
+            sample(samples, "floodgate_reserve_latency_seconds_bucket", drop="big-sale", answer=answer, le=le)
+            for le in metrics.LE
+        ]
+        for answer in ("held", "no")
     )
+    assert held == sorted(held) and no == sorted(no)
+    assert (held[0], no[0]) == (1, 1)  # 0.5 ms held, 1 ms refused: le is inclusive
+    count = "floodgate_reserve_latency_seconds_count"
+    assert held[-1] == sample(samples, count, drop="big-sale", answer="held") == 5
+    assert no[-1] == sample(samples, count, drop="big-sale", answer="no") == 1
+    assert sample(
+        samples, "floodgate_reserve_latency_seconds_sum", drop="big-sale", answer="held"
+    ) == pytest.approx(9.2065, abs=1e-6)
     assert sample(samples, "floodgate_drift_detected_total", drop="big-sale") == 2
     assert sample(samples, "floodgate_holds", drop="big-sale", state="held") == 0
     assert sample(samples, "floodgate_expired_unsold_holds", drop="big-sale") == 0
     assert sample(samples, "floodgate_invariant_drift", drop="big-sale") == 0
+    assert sample(samples, "floodgate_stranded_units", drop="big-sale") == 0
+    assert sample(samples, "floodgate_lock_waits") == 0
+    assert (
+        sample(samples, "floodgate_outbox_backlog"),
+        sample(samples, "floodgate_outbox_oldest_seconds"),
+    ) == (0, 0)
+    assert sample(samples, "floodgate_snapshot_age_seconds", drop="big-sale") == float(
+        "inf"
+    )  # never published
     assert sample(samples, "floodgate_metrics_store_up") == 1
 
 
@@ -311,3 +325,49 @@ def test_a_gauge_needs_one_set_of_label_names() -> None:
         metrics.Gauge("floodgate_test", "mixed", [({"drop": "a"}, 1), ({"state": "b"}, 2)])
     with pytest.raises(ValueError, match="label names"):
         metrics.Gauge("floodgate_test", "reserved", [({"__name__": "a"}, 1)])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_what_on_call_is_alerted_on_moves_in_the_scrape() -> None:
+    """Lock waits, the outbox backlog, stranded units and a snapshot's age, each made real."""
+    from datetime import timedelta
+    from threading import Thread
+
+    from admission import state
+    from checkout.models import OutboxMessage
+    from inventory.models import StockBucket
+    from tests.admission.test_edge import _lock_stock
+
+    drop = make_drop(slug="on-call", quantity=10, buckets=4, per_buyer_limit=4)
+    StockBucket.objects.filter(drop=drop).update(available=2)  # 8 left, no bucket holds 4
+    OutboxMessage.objects.create(topic="email", key="k", payload={})
+    OutboxMessage.objects.filter(key="k").update(created_at=timezone.now() - timedelta(minutes=5))
+    state.refresh([drop.pk])
+    blocker = _lock_stock(drop.pk)
+    waiter = Thread(target=_wait_for_stock, args=(drop.pk,))
+    waiter.start()
+    try:
+        deadline = time.monotonic() + 10
+        while ops_metrics.lock_waits() == 0:
+            assert time.monotonic() < deadline, "the second session never waited"
+            time.sleep(0.05)
+        with override_settings(DEBUG=True):
+            samples = parse(scrape(Client()).content.decode())
+    finally:
+        blocker.rollback()
+        blocker.close()
+        waiter.join()
+
+    assert sample(samples, "floodgate_lock_waits") >= 1
+    assert sample(samples, "floodgate_outbox_backlog") == 1
+    assert 299 < sample(samples, "floodgate_outbox_oldest_seconds") < 400
+    assert sample(samples, "floodgate_stranded_units", drop="on-call") == 8
+    assert 0 <= sample(samples, "floodgate_snapshot_age_seconds", drop="on-call") < 60
+
+
+def _wait_for_stock(drop_id: int) -> None:
+    from django.db import connection, transaction
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM inventory_stockbucket WHERE drop_id = %s FOR UPDATE", [drop_id])
+    connection.close()
