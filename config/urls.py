@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from admission import api as admission_api
 from admission import views as admission_views
@@ -49,7 +49,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("metrics", ops_views.metrics, name="metrics"),
     path("api/", include(api_patterns)),
-    path("api/<path:path>", api_views.unknown),
+    # Any other path under /api/ (a newline too, which <path:...> would not match) is a JSON 404.
+    re_path(r"^api/(?P<path>(?s:.*))$", api_views.unknown),
 ]
 
 handler404 = "storefront.views.not_found"

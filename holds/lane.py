@@ -46,7 +46,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from django.contrib.auth import get_user
 from django.core.handlers.asgi import ASGIRequest
-from django.db import OperationalError, close_old_connections, connection
+from django.db import IntegrityError, OperationalError, close_old_connections, connection
 from django.http import HttpRequest
 
 from admission import limits, tokens
@@ -141,10 +141,17 @@ class Lane:
         if token is None and session is None:  # no credentials, or another scheme: Django's answer
             self.stats["passed"] += 1
             return await django(scope, _replay(body, receive), send)
+        who = None
         try:
             self._start()
             who = await self._who(scope, body, token=token, session=session)
             answer = await work(slug, scope, body, who)
+        except IntegrityError:
+            # The cached account or drop row is gone: forget both, and Django looks them up.
+            if who is not None:
+                self._forget(who)
+            self._drops.pop(slug, None)
+            answer = None
         except FloodgateError as error:
             answer = Answer.error(error, by=LANE)
         except OperationalError as error:  # as core.api: the database said "not now"
@@ -255,6 +262,10 @@ class Lane:
                 started = self._running_since[drop.pk] = time.monotonic()
                 try:
                     answers = await self._in_thread(_batch, drop, [w.ask for w in batch])
+                except IntegrityError:
+                    # A cached row gone since (a deleted account or drop): the whole batch rolled
+                    # back. Each claim goes alone, so only the stale one fails (and reaches Django).
+                    answers = [None] * len(batch)
                 except BaseException as error:
                     for waiting in batch:
                         if not waiting.future.done():
@@ -348,7 +359,7 @@ class Lane:
             found = (await self._in_thread(_drop_row, slug), now + DROP_SECONDS)
             self._drops[slug] = found
         if found[0] is None:
-            raise NotFound(f"There is no drop called {slug!r}.")
+            raise catalogue.unknown_drop(slug)
         return found[0]
 
     def settle(self) -> None:

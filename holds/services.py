@@ -36,6 +36,7 @@ from holds import sql
 from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
 from inventory import gate
 from inventory import services as stock
+from shop import selectors as catalogue
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
@@ -168,6 +169,8 @@ def _reserve_once(
             cursor.execute(sql.FIND_ACTIVE, ids)
             active = cursor.fetchone()
             if active is None:
+                if not Drop.objects.filter(pk=drop.pk).exists():  # deleted since the caller read it
+                    raise catalogue.unknown_drop(drop.slug)
                 raise HoldExists("Another request of yours is reserving in this drop right now.", hold=None)
             error = OverdueHoldInTheWay if active[1] else HoldExists
             raise error(

@@ -51,18 +51,23 @@ def _views(drops: list[Drop], now: datetime) -> list[DropView]:
     return [DropView(d, d.state_at(now), remaining[d.pk]) for d in drops]
 
 
+def unknown_drop(slug: str) -> NotFound:
+    """The one answer to a slug no drop has (every door says it the same way)."""
+    return NotFound(f"There is no drop called {slug!r}.")
+
+
 def drop_for_claim(*, slug: str) -> Drop:
     """The drop row alone (no stock counts): what the reserve path needs."""
     drop = Drop.objects.filter(slug=slug).first()
     if drop is None:
-        raise NotFound(f"There is no drop called {slug!r}.")
+        raise unknown_drop(slug)
     return drop
 
 
 def drop_view(*, slug: str) -> DropView:
     drop = Drop.objects.select_related("product").filter(slug=slug).first()
     if drop is None:
-        raise NotFound(f"There is no drop called {slug!r}.")
+        raise unknown_drop(slug)
     return _views([drop], timezone.now())[0]
 
 

@@ -41,8 +41,10 @@ def test_each_alert_fires_when_it_should_and_not_on_a_healthy_shop() -> None:
 
 
 def test_control_a_rule_that_never_fires_fails_its_unit_test(tmp_path: Path) -> None:
-    broken = (RULES / "alerts.yml").read_text().replace(
-        "floodgate_snapshot_age_seconds) > 10", "floodgate_snapshot_age_seconds) > 1000"
+    broken = (
+        (RULES / "alerts.yml")
+        .read_text()
+        .replace("floodgate_snapshot_age_seconds) > 10", "floodgate_snapshot_age_seconds) > 1000")
     )
     assert broken != (RULES / "alerts.yml").read_text()
     (tmp_path / "alerts.yml").write_text(broken)

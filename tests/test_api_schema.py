@@ -145,3 +145,14 @@ def test_other_paths_and_methods_answer_errors_the_schema_names() -> None:
         published.check(**{**answer_of(unknown), "status": 200})
     with pytest.raises(SchemaMismatch, match="application/json"):
         published.check(**{**answer_of(Client().get("/api/drops/fallback")), "content_type": "text/html"})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "path", ["/api/nothing-here", "/api/drops/a%0Ab", "/api/drops/x%0A/queue/draw", "/api/nothing%0A/here"]
+)
+def test_any_other_path_under_the_api_is_a_json_404_even_with_a_newline(path: str) -> None:
+    answer = Client().get(path)
+
+    assert answer.status_code == 404 and answer["Content-Type"] == "application/json"
+    assert answer.json()["error"] == "not_found"

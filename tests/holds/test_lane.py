@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
 from django.test import Client, override_settings
@@ -404,3 +405,40 @@ def test_the_servers_start_warms_the_lanes_threads_and_connections_before_any_re
     LANE.settle()  # the warm-up jobs finished: each thread reached the database
 
     assert [m["type"] for m in said] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+@override_settings(IP_RATE_LIMIT_BURST=100_000)
+def test_an_account_or_drop_deleted_while_cached_gets_djangos_answer_and_spoils_no_batch() -> None:
+    drop = make_drop(slug="stale", quantity=50, per_buyer_limit=1)
+    empty = make_drop(slug="stale-empty", quantity=5, per_buyer_limit=1)
+    state.refresh([drop.pk, empty.pk])
+    gone = bearer("gone")
+    # Claims refused before any hold: the token and both drop rows are now in the lane's caches.
+    over = b'{"quantity": 9}'
+    warm = [
+        run(
+            lambda slug=slug: call(
+                "POST", f"/api/drops/{slug}/holds", headers=reserve_headers(gone), body=over
+            )
+        )
+        for slug in ("stale", "stale-empty")
+    ]
+    get_user_model().objects.filter(username="gone").delete()
+    others = [buyer.token for buyer in create_buyers(count=20, prefix="stay")]
+
+    async def crowd() -> list[Reply]:
+        return await asyncio.gather(
+            call("POST", "/api/drops/stale/holds", headers=reserve_headers(gone, "again"), body=BODY),
+            *(call("POST", "/api/drops/stale/holds", headers=headers_of(t), body=BODY) for t in others),
+        )
+
+    replies = run(crowd)
+    Drop.objects.filter(pk=empty.pk).delete()
+    after = run(
+        lambda: call("POST", "/api/drops/stale-empty/holds", headers=headers_of(others[0]), body=BODY)
+    )
+
+    assert [w.status for w in warm] == [422, 422]
+    assert (replies[0].status, replies[0].json()["error"]) == (401, "unauthenticated")
+    assert [r.status for r in replies[1:]] == [201] * 20  # the batch they shared was not spoiled
+    assert (after.status, after.json()["error"]) == (404, "not_found")

@@ -10,6 +10,7 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 from django.utils import timezone
 
@@ -163,3 +164,20 @@ def test_a_thousand_joins_at_once_give_each_buyer_one_ticket_and_the_draw_number
     assert len(entries) == 1000  # the twin requests got the same entry
     numbers = sorted(Ticket.objects.filter(drop=drop).values_list("number", flat=True))
     assert numbers == list(range(1, 1001))
+
+
+def test_a_join_to_a_drop_or_by_an_account_deleted_while_cached_gets_djangos_answer() -> None:
+    room = upcoming(slug="gone-room")
+    auth = bearer("leaver")
+    assert join("soon-nope", auth).status == 404  # the token is cached now
+    assert join("gone-room", bearer("other")).status == 200  # and the drop row
+    Drop.objects.filter(pk=room.pk).delete()
+    dropped = join("gone-room", bearer("third"))
+    upcoming(slug="kept-room")
+    assert join("kept-room", bearer("fourth")).status == 200
+    get_user_model().objects.filter(username="leaver").delete()
+    left = join("kept-room", auth)
+
+    assert (dropped.status, dropped.json()["error"]) == (404, "not_found")
+    assert (left.status, left.json()["error"]) == (401, "unauthenticated")
+    assert not Ticket.objects.filter(buyer__username__in=["third", "leaver"]).exists()
