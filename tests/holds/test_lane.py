@@ -116,6 +116,22 @@ def test_bad_input_gets_the_same_clear_answer_as_through_django_and_changes_noth
     assert invariant(drop_id=drop.pk).available == 5
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b'{"quantity": 1, "unit": "A\\u0000"}', b'{"quantity": 1, "unit": "A\\ud800"}'],
+    ids=["NUL", "lone surrogate"],
+)
+def test_a_unit_label_postgresql_cannot_take_is_the_same_422_on_both_paths(body: bytes) -> None:
+    drop = make_drop(slug="seats", quantity=3, mode="units", unit_labels=["A1", "A2", "A3"])
+
+    lane, django = both_paths("/api/drops/seats/holds", reserve_headers(bearer("nul")), body)
+
+    assert lane.status == 422 and lane.json()["error"] == "invalid", lane.body[:200]
+    assert (lane.status, lane.json()) == (django.status, django.json())
+    assert not Hold.objects.exists()
+    assert invariant(drop_id=drop.pk).available == 3
+
+
 def headers_of(token: str) -> dict[str, str]:
     """A buyer's reserve headers, one Idempotency-Key per buyer."""
     return reserve_headers({"authorization": f"Bearer {token}"}, key="k" + token[:40].replace("_", "-"))
