@@ -32,7 +32,7 @@ from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEve
 from checkout.providers import get_provider
 from checkout.providers.base import PermanentProviderError, ProviderError
 from checkout.providers.base import WebhookEvent as ProviderEvent
-from core.errors import Busy
+from core.errors import Busy, FloodgateError
 from holds import services as holds
 from holds.models import Hold
 
@@ -118,19 +118,36 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
     return Started(payment, order)
 
 
+class EventConflict(FloodgateError):
+    """A known event id arrived with another body: the first is kept, this one refused."""
+
+    code, status = "event_conflict", 409
+
+
 def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[str, object]) -> int | None:
-    """Store a verified event once per (provider, event id); returns its row id if not yet processed."""
+    """Store a verified event once per (provider, event id); returns its row id if not yet processed.
+
+    The first delivery is kept whole; the same id with another body raises EventConflict.
+    """
+    params = {
+        "provider": provider_name,
+        "event": event.event_id,
+        "type": event.type,
+        "payload": Jsonb(payload),
+    }
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(
-            sql.RECORD_EVENT,
-            {
-                "provider": provider_name,
-                "event": event.event_id,
-                "type": event.type,
-                "payload": Jsonb(payload),
-            },
-        )
+        cursor.execute(sql.RECORD_EVENT, params)
         row = cursor.fetchone()
+        if row is None:
+            cursor.execute(sql.SAME_EVENT, params)
+            same = cursor.fetchone()
+            if same is not None and not same[0]:
+                log.warning(
+                    "webhook %s:%s came again with another body; kept the first",
+                    provider_name,
+                    event.event_id,
+                )
+                raise EventConflict("This event id was received before with different content.")
     return row[0] if row else None
 
 
@@ -264,7 +281,6 @@ def settle_payment(*, payment_pk: int) -> str:
 
 
 # Safety nets run by beat ------------------------------------------------------------------
-
 
 
 def fail_abandoned_orders() -> int:

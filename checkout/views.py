@@ -13,11 +13,12 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from checkout import selectors, services
-from checkout.models import Order
+from checkout.models import EVENT_ID_MAX, Order
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook
 from checkout.tasks import process_webhook_event
 from core.errors import FloodgateError
+from core.text import storable_json
 
 MAX_WEBHOOK_BODY = 64 * 1024
 
@@ -62,9 +63,18 @@ def webhook(request: HttpRequest, provider: str) -> JsonResponse:
         if len(body) > MAX_WEBHOOK_BODY:
             raise BadWebhook("The body is too large.")
         event = adapter.parse_webhook(body=body, headers=dict(request.headers))
+        payload = json.loads(body)  # parsed already by the adapter, so it is JSON of a sane depth
+        # Whatever the adapter let through must fit the row: a 500 would make the provider retry.
+        if len(event.event_id) > EVENT_ID_MAX:
+            raise BadWebhook(f"The event id is longer than {EVENT_ID_MAX} characters.")
+        if not storable_json(payload):
+            raise BadWebhook("The body nests too deep or has a string with NUL or invalid Unicode.")
     except BadWebhook as error:
         return JsonResponse({"error": "bad_webhook", "detail": str(error)}, status=400)
-    event_pk = services.record_webhook(provider_name=provider, event=event, payload=json.loads(body))
+    try:
+        event_pk = services.record_webhook(provider_name=provider, event=event, payload=payload)
+    except FloodgateError as error:  # the same event id with another body: the first stays
+        return JsonResponse({"error": error.code, "detail": error.detail}, status=error.status)
     if event_pk is not None:
         process_webhook_event.delay(event_pk)
     return JsonResponse({"received": event.event_id})
