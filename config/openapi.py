@@ -299,7 +299,10 @@ PATHS: Schema = {
                 "404": _error("No such drop"),
                 "409": _error("sold_out (with remaining), unit_taken or hold_exists (with hold)"),
                 "410": _error("ended"),
-                "422": _error("invalid_quantity, limit_reached, or invalid (body, unit)"),
+                "422": _error(
+                    "invalid_quantity, limit_reached, invalid (body, unit), or idempotency_key_reused "
+                    "(the key was used for another quantity or unit)"
+                ),
                 "423": _error("paused"),
                 "425": _error("not_started"),
                 "429": _error("rate_limited; see Retry-After", retry=True),

@@ -26,6 +26,10 @@ class InvalidIdempotencyKey(FloodgateError):
     code, status = "invalid_idempotency_key", 400
 
 
+class IdempotencyKeyReused(FloodgateError):
+    code, status = "idempotency_key_reused", 422
+
+
 class InvalidQuantity(FloodgateError):
     code, status = "invalid_quantity", 422
 

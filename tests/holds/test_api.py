@@ -98,6 +98,23 @@ def test_a_unit_label_postgresql_cannot_compare_is_422_not_500(raw: str) -> None
     assert invariant(drop_id=drop.pk).available == 3
 
 
+def test_an_idempotency_key_again_with_another_request_is_422_and_keeps_the_first_hold() -> None:
+    drop = make_drop(slug="reuse", quantity=10, mode="units", per_buyer_limit=3)
+    auth = bearer("rita")
+    created = post_hold("reuse", auth, {"quantity": 1})
+
+    more = post_hold("reuse", auth, {"quantity": 2})
+    seat = post_hold("reuse", auth, {"quantity": 1, "unit": "5"})
+    same = post_hold("reuse", auth, None, raw='{ "quantity" : 1 }')  # other bytes, the same request
+
+    assert created.status_code == 201
+    assert (more.status_code, more.json()["error"]) == (422, "idempotency_key_reused"), more.content
+    assert (seat.status_code, seat.json()["error"]) == (422, "idempotency_key_reused")
+    assert same.status_code == 200 and same.json()["id"] == created.json()["id"]
+    assert Hold.objects.get().quantity == 1
+    assert invariant(drop_id=drop.pk).held == 1
+
+
 @pytest.mark.parametrize("key", [None, "", "x" * 65, "spaces are bad", "ünïcode"])
 def test_missing_or_bad_idempotency_key_is_400(key: str | None) -> None:
     make_drop(slug="keys", quantity=5)

@@ -132,6 +132,21 @@ def test_a_unit_label_postgresql_cannot_take_is_the_same_422_on_both_paths(body:
     assert invariant(drop_id=drop.pk).available == 3
 
 
+def test_an_idempotency_key_again_with_another_quantity_is_422_through_the_lane(work) -> None:
+    drop = make_drop(slug="lane-reuse", quantity=5, per_buyer_limit=3)
+    headers = reserve_headers(bearer("kim"))
+    path = "/api/drops/lane-reuse/holds"
+
+    first = run(lambda: call("POST", path, headers=headers, body=b'{"quantity": 1}'))
+    other = run(lambda: call("POST", path, headers=headers, body=b'{"quantity": 2}'))
+    same = run(lambda: call("POST", path, headers=headers, body=b'{"quantity":1}'))
+
+    assert first.status == 201 and lane_answered(first)
+    assert (other.status, other.json()["error"]) == (422, "idempotency_key_reused") and lane_answered(other)
+    assert same.status == 200 and same.json()["id"] == first.json()["id"]
+    assert Hold.objects.get(drop=drop).quantity == 1
+
+
 def headers_of(token: str) -> dict[str, str]:
     """A buyer's reserve headers, one Idempotency-Key per buyer."""
     return reserve_headers({"authorization": f"Bearer {token}"}, key="k" + token[:40].replace("_", "-"))
