@@ -251,6 +251,10 @@ LOGGING = {
 # The waiting room and the crowd (admission app).
 # How long an admission token lets an admitted buyer claim before asking for a fresh one.
 ADMISSION_TOKEN_SECONDS = env.integer("ADMISSION_TOKEN_SECONDS", 120)
+# How long an admitted buyer who has not reserved yet still holds back the next waves. Shorter
+# than the token: accounts admitted and never coming (no-shows, or a farm of sign-ups) stall the
+# line for this long, not for a token's life; a late one may still buy while the token lasts.
+ADMISSION_GRACE_SECONDS = env.integer("ADMISSION_GRACE_SECONDS", 30)
 # How long a queue ticket (the signed "this is my place" the edge answers polls from) is honoured;
 # longer than any sale's wait. After it the poll goes to Django, which signs a fresh one.
 QUEUE_TICKET_SECONDS = env.integer("QUEUE_TICKET_SECONDS", 12 * 3600)
