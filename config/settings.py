@@ -263,6 +263,9 @@ RATE_LIMIT_BURST = env.integer("RATE_LIMIT_BURST", 10)
 RATE_LIMIT_PER_SECOND = env.integer("RATE_LIMIT_PER_SECOND", 1)
 IP_RATE_LIMIT_BURST = env.integer("IP_RATE_LIMIT_BURST", 100)
 IP_RATE_LIMIT_PER_SECOND = env.integer("IP_RATE_LIMIT_PER_SECOND", 20)
+# Waiting-room WebSockets one client address may hold open per web process (a household or an
+# office shares an address; a client opening hundreds is not a page).
+WS_SOCKETS_PER_ADDRESS = env.integer("WS_SOCKETS_PER_ADDRESS", 50)
 # Claim attempts one process lets through to the database at once; beyond it, 503 Retry-After.
 CLAIM_CONCURRENCY = env.integer("CLAIM_CONCURRENCY", 16)
 # Behind a reverse proxy that appends the client's address to X-Forwarded-For (compose: yes).

@@ -7,6 +7,7 @@
   var POLL_MS = 4000, TOKEN_REFRESH_MS = 60000, BACKOFF_MIN = 500, BACKOFF_MAX = 15000;
   var DRAW_SPREAD_MS = 5000, ADMIT_SPREAD_MS = 1000;
   var NO_SUCH_WAITING_ROOM = 4404;
+  var TOO_MANY_SOCKETS = 4429;  // this address holds enough sockets: polling serves this page
 
   var root, apiUrl, wsUrl;
   var ticket = null, shownTicket = null, mark = 0, token = null, lastState = null;
@@ -140,7 +141,10 @@
     socket.onclose = function (event) {
       socket = null;
       startPolling();
-      if (event.code === NO_SUCH_WAITING_ROOM) { connection("Checking every few seconds"); return; }
+      if (event.code === NO_SUCH_WAITING_ROOM || event.code === TOO_MANY_SOCKETS) {
+        connection("Checking every few seconds");
+        return;
+      }
       retry();
     };
   }

@@ -44,8 +44,9 @@ async def first_message(slug: str) -> tuple[dict[str, object] | int, WebsocketCo
     return json.loads(received["text"]), client
 
 
-def test_a_crowd_of_sockets_opens_while_djangos_sync_thread_is_busy(work: DjangoWork) -> None:
+def test_a_crowd_of_sockets_opens_while_djangos_sync_thread_is_busy(work: DjangoWork, settings) -> None:
     """50 handshakes answered from the snapshot while the thread database_sync_to_async uses is stuck."""
+    settings.WS_SOCKETS_PER_ADDRESS = 100  # the crowd comes from one address here
     drop = make_drop(slug="crowd", quantity=9, waiting_room=True)
     plain = make_drop(slug="plain", quantity=9)
     state.refresh([drop.pk, plain.pk])
@@ -81,6 +82,7 @@ def test_a_socket_for_a_drop_without_a_snapshot_looks_it_up_once_and_publishes_i
     work: DjangoWork, redis: redis_lib.Redis
 ) -> None:
     make_drop(slug="cold", quantity=4, waiting_room=True)
+    lookups_before = EDGE.stats["lookup"]
     work.reset()
 
     async def scenario() -> list[dict[str, object] | int]:
@@ -95,9 +97,48 @@ def test_a_socket_for_a_drop_without_a_snapshot_looks_it_up_once_and_publishes_i
 
     assert all(isinstance(m, dict) and m["remaining"] == 4 for m in messages[:10])
     assert messages[10:] == [4404, 4404]
-    assert EDGE.stats["lookup"] >= 2 and redis.get("fg:drop:cold") is not None
+    assert EDGE.stats["lookup"] - lookups_before == 1  # "cold" once; none for no-such-drop
+    assert redis.get("fg:drop:cold") is not None
     lookups = sum("shop_drop" in q and "waiting_room" in q for q in work.queries)
-    assert lookups <= 3, lookups  # one per slug at a time, not one per socket
+    assert lookups <= 3, lookups  # the list of rooms, then one per slug at a time, not one per socket
+
+
+def test_made_up_slugs_are_refused_without_a_query_each(work: DjangoWork) -> None:
+    make_drop(slug="real-room", quantity=4, waiting_room=True)
+    lookups = EDGE.stats["lookup"]
+    work.reset()
+
+    async def scenario() -> list[dict[str, object] | int]:
+        opened = [await first_message(f"made-up-{n}") for n in range(100)]
+        for _, client in opened:
+            await client.disconnect()
+        return [m for m, _ in opened]
+
+    codes = harness.run(scenario)
+
+    assert codes == [4404] * 100
+    assert len(work.queries) == 1, work.queries  # the list of every waiting room, read once
+    assert EDGE.stats["lookup"] == lookups  # no slug of them was looked up on its own
+
+
+def test_one_address_holds_a_few_sockets_and_the_next_is_told_to_poll(work: DjangoWork, settings) -> None:
+    settings.WS_SOCKETS_PER_ADDRESS = 3
+    drop = make_drop(slug="capped", quantity=4, waiting_room=True)
+    state.refresh([drop.pk])
+
+    async def scenario() -> tuple[list[dict[str, object] | int], dict[str, object] | int]:
+        opened = [await first_message("capped") for _ in range(4)]
+        await opened[0][1].disconnect()  # one closes: its place is free again
+        again, client = await first_message("capped")
+        for _, other in [*opened[1:], (again, client)]:
+            await other.disconnect()
+        return [m for m, _ in opened], again
+
+    first_four, after_one_closed = harness.run(scenario)
+
+    assert [isinstance(m, dict) for m in first_four[:3]] == [True] * 3
+    assert first_four[3] == 4429  # the page polls instead (static/js/queue.js)
+    assert isinstance(after_one_closed, dict) and after_one_closed["remaining"] == 4
 
 
 @pytest.fixture
