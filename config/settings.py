@@ -17,11 +17,8 @@ PROFILE = os.environ.get("FLOODGATE_PROFILE", "production")
 DEV = PROFILE == "dev"
 
 DEBUG = env.flag("DEBUG", default=DEV)
-SECRET_KEY = (
-    os.environ.get("SECRET_KEY") or "dev-only-insecure-key-never-in-production"
-    if DEV
-    else env.required("SECRET_KEY")
-)
+# Signs sessions, admission tokens and queue tickets; outside dev never the published dev key.
+SECRET_KEY = env.secret("SECRET_KEY", dev=DEV, dev_value="dev-only-insecure-key-never-in-production")
 ALLOWED_HOSTS = env.listing("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEV else [])
 CSRF_TRUSTED_ORIGINS = env.listing("CSRF_TRUSTED_ORIGINS", [])
 
@@ -191,7 +188,10 @@ CSRF_COOKIE_SECURE = env.flag("CSRF_COOKIE_SECURE", default=not DEV)
 SECURE_HSTS_SECONDS = env.integer("SECURE_HSTS_SECONDS", 0 if DEV else 31_536_000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEV
 SECURE_HSTS_PRELOAD = not DEV
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Behind a reverse proxy (TLS ends there; compose: yes) that sets X-Forwarded-Proto and appends the
+# client's address to X-Forwarded-For. Without one, a client could send either header itself.
+TRUST_X_FORWARDED_FOR = env.flag("TRUST_X_FORWARDED_FOR", default=False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUST_X_FORWARDED_FOR else None
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 # Payments: the provider adapter (checkout.providers) and where the provider calls us back.
 PAYMENT_PROVIDER = os.environ.get("PAYMENT_PROVIDER", "simulated")
@@ -200,17 +200,9 @@ PAYMENT_PROVIDER_URL = (
     if DEV
     else env.required("PAYMENT_PROVIDER_URL")
 )
-PAYMENT_PROVIDER_SECRET = (
-    os.environ.get("PAYMENT_PROVIDER_SECRET") or "sim-secret-dev"
-    if DEV
-    else env.required("PAYMENT_PROVIDER_SECRET")
-)
+PAYMENT_PROVIDER_SECRET = env.secret("PAYMENT_PROVIDER_SECRET", dev=DEV, dev_value="sim-secret-dev")
 # Webhooks are verified with their own secret: a leaked API key cannot forge a payment.
-PAYMENT_WEBHOOK_SECRET = (
-    os.environ.get("PAYMENT_WEBHOOK_SECRET") or "sim-webhook-secret-dev"
-    if DEV
-    else env.required("PAYMENT_WEBHOOK_SECRET")
-)
+PAYMENT_WEBHOOK_SECRET = env.secret("PAYMENT_WEBHOOK_SECRET", dev=DEV, dev_value="sim-webhook-secret-dev")
 # This shop's own address: the provider's callbacks and the buyer's way back.
 PUBLIC_BASE_URL = (
     os.environ.get("PUBLIC_BASE_URL") or "http://127.0.0.1:8000" if DEV else env.required("PUBLIC_BASE_URL")
@@ -268,5 +260,4 @@ IP_RATE_LIMIT_PER_SECOND = env.integer("IP_RATE_LIMIT_PER_SECOND", 20)
 WS_SOCKETS_PER_ADDRESS = env.integer("WS_SOCKETS_PER_ADDRESS", 50)
 # Claim attempts one process lets through to the database at once; beyond it, 503 Retry-After.
 CLAIM_CONCURRENCY = env.integer("CLAIM_CONCURRENCY", 16)
-# Behind a reverse proxy that appends the client's address to X-Forwarded-For (compose: yes).
-TRUST_X_FORWARDED_FOR = env.flag("TRUST_X_FORWARDED_FOR", default=False)
+
