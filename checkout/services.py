@@ -27,7 +27,7 @@ from django.db.models.functions import Now
 from django.urls import reverse
 from psycopg.types.json import Jsonb
 
-from checkout import outbox, sql
+from checkout import outbox, redirects, sql
 from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import PermanentProviderError, ProviderError
@@ -106,6 +106,15 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
             state=PaymentState.FAILED, last_error=str(error)[:300]
         )
         raise ProviderUnavailable("The payment provider is not answering; try again in a moment.") from None
+    if not redirects.allowed(session.redirect_url):
+        # Never hand a buyer (page or API) an address off the provider's allowed origins.
+        log.warning(
+            "payment %s: the provider's page %r is not an allowed address", payment.pk, session.redirect_url
+        )
+        Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
+            state=PaymentState.FAILED, last_error="the provider's payment page is not an allowed address"
+        )
+        raise ProviderUnavailable("The payment page could not be opened; try again in a moment.")
     opened = Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
         state=PaymentState.PENDING,
         session_id=session.session_id,
