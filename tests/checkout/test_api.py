@@ -226,7 +226,7 @@ def test_order_pages_need_a_login_and_show_only_your_own(provider: str) -> None:
     assert client.get(f"/orders/{their_order.pk}/").status_code == 404
 
 
-def test_a_provider_page_off_the_allowed_origins_is_never_handed_to_the_buyer(provider: str, settings) -> None:
+def test_a_provider_page_off_the_allowed_origins_is_never_given_to_the_buyer(provider: str, settings) -> None:
     # given a provider whose pages are not where the shop was told they are
     settings.PAYMENT_PROVIDER_PUBLIC_PREFIXES = ("https://pay.example",)
     auth = bearer("careful")
