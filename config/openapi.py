@@ -90,6 +90,8 @@ def _operation(
     }
     if unsafe:
         common["403"] = _error("csrf_failed: a session needs the CSRF token")
+        # A body the view (or a session's CSRF check) reads: past 16 KB for JSON, 2.5 MB for a form.
+        common["413"] = _error("too_large: the request body is too large")
     if body is not None:
         common["422"] = _error("invalid: the body is not a JSON object")
     operation: Schema = {"summary": summary, "responses": {**common, **responses}}

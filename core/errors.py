@@ -22,6 +22,10 @@ class InvalidInput(FloodgateError):
     code, status = "invalid", 422
 
 
+class TooLarge(FloodgateError):
+    code, status = "too_large", 413
+
+
 class InvalidIdempotencyKey(FloodgateError):
     code, status = "invalid_idempotency_key", 400
 

@@ -39,8 +39,8 @@ from admission import limits
 from admission import services as admission
 from admission import state as snapshots
 from admission.edge import Answer, Receive, Scope, Send, header
-from core.api import MAX_BODY, parse_json_body
-from core.errors import Busy, FloodgateError, InvalidInput, NotFound, SoldOut, Unauthenticated
+from core.api import MAX_BODY, TOO_LARGE, parse_json_body
+from core.errors import Busy, FloodgateError, NotFound, SoldOut, TooLarge, Unauthenticated
 from holds import entry, selectors, services
 from holds.services import Ask, Reservation
 from shop import selectors as catalogue
@@ -93,7 +93,7 @@ class Lane:
         if body is None:
             return  # the client left before its request was whole: nothing to answer
         if not whole:
-            return await Answer.error(InvalidInput("The request body is too large."), by=LANE).send(send)
+            return await Answer.error(TooLarge(TOO_LARGE), by=LANE).send(send)
         token = _bearer(scope)
         if token is None:  # a session (and its CSRF check), or no credentials: Django's to answer
             self.stats["passed"] += 1
