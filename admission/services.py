@@ -273,6 +273,7 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
         )
         if size:
             wave.save()
+            log.info("admission: drop %s let %s in, through ticket %s", drop.pk, size, queue.admitted_through)
         transaction.on_commit(lambda: state.refresh([drop.pk]))
     return wave
 

@@ -234,6 +234,9 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "orders@floodgate.inva
 # Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>` (staff may look too).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 
+# Celery's "sent / received / succeeded" line for every run of a scheduled task (config/celery.py):
+# off, the tick's three a second would bury the request log.
+LOG_HOUSEKEEPING = env.flag("LOG_HOUSEKEEPING", default=False)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
