@@ -74,7 +74,8 @@ MAX_AGE = 5.0  # seconds: an older snapshot (by its "at" or its arrival) is unkn
 REFRESH_AFTER = 1.0  # seconds: re-read the key after this; the tick only publishes changes
 STALE_AFTER = 3.0  # seconds: beat publishes every second; older than this, this process recomputes it
 NO_ROOM_SECONDS = 5.0  # a slug a socket found no waiting room for is not looked up again for this long
-ROOMS_SECONDS = 5.0  # the list of every waiting room's slug is re-read after this (a miss: after 1 s)
+ROOMS_SECONDS = 5.0  # the list of every waiting room's slug is re-read after this
+MISSES_PER_SECOND, MISS_BURST = 2.0, 10  # slugs not in that list looked up on their own, per process
 MAX_ENTRIES = 10_000  # snapshots and "no such drop" answers kept; random slugs cannot grow it further
 
 STATE, CLAIM_JSON, CLAIM_PAGE, QUEUE = "state", "claim_json", "claim_page", "queue"
@@ -347,7 +348,8 @@ class Edge:
         self.stale_after = stale_after
         self.in_flight = 0  # claim requests inside Django now; the event loop is one thread
         self.listening = False  # subscribed to the snapshots channel
-        self.stats: Counter[str] = Counter()  # hit, busy, fetch, message, queue, refresh, lookup, rooms
+        # hit, busy, fetch, message, queue, refresh, lookup, rooms, refused
+        self.stats: Counter[str] = Counter()
         self._cache: dict[str, Entry] = {}
         self._fetching: dict[str, asyncio.Future[Entry]] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
@@ -356,6 +358,7 @@ class Edge:
         self._rooms: frozenset[str] = frozenset()  # every waiting room's slug, one query for all
         self._rooms_at = -math.inf  # monotonic time of that read
         self._rooms_reading: Future[frozenset[str]] | None = None
+        self._misses = (float(MISS_BURST), -math.inf)  # token bucket: (tokens, monotonic time)
         self._hosts: dict[str, bool] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redis: aioredis.Redis | None = None
@@ -413,6 +416,7 @@ class Edge:
         self._cache.clear()
         self._no_room.clear()
         self._rooms_at = -math.inf
+        self._misses = (float(MISS_BURST), -math.inf)
 
     async def waiting_room(self, slug: str) -> tuple[int, dict[str, Any]] | None:
         """For the queue's WebSocket: the drop's id and its first message, or None (no waiting room).
@@ -432,7 +436,7 @@ class Edge:
         until = self._no_room.get(slug)
         if until is not None and time.monotonic() < until:
             return None
-        if not await self._has_room(slug):  # a made-up slug: no query of its own
+        if not await self._worth_a_lookup(slug):  # a flood of made-up slugs: no query each
             return None
         pending = self._looking.get(slug)
         if pending is None:
@@ -449,18 +453,31 @@ class Edge:
             self._no_room[slug] = time.monotonic() + NO_ROOM_SECONDS
         return found
 
-    async def _has_room(self, slug: str) -> bool:
-        """Whether a waiting room of that slug exists, from one read of every waiting room's slug
-        (re-read after ROOMS_SECONDS, or after 1 s for a slug not in it): random slugs cost at
-        most one query a second per process, whatever their number."""
-        age = time.monotonic() - self._rooms_at
-        if age >= ROOMS_SECONDS or (slug not in self._rooms and age >= 1.0):
+    async def _worth_a_lookup(self, slug: str) -> bool:
+        """Whether a slug with no snapshot may cost a lookup of its own.
+
+        A slug in the list of every waiting room (one query for all, re-read after ROOMS_SECONDS)
+        may. One not in it may be a drop made since the list was read, or made up: a few a second
+        are looked up (MISSES_PER_SECOND, a burst of MISS_BURST), so a new room opens at once, and
+        a flood of made-up slugs is refused without a query each.
+        """
+        now = time.monotonic()
+        if now - self._rooms_at >= ROOMS_SECONDS:
             if self._rooms_reading is None or self._rooms_reading.done():
                 self.stats["rooms"] += 1
                 self._rooms_reading = DB_THREADS.submit(_waiting_rooms)
             self._rooms = await asyncio.wrap_future(self._rooms_reading)
-            self._rooms_at = time.monotonic()
-        return slug in self._rooms
+            self._rooms_at = now = time.monotonic()
+        if slug in self._rooms:
+            return True
+        tokens, at = self._misses
+        tokens = min(float(MISS_BURST), tokens + (now - at) * MISSES_PER_SECOND)
+        if tokens < 1:
+            self.stats["refused"] += 1
+            self._misses = (tokens, now)
+            return False
+        self._misses = (tokens - 1, now)
+        return True
 
     async def aclose(self) -> None:
         """Stop the subscriber and close the Redis clients (tests; a server just exits)."""

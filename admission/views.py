@@ -16,7 +16,7 @@ from shop import selectors as catalogue
 from shop.models import Drop, DropState
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def queue(request: HttpRequest, slug: str) -> HttpResponse:
     try:
