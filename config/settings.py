@@ -266,4 +266,3 @@ IP_RATE_LIMIT_PER_SECOND = env.integer("IP_RATE_LIMIT_PER_SECOND", 20)
 WS_SOCKETS_PER_ADDRESS = env.integer("WS_SOCKETS_PER_ADDRESS", 50)
 # Claim attempts one process lets through to the database at once; beyond it, 503 Retry-After.
 CLAIM_CONCURRENCY = env.integer("CLAIM_CONCURRENCY", 16)
-
