@@ -6,19 +6,23 @@ own ticket, so nobody needs to be logged in and one broadcast per wave serves ev
 A crowd opens the waiting room at once, so a socket's life never touches the database or the
 one thread Django's sync work shares: the handshake and first message come from the process's
 published snapshot (admission.edge), and no handler hops to that thread. Only a drop with no
-fresh snapshot costs one lookup, on the edge's own threads.
+fresh snapshot costs one lookup, on the edge's own threads; a slug that is no waiting room
+costs none (the edge keeps the list of them). One address may hold WS_SOCKETS_PER_ADDRESS
+sockets per process: a client opening a thousand is told so, and the next ones cost nothing.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from typing import Any
 
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
-from admission import edge, state
+from admission import edge, limits, state
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +31,10 @@ ABUSE = 4400
 MAX_FRAME = 256  # a ping is a dozen bytes; anything big is not a client of this page
 MAX_BAD_FRAMES = 3
 TRY_AGAIN = 4503  # "try again later" (daphne sends only 1000 and 3000-4999); the page reconnects
+TOO_MANY = 4429  # this address holds its share of sockets; the page polls instead
+
+# Open queue sockets per client address in this process (the event loop is one thread).
+open_sockets: Counter[str] = Counter()
 
 
 class NoDatabase(AsyncJsonWebsocketConsumer):
@@ -48,21 +56,28 @@ class QueueConsumer(NoDatabase):
     """Send the mark at once on connect, then every wave and state change of the drop."""
 
     group: str | None = None
+    address: str | None = None  # counted in open_sockets while this socket is open
     bad_frames = 0
 
     async def connect(self) -> None:
         slug = self.scope["url_route"]["kwargs"]["slug"]
+        address = _address(self.scope)
+        if open_sockets[address] >= settings.WS_SOCKETS_PER_ADDRESS:
+            log.debug("queue socket: %s holds %s sockets already", address, open_sockets[address])
+            await self.accept()
+            await self.close(code=TOO_MANY)
+            return
+        # Counted before the first await: a thousand handshakes at once are counted, not raced.
+        self.address = address
+        open_sockets[address] += 1
         try:
             found = await edge.shared().waiting_room(slug)
         except Exception:  # no snapshot and the database away: the page polls and comes back
             log.warning("queue socket: cannot open %r", slug, exc_info=True)
-            await self.accept()
-            await self.close(code=TRY_AGAIN)
+            await self._refuse(TRY_AGAIN)
             return
         if found is None:
-            # Accepted first: a close before accept is an HTTP 403 and the client never sees the code.
-            await self.accept()
-            await self.close(code=NO_SUCH_WAITING_ROOM)
+            await self._refuse(NO_SUCH_WAITING_ROOM)
             return
         drop_id, message = found
         self.group = state.group(drop_id)
@@ -71,7 +86,21 @@ class QueueConsumer(NoDatabase):
         # Joined before sending: a wave published meanwhile reaches this client too (in order after it).
         await self.send_json(message)
 
+    async def _refuse(self, code: int) -> None:
+        self._uncount()
+        # Accepted first: a close before accept is an HTTP 403 and the client never sees the code.
+        await self.accept()
+        await self.close(code=code)
+
+    def _uncount(self) -> None:
+        if self.address is not None:
+            open_sockets[self.address] -= 1
+            if open_sockets[self.address] <= 0:
+                del open_sockets[self.address]
+            self.address = None
+
     async def disconnect(self, code: int) -> None:
+        self._uncount()
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -99,6 +128,11 @@ class QueueConsumer(NoDatabase):
             await self.send(text_data=text)
         else:
             await self.send_json(event["queue"])
+
+
+def _address(scope: dict[str, Any]) -> str:
+    """The client's address, as the rate limits take it (X-Forwarded-For behind a trusted proxy)."""
+    return limits.address((scope.get("client") or ("unknown", 0))[0], edge.header(scope, b"x-forwarded-for"))
 
 
 class NoRoute(NoDatabase):

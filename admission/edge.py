@@ -38,7 +38,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -79,6 +79,8 @@ MAX_AGE = 5.0  # seconds: an older snapshot (by its "at" or its arrival) is unkn
 REFRESH_AFTER = 1.0  # seconds: re-read the key after this; the tick only publishes changes
 STALE_AFTER = 3.0  # seconds: beat publishes every second; older than this, this process recomputes it
 NO_ROOM_SECONDS = 5.0  # a slug a socket found no waiting room for is not looked up again for this long
+ROOMS_SECONDS = 5.0  # the list of every waiting room's slug is re-read after this
+MISSES_PER_SECOND, MISS_BURST = 2.0, 10  # slugs not in that list looked up on their own, per process
 MAX_ENTRIES = 10_000  # snapshots and "no such drop" answers kept; random slugs cannot grow it further
 
 STATE, CLAIM_JSON, CLAIM_PAGE, QUEUE, JOIN = "state", "claim_json", "claim_page", "queue", "join"
@@ -320,6 +322,16 @@ def _open_room(slug: str) -> tuple[int, dict[str, Any]] | None:
         connections.close_all()
 
 
+def _waiting_rooms() -> frozenset[str]:
+    """The slugs of every drop with a waiting room."""
+    from shop.models import Drop  # as _open_room: the models need Django set up
+
+    try:
+        return frozenset(Drop.objects.filter(waiting_room=True).values_list("slug", flat=True))
+    finally:
+        connections.close_all()
+
+
 class Edge:
     """Wraps Django's ASGI application (HTTP only); one per process, shared by all its requests."""
 
@@ -343,12 +355,17 @@ class Edge:
         self.stale_after = stale_after
         self.in_flight = 0  # claim requests inside Django now; the event loop is one thread
         self.listening = False  # subscribed to the snapshots channel
-        self.stats: Counter[str] = Counter()  # hit, busy, fetch, message, queue, refresh, lookup
+        # hit, busy, fetch, message, queue, refresh, lookup, rooms, refused
+        self.stats: Counter[str] = Counter()
         self._cache: dict[str, Entry] = {}
         self._fetching: dict[str, asyncio.Future[Entry]] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
         self._looking: dict[str, asyncio.Future[tuple[int, dict[str, Any]] | None]] = {}
         self._no_room: dict[str, float] = {}  # slug -> monotonic time until which it has none
+        self._rooms: frozenset[str] = frozenset()  # every waiting room's slug, one query for all
+        self._rooms_at = -math.inf  # monotonic time of that read
+        self._rooms_reading: Future[frozenset[str]] | None = None
+        self._misses = (float(MISS_BURST), -math.inf)  # token bucket: (tokens, monotonic time)
         self._hosts: dict[str, bool] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redis: aioredis.Redis | None = None
@@ -423,6 +440,8 @@ class Edge:
         """Drop every local snapshot (tests; the next request reads Redis)."""
         self._cache.clear()
         self._no_room.clear()
+        self._rooms_at = -math.inf
+        self._misses = (float(MISS_BURST), -math.inf)
 
     async def waiting_room(self, slug: str) -> tuple[int, dict[str, Any]] | None:
         """For the queue's WebSocket: the drop's id and its first message, or None (no waiting room).
@@ -442,6 +461,8 @@ class Edge:
         until = self._no_room.get(slug)
         if until is not None and time.monotonic() < until:
             return None
+        if not await self._worth_a_lookup(slug):  # a flood of made-up slugs: no query each
+            return None
         pending = self._looking.get(slug)
         if pending is None:
             self.stats["lookup"] += 1
@@ -456,6 +477,32 @@ class Edge:
                 self._no_room.clear()
             self._no_room[slug] = time.monotonic() + NO_ROOM_SECONDS
         return found
+
+    async def _worth_a_lookup(self, slug: str) -> bool:
+        """Whether a slug with no snapshot may cost a lookup of its own.
+
+        A slug in the list of every waiting room (one query for all, re-read after ROOMS_SECONDS)
+        may. One not in it may be a drop made since the list was read, or made up: a few a second
+        are looked up (MISSES_PER_SECOND, a burst of MISS_BURST), so a new room opens at once, and
+        a flood of made-up slugs is refused without a query each.
+        """
+        now = time.monotonic()
+        if now - self._rooms_at >= ROOMS_SECONDS:
+            if self._rooms_reading is None or self._rooms_reading.done():
+                self.stats["rooms"] += 1
+                self._rooms_reading = DB_THREADS.submit(_waiting_rooms)
+            self._rooms = await asyncio.wrap_future(self._rooms_reading)
+            self._rooms_at = now = time.monotonic()
+        if slug in self._rooms:
+            return True
+        tokens, at = self._misses
+        tokens = min(float(MISS_BURST), tokens + (now - at) * MISSES_PER_SECOND)
+        if tokens < 1:
+            self.stats["refused"] += 1
+            self._misses = (tokens, now)
+            return False
+        self._misses = (tokens - 1, now)
+        return True
 
     async def aclose(self) -> None:
         """Stop the subscriber and close the Redis clients (tests; a server just exits)."""

@@ -251,7 +251,8 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
     """Advance the drop's admitted-through mark, if a wave is due; the draw comes first.
 
     Admits about admission_percent% of the units still available, less the buyers admitted
-    within a token's lifetime who have not come to buy yet. No stock, no admission: the line
+    within the grace period (ADMISSION_GRACE_SECONDS, at most a token's lifetime) who have
+    not come to buy yet: no-shows hold the line back for that long only. No stock, no admission: the line
     waits for units that come back, and the next tickets get them.
     """
     now = now or timezone.now()
@@ -273,8 +274,9 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
             _draw(queue, now)
         available, held = _stock(drop)
         last = Ticket.objects.filter(drop=drop).aggregate(n=Max("number"))["n"] or 0
+        grace = min(settings.ADMISSION_GRACE_SECONDS, settings.ADMISSION_TOKEN_SECONDS)
         since = (
-            Wave.objects.filter(drop=drop, at__lte=now - timedelta(seconds=settings.ADMISSION_TOKEN_SECONDS))
+            Wave.objects.filter(drop=drop, at__lte=now - timedelta(seconds=grace))
             .order_by("-at")
             .values_list("admitted_through", flat=True)
             .first()
@@ -294,6 +296,7 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
         )
         if size:
             wave.save()
+            log.info("admission: drop %s let %s in, through ticket %s", drop.pk, size, queue.admitted_through)
         transaction.on_commit(lambda: state.refresh([drop.pk]))
     return wave
 

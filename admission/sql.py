@@ -45,8 +45,8 @@ UPDATE admission_ticket t
  WHERE t.id = drawn.id AND t.drop_id = %(drop)s AND t.number IS NULL
 """
 
-# Admitted in the last token lifetime and not yet come to buy: they may still, so a wave
-# counts them against the stock it admits for.
+# Admitted within the grace period (services.run_wave) and not yet come to buy: they may
+# still, so a wave counts them against the stock it admits for.
 ADMITTED_NOT_COME = """
 SELECT count(*)
   FROM admission_ticket t

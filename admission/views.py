@@ -1,4 +1,4 @@
-"""The waiting-room page: opening it puts the buyer in line, then it follows the line live."""
+"""The waiting-room page: a POST puts the buyer in line, then the page follows the line live."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_http_methods
 
 from admission import api, limits, services
-from core.errors import Busy, FloodgateError, NotFound
+from core.errors import Busy, FloodgateError, NotFound, RateLimited
 from shop import selectors as catalogue
+from shop.models import Drop, DropState
 
 
-@require_GET
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def queue(request: HttpRequest, slug: str) -> HttpResponse:
     try:
@@ -24,20 +25,13 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404(error.detail) from None
     if not drop.waiting_room:
         return redirect(drop)
-    if "prefetch" in request.headers.get("Sec-Purpose", request.headers.get("Purpose", "")):
-        return HttpResponse(status=204)  # a browser guessing ahead must not put anyone in line
+    if request.method == "POST":
+        return join(request, drop)
+    # A GET only looks: a link, a prefetch or a cross-site page cannot put anyone in line.
     try:
-        # Limited like the API's join; joining is idempotent: a reload, a second tab or a
-        # shared link keeps the ticket.
-        limits.check_buyer(request, scope="queue")
-        place = services.join(drop=drop, buyer_id=request.user.pk)
-    except Busy as error:
-        response = render(request, "admission/busy.html", {"drop": drop, "detail": error.detail}, status=503)
-        response["Retry-After"] = str(error.retry_after)
-        return response
-    except FloodgateError as error:
-        messages.error(request, error.detail)
-        return redirect(drop)
+        place = services.place(drop=drop, buyer_id=request.user.pk)
+    except services.NotInQueue:
+        return render(request, "admission/join.html", {"drop": drop, "closed": drop.state == DropState.ENDED})
     context = {
         "drop": drop,
         "place": place,
@@ -50,3 +44,22 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
     # The page's polls (GET /api/drops/<slug>/queue) carry this cookie: the edge answers them.
     api.remember(response, slug=drop.slug, ticket=api.queue_ticket(request, place))
     return response
+
+
+def join(request: HttpRequest, drop: Drop) -> HttpResponse:
+    """POST (CSRF-checked by the middleware): limited like the API's join, then back to the page.
+
+    Joining is idempotent: a second click, tab or device keeps the ticket.
+    """
+    try:
+        limits.check_buyer(request, scope="queue")
+        services.join(drop=drop, buyer_id=request.user.pk)
+    except (Busy, RateLimited) as error:
+        context = {"drop": drop, "detail": error.detail}
+        response = render(request, "admission/busy.html", context, status=error.status)
+        response["Retry-After"] = str(error.retry_after)
+        return response
+    except FloodgateError as error:
+        messages.error(request, error.detail)
+        return redirect(drop)
+    return redirect("drop-queue", slug=drop.slug)

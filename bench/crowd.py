@@ -121,6 +121,7 @@ def production_env() -> dict[str, str]:
         "SECRET_KEY": os.environ.get("CROWD_SECRET_KEY") or secrets.token_urlsafe(40),
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "TRUST_X_FORWARDED_FOR": "1",
+        "WS_SOCKETS_PER_ADDRESS": "1000000",  # the crowd's sockets all come from this machine
         "PUBLIC_BASE_URL": "https://127.0.0.1",
         "PAYMENT_PROVIDER_URL": "http://127.0.0.1:8701",
         "PAYMENT_PROVIDER_SECRET": "bench-crowd-provider",

@@ -132,6 +132,7 @@ def start_web(port: int, log: Path) -> subprocess.Popen:
         # The "no" path is measured, not the limiter: one bench account makes every request.
         "RATE_LIMIT_BURST": "100000000",
         "IP_RATE_LIMIT_BURST": "100000000",
+        "WS_SOCKETS_PER_ADDRESS": "1000000",  # the wave's thousands of sockets come from one client
         "CLAIM_CONCURRENCY": "64",
     }
     web = str(Path(sys.executable).parent / "floodgate-web")  # production's web tier

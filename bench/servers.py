@@ -108,6 +108,7 @@ def production_env(port: int) -> dict[str, str]:
         "PAYMENT_PROVIDER_URL": "https://provider.invalid",
         "PAYMENT_PROVIDER_SECRET": "bench",
         "PAYMENT_WEBHOOK_SECRET": "bench",
+        "TRUST_X_FORWARDED_FOR": "1",  # the client plays the TLS proxy (X-Forwarded-Proto)
         "DB_POOL_MAX_SIZE": "8",
         "LOG_LEVEL": "WARNING",
     }

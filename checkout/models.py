@@ -104,11 +104,14 @@ class Payment(models.Model):
         return f"payment {self.pk} ({self.state})"
 
 
+EVENT_ID_MAX = 100
+
+
 class WebhookEvent(models.Model):
     """A provider callback as received; its event id makes processing happen once."""
 
     provider = models.CharField(max_length=30)
-    event_id = models.CharField(max_length=100)
+    event_id = models.CharField(max_length=EVENT_ID_MAX)
     type = models.CharField(max_length=50)
     payload = models.JSONField()
     received_at = models.DateTimeField(db_default=Now())

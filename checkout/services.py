@@ -27,12 +27,12 @@ from django.db.models.functions import Now
 from django.urls import reverse
 from psycopg.types.json import Jsonb
 
-from checkout import outbox, sql
+from checkout import outbox, redirects, sql
 from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import PermanentProviderError, ProviderError
 from checkout.providers.base import WebhookEvent as ProviderEvent
-from core.errors import Busy
+from core.errors import Busy, FloodgateError
 from holds import services as holds
 from holds.models import Hold
 
@@ -106,6 +106,15 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
             state=PaymentState.FAILED, last_error=str(error)[:300]
         )
         raise ProviderUnavailable("The payment provider is not answering; try again in a moment.") from None
+    if not redirects.allowed(session.redirect_url):
+        # Never hand a buyer (page or API) an address off the provider's allowed origins.
+        log.warning(
+            "payment %s: the provider's page %r is not an allowed address", payment.pk, session.redirect_url
+        )
+        Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
+            state=PaymentState.FAILED, last_error="the provider's payment page is not an allowed address"
+        )
+        raise ProviderUnavailable("The payment page could not be opened; try again in a moment.")
     opened = Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
         state=PaymentState.PENDING,
         session_id=session.session_id,
@@ -118,19 +127,36 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
     return Started(payment, order)
 
 
+class EventConflict(FloodgateError):
+    """A known event id arrived with another body: the first is kept, this one refused."""
+
+    code, status = "event_conflict", 409
+
+
 def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[str, object]) -> int | None:
-    """Store a verified event once per (provider, event id); returns its row id if not yet processed."""
+    """Store a verified event once per (provider, event id); returns its row id if not yet processed.
+
+    The first delivery is kept whole; the same id with another body raises EventConflict.
+    """
+    params = {
+        "provider": provider_name,
+        "event": event.event_id,
+        "type": event.type,
+        "payload": Jsonb(payload),
+    }
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(
-            sql.RECORD_EVENT,
-            {
-                "provider": provider_name,
-                "event": event.event_id,
-                "type": event.type,
-                "payload": Jsonb(payload),
-            },
-        )
+        cursor.execute(sql.RECORD_EVENT, params)
         row = cursor.fetchone()
+        if row is None:
+            cursor.execute(sql.SAME_EVENT, params)
+            same = cursor.fetchone()
+            if same is not None and not same[0]:
+                log.warning(
+                    "webhook %s:%s came again with another body; kept the first",
+                    provider_name,
+                    event.event_id,
+                )
+                raise EventConflict("This event id was received before with different content.")
     return row[0] if row else None
 
 

@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from functools import cache
 
 from celery import Celery
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("floodgate")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@cache
+def housekeeping() -> frozenset[str]:
+    """The tasks beat runs on a schedule (settings read on first use, not at import)."""
+    return frozenset(str(entry["task"]) for entry in settings.CELERY_BEAT_SCHEDULE.values())
+
+
+class QuietHousekeeping(logging.Filter):
+    """Drop the INFO lines Celery writes for every run of a scheduled task: sent (beat), received
+    and succeeded (worker), about three a second from the tick alone, which buried the request
+    log. The tasks log what they change themselves; failures are WARNING and above and stay.
+    LOG_HOUSEKEEPING=1 brings the lines back."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO or settings.LOG_HOUSEKEEPING:
+            return True
+        args = record.args
+        if isinstance(args, dict):  # "Task %(name)s[%(id)s] received / succeeded ..."
+            task = args.get("name")
+        elif isinstance(args, tuple) and len(args) == 2:  # "Scheduler: Sending due task %s (%s)"
+            task = args[1]
+        else:
+            return True
+        return task not in housekeeping()
+
+
+for _logger in ("celery.beat", "celery.worker.strategy", "celery.app.trace"):
+    logging.getLogger(_logger).addFilter(QuietHousekeeping())

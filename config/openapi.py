@@ -90,6 +90,8 @@ def _operation(
     }
     if unsafe:
         common["403"] = _error("csrf_failed: a session needs the CSRF token")
+        # A body the view (or a session's CSRF check) reads: past 16 KB for JSON, 2.5 MB for a form.
+        common["413"] = _error("too_large: the request body is too large")
     if body is not None:
         common["422"] = _error("invalid: the body is not a JSON object")
     operation: Schema = {"summary": summary, "responses": {**common, **responses}}
@@ -299,7 +301,10 @@ PATHS: Schema = {
                 "404": _error("No such drop"),
                 "409": _error("sold_out (with remaining), unit_taken or hold_exists (with hold)"),
                 "410": _error("ended"),
-                "422": _error("invalid_quantity, limit_reached, or invalid (body, unit)"),
+                "422": _error(
+                    "invalid_quantity, limit_reached, invalid (body, unit), or idempotency_key_reused "
+                    "(the key was used for another quantity or unit)"
+                ),
                 "423": _error("paused"),
                 "425": _error("not_started"),
                 "429": _error("rate_limited; see Retry-After", retry=True),

@@ -17,11 +17,8 @@ PROFILE = os.environ.get("FLOODGATE_PROFILE", "production")
 DEV = PROFILE == "dev"
 
 DEBUG = env.flag("DEBUG", default=DEV)
-SECRET_KEY = (
-    os.environ.get("SECRET_KEY") or "dev-only-insecure-key-never-in-production"
-    if DEV
-    else env.required("SECRET_KEY")
-)
+# Signs sessions, admission tokens and queue tickets; outside dev never the published dev key.
+SECRET_KEY = env.secret("SECRET_KEY", dev=DEV, dev_value="dev-only-insecure-key-never-in-production")
 ALLOWED_HOSTS = env.listing("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEV else [])
 CSRF_TRUSTED_ORIGINS = env.listing("CSRF_TRUSTED_ORIGINS", [])
 
@@ -50,6 +47,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.middleware.RefuseTrace",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -170,6 +168,8 @@ LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
 
 LANGUAGE_CODE = "en-us"
+# Date and time formats with the zone (config/formats): the admin's lists and pages say "UTC".
+FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
@@ -194,7 +194,10 @@ CSRF_COOKIE_SECURE = env.flag("CSRF_COOKIE_SECURE", default=not DEV)
 SECURE_HSTS_SECONDS = env.integer("SECURE_HSTS_SECONDS", 0 if DEV else 31_536_000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEV
 SECURE_HSTS_PRELOAD = not DEV
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Behind a reverse proxy (TLS ends there; compose: yes) that sets X-Forwarded-Proto and appends the
+# client's address to X-Forwarded-For. Without one, a client could send either header itself.
+TRUST_X_FORWARDED_FOR = env.flag("TRUST_X_FORWARDED_FOR", default=False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUST_X_FORWARDED_FOR else None
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 # Payments: the provider adapter (checkout.providers) and where the provider calls us back.
 PAYMENT_PROVIDER = os.environ.get("PAYMENT_PROVIDER", "simulated")
@@ -203,17 +206,9 @@ PAYMENT_PROVIDER_URL = (
     if DEV
     else env.required("PAYMENT_PROVIDER_URL")
 )
-PAYMENT_PROVIDER_SECRET = (
-    os.environ.get("PAYMENT_PROVIDER_SECRET") or "sim-secret-dev"
-    if DEV
-    else env.required("PAYMENT_PROVIDER_SECRET")
-)
+PAYMENT_PROVIDER_SECRET = env.secret("PAYMENT_PROVIDER_SECRET", dev=DEV, dev_value="sim-secret-dev")
 # Webhooks are verified with their own secret: a leaked API key cannot forge a payment.
-PAYMENT_WEBHOOK_SECRET = (
-    os.environ.get("PAYMENT_WEBHOOK_SECRET") or "sim-webhook-secret-dev"
-    if DEV
-    else env.required("PAYMENT_WEBHOOK_SECRET")
-)
+PAYMENT_WEBHOOK_SECRET = env.secret("PAYMENT_WEBHOOK_SECRET", dev=DEV, dev_value="sim-webhook-secret-dev")
 # This shop's own address: the provider's callbacks and the buyer's way back.
 PUBLIC_BASE_URL = (
     os.environ.get("PUBLIC_BASE_URL") or "http://127.0.0.1:8000" if DEV else env.required("PUBLIC_BASE_URL")
@@ -242,6 +237,9 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "orders@floodgate.inva
 # Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>` (staff may look too).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 
+# Celery's "sent / received / succeeded" line for every run of a scheduled task (config/celery.py):
+# off, the tick's three a second would bury the request log.
+LOG_HOUSEKEEPING = env.flag("LOG_HOUSEKEEPING", default=False)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -254,6 +252,10 @@ LOGGING = {
 # The waiting room and the crowd (admission app).
 # How long an admission token lets an admitted buyer claim before asking for a fresh one.
 ADMISSION_TOKEN_SECONDS = env.integer("ADMISSION_TOKEN_SECONDS", 120)
+# How long an admitted buyer who has not reserved yet still holds back the next waves. Shorter
+# than the token: accounts admitted and never coming (no-shows, or a farm of sign-ups) stall the
+# line for this long, not for a token's life; a late one may still buy while the token lasts.
+ADMISSION_GRACE_SECONDS = env.integer("ADMISSION_GRACE_SECONDS", 30)
 # How long a queue ticket (the signed "this is my place" the edge answers polls from) is honoured;
 # longer than any sale's wait. After it the poll goes to Django, which signs a fresh one.
 QUEUE_TICKET_SECONDS = env.integer("QUEUE_TICKET_SECONDS", 12 * 3600)
@@ -262,7 +264,8 @@ RATE_LIMIT_BURST = env.integer("RATE_LIMIT_BURST", 10)
 RATE_LIMIT_PER_SECOND = env.integer("RATE_LIMIT_PER_SECOND", 1)
 IP_RATE_LIMIT_BURST = env.integer("IP_RATE_LIMIT_BURST", 100)
 IP_RATE_LIMIT_PER_SECOND = env.integer("IP_RATE_LIMIT_PER_SECOND", 20)
+# Waiting-room WebSockets one client address may hold open per web process (a household or an
+# office shares an address; a client opening hundreds is not a page).
+WS_SOCKETS_PER_ADDRESS = env.integer("WS_SOCKETS_PER_ADDRESS", 50)
 # Claim attempts one process lets through to the database at once; beyond it, 503 Retry-After.
 CLAIM_CONCURRENCY = env.integer("CLAIM_CONCURRENCY", 16)
-# Behind a reverse proxy that appends the client's address to X-Forwarded-For (compose: yes).
-TRUST_X_FORWARDED_FOR = env.flag("TRUST_X_FORWARDED_FOR", default=False)

@@ -9,16 +9,18 @@ from functools import wraps
 
 from django.contrib.auth import authenticate
 from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import RequestDataTooBig
 from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
-from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, Unauthenticated
+from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, TooLarge, Unauthenticated
 
 View = Callable[..., HttpResponse]
 log = logging.getLogger(__name__)
 MAX_BODY = 16 * 1024
+TOO_LARGE = "The request body is too large (16 KB at most)."
 
 
 def error_response(error: FloodgateError) -> JsonResponse:
@@ -55,18 +57,22 @@ def csrf_failure(request: HttpRequest) -> HttpResponse | None:
 
 
 def api(methods: set[str], *, login: bool = False) -> Callable[[View], View]:
-    """Wrap a JSON view: allowed methods, auth (bearer, or session plus CSRF), error mapping."""
+    """Wrap a JSON view: allowed methods, auth (bearer, or session plus CSRF), error mapping.
+
+    A view that answers GET answers HEAD too (the same headers, no body), as Django's own do.
+    """
+    allowed = methods | {"HEAD"} if "GET" in methods else methods
 
     def decorate(view: View) -> View:
         @csrf_exempt
         @wraps(view)
         def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-            if request.method not in methods:
+            if request.method not in allowed:
                 response = JsonResponse(
-                    {"error": "method_not_allowed", "detail": f"Use {', '.join(sorted(methods))}."},
+                    {"error": "method_not_allowed", "detail": f"Use {', '.join(sorted(allowed))}."},
                     status=405,
                 )
-                response["Allow"] = ", ".join(sorted(methods))
+                response["Allow"] = ", ".join(sorted(allowed))
                 return response
             try:
                 user = bearer_user(request)
@@ -83,6 +89,8 @@ def api(methods: set[str], *, login: bool = False) -> Callable[[View], View]:
                 return view(request, *args, **kwargs)
             except FloodgateError as error:
                 return error_response(error)
+            except RequestDataTooBig:  # past DATA_UPLOAD_MAX_MEMORY_SIZE: Django's answer is an HTML 400
+                return error_response(TooLarge(TOO_LARGE))
             except OperationalError as error:
                 # Deadlock, lock or statement timeout, pool exhausted: the database said "not now".
                 log.warning("api %s %s: database busy: %s", request.method, request.path, error)
@@ -101,7 +109,7 @@ def json_body(request: HttpRequest) -> dict[str, object]:
 def parse_json_body(raw: bytes) -> dict[str, object]:
     """A JSON object body (the claim lane reads bodies without Django); an empty body is {}."""
     if len(raw) > MAX_BODY:
-        raise InvalidInput("The request body is too large.")
+        raise TooLarge(TOO_LARGE)
     if not raw:
         return {}
     try:

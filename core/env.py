@@ -21,6 +21,20 @@ def required(name: str) -> str:
     return value
 
 
+def secret(name: str, *, dev: bool, dev_value: str) -> str:
+    """A secret: in dev the published dev value unless one is set; elsewhere required, and never
+    that value (it is in the repository: anyone could sign admission tokens or webhooks with it)."""
+    if dev:
+        return os.environ.get(name) or dev_value
+    value = required(name)
+    if value == dev_value:
+        raise ImproperlyConfigured(
+            f"{name} is the published development value, which anyone can read in the repository. "
+            f"Set a secret of your own (or FLOODGATE_PROFILE=dev on a laptop)."
+        )
+    return value
+
+
 def flag(name: str, default: bool) -> bool:
     value = os.environ.get(name)
     if value is None:

@@ -22,8 +22,16 @@ class InvalidInput(FloodgateError):
     code, status = "invalid", 422
 
 
+class TooLarge(FloodgateError):
+    code, status = "too_large", 413
+
+
 class InvalidIdempotencyKey(FloodgateError):
     code, status = "invalid_idempotency_key", 400
+
+
+class IdempotencyKeyReused(FloodgateError):
+    code, status = "idempotency_key_reused", 422
 
 
 class InvalidQuantity(FloodgateError):

@@ -78,8 +78,8 @@ def run_store() -> None:
             "PAYMENT_PROVIDER_URL": f"http://127.0.0.1:{provider_port}",
             "PROVIDER_PUBLIC_URL": f"http://127.0.0.1:{provider_port}",
         }
-        password = secrets.token_urlsafe(9)
-        manage(env, "seed_demo", "--admin-password", password)
+        password, kept = admin_password(ROOT / ".data" / "admin-password")
+        manage(env, "seed_demo", "--admin-password", password, *(["--keep-admin-password"] if kept else []))
         commands = {
             # The production server (config/web.py); WEB_WORKERS sets its processes (default: cores).
             "web": [
@@ -124,7 +124,10 @@ def run_store() -> None:
             for name, cmd in commands.items()
         }
         say(f"store:  http://127.0.0.1:{port}/")
-        say(f"admin:  http://127.0.0.1:{port}/admin/  user: admin  password: {password}")
+        say(
+            f"admin:  http://127.0.0.1:{port}/admin/  user: admin  password: {password}"
+            " (kept in .data/admin-password; one you set in the admin replaces it)"
+        )
         say(f"payment provider (simulated): http://127.0.0.1:{provider_port}/")
         say("Ctrl-C stops everything")
         try:
@@ -136,6 +139,18 @@ def run_store() -> None:
             say("stopping")
         finally:
             stop(children)
+
+
+def admin_password(path: Path) -> tuple[str, bool]:
+    """The admin password of this checkout: made once, kept in .data (only its owner may read
+    it), so a restart neither changes it nor hides it. True when it was there already."""
+    if path.exists():
+        return path.read_text().strip(), True
+    password = secrets.token_urlsafe(12)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(password + "\n")
+    return password, False
 
 
 def stop(children: dict[str, subprocess.Popen[bytes]]) -> None:

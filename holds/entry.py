@@ -15,6 +15,7 @@ from admission import limits
 from admission import services as admission
 from admission import state as snapshots
 from core.errors import InvalidInput, SoldOut
+from core.text import storable
 from holds import services
 from holds.services import Reservation
 from inventory.gate import GateSoldOut
@@ -56,8 +57,15 @@ def reserve(request: ReserveRequest) -> Reservation:
         raise
 
 
+UNIT_LABEL_MAX = 40  # inventory.models.Unit.label
+
+
 def unit_of(unit: object) -> str | None:
-    """The chosen unit's label from a request body; a label is a string."""
-    if unit is not None and not isinstance(unit, str):
+    """The chosen unit's label from a request body (the page's form, the API, the lane).
+
+    A label is a short string PostgreSQL can compare: NUL or a lone surrogate would fail
+    in the claim statement (a 500), so they are refused here, before anything is written.
+    """
+    if unit is not None and (not isinstance(unit, str) or len(unit) > UNIT_LABEL_MAX or not storable(unit)):
         raise InvalidInput("unit must be a unit label such as 'B14'.")
     return unit

@@ -53,8 +53,8 @@ from admission import limits, tokens
 from admission import services as admission
 from admission import state as snapshots
 from admission.edge import PRIVATE_HEADERS, Answer, Receive, Scope, Send, cookies, header
-from core.api import CSRF_FAILED, LOG_IN, MAX_BODY, csrf_failure, parse_json_body
-from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, NotFound, SoldOut, Unauthenticated
+from core.api import CSRF_FAILED, LOG_IN, MAX_BODY, TOO_LARGE, csrf_failure, parse_json_body
+from core.errors import Busy, CsrfFailed, FloodgateError, NotFound, SoldOut, TooLarge, Unauthenticated
 from holds import entry, selectors, services
 from holds.services import Ask, Reservation
 from shop import selectors as catalogue
@@ -133,7 +133,7 @@ class Lane:
         if body is None:
             return  # the client left before its request was whole: nothing to answer
         if not whole:
-            return await Answer.error(InvalidInput("The request body is too large."), by=LANE).send(send)
+            return await Answer.error(TooLarge(TOO_LARGE), by=LANE).send(send)
         token = _bearer(scope)
         session = None
         if token is None and header(scope, b"authorization") is None:

@@ -26,6 +26,9 @@ class Hold(models.Model):
     bucket_index = models.PositiveSmallIntegerField(null=True, blank=True)
     state = models.CharField(max_length=10, choices=HoldState.choices, default=HoldState.HELD)
     idempotency_key = models.CharField(max_length=IDEMPOTENCY_KEY_MAX)
+    # SHA-256 of what the key asked for (quantity, unit): the same key with another request is
+    # refused, not answered with this hold. Empty for holds made before it was kept.
+    request_digest = models.CharField(max_length=64, blank=True, db_default="")
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField()
     extended = models.BooleanField(default=False)

@@ -6,6 +6,8 @@ statement that ends a hold also gives its units back, so a unit returns once.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import string
 import time
@@ -23,6 +25,7 @@ from core.errors import (
     FloodgateError,
     HoldExists,
     HoldNotActive,
+    IdempotencyKeyReused,
     InvalidIdempotencyKey,
     InvalidQuantity,
     LimitReached,
@@ -64,6 +67,12 @@ def check_idempotency_key(key: str | None) -> str:
             f"The Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} characters of letters, digits, '-_.:'."
         )
     return key
+
+
+def request_digest(*, quantity: int, unit: str | None) -> str:
+    """What a reserve asked for, as stored beside its Idempotency-Key (the body's meaning,
+    not its bytes: spacing or key order of the JSON do not make another request)."""
+    return hashlib.sha256(json.dumps([quantity, unit]).encode()).hexdigest()
 
 
 def check_quantity(drop: Drop, quantity: object) -> int:
@@ -158,13 +167,18 @@ def _reserve_once(
     if first is None:
         first = stock.first_pick(drop)
     ids = {"drop": drop.pk, "buyer": buyer_id, "key": key}
+    digest = request_digest(quantity=quantity, unit=unit)
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(sql.INSERT_HOLD, {**ids, "q": quantity, "index": first})
+        cursor.execute(sql.INSERT_HOLD, {**ids, "q": quantity, "index": first, "digest": digest})
         row = cursor.fetchone()
         if row is None:
             cursor.execute(sql.FIND_BY_KEY, ids)
             again = cursor.fetchone()
             if again is not None:
+                if again[1] and again[1] != digest:
+                    raise IdempotencyKeyReused(
+                        "This Idempotency-Key was used for another request; use a new key for a new one."
+                    )
                 return Reservation(Hold.objects.get(pk=again[0]), created=False)
             cursor.execute(sql.FIND_ACTIVE, ids)
             active = cursor.fetchone()
@@ -210,6 +224,10 @@ class Ask:
     quantity: int
     key: str
 
+    @property
+    def digest(self) -> str:
+        return request_digest(quantity=self.quantity, unit=None)  # a batch claims no chosen unit
+
 
 Answer = Reservation | FloodgateError | None  # None: let `reserve` answer this one
 
@@ -248,6 +266,7 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
                 "buyers": [ask.buyer_id for ask in claiming],
                 "qs": [ask.quantity for ask in claiming],
                 "keys": [ask.key for ask in claiming],
+                "digests": [ask.digest for ask in claiming],
             }
             cursor.execute(sql.INSERT_HOLDS, params)
             rows = {(buyer, key): (hold, created, expires) for hold, buyer, key, created, expires in cursor}

@@ -17,9 +17,9 @@ from inventory import sql as stock
 # same key or buyer to commit or roll back.
 INSERT_HOLD = """
 INSERT INTO holds_hold
-       (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key,
+       (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
         created_at, expires_at, extended)
-SELECT d.id, %(buyer)s, %(q)s, %(index)s, 'held', %(key)s,
+SELECT d.id, %(buyer)s, %(q)s, %(index)s, 'held', %(key)s, %(digest)s,
        now(), now() + make_interval(secs => d.hold_seconds), false
   FROM shop_drop d WHERE d.id = %(drop)s
 ON CONFLICT DO NOTHING
@@ -31,11 +31,12 @@ RETURNING id, created_at, expires_at
 # batch) and is answered by the single path, which looks it up.
 INSERT_HOLDS = """
 INSERT INTO holds_hold
-       (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key,
+       (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
         created_at, expires_at, extended)
-SELECT d.id, c.buyer, c.q, %(index)s, 'held', c.key,
+SELECT d.id, c.buyer, c.q, %(index)s, 'held', c.key, c.digest,
        now(), now() + make_interval(secs => d.hold_seconds), false
-  FROM unnest(%(buyers)s::bigint[], %(qs)s::int[], %(keys)s::text[]) WITH ORDINALITY AS c(buyer, q, key, ord)
+  FROM unnest(%(buyers)s::bigint[], %(qs)s::int[], %(keys)s::text[], %(digests)s::text[])
+       WITH ORDINALITY AS c(buyer, q, key, digest, ord)
   JOIN shop_drop d ON d.id = %(drop)s
  ORDER BY c.ord
 ON CONFLICT DO NOTHING
@@ -59,8 +60,10 @@ SELECT h.id FROM holds_hold h JOIN shop_drop d ON d.id = h.drop_id
 # Take back the batch's holds that got no stock, before its commit: nobody else has seen them.
 DISCARD_HOLDS = "DELETE FROM holds_hold WHERE id = ANY(%(holds)s) AND state = 'held'"
 
+# The hold a key made, and the digest of what it asked for ('' before digests were kept).
 FIND_BY_KEY = """
-SELECT id FROM holds_hold WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND idempotency_key = %(key)s
+SELECT id, request_digest FROM holds_hold
+ WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND idempotency_key = %(key)s
 """
 
 # The buyer's active hold and whether its time is up (the database clock decides).

@@ -186,6 +186,7 @@ UPDATE inventory_unit u
 RETURNING u.label
 """
 
+
 def _take_batch(level: str) -> str:
     """A batch claim from the one bucket row that `level` (b = the bucket, d = shop_drop)
     selects and locks: the longest prefix of the claims, in arrival order (`ord`), whose

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
+from decimal import Decimal
 from functools import partial
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import QuerySet
@@ -34,8 +35,41 @@ admin.site.site_title = "Floodgate admin"
 admin.site.index_title = "Drops and products"
 
 
+# Prices are stored in minor units (cents); people type and read them in major ones.
+MINOR_PER_MAJOR = 100  # two decimal places, as shop.models.money shows them
+PRICE_MAX = Decimal(2**31 - 1) / MINOR_PER_MAJOR  # what price_minor's column holds
+
+
+class ProductForm(forms.ModelForm):
+    price = forms.DecimalField(
+        min_value=Decimal(0),
+        max_value=PRICE_MAX,
+        decimal_places=2,
+        help_text="In the currency's units, e.g. 129.00 (kept in cents).",
+    )
+    image_url = forms.URLField(required=False, assume_scheme="https", max_length=200)
+
+    class Meta:
+        model = Product
+        fields = ["sku", "name", "description", "price", "currency", "image_url"]
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        if self.instance.pk is not None:
+            major = Decimal(self.instance.price_minor) / MINOR_PER_MAJOR
+            self.initial.setdefault("price", major.quantize(Decimal("0.01")))
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean()
+        price = data.get("price")
+        if isinstance(price, Decimal):
+            self.instance.price_minor = int(price * MINOR_PER_MAJOR)  # exact: two decimal places
+        return data
+
+
 @admin.register(Product)
 class ProductAdmin(admin.ModelAdmin):
+    form = ProductForm
     list_display = ["name", "sku", "price_display", "currency"]
     search_fields = ["name", "sku"]
     list_filter = ["currency"]
@@ -54,6 +88,14 @@ def spreadsheet_safe(cell: object) -> object:
 
 STOCK_FIELDS = {"quantity", "inventory_mode", "bucket_count"}
 PAUSE_FIELDS = {"paused", "paused_at", "paused_by", "pause_reason"}
+
+
+# The drop's rules that span two fields (shop.models.Drop's constraints): an error shows beside
+# the field to change, not only at the top of the form.
+CONSTRAINT_FIELDS = {
+    "shop_drop_ends_after_start": "ends_at",
+    "shop_drop_buckets_within_quantity": "bucket_count",
+}
 
 
 class DropForm(forms.ModelForm):
@@ -113,6 +155,25 @@ class DropForm(forms.ModelForm):
             )
         data["labels"] = labels
         return data
+
+    def _post_clean(self) -> None:
+        super()._post_clean()  # the model's constraints; Django puts their errors at the top
+        top = self._errors.get(NON_FIELD_ERRORS) if self._errors is not None else None
+        if not top:
+            return
+        beside = {
+            str(c.violation_error_message): CONSTRAINT_FIELDS[c.name]
+            for c in Drop._meta.constraints
+            if c.name in CONSTRAINT_FIELDS
+        }
+        for error in list(top.data):
+            message = error.messages[0] if isinstance(error, ValidationError) else str(error)
+            field = beside.get(message)
+            if field is not None and field in self.fields:
+                top.data.remove(error)
+                self.add_error(field, message)
+        if not top.data:
+            del self._errors[NON_FIELD_ERRORS]
 
     def clean_quantity(self) -> int:
         quantity = self.cleaned_data["quantity"]

@@ -13,6 +13,7 @@ from django.utils import timezone
 from admission import state
 from core import metrics
 from core.errors import InvalidInput
+from core.text import storable
 from inventory.selectors import invariant
 from ops import sql
 from shop.models import Drop, PauseAction
@@ -42,6 +43,8 @@ def pause_drop(*, drop: Drop, actor_id: int | None, reason: str) -> SwitchResult
         raise InvalidInput("Say why the sale is paused (it is logged and shown on the dashboard).")
     if len(reason) > REASON_MAX:
         raise InvalidInput(f"Keep the reason under {REASON_MAX} characters.")
+    if not storable(reason):
+        raise InvalidInput("The reason has a character that cannot be stored (NUL or invalid Unicode).")
     params = {"drop": drop.pk, "actor": actor_id, "reason": reason, "action": PauseAction.PAUSED}
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         cursor.execute(sql.PAUSE_DROP, params)
@@ -62,7 +65,7 @@ def resume_drop(*, drop: Drop, actor_id: int | None, reason: str = "") -> Switch
     params = {
         "drop": drop.pk,
         "actor": actor_id,
-        "reason": reason.strip()[:REASON_MAX],
+        "reason": reason.strip()[:REASON_MAX] if storable(reason) else "",  # optional: bad is none
         "action": PauseAction.RESUMED,
     }
     with transaction.atomic(durable=True), connection.cursor() as cursor:

@@ -85,8 +85,8 @@ class SimulatedProvider:
         )
         try:
             data = json.loads(body)
-        except ValueError:  # UnicodeDecodeError is a ValueError too
-            raise BadWebhook("the webhook body is not JSON") from None
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
+            raise BadWebhook("the webhook body is not JSON (or nests too deep)") from None
         if not isinstance(data, dict):
             raise BadWebhook("the webhook body is not a JSON object")
         event_type = data.get("type")

@@ -10,6 +10,7 @@
   // 0.4 s of the draw, 50,000 within 5 s, and a wave of 150 within 0.1 s.
   var ASKS_PER_MS = 5, SPREAD_MIN_MS = 100, SPREAD_MAX_MS = 5000;
   var NO_SUCH_WAITING_ROOM = 4404;
+  var TOO_MANY_SOCKETS = 4429;  // this address holds enough sockets: polling serves this page
 
   var root, apiUrl, wsUrl;
   var ticket = null, shownTicket = null, mark = 0, token = null, lastState = null;
@@ -147,7 +148,10 @@
     socket.onclose = function (event) {
       socket = null;
       startPolling();
-      if (event.code === NO_SUCH_WAITING_ROOM) { connection("Checking every few seconds"); return; }
+      if (event.code === NO_SUCH_WAITING_ROOM || event.code === TOO_MANY_SOCKETS) {
+        connection("Checking every few seconds");
+        return;
+      }
       retry();
     };
   }

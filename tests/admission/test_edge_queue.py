@@ -129,7 +129,7 @@ def test_the_page_sets_a_cookie_that_its_polls_carry_to_the_edge(work: DjangoWor
     room()
     browser = Client()
     browser.force_login(make_buyer("browser"))
-    page = browser.get("/drops/room/queue/")
+    page = browser.post("/drops/room/queue/", follow=True)
     assert page.status_code == 200
     cookie = page.cookies[tokens.TICKET_COOKIE]
     assert cookie["path"] == "/api/drops/room/queue" and cookie["httponly"]

@@ -67,21 +67,53 @@ def test_a_drop_without_a_waiting_room_sends_the_buyer_to_the_drop_page() -> Non
     assert not Ticket.objects.exists()
 
 
-def test_only_get_is_allowed() -> None:
-    make_drop(slug="wr-post", waiting_room=True)
+def test_a_get_never_puts_anyone_in_line_a_post_does() -> None:
+    drop = make_drop(slug="wr-post", waiting_room=True)
+    client = logged_in("pete")
 
-    assert logged_in("pete").post("/drops/wr-post/queue/").status_code == 405
-    assert not Ticket.objects.exists()
+    looked = client.get("/drops/wr-post/queue/")
+    assert looked.status_code == 200 and not Ticket.objects.exists()
+    assert 'action="/drops/wr-post/queue/"' in looked.content.decode()  # the Join button's form
+    joined = client.post("/drops/wr-post/queue/")
+
+    assert joined.status_code == 302 and joined["Location"] == "/drops/wr-post/queue/"
+    assert Ticket.objects.filter(drop=drop, buyer__username="pete").count() == 1
+    assert client.put("/drops/wr-post/queue/").status_code == 405
 
 
-def test_opening_the_page_puts_the_buyer_in_line_once() -> None:
+def test_joining_needs_the_csrf_token_so_a_cross_site_form_cannot_enrol_a_buyer() -> None:
+    make_drop(slug="wr-csrf", waiting_room=True)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_buyer("victim"))
+
+    forged = client.post("/drops/wr-csrf/queue/")
+    token = hidden("csrfmiddlewaretoken", client.get("/drops/wr-csrf/").content.decode())
+    joined = client.post("/drops/wr-csrf/queue/", {"csrfmiddlewaretoken": token})
+
+    assert forged.status_code == 403
+    assert joined.status_code == 302 and Ticket.objects.count() == 1
+
+
+def test_the_page_join_is_rate_limited_like_the_api_join(settings) -> None:
+    settings.RATE_LIMIT_BURST, settings.RATE_LIMIT_PER_SECOND = 2, 0.001
+    make_drop(slug="wr-limit", waiting_room=True)
+    client = logged_in("hammer")
+
+    answers = [client.post("/drops/wr-limit/queue/") for _ in range(3)]
+
+    assert [a.status_code for a in answers] == [302, 302, 429]
+    assert int(answers[-1]["Retry-After"]) >= 1 and b"Too many attempts" in answers[-1].content
+    assert Ticket.objects.count() == 1
+
+
+def test_joining_puts_the_buyer_in_line_once() -> None:
     drop = make_drop(slug="wr-open", quantity=2, waiting_room=True, admission_percent=100)
     services.run_wave(drop)  # the start: an empty draw, so joiners get numbers at once
     services.join(drop=drop, buyer_id=make_buyer("ahead").pk)
     client = logged_in("olga")
 
-    first = client.get("/drops/wr-open/queue/").content.decode()
-    again = client.get("/drops/wr-open/queue/").content.decode()
+    first = client.post("/drops/wr-open/queue/", follow=True).content.decode()
+    again = client.post("/drops/wr-open/queue/", follow=True).content.decode()
 
     assert Ticket.objects.filter(drop=drop).count() == 2
     for html in (first, again):
@@ -96,7 +128,7 @@ def test_opening_the_page_puts_the_buyer_in_line_once() -> None:
 def test_before_the_start_the_page_shows_the_entry_the_countdown_and_the_seed_hash() -> None:
     drop = make_drop(slug="wr-early", waiting_room=True, starts_at=timezone.now() + timedelta(minutes=5))
 
-    html = logged_in("eve").get("/drops/wr-early/queue/").content.decode()
+    html = logged_in("eve").post("/drops/wr-early/queue/", follow=True).content.decode()
 
     ticket = Ticket.objects.get(drop=drop)
     assert ticket.number is None
@@ -111,7 +143,7 @@ def test_an_admitted_buyer_gets_the_buy_step_and_reserves_with_its_token() -> No
     drop = make_drop(slug="wr-buy", quantity=3, waiting_room=True, per_buyer_limit=2, admission_percent=100)
     services.run_wave(drop)
     client = logged_in("ada")
-    client.get("/drops/wr-buy/queue/")
+    client.post("/drops/wr-buy/queue/")
     services.run_wave(drop, force=True)
 
     html = client.get("/drops/wr-buy/queue/").content.decode()
@@ -138,7 +170,8 @@ def test_buying_without_admission_sends_the_buyer_back_to_the_waiting_room() -> 
 
     assert answer.redirect_chain[-1][0] == "/drops/wr-skip/queue/"
     assert "You have not been admitted yet" in answer.content.decode()
-    assert Ticket.objects.filter(buyer__username="cut").count() == 1  # the page put them in line
+    assert 'id="join-queue">Join the waiting room' in answer.content.decode()  # one click away
+    assert not Ticket.objects.exists()
     assert not Hold.objects.exists()
 
 
@@ -146,8 +179,12 @@ def test_an_ended_drop_does_not_take_new_buyers_into_its_line() -> None:
     start = timezone.now() - timedelta(hours=2)
     make_drop(slug="wr-over", waiting_room=True, starts_at=start, ends_at=start + timedelta(hours=1))
 
-    answer = logged_in("late").get("/drops/wr-over/queue/", follow=True)
+    client = logged_in("late")
 
+    looked = client.get("/drops/wr-over/queue/")
+    answer = client.post("/drops/wr-over/queue/", follow=True)
+
+    assert "waiting room is closed" in looked.content.decode() and "join-queue" not in looked.content.decode()
     assert answer.redirect_chain[-1][0] == "/drops/wr-over/"
     assert "waiting room is closed" in answer.content.decode()
     assert not Ticket.objects.exists()
@@ -159,15 +196,17 @@ def test_the_drop_page_sends_buyers_to_the_line_until_they_are_admitted() -> Non
     first, second = logged_in("fay"), logged_in("gil")
     anonymous = Client().get("/drops/wr-drop/").content.decode()
     before = first.get("/drops/wr-drop/").content.decode()
-    first.get("/drops/wr-drop/queue/")
-    second.get("/drops/wr-drop/queue/")
+    first.post("/drops/wr-drop/queue/")
+    second.post("/drops/wr-drop/queue/")
     services.run_wave(drop, force=True)  # one unit: ticket 1 only
 
     admitted = first.get("/drops/wr-drop/").content.decode()
     waiting = second.get("/drops/wr-drop/").content.decode()
 
+    assert 'href="/drops/wr-drop/queue/">Join the waiting room' in anonymous  # a link to log in first
+    assert '<form method="post" action="/drops/wr-drop/queue/"' in before
     for html in (anonymous, before):
-        assert 'href="/drops/wr-drop/queue/">Join the waiting room' in html and 'id="buy"' not in html
+        assert "Join the waiting room" in html and 'id="buy"' not in html
     assert 'href="/drops/wr-drop/queue/">Back to your place in line' in waiting and 'id="buy"' not in waiting
     assert 'id="buy"' in admitted and "Join the waiting room" not in admitted
     bought = first.post(
@@ -195,10 +234,8 @@ def test_a_browser_prefetch_does_not_put_anyone_in_line() -> None:
 
     response = client.get("/drops/wr-prefetch/queue/", headers={"Sec-Purpose": "prefetch;prerender"})
 
-    assert response.status_code == 204
+    assert response.status_code == 200
     assert not Ticket.objects.filter(drop=drop).exists()
-    assert client.get("/drops/wr-prefetch/queue/").status_code == 200
-    assert Ticket.objects.filter(drop=drop).count() == 1
 
 
 def test_the_drop_page_sends_a_buyer_already_in_line_back_to_their_place() -> None:
@@ -206,7 +243,7 @@ def test_the_drop_page_sends_a_buyer_already_in_line_back_to_their_place() -> No
     client = logged_in("back")
     assert "Join the waiting room" in client.get("/drops/wr-back/").content.decode()
 
-    client.get("/drops/wr-back/queue/")
+    client.post("/drops/wr-back/queue/")
     page = client.get("/drops/wr-back/").content.decode()
 
     assert "Back to your place in line" in page and "Join the waiting room" not in page

@@ -225,3 +225,25 @@ def test_a_wave_runs_while_a_buyer_collapses_the_drops_buckets() -> None:
         assert services.run_wave(drop) is not None  # a different lock: not skipped
     finally:
         other.close()
+
+
+@pytest.mark.parametrize(("grace", "admitted_later"), [(30, 15), (120, 0)], ids=["grace", "control"])
+def test_admitted_no_shows_hold_the_line_back_for_the_grace_period_only(
+    make_buyers, settings, grace: int, admitted_later: int
+) -> None:
+    # given 10 units and 40 in line, the first 15 admitted never come (a farm of sign-ups)
+    settings.ADMISSION_TOKEN_SECONDS, settings.ADMISSION_GRACE_SECONDS = 120, grace
+    drop = make_drop(slug="no-shows", quantity=10, waiting_room=True, admission_percent=150)
+    now = timezone.now()
+    services.run_wave(drop, now=now)  # the draw: nobody yet
+    for buyer in make_buyers(40, prefix="ns"):
+        services.join(drop=drop, buyer_id=buyer)
+    assert services.run_wave(drop, now=now + timedelta(seconds=1), force=True).admitted == 15
+
+    # when waves run while they have not come, within and after the grace period
+    within = services.run_wave(drop, now=now + timedelta(seconds=10), force=True)
+    after = services.run_wave(drop, now=now + timedelta(seconds=45), force=True)
+
+    # then they hold the line back only within it (the control: a token's lifetime, the old stall)
+    assert within.admitted == 0
+    assert after.admitted == admitted_later

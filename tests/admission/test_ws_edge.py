@@ -18,6 +18,7 @@ from channels.testing import WebsocketCommunicator
 from websockets.sync.client import ClientConnection, connect
 
 from admission import state
+from admission.edge import MISS_BURST
 from config.asgi import application
 from tests.admission import test_edge as harness
 from tests.admission.test_ws import close_code, message
@@ -44,8 +45,9 @@ async def first_message(slug: str) -> tuple[dict[str, object] | int, WebsocketCo
     return json.loads(received["text"]), client
 
 
-def test_a_crowd_of_sockets_opens_while_djangos_sync_thread_is_busy(work: DjangoWork) -> None:
+def test_a_crowd_of_sockets_opens_while_djangos_sync_thread_is_busy(work: DjangoWork, settings) -> None:
     """50 handshakes answered from the snapshot while the thread database_sync_to_async uses is stuck."""
+    settings.WS_SOCKETS_PER_ADDRESS = 100  # the crowd comes from one address here
     drop = make_drop(slug="crowd", quantity=9, waiting_room=True)
     plain = make_drop(slug="plain", quantity=9)
     state.refresh([drop.pk, plain.pk])
@@ -81,6 +83,7 @@ def test_a_socket_for_a_drop_without_a_snapshot_looks_it_up_once_and_publishes_i
     work: DjangoWork, redis: redis_lib.Redis
 ) -> None:
     make_drop(slug="cold", quantity=4, waiting_room=True)
+    lookups_before = EDGE.stats["lookup"]
     work.reset()
 
     async def scenario() -> list[dict[str, object] | int]:
@@ -95,9 +98,69 @@ def test_a_socket_for_a_drop_without_a_snapshot_looks_it_up_once_and_publishes_i
 
     assert all(isinstance(m, dict) and m["remaining"] == 4 for m in messages[:10])
     assert messages[10:] == [4404, 4404]
-    assert EDGE.stats["lookup"] >= 2 and redis.get("fg:drop:cold") is not None
+    assert EDGE.stats["lookup"] - lookups_before == 2  # each slug once, then remembered
+    assert redis.get("fg:drop:cold") is not None
     lookups = sum("shop_drop" in q and "waiting_room" in q for q in work.queries)
-    assert lookups <= 3, lookups  # one per slug at a time, not one per socket
+    assert lookups <= 3, lookups  # the list of rooms, then one per slug at a time, not one per socket
+
+
+def test_a_flood_of_made_up_slugs_is_refused_without_a_query_each(work: DjangoWork) -> None:
+    make_drop(slug="real-room", quantity=4, waiting_room=True)
+    lookups = EDGE.stats["lookup"]
+    work.reset()
+
+    async def scenario() -> list[dict[str, object] | int]:
+        opened = [await first_message(f"made-up-{n}") for n in range(100)]
+        opened.append(await first_message("real-room"))  # in the list: looked up whatever the flood
+        for _, client in opened:
+            await client.disconnect()
+        return [m for m, _ in opened]
+
+    codes = harness.run(scenario)
+
+    assert codes[:100] == [4404] * 100
+    assert isinstance(codes[100], dict) and codes[100]["remaining"] == 4
+    # the list of every waiting room, a burst of slugs not in it looked up (a drop made since
+    # the list was read opens at once), then none: the rest were refused without a query
+    looked_up = EDGE.stats["lookup"] - lookups
+    assert looked_up <= MISS_BURST + 2, looked_up
+    assert len(work.queries) <= MISS_BURST + 4, work.queries
+
+
+def test_a_waiting_room_made_after_the_list_was_read_opens_at_once(work: DjangoWork) -> None:
+    make_drop(slug="early-room", quantity=4, waiting_room=True)
+
+    async def scenario() -> tuple[dict[str, object] | int, dict[str, object] | int]:
+        early, client = await first_message("early-room")  # reads the list of rooms
+        await client.disconnect()
+        await asyncio.to_thread(lambda: make_drop(slug="new-room", quantity=3, waiting_room=True))
+        new, client = await first_message("new-room")
+        await client.disconnect()
+        return early, new
+
+    early, new = harness.run(scenario)
+
+    assert isinstance(early, dict) and isinstance(new, dict) and new["remaining"] == 3
+
+
+def test_one_address_holds_a_few_sockets_and_the_next_is_told_to_poll(work: DjangoWork, settings) -> None:
+    settings.WS_SOCKETS_PER_ADDRESS = 3
+    drop = make_drop(slug="capped", quantity=4, waiting_room=True)
+    state.refresh([drop.pk])
+
+    async def scenario() -> tuple[list[dict[str, object] | int], dict[str, object] | int]:
+        opened = [await first_message("capped") for _ in range(4)]
+        await opened[0][1].disconnect()  # one closes: its place is free again
+        again, client = await first_message("capped")
+        for _, other in [*opened[1:], (again, client)]:
+            await other.disconnect()
+        return [m for m, _ in opened], again
+
+    first_four, after_one_closed = harness.run(scenario)
+
+    assert [isinstance(m, dict) for m in first_four[:3]] == [True] * 3
+    assert first_four[3] == 4429  # the page polls instead (static/js/queue.js)
+    assert isinstance(after_one_closed, dict) and after_one_closed["remaining"] == 4
 
 
 @pytest.fixture

@@ -52,6 +52,8 @@ def join_from_the_link(page: object, base: str, username: str, slug: str = "wr-l
     page.fill("input[name=password]", "correct horse battery")
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(re.compile(rf"/drops/{slug}/queue/$"))
+    page.get_by_role("button", name="Join the waiting room").click()  # a POST: joining changes state
+    page.wait_for_selector("#queue")
     page.evaluate("window.stayedOnThePage = true")  # gone if the page reloads
 
 

@@ -224,3 +224,17 @@ def test_order_pages_need_a_login_and_show_only_your_own(provider: str) -> None:
     assert f"/orders/{my_order.pk}/" in listed.text and f"/orders/{their_order.pk}/" not in listed.text
     assert client.get(f"/orders/{my_order.pk}/").status_code == 200
     assert client.get(f"/orders/{their_order.pk}/").status_code == 404
+
+
+def test_a_provider_page_off_the_allowed_origins_is_never_given_to_the_buyer(provider: str, settings) -> None:
+    # given a provider whose pages are not where the shop was told they are
+    settings.PAYMENT_PROVIDER_PUBLIC_PREFIXES = ("https://pay.example",)
+    auth = bearer("careful")
+    hold = hold_for(auth, make_drop(quantity=5))
+
+    refused = pay(hold.pk, auth)
+
+    assert refused.status_code == 503, refused.content
+    assert refused.json()["error"] == "payment_unavailable" and "redirect_url" not in refused.json()
+    assert list(Payment.objects.values_list("state", "redirect_url")) == [("failed", "")]
+    assert Hold.objects.get(pk=hold.pk).state == "held"

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from checkout.models import WebhookEvent
 from checkout.providers.signing import SIGNATURE_HEADER, sign
@@ -63,6 +64,55 @@ def test_bad_webhooks_are_400_and_record_nothing(body: bytes, signature: str | N
     assert answer.status_code == 400, answer.content
     assert answer.json()["error"] == "bad_webhook" and answer.json()["detail"]
     assert not WebhookEvent.objects.exists()
+
+
+def signed(raw: bytes) -> tuple[bytes, str]:
+    return raw, sign(secret=WEBHOOK_SECRET, body=raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        json.dumps({**EVENT, "id": "e" * 101}).encode(),  # longer than the event id column
+        json.dumps({**EVENT, "reference": "r\x00"}).encode(),  # NUL: jsonb refuses it
+        json.dumps({**EVENT, "extra": {"note": "a\x00b"}}).encode(),  # NUL in any string
+        json.dumps({**EVENT, "extra\x00": 1}).encode(),  # NUL in a key
+        json.dumps({**EVENT, "reason": "\ud800"}).encode(),  # a lone surrogate
+        json.dumps({**EVENT, "extra": json.loads("[" * 50 + "]" * 50)}).encode(),  # deep, but parseable
+        json.dumps(EVENT)[:-1].encode() + b', "extra": ' + b"[" * 3000 + b"]" * 3000 + b"}",  # RecursionError
+    ],
+    ids=["long id", "NUL", "NUL nested", "NUL key", "surrogate", "nesting 50", "nesting 3000"],
+)
+def test_signed_webhooks_postgresql_cannot_store_are_400_and_record_nothing(raw: bytes) -> None:
+    answer = post(*signed(raw))
+
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["error"] == "bad_webhook" and answer.json()["detail"]
+    assert not WebhookEvent.objects.exists()
+
+
+def test_a_repeated_event_id_keeps_the_first_event_whole_and_refuses_another_body() -> None:
+    first = json.dumps(EVENT).encode()
+    other = json.dumps({**EVENT, "type": "payment.failed", "reason": "declined"}).encode()
+    respaced = json.dumps(EVENT, indent=2).encode()  # the same event, other bytes
+
+    answers = [post(*signed(first)), post(*signed(other)), post(*signed(respaced))]
+
+    assert [a.status_code for a in answers] == [200, 409, 200], [a.content for a in answers]
+    assert answers[1].json()["error"] == "event_conflict" and answers[1].json()["detail"]
+    stored = WebhookEvent.objects.get()
+    assert (stored.type, stored.payload) == (EVENT["type"], EVENT)
+
+
+def test_a_different_body_under_a_processed_event_id_is_refused_too() -> None:
+    post(*signed(json.dumps(EVENT).encode()))
+    WebhookEvent.objects.update(processed_at=timezone.now(), outcome="unknown_payment")
+
+    again = post(*signed(json.dumps(EVENT).encode()))
+    other = post(*signed(json.dumps({**EVENT, "amount_minor": 1}).encode()))
+
+    assert (again.status_code, other.status_code) == (200, 409)
+    assert WebhookEvent.objects.get().payload == EVENT
 
 
 def test_unknown_provider_is_404_and_get_is_405() -> None:

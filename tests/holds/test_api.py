@@ -79,6 +79,42 @@ def test_garbage_bodies_are_clear_4xx_and_change_nothing(
     assert invariant(drop_id=drop.pk).available == 10
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"quantity": 1, "unit": "A\\u0000"}',  # NUL: PostgreSQL text refuses it
+        '{"quantity": 1, "unit": "A\\ud800"}',  # a lone surrogate: not encodable as UTF-8
+        '{"quantity": 1, "unit": "' + "A" * 41 + '"}',  # longer than any label
+    ],
+)
+def test_a_unit_label_postgresql_cannot_compare_is_422_not_500(raw: str) -> None:
+    drop = make_drop(slug="seats", quantity=3, mode="units", unit_labels=["A1", "A2", "A3"])
+
+    answer = post_hold("seats", bearer("nul"), None, raw=raw)
+
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["error"] == "invalid" and answer.json()["detail"]
+    assert not Hold.objects.exists()
+    assert invariant(drop_id=drop.pk).available == 3
+
+
+def test_an_idempotency_key_again_with_another_request_is_422_and_keeps_the_first_hold() -> None:
+    drop = make_drop(slug="reuse", quantity=10, mode="units", per_buyer_limit=3)
+    auth = bearer("rita")
+    created = post_hold("reuse", auth, {"quantity": 1})
+
+    more = post_hold("reuse", auth, {"quantity": 2})
+    seat = post_hold("reuse", auth, {"quantity": 1, "unit": "5"})
+    same = post_hold("reuse", auth, None, raw='{ "quantity" : 1 }')  # other bytes, the same request
+
+    assert created.status_code == 201
+    assert (more.status_code, more.json()["error"]) == (422, "idempotency_key_reused"), more.content
+    assert (seat.status_code, seat.json()["error"]) == (422, "idempotency_key_reused")
+    assert same.status_code == 200 and same.json()["id"] == created.json()["id"]
+    assert Hold.objects.get().quantity == 1
+    assert invariant(drop_id=drop.pk).held == 1
+
+
 @pytest.mark.parametrize("key", [None, "", "x" * 65, "spaces are bad", "ünïcode"])
 def test_missing_or_bad_idempotency_key_is_400(key: str | None) -> None:
     make_drop(slug="keys", quantity=5)

@@ -122,6 +122,37 @@ def test_bad_input_gets_the_same_clear_answer_as_through_django_and_changes_noth
     assert invariant(drop_id=drop.pk).available == 5
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b'{"quantity": 1, "unit": "A\\u0000"}', b'{"quantity": 1, "unit": "A\\ud800"}'],
+    ids=["NUL", "lone surrogate"],
+)
+def test_a_unit_label_postgresql_cannot_take_is_the_same_422_on_both_paths(body: bytes) -> None:
+    drop = make_drop(slug="seats", quantity=3, mode="units", unit_labels=["A1", "A2", "A3"])
+
+    lane, django = both_paths("/api/drops/seats/holds", reserve_headers(bearer("nul")), body)
+
+    assert lane.status == 422 and lane.json()["error"] == "invalid", lane.body[:200]
+    assert (lane.status, lane.json()) == (django.status, django.json())
+    assert not Hold.objects.exists()
+    assert invariant(drop_id=drop.pk).available == 3
+
+
+def test_an_idempotency_key_again_with_another_quantity_is_422_through_the_lane(work) -> None:
+    drop = make_drop(slug="lane-reuse", quantity=5, per_buyer_limit=3)
+    headers = reserve_headers(bearer("kim"))
+    path = "/api/drops/lane-reuse/holds"
+
+    first = run(lambda: call("POST", path, headers=headers, body=b'{"quantity": 1}'))
+    other = run(lambda: call("POST", path, headers=headers, body=b'{"quantity": 2}'))
+    same = run(lambda: call("POST", path, headers=headers, body=b'{"quantity":1}'))
+
+    assert first.status == 201 and lane_answered(first)
+    assert (other.status, other.json()["error"]) == (422, "idempotency_key_reused") and lane_answered(other)
+    assert same.status == 200 and same.json()["id"] == first.json()["id"]
+    assert Hold.objects.get(drop=drop).quantity == 1
+
+
 def headers_of(token: str) -> dict[str, str]:
     """A buyer's reserve headers, one Idempotency-Key per buyer."""
     return reserve_headers({"authorization": f"Bearer {token}"}, key="k" + token[:40].replace("_", "-"))

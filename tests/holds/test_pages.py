@@ -66,3 +66,21 @@ def test_buying_needs_a_login() -> None:
 
     assert answer.status_code == 302 and "/accounts/login/" in answer["Location"]
     assert b"Log in to buy" in Client().get("/drops/page-anon/").content
+
+
+@pytest.mark.parametrize("unit", ["A%00", "A%ED%A0%80"], ids=["NUL", "an encoded lone surrogate"])
+def test_a_unit_label_with_nul_from_the_form_says_why_and_holds_nothing(unit: str) -> None:
+    drop = make_drop(slug="page-seat", quantity=3, mode="units", unit_labels=["A1", "A2", "A3"])
+    client = logged_in("nul")
+
+    answer = client.post(
+        "/drops/page-seat/buy",
+        f"quantity=1&idempotency_key=k&unit={unit}",
+        content_type="application/x-www-form-urlencoded",
+        follow=True,
+    )
+
+    assert answer.redirect_chain[-1][0] == "/drops/page-seat/"
+    assert b'class="notice error"' in answer.content
+    assert not Hold.objects.exists()
+    assert invariant(drop_id=drop.pk).available == 3

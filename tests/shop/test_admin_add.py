@@ -82,8 +82,9 @@ def test_a_seated_drop_gets_its_labelled_units(roles: None) -> None:
 @pytest.mark.parametrize(
     ("changes", "field", "error"),
     [
-        ({"bucket_count": "11"}, "__all__", "Use at most as many buckets as there are units."),
-        ({"ends_at_0": "2000-01-01"}, "__all__", "The drop must end after it starts."),
+        # rules over two fields: beside the field to change, not only at the top
+        ({"bucket_count": "11"}, "bucket_count", "Use at most as many buckets as there are units."),
+        ({"ends_at_0": "2000-01-01"}, "ends_at", "The drop must end after it starts."),
         ({"inventory_mode": "units", "unit_labels": "A1-A3"}, "unit_labels", "3 labels for a quantity of 10"),
         ({"unit_labels": "A1-A10"}, "unit_labels", "Labels are for a drop in units mode"),
     ],
@@ -96,6 +97,8 @@ def test_a_refused_drop_shows_form_errors_and_writes_nothing(
     assert answer.status_code == 200
     errors = answer.context["adminform"].form.errors
     assert any(error in message for message in errors.get(field, [])), errors
+    assert "__all__" not in errors, errors
+    assert 'class="errorlist' in answer.content.decode().split(f'name="{field}')[0].rsplit("form-row", 1)[-1]
     assert not Drop.objects.exists() and not StockBucket.objects.exists() and not Unit.objects.exists()
     assert not LogEntry.objects.exists()
 
@@ -108,3 +111,29 @@ def test_the_add_still_checks_the_csrf_token(roles: None) -> None:
 
     assert answer.status_code == 403
     assert not Drop.objects.exists()
+
+
+def test_a_product_price_is_typed_and_shown_in_major_units_and_stored_in_minor(roles: None) -> None:
+    client = merchant()
+    form = {"sku": "HOODIE", "name": "Hoodie", "description": "", "currency": "EUR", "image_url": ""}
+
+    added = client.post("/admin/shop/product/add/", {**form, "price": "129.00"})
+    product = Product.objects.get(sku="HOODIE")
+    page = client.get(f"/admin/shop/product/{product.pk}/change/").content.decode()
+    bad = client.post(f"/admin/shop/product/{product.pk}/change/", {**form, "price": "12.345"})
+
+    assert added.status_code == 302, added.context["adminform"].form.errors if added.context else added
+    assert product.price_minor == 12900
+    assert 'name="price" value="129.00"' in page and 'value="12900"' not in page
+    assert bad.status_code == 200 and "price" in bad.context["adminform"].form.errors
+    assert Product.objects.get(pk=product.pk).price_minor == 12900
+
+
+def test_the_drop_list_says_which_zone_its_times_are_in(roles: None) -> None:
+    client = merchant()
+    client.post("/admin/shop/drop/add/", add_form())
+
+    listing = client.get("/admin/shop/drop/").content.decode()
+
+    starts = timezone.localtime(Drop.objects.get().starts_at)
+    assert f"{starts:%Y}, " in listing and " UTC</td>" in listing

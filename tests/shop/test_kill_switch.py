@@ -21,7 +21,7 @@ from holds import services as holds
 from holds.models import Hold
 from inventory.selectors import invariant
 from ops import switch
-from shop.models import Drop, PauseEvent
+from shop.models import Drop, PauseAction, PauseEvent
 from tests.factories import make_drop
 
 User = get_user_model()
@@ -162,12 +162,18 @@ def test_ops_api_refuses_without_the_permission(roles: None) -> None:
     anonymous = Client().post(url, '{"reason": "x"}', content_type="application/json")
     refused = merchant.post(url, '{"reason": "x"}', content_type="application/json")
     garbage = on_call.post(url, '{"reason": 5}', content_type="application/json")
+    nul = on_call.post(url, '{"reason": "a\\u0000b"}', content_type="application/json")
+    deep = on_call.post(url, "[" * 5000 + "]" * 5000, content_type="application/json")
     paused = on_call.post(url, '{"reason": "fraud"}', content_type="application/json")
     resumed = on_call.post("/api/ops/drops/api-guarded/resume", "{}", content_type="application/json")
 
     assert (anonymous.status_code, anonymous.json()["error"]) == (401, "unauthenticated")
     assert (refused.status_code, refused.json()["error"]) == (403, "forbidden")
     assert (garbage.status_code, garbage.json()["error"]) == (422, "invalid")
+    assert (nul.status_code, nul.json()["error"]) == (422, "invalid")  # PostgreSQL takes no NUL
+    assert (deep.status_code, deep.json()["error"]) == (422, "invalid")
+    paused_for = PauseEvent.objects.filter(action=PauseAction.PAUSED).values_list("reason", flat=True)
+    assert list(paused_for) == ["fraud"]
     assert (paused.status_code, paused.json()["state"]) == (200, "paused")
     assert (resumed.status_code, resumed.json()["state"]) == (200, "live")
     invariant_answer = merchant.get("/api/ops/drops/api-guarded/invariant")

@@ -1,4 +1,4 @@
-"""Seed a demo drop that goes live a minute from now, and an admin login."""
+"""Seed the demo drop (live a minute from now) and an admin login; safe to run on every start."""
 
 from __future__ import annotations
 
@@ -15,42 +15,55 @@ DEMO_SLUG = "demo-sneaker"
 
 
 class Command(BaseCommand):
-    help = "Create (or re-arm) the demo drop: 100 units, live in 60 seconds; set the admin password."
+    help = (
+        "Create the demo drop (100 units, live in 60 seconds) or re-arm it while nobody has bought "
+        "or queued; create the admin account. Run again, it adds no second drop."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--admin-password", required=True)
+        parser.add_argument(
+            "--keep-admin-password",
+            action="store_true",
+            help="Set the password only when the admin account is new (a restart keeps the one in use).",
+        )
         parser.add_argument("--starts-in", type=int, default=60)
+        parser.add_argument("--new", action="store_true", help="Add another demo drop even if one exists.")
 
     def handle(self, *args: object, **opts: object) -> None:
         User = get_user_model()
-        admin, _ = User.objects.get_or_create(
+        admin, created = User.objects.get_or_create(
             username="admin", defaults={"is_staff": True, "is_superuser": True}
         )
         admin.is_staff = admin.is_superuser = True
-        admin.set_password(str(opts["admin_password"]))
+        if created or not opts["keep_admin_password"]:
+            admin.set_password(str(opts["admin_password"]))
         admin.save()
 
         starts_at = timezone.now() + timedelta(seconds=int(opts["starts_in"]))
         ends_at = starts_at + timedelta(hours=2)
         existing = Drop.objects.filter(slug=DEMO_SLUG).first()
-        fresh = existing is not None and not existing.holds.exists() and not existing.tickets.exists()
-        if fresh:
+        if existing is not None and not opts["new"]:
+            if existing.holds.exists() or existing.tickets.exists():
+                # Buyers' holds and places are real data: the drop stays as they left it.
+                self.stdout.write(f"demo drop /drops/{DEMO_SLUG}/ kept as it is (it has buyers)")
+                return
             Drop.objects.filter(pk=existing.pk).update(
                 starts_at=starts_at, ends_at=ends_at, waiting_room=True
             )
-            slug = DEMO_SLUG
-        else:
-            slug = DEMO_SLUG if existing is None else f"{DEMO_SLUG}-{timezone.now():%Y%m%d-%H%M%S}"
-            services.create_drop(
-                slug=slug,
-                quantity=100,
-                starts_at=starts_at,
-                ends_at=ends_at,
-                product_sku="DEMO-SNEAKER",
-                product_name="Floodgate Runner, launch edition",
-                price_minor=12900,
-                title="Floodgate Runner — launch edition",
-                bucket_count=4,
-                waiting_room=True,  # buyers queue, and are admitted in waves as the stock allows
-            )
+            self.stdout.write(f"demo drop /drops/{DEMO_SLUG}/ goes live at {starts_at:%H:%M:%S} UTC")
+            return
+        slug = DEMO_SLUG if existing is None else f"{DEMO_SLUG}-{timezone.now():%Y%m%d-%H%M%S}"
+        services.create_drop(
+            slug=slug,
+            quantity=100,
+            starts_at=starts_at,
+            ends_at=ends_at,
+            product_sku="DEMO-SNEAKER",
+            product_name="Floodgate Runner, launch edition",
+            price_minor=12900,
+            title="Floodgate Runner — launch edition",
+            bucket_count=4,
+            waiting_room=True,  # buyers queue, and are admitted in waves as the stock allows
+        )
         self.stdout.write(f"demo drop /drops/{slug}/ goes live at {starts_at:%H:%M:%S} UTC")
