@@ -385,7 +385,7 @@ class Lane:
         now = time.monotonic()
         if now - self._published.get(drop.pk, 0.0) >= 1.0:
             self._published[drop.pk] = now
-            asyncio.get_running_loop().run_in_executor(self._pool, _publish_sold_out, drop)
+            asyncio.get_running_loop().run_in_executor(self._pool, _job, _publish_sold_out, drop)
 
     def warm(self) -> None:
         """At process start: the worker threads and their database connections ready before
@@ -417,20 +417,28 @@ class Lane:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="claim-lane")
 
     async def _in_thread(self, work: Callable[..., object], *args: object) -> object:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, _job, work, *args)
 
 
-# On the worker threads: each keeps its own database connection, checked before each use.
+# On the worker threads. Each job takes a connection from the process's pool and gives it back
+# when it ends (`_job`): a thread that kept one would hold it out of the pool for good once the
+# thread is gone (a settled lane, a restarted loop), and the pool would run dry.
+
+
+def _job(work: Callable[..., object], *args: object) -> object:
+    close_old_connections()
+    try:
+        return work(*args)
+    finally:
+        connection.close()  # back to the pool (CONN_MAX_AGE is 0: nothing is kept per thread)
 
 
 def _batch(drop: Drop, asks: list[Ask]) -> list[services.Answer]:
-    close_old_connections()
     return services.reserve_batch(drop=drop, asks=asks)
 
 
 def _single(drop: Drop, ask: Ask, unit: str | None) -> tuple[int, dict[str, object]] | FloodgateError:
     """The single claim and its answer's body (a repeated key's hold is read here, off the loop)."""
-    close_old_connections()
     try:
         result = services.reserve(
             drop=drop, buyer_id=ask.buyer_id, quantity=ask.quantity, idempotency_key=ask.key, unit=unit
@@ -442,28 +450,27 @@ def _single(drop: Drop, ask: Ask, unit: str | None) -> tuple[int, dict[str, obje
 
 
 def _warm(ready: threading.Barrier) -> None:
+    """One per thread: all of them started, and the pool filled to its minimum meanwhile."""
     try:
         ready.wait()
-        close_old_connections()
         connection.ensure_connection()
     except Exception as error:  # a database not up yet: the first claim connects instead
         log.warning("lane: could not warm a worker thread: %s", error)
+    finally:
+        connection.close()
 
 
 def _join(drop: Drop, buyer_id: int, bound_to: str) -> dict[str, object]:
-    close_old_connections()
     place = admission.join(drop=drop, buyer_id=buyer_id)
     return {**place.as_json(), "queue_ticket": admission.queue_ticket(place, bound_to=bound_to)}
 
 
 def _user_ids(tokens: list[str]) -> dict[str, int]:
-    close_old_connections()
     return users_of_tokens(tokens)
 
 
 def _session_user_id(session_key: str) -> int | None:
     """The session's user as AuthenticationMiddleware finds them (backend, password hash checked)."""
-    close_old_connections()
     request = HttpRequest()
     request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
     user = get_user(request)
@@ -471,7 +478,6 @@ def _session_user_id(session_key: str) -> int | None:
 
 
 def _drop_row(slug: str) -> Drop | None:
-    close_old_connections()
     try:
         return catalogue.drop_for_claim(slug=slug)
     except NotFound:
@@ -479,7 +485,6 @@ def _drop_row(slug: str) -> Drop | None:
 
 
 def _publish_sold_out(drop: Drop) -> None:
-    close_old_connections()
     try:
         snapshots.note_sold_out(drop)
     except Exception:  # the tick publishes within a second anyway
