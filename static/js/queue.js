@@ -153,6 +153,14 @@
     backoff = Math.min(backoff * 2, BACKOFF_MAX);
   }
 
+  // The start: until the first snapshot after it arrives, the page says the draw is under way
+  // (not "starts in a moment"), and asks for its place soon in case no broadcast comes.
+  document.addEventListener("floodgate:started", function () {
+    document.querySelectorAll("[data-before-start]").forEach(function (el) { el.hidden = true; });
+    document.querySelectorAll("[data-after-start]").forEach(function (el) { el.hidden = false; });
+    askSoon(DRAW_SPREAD_MS);
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     root = $("queue");
     if (!root) return;

@@ -50,9 +50,7 @@ def moment(when: datetime, style: str = "time") -> str:
     """A UTC time the page's script completes with the buyer's own clock ("14:05 UTC · 15:05 your time")."""
     utc = when.astimezone(UTC)
     shown = utc.strftime("%H:%M:%S" if style == "time" else "%a %-d %b %Y, %H:%M")
-    return format_html(
-        '<time datetime="{}" data-local="{}">{} UTC</time>', utc.isoformat(), style, shown
-    )
+    return format_html('<time datetime="{}" data-local="{}">{} UTC</time>', utc.isoformat(), style, shown)
 
 
 @register.simple_tag

@@ -150,3 +150,18 @@ def test_the_shops_own_404_and_an_icon(live_store: str, page: object) -> None:
 
     icon = page.goto(f"{live_store}/favicon.ico")
     assert icon.status == 200 and "svg" in icon.headers["content-type"]
+
+
+def test_at_the_start_the_waiting_room_says_the_draw_is_under_way(live_daphne: str, page: object) -> None:
+    # given a waiting room whose sale opens in a few seconds, and no tick yet to publish the draw
+    make_drop(slug="opens", quantity=10, waiting_room=True, starts_at=timezone.now() + timedelta(seconds=4))
+    make_buyer("olly")
+    log_in(page, live_daphne, "olly", "/drops/opens/")
+    page.click("#join-queue")
+    page.wait_for_url(re.compile(r"/drops/opens/queue/$"))
+    assert "The sale starts in" in page.locator("#queue-state").inner_text()
+
+    # when the countdown reaches the start, the page no longer says the draw is coming
+    page.wait_for_selector("[data-after-start]:visible", timeout=10_000)
+    said = page.locator("#queue-state").inner_text()
+    assert "places are being drawn now" in said and "The sale starts in" not in said
