@@ -51,8 +51,14 @@ def drop_page(*, slug: str, buyer_id: int | None) -> DropPage:
             in_line = True
             if view.state == DropState.LIVE:
                 admission_token = place.token
-    on_sale = view.state == DropState.LIVE and not view.sold_out and hold is None
-    seats = seat_map(drop_id=drop.pk) if on_sale and drop.inventory_mode == InventoryMode.UNITS else []
+    # The seats only for a buyer who sees the Reserve form: the crowd's other views skip the query.
+    may_reserve = (
+        buyer_id is not None
+        and hold is None
+        and view.on_sale
+        and (admission_token is not None or not drop.waiting_room)
+    )
+    seats = seat_map(drop_id=drop.pk) if may_reserve and drop.inventory_mode == InventoryMode.UNITS else []
     return DropPage(
         view=view,
         hold=hold,

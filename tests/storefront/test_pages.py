@@ -165,3 +165,22 @@ def test_terms_the_icon_and_the_shops_own_404(settings) -> None:
     missing = client.get("/nowhere/")
     assert missing.status_code == 404
     assert b"Not here" in missing.content and b"Terms of sale" in missing.content
+
+
+def test_the_drop_page_costs_a_fixed_number_of_queries_whatever_the_seats(django_assert_num_queries) -> None:
+    # the drop page is what the crowd loads at the start: a buyer adds their session, account and
+    # running hold; a seated drop one query for its map, however many seats it has
+    make_drop(slug="q-buckets", quantity=100, buckets=4)
+    labels = [f"{row}{n}" for row in "ABCDEFGHIJKLMNO" for n in range(1, 21)]
+    make_drop(slug="q-seats", quantity=300, mode="units", unit_labels=labels)
+    visitor, buyer = Client(), logged_in("counted")
+    for client in (visitor, buyer):
+        client.get("/drops/q-buckets/")  # warm: content types, the session's first write
+
+    with django_assert_num_queries(2):  # the drop with its product, the stock
+        visitor.get("/drops/q-seats/")
+    with django_assert_num_queries(5):
+        buyer.get("/drops/q-buckets/")
+    with django_assert_num_queries(6):
+        page = buyer.get("/drops/q-seats/").content.decode()
+    assert page.count('name="unit"') == 301  # best available and every seat
