@@ -1,4 +1,4 @@
-"""Storefront pages: the drop list, a drop, sign-up, terms, the 404 and 500 pages, the icon."""
+"""Storefront pages: the drop list, a drop, sign-up, terms, the 404 page, the icon."""
 
 from __future__ import annotations
 
