@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage | bench`.
+"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage | bench | shots`.
 
 Needs only python3. Creates `.venv`, installs the project when pyproject.toml
 changed, installs Debian's Chromium for the browser tests when it is missing,
@@ -55,13 +55,14 @@ def ensure_debian_package(package: str, binary: str, needed_for: str, *, recomme
 
 
 def main(argv: list[str]) -> None:
-    if not argv or argv[0] not in {"run", "test", "manage", "bench"}:
+    if not argv or argv[0] not in {"run", "test", "manage", "bench", "shots"}:
         sys.exit(
             "usage: python3 floodgate.py run | test [pytest args] | manage <command> | bench <name> [args]"
+            " | shots [folder]"
         )
     ensure_virtualenv()
-    if argv[0] == "test" and not os.environ.get("CHROMIUM_PATH"):
-        ensure_debian_package("chromium", CHROMIUM, "the browser tests (or set CHROMIUM_PATH)")
+    if argv[0] in {"test", "shots"} and not os.environ.get("CHROMIUM_PATH"):
+        ensure_debian_package("chromium", CHROMIUM, f"{argv[0]} (the browser; or set CHROMIUM_PATH)")
     if argv[0] == "test":
         # promtool checks and unit-tests the alerting rules (the server it ships is never started)
         ensure_debian_package("prometheus", PROMTOOL, "the alerting rules' tests", recommends=False)

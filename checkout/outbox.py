@@ -16,8 +16,10 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import transaction
 from django.db.models.functions import Now
+from django.template.loader import render_to_string
 
 from checkout.models import Order, OutboxMessage
+from core import formatting
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +86,29 @@ def relay_outbox(*, limit: int = 200) -> int:
     return sent
 
 
+def confirmation_text(order: Order) -> str:
+    """The confirmation e-mail's body: what was bought (which seats), the total, where to see it."""
+    labels = sorted(order.hold.units.values_list("label", flat=True))
+    return render_to_string(
+        "checkout/confirmation_email.txt",
+        {
+            "order": order,
+            "units": formatting.units(order.quantity),
+            "seats": formatting.seats(labels),
+            "total": formatting.money(order.amount_minor, order.currency),
+            "url": settings.PUBLIC_BASE_URL.rstrip("/") + order.get_absolute_url(),
+        },
+    )
+
+
 def _deliver(message: OutboxMessage) -> None:
     if message.topic == EMAIL_TOPIC:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
         if not order.buyer.email:
             return  # nobody to write to; delivered as far as it can be
         EmailMessage(
-            subject=f"Your order {order.pk} is confirmed",
-            body=f"{order.quantity} x {order.drop.display_title} is yours.",
+            subject=f"Your order {order.pk} is confirmed: {order.drop.display_title}",
+            body=confirmation_text(order),
             to=[order.buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},
         ).send()

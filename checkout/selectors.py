@@ -56,7 +56,22 @@ def outbox_backlog() -> tuple[int, float]:
 
 
 def orders_of(*, buyer_id: int) -> list[Order]:
-    return list(Order.objects.filter(buyer_id=buyer_id).select_related("drop__product")[:100])
+    """The buyer's latest orders, with their drops and the units (seats) of their holds."""
+    return list(
+        Order.objects.filter(buyer_id=buyer_id)
+        .select_related("drop__product", "hold")
+        .prefetch_related("hold__units")[:100]
+    )
+
+
+def order_of_buyer(*, order_id: int, buyer_id: int) -> Order | None:
+    """The buyer's own order with its hold and units; another buyer's is indistinguishable from none."""
+    return (
+        Order.objects.select_related("drop__product", "hold")
+        .prefetch_related("hold__units")
+        .filter(pk=order_id, buyer_id=buyer_id)
+        .first()
+    )
 
 
 def order_json(order: Order) -> dict[str, object]:

@@ -5,7 +5,8 @@
 2. the provider calls our webhook; record_webhook stores it once per event id.
 3. process_event (a Celery task): in one transaction, HELD -> SOLD and the order
    confirmed with its outbox messages, or, when the hold had already ended, the
-   order failed and the authorisation marked for voiding. Declines release the hold.
+   order failed and the authorisation marked for voiding. A decline fails the attempt, not
+   the hold: the buyer may pay again with another card while the hold lasts.
 4. settle_payment (a Celery task): capture or void at the provider, idempotently.
 
 Lock order: webhook event row, payment row, hold row, stock rows.
@@ -87,6 +88,11 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
                 raise PaymentOpening("Your payment page is being prepared; try again in a second.")
             payment = None
         if payment is None:
+            # Another card after a decline: the order waits for this attempt again.
+            if Order.objects.filter(pk=order.pk, state=OrderState.FAILED, refunded=False).update(
+                state=OrderState.PENDING, failure_reason="", updated_at=Now()
+            ):
+                order.state, order.failure_reason = OrderState.PENDING, ""
             payment = Payment.objects.create(
                 order=order, provider=provider.name, amount_minor=order.amount_minor, currency=order.currency
             )
@@ -174,7 +180,8 @@ def process_event(*, event_pk: int) -> str:
                 cursor.execute(sql.MARK_PROCESSED, {"event": event.pk, "outcome": outcome})
     # Only the run that decided enqueues the capture or void; a lost task is picked up by
     # the beat's settle_unsettled_payments.
-    if outcome in {"confirmed", "too_late_voiding", "amount_mismatch_voiding"} and payment is not None:
+    voiding = {"too_late_voiding", "amount_mismatch_voiding", "declined_then_authorised_voiding"}
+    if (outcome == "confirmed" or outcome in voiding) and payment is not None:
         _enqueue("checkout.settle_payment", payment.pk)
     log.info("webhook %s (%s): %s", event.event_id, event.type, outcome)
     return outcome
@@ -198,12 +205,12 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
     if event.type == "payment.failed":
         if payment.state not in {PaymentState.CREATED, PaymentState.PENDING}:
             return f"ignored_failure_after_{payment.state}"
-        holds.release_in(cursor, hold_id=order.hold_id)
+        # The attempt failed, not the hold: it runs on, so the buyer can try another card; its
+        # units come back when it expires or is released (issue 12).
         reason = str(event.payload.get("reason") or "declined").replace("_", " ")
         _set(payment, PaymentState.FAILED)
-        _finish(
-            order, OrderState.FAILED, f"The payment was declined ({reason}). The units went back on sale."
-        )
+        if order.state == OrderState.PENDING:  # a later attempt may have confirmed it meanwhile
+            _finish(order, OrderState.FAILED, f"The payment was declined ({reason}).")
         return "declined"
     # payment.authorized
     if payment.state not in {PaymentState.CREATED, PaymentState.PENDING, PaymentState.FAILED}:
@@ -230,7 +237,12 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
             "you are not charged. The units went back on sale.",
         )
         return "amount_mismatch_voiding"
-    if payment.state != PaymentState.FAILED and holds.confirm_in(cursor, hold_id=order.hold_id):
+    if payment.state == PaymentState.FAILED:
+        # Declined, then authorised after all (events out of order): the decline stands and the
+        # authorisation is voided; the order follows the buyer's other attempts, if any.
+        _set(payment, PaymentState.VOID_PENDING)
+        return "declined_then_authorised_voiding"
+    if holds.confirm_in(cursor, hold_id=order.hold_id):
         _set(payment, PaymentState.CAPTURE_PENDING)
         _finish(order, OrderState.CONFIRMED, "")
         outbox.announce(order)

@@ -13,12 +13,14 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from checkout import selectors, services
-from checkout.models import EVENT_ID_MAX, Order
+from checkout.models import EVENT_ID_MAX
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook
 from checkout.tasks import process_webhook_event
 from core.errors import FloodgateError
 from core.text import storable_json
+from holds.services import effective_state
+from shop import selectors as catalogue
 
 MAX_WEBHOOK_BODY = 64 * 1024
 
@@ -36,10 +38,19 @@ def pay(request: HttpRequest, hold_id: int) -> HttpResponse:
 
 @login_required
 def order(request: HttpRequest, order_id: int) -> HttpResponse:
-    found = Order.objects.select_related("drop__product").filter(pk=order_id, buyer=request.user).first()
+    found = selectors.order_of_buyer(order_id=order_id, buyer_id=request.user.pk)
     if found is None:
         raise Http404("There is no such order among yours.")
-    return render(request, "checkout/order.html", {"order": found, "data": selectors.order_json(found)})
+    hold_state = effective_state(found.hold)
+    context = {
+        "order": found,
+        "data": selectors.order_json(found),
+        "seats": sorted(unit.label for unit in found.hold.units.all()),
+        # After a decline: another card while the hold runs, else "reserve again" if units are left.
+        "hold_state": hold_state,
+        "on_sale": hold_state in {"released", "expired"} and catalogue.on_sale(found.drop),
+    }
+    return render(request, "checkout/order.html", context)
 
 
 @login_required

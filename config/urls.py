@@ -46,6 +46,8 @@ urlpatterns = [
     path("accounts/signup/", views.signup, name="signup"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
+    path("terms/", views.terms, name="terms"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", ops_views.metrics, name="metrics"),
     path("api/", include(api_patterns)),

@@ -1,4 +1,5 @@
-"""Run the whole store, the tests or a benchmark here: `python -m devtools.devstack run|test|bench`.
+"""Run the whole store, the tests, a benchmark or the screenshots: `python -m devtools.devstack
+run|test|bench|shots`.
 
 With DATABASE_URL / REDIS_URL unset, real PostgreSQL and Redis servers are
 started from pip packages under `.data/` and stopped on exit.
@@ -11,6 +12,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -67,6 +69,51 @@ def manage(env: dict[str, str], *args: str, capture: bool = False) -> str:
     return done.stdout or ""
 
 
+def store_commands(
+    port: str, provider_port: str, *, workers: str | None, data: Path = ROOT / ".data"
+) -> dict[str, list[str]]:
+    """The store's processes: the web tier, Celery's worker and beat, the simulated provider."""
+    return {
+        # The production server (config/web.py); WEB_WORKERS sets its processes (default: cores).
+        "web": [
+            str(BIN / "floodgate-web"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port,
+            *(["--workers", workers] if workers else []),
+        ],
+        "worker": [
+            str(BIN / "celery"),
+            "-A",
+            "config.celery:app",
+            "worker",
+            "-l",
+            "info",
+            "--concurrency",
+            "2",
+        ],
+        "beat": [
+            str(BIN / "celery"),
+            "-A",
+            "config.celery:app",
+            "beat",
+            "-l",
+            "info",
+            "-s",
+            str(data / "celerybeat-schedule"),
+        ],
+        "provider": [
+            str(BIN / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            provider_port,
+            "devtools.provider_sim:app",
+        ],
+    }
+
+
 def run_store() -> None:
     port = os.environ.get("PORT", "8000")
     with servers(ROOT / ".data") as env:
@@ -74,51 +121,16 @@ def run_store() -> None:
         manage(env, "collectstatic", "--no-input", "-v", "0")
         provider_port = os.environ.get("PROVIDER_PORT", "8701")
         env |= {
+            # The store as buyers meet it: its own 404 and 500 pages, not Django's debug pages
+            # (tracebacks still go to this console). DEBUG=1 in the environment brings them back.
+            "DEBUG": os.environ.get("DEBUG", "0"),
             "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
             "PAYMENT_PROVIDER_URL": f"http://127.0.0.1:{provider_port}",
             "PROVIDER_PUBLIC_URL": f"http://127.0.0.1:{provider_port}",
         }
         password, kept = admin_password(ROOT / ".data" / "admin-password")
         manage(env, "seed_demo", "--admin-password", password, *(["--keep-admin-password"] if kept else []))
-        commands = {
-            # The production server (config/web.py); WEB_WORKERS sets its processes (default: cores).
-            "web": [
-                str(BIN / "floodgate-web"),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                port,
-                *(["--workers", os.environ["WEB_WORKERS"]] if os.environ.get("WEB_WORKERS") else []),
-            ],
-            "worker": [
-                str(BIN / "celery"),
-                "-A",
-                "config.celery:app",
-                "worker",
-                "-l",
-                "info",
-                "--concurrency",
-                "2",
-            ],
-            "beat": [
-                str(BIN / "celery"),
-                "-A",
-                "config.celery:app",
-                "beat",
-                "-l",
-                "info",
-                "-s",
-                str(ROOT / ".data" / "celerybeat-schedule"),
-            ],
-            "provider": [
-                str(BIN / "daphne"),
-                "-b",
-                "127.0.0.1",
-                "-p",
-                provider_port,
-                "devtools.provider_sim:app",
-            ],
-        }
+        commands = store_commands(port, provider_port, workers=os.environ.get("WEB_WORKERS"))
         children = {
             name: subprocess.Popen(cmd, env={**os.environ, **env}, cwd=ROOT, start_new_session=True)
             for name, cmd in commands.items()
@@ -185,6 +197,66 @@ def run_tests(args: list[str]) -> int:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def free_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
+
+
+def wait_for_port(port: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", int(port)), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nothing answers on port {port}") from None
+            time.sleep(0.2)
+
+
+def run_shots(args: list[str]) -> int:
+    """`shots [FOLDER]`: the real store on servers of its own, walked by Chromium (devtools/shots.py)."""
+    out = (Path(args[0]) if args else ROOT / "shots").resolve()
+    data = ROOT / ".data" / f"shots-{os.getpid()}"
+    try:
+        with servers(data) as env:
+            say("migrating a fresh database for the screenshots")
+            manage(env, "migrate", "--no-input", "-v", "0")
+            port, provider_port = free_port(), free_port()
+            env |= {
+                "DEBUG": "0",  # the shop's own 404, as `run` serves it
+                "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+                "PAYMENT_PROVIDER_URL": f"http://127.0.0.1:{provider_port}",
+                "PROVIDER_PUBLIC_URL": f"http://127.0.0.1:{provider_port}",
+            }
+            logs = data / "logs"
+            logs.mkdir(parents=True, exist_ok=True)
+            children = {}
+            for name, command in store_commands(port, provider_port, workers="1", data=data).items():
+                with open(logs / f"{name}.log", "wb") as log:
+                    children[name] = subprocess.Popen(
+                        command,
+                        env={**os.environ, **env},
+                        cwd=ROOT,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+            say(f"store on :{port}, provider on :{provider_port} (logs in {logs.relative_to(ROOT)}/)")
+            try:
+                wait_for_port(port)
+                wait_for_port(provider_port)
+                base, provider = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{provider_port}"
+                command = [sys.executable, "-m", "devtools.shots", "--base", base, "--provider", provider]
+                done = subprocess.run([*command, "--out", str(out)], env={**os.environ, **env}, cwd=ROOT)
+                return done.returncode
+            finally:
+                stop(children)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def run_bench(args: list[str]) -> int:
     """`bench NAME [args]`: run `python -m bench.NAME` against servers of its own (.data/bench)."""
     if not args or not args[0].isidentifier():
@@ -206,6 +278,8 @@ def main(argv: list[str]) -> None:
         sys.exit(run_tests(rest))
     elif command == "bench":
         sys.exit(run_bench(rest))
+    elif command == "shots":
+        sys.exit(run_shots(rest))
     elif command == "manage":
         with servers(ROOT / ".data") as env:
             try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from core.errors import NotFound
 from holds.models import Hold
 from holds.services import effective_state
@@ -38,3 +40,19 @@ def hold_json(hold: Hold, *, units: tuple[str, ...] | None = None, new: bool = F
 def _order_of(hold: Hold) -> dict[str, object] | None:
     order = getattr(hold, "order", None)  # reverse one-to-one: absent until payment starts
     return {"id": order.pk, "state": order.state} if order is not None else None
+
+
+def active_hold(*, drop_id: int, buyer_id: int) -> Hold | None:
+    """The buyer's hold of this drop that is still running (at most one: a partial unique index)."""
+    return (
+        Hold.objects.select_related("drop__product")
+        .filter(drop_id=drop_id, buyer_id=buyer_id, state="held", expires_at__gt=timezone.now())
+        .first()
+    )
+
+
+def hold_units(hold: Hold) -> list[str]:
+    """The labels of a hold's units, in order ([] for a hold from buckets)."""
+    if hold.bucket_index is not None:
+        return []
+    return sorted(hold.units.values_list("label", flat=True))

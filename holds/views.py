@@ -13,12 +13,15 @@ from django.views.decorators.http import require_POST
 from admission import limits
 from core.errors import FloodgateError, NotAdmitted, NotFound
 from holds import entry, selectors, services
+from shop import selectors as catalogue
 
 
 @require_POST
 @login_required
 def buy(request: HttpRequest, slug: str) -> HttpResponse:
-    quantity: object = request.POST.get("quantity", "1")
+    unit = request.POST.get("unit") or None
+    # The page says so: choosing a seat reserves that one seat, whatever the quantity list shows.
+    quantity: object = "1" if unit else request.POST.get("quantity", "1")
     with contextlib.suppress(ValueError):  # a non-number goes on; the service names the problem
         quantity = int(str(quantity))
     try:
@@ -29,7 +32,7 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
                 client_ip=limits.client_ip(request),
                 quantity=quantity,
                 idempotency_key=request.POST.get("idempotency_key"),
-                unit=request.POST.get("unit") or None,
+                unit=unit,
                 admission_token=request.POST.get("admission_token"),
             )
         )
@@ -54,11 +57,16 @@ def hold(request: HttpRequest, hold_id: int) -> HttpResponse:
         found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=request.user.pk)
     except NotFound as error:
         raise Http404(error.detail) from None
-    return render(
-        request,
-        "holds/hold.html",
-        {"hold": found, "state": services.effective_state(found), "data": selectors.hold_json(found)},
-    )
+    state = services.effective_state(found)
+    context = {
+        "hold": found,
+        "state": state,
+        "data": selectors.hold_json(found),
+        "order": getattr(found, "order", None),  # absent until payment starts
+        # An ended hold offers "reserve again" while the drop still has units on sale.
+        "on_sale": state in {"released", "expired"} and catalogue.on_sale(found.drop),
+    }
+    return render(request, "holds/hold.html", context)
 
 
 @require_POST

@@ -8,7 +8,7 @@ from django.db import connection
 
 from core.errors import NotFound
 from inventory import sql
-from inventory.models import Unit
+from inventory.models import Unit, UnitState
 
 
 def available_by_drop(drop_ids: list[int]) -> dict[int, int]:
@@ -80,3 +80,18 @@ def stranded_units(*, drop_id: int) -> int:
 def unit_labels(*, drop_id: int) -> list[str]:
     """A units-mode drop's labels in their order ([] for a drop of buckets)."""
     return list(Unit.objects.filter(drop_id=drop_id).order_by("rank").values_list("label", flat=True))
+
+
+@dataclass(frozen=True)
+class Seat:
+    label: str
+    free: bool
+
+
+def seat_map(*, drop_id: int, limit: int = 1000) -> list[Seat]:
+    """A units-mode drop's first `limit` units in their order, each free or not ([] for buckets).
+
+    A unit in an expired hold nobody reclaimed yet shows as taken: wrong only in the safe direction.
+    """
+    rows = Unit.objects.filter(drop_id=drop_id).order_by("rank").values_list("label", "state")[:limit]
+    return [Seat(label, state == UnitState.AVAILABLE) for label, state in rows]

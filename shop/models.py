@@ -13,6 +13,7 @@ from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
+from core import formatting
 from inventory.models import InventoryMode
 
 SLUG_RULE = RegexValidator(
@@ -26,8 +27,8 @@ ADMISSION_PERCENT_RANGE = (100, 1000)
 
 
 def money(amount_minor: int, currency: str) -> str:
-    """12900, "EUR" -> "129.00 EUR" (two decimal places; enough for the currencies sold here)."""
-    return f"{amount_minor // 100:,}.{amount_minor % 100:02d} {currency}"
+    """12900, "EUR" -> "€129.00": the admin's and the e-mails' format (pages use the buyer's locale)."""
+    return formatting.money(amount_minor, currency)
 
 
 class Product(models.Model):

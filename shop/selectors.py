@@ -23,6 +23,11 @@ class DropView:
         return self.remaining == 0
 
     @property
+    def on_sale(self) -> bool:
+        """Live with units left: a buyer can reserve (or join the line) right now."""
+        return self.state == DropState.LIVE and not self.sold_out
+
+    @property
     def badge(self) -> str:
         if self.state == DropState.LIVE and self.sold_out:
             return "sold out"
@@ -69,6 +74,11 @@ def drop_view(*, slug: str) -> DropView:
     if drop is None:
         raise unknown_drop(slug)
     return _views([drop], timezone.now())[0]
+
+
+def on_sale(drop: Drop) -> bool:
+    """Whether a buyer can reserve from this drop right now (live, units left): "reserve again"."""
+    return _views([drop], timezone.now())[0].on_sale
 
 
 def storefront(*, now: datetime | None = None) -> dict[str, list[DropView]]:

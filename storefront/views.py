@@ -1,52 +1,50 @@
-"""Storefront pages: the drop list, a drop, sign-up."""
+"""Storefront pages: the drop list, a drop, sign-up, terms, the 404 page, the icon."""
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 
 from django.contrib.auth import login
 from django.contrib.auth.forms import UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.http import require_http_methods
 
-from admission import services as admission
 from core.errors import NotFound
 from core.http import safe_next
-from shop import selectors
-from shop.models import DropState
+from shop import selectors as catalogue
+from storefront import selectors
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "shop/home.html", {"groups": selectors.storefront()})
+    return render(request, "shop/home.html", {"groups": catalogue.storefront()})
 
 
 def drop(request: HttpRequest, slug: str) -> HttpResponse:
+    buyer_id = request.user.pk if request.user.is_authenticated else None
     try:
-        view = selectors.drop_view(slug=slug)
+        page = selectors.drop_page(slug=slug, buyer_id=buyer_id)
     except NotFound as error:
         raise Http404(error.detail) from None
-    admission_token = None
-    in_line = False
-    if view.drop.waiting_room and view.state != DropState.ENDED and request.user.is_authenticated:
-        # An admitted buyer buys right here (with a fresh token); everyone else joins the line,
-        # or goes back to the place they have.
-        with contextlib.suppress(admission.NotInQueue):
-            place = admission.place(drop=view.drop, buyer_id=request.user.pk)
-            in_line = True
-            if view.state == DropState.LIVE:
-                admission_token = place.token
     context = {
-        "view": view,
-        "drop": view.drop,
-        "admission_token": admission_token,
-        "in_line": in_line,
+        "page": page,
+        "view": page.view,
+        "drop": page.view.drop,
         # One key per page view: a double click or a resubmit returns the same hold.
         "idempotency_key": uuid.uuid4().hex,
-        "quantities": range(1, view.drop.per_buyer_limit + 1),
+        "quantities": range(1, page.view.drop.per_buyer_limit + 1),
     }
     return render(request, "shop/drop.html", context)
+
+
+def terms(request: HttpRequest) -> HttpResponse:
+    return render(request, "shop/terms.html")
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page links; send them to the shop's icon."""
+    return redirect(static("img/favicon.svg"), permanent=True)
 
 
 @require_http_methods(["GET", "POST"])

@@ -1,5 +1,6 @@
 // Live countdowns: any element with data-countdown="<ISO time>" ticks every second.
-// data-done is shown at zero; data-reload="1" reloads the page then (the sale just opened).
+// data-done is shown at zero; data-reload="1" reloads the page then (the sale just opened);
+// data-starts announces the start to the page ("floodgate:started").
 (function () {
   "use strict";
   function format(ms) {
@@ -18,6 +19,8 @@
       } else if (!el.dataset.finished) {
         el.dataset.finished = "1";
         el.textContent = el.dataset.done || "now";
+        // A sale's start: pages that wait for it (the waiting room) say what is true now.
+        if (el.dataset.starts !== undefined) document.dispatchEvent(new CustomEvent("floodgate:started"));
         if (el.dataset.reload) { setTimeout(function () { location.reload(); }, 1200); }
       }
     });
@@ -45,5 +48,23 @@
         .finally(function () { setTimeout(check, 3000); });
     }
     setTimeout(check, 3000);
+  });
+})();
+
+// UTC times (<time data-local>) get the buyer's own clock beside them: "14:05 UTC · 15:05 CET".
+(function () {
+  "use strict";
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("time[data-local]").forEach(function (el) {
+      var when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when) || when.getTimezoneOffset() === 0) return;  // the buyer's clock is UTC already
+      var options = el.dataset.local === "date"
+        ? {weekday: "short", day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", timeZoneName: "short"}
+        : {hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short"};
+      var local = document.createElement("span");
+      local.className = "local-time";
+      local.textContent = " · " + when.toLocaleString(undefined, options);
+      el.after(local);
+    });
   });
 })();

@@ -164,6 +164,14 @@
     backoff = Math.min(backoff * 2, BACKOFF_MAX);
   }
 
+  // The start: until the first snapshot after it arrives, the page says the draw is under way
+  // (not "starts in a moment"). It asks nothing more: the draw's broadcast (or the polling while
+  // the socket is down) brings the place, and every early joiner reaches this moment together.
+  document.addEventListener("floodgate:started", function () {
+    document.querySelectorAll("[data-before-start]").forEach(function (el) { el.hidden = true; });
+    document.querySelectorAll("[data-after-start]").forEach(function (el) { el.hidden = false; });
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     root = $("queue");
     if (!root) return;

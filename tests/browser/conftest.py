@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +50,38 @@ def browser() -> Iterator[object]:
 def page(browser: object) -> Iterator[object]:
     """A page in a fresh context: its own cookies, so its own login."""
     context = browser.new_context()
+    context.set_default_timeout(15_000)
+    yield context.new_page()
+    context.close()
+
+
+@pytest.fixture(scope="package")
+def live_store(django_db_setup: None, payment_provider: str) -> Iterator[str]:
+    """The app as `floodgate.py run` serves it: DEBUG off, so the shop's own 404 and 500 pages."""
+    from tests.conftest import app_env, free_port, start_process, stop, wait_for_port
+
+    port = free_port()
+    env = {**app_env(payment_provider, f"http://127.0.0.1:{port}"), "DEBUG": "0", "DB_POOL_MAX_SIZE": "4"}
+    daphne = str(Path(sys.executable).parent / "daphne")
+    process, log = start_process(
+        f"store-{port}", [daphne, "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"], env
+    )
+    wait_for_port(port, process, log)
+    yield f"http://127.0.0.1:{port}"
+    stop(process)
+
+
+@pytest.fixture
+def phone(browser: object) -> Iterator[object]:
+    """A 390x844 phone (touch, 3x pixels) in Berlin with a German browser: its own clock and format."""
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844},
+        device_scale_factor=3,
+        is_mobile=True,
+        has_touch=True,
+        locale="de-DE",
+        timezone_id="Europe/Berlin",
+    )
     context.set_default_timeout(15_000)
     yield context.new_page()
     context.close()

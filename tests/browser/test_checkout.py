@@ -9,7 +9,7 @@ from checkout.models import Payment
 from holds.models import Hold
 from inventory.selectors import invariant
 from tests.conftest import PROVIDER_SECRET, Worker
-from tests.factories import make_buyer, make_drop
+from tests.factories import expire_in, make_buyer, make_drop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -54,23 +54,51 @@ def test_buy_a_unit_from_the_drop_page_to_the_confirmation(
     assert "confirmed" in page.locator("article").first.inner_text().lower()
 
 
-def test_a_failed_payment_puts_the_unit_back_on_sale(
+def test_a_declined_card_then_a_second_card_within_the_hold(
     live_daphne: str, payment_provider: str, celery_worker: Worker, page: object
 ) -> None:
-    drop = make_drop(slug="boot", product_name="Rain Boot", quantity=1)
+    drop = make_drop(slug="boot", product_name="Rain Boot", quantity=1, price_minor=12900)
     make_buyer("fred")
 
     reserve_from_the_drop_page(page, live_daphne, "boot", "fred")
-    assert invariant(drop_id=drop.pk).available == 0
+    assert page.locator("#pay").inner_text() == "Pay €129.00"
     page.click("#pay")
     page.wait_for_url(re.compile(re.escape(payment_provider) + r"/pay/"))
     page.click("#decline")
 
+    # the order page says the card was declined and that the unit is still held: another card
     page.wait_for_url(re.compile(r"/orders/\d+/$"))
-    page.wait_for_selector("#order-state:text('failed')", timeout=30_000)
+    page.wait_for_selector("#try-again", timeout=30_000)
     assert "declined" in page.locator("#order-detail").inner_text()
+    assert "still held" in page.locator("#next-step").inner_text()
     assert Payment.objects.get().state == "failed"
+    assert Hold.objects.get(drop=drop).state == "held"
+    assert invariant(drop_id=drop.pk).available == 0
+
+    page.click("#try-again")
+    page.wait_for_url(re.compile(re.escape(payment_provider) + r"/pay/"))
+    page.click("#pay")  # the second card goes through
+
+    page.wait_for_url(re.compile(r"/orders/\d+/$"))
+    page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
+    assert page.locator("#order-total").inner_text() == "€129.00"
+    assert Hold.objects.get(drop=drop).state == "sold"
+    assert sorted(Payment.objects.values_list("state", flat=True))[-1] == "failed"
     numbers = invariant(drop_id=drop.pk)
-    assert (numbers.available, numbers.held, numbers.sold, numbers.drift) == (1, 0, 0, 0)
-    page.goto(f"{live_daphne}/drops/boot/")
-    assert page.locator("#buy").count() == 1  # back on sale
+    assert (numbers.available, numbers.held, numbers.sold, numbers.drift) == (0, 0, 1, 0)
+
+
+def test_an_expired_hold_offers_to_reserve_again_while_units_are_left(live_daphne: str, page: object) -> None:
+    drop = make_drop(slug="late", product_name="Late Loafer", quantity=3)
+    make_buyer("lou")
+
+    reserve_from_the_drop_page(page, live_daphne, "late", "lou")
+    expire_in([Hold.objects.get(drop=drop).pk], -1)
+    page.reload()
+
+    assert page.locator("h1").inner_text() == "Expired"
+    page.click("#reserve-again")
+    page.wait_for_url(re.compile(r"/drops/late/$"))
+    page.click("#buy")
+    page.wait_for_url(re.compile(r"/holds/\d+/$"))
+    assert Hold.objects.filter(drop=drop, state="held").count() == 1

@@ -148,19 +148,38 @@ def test_late_webhook_after_expiry_is_voided_and_the_unit_stays_with_its_new_buy
     assert (numbers.held, numbers.sold, numbers.drift) == (1, 0, 0)
 
 
-def test_declined_payment_releases_the_hold_at_once(
+def test_a_declined_card_keeps_the_hold_and_a_second_card_buys_it(
     live_daphne: str, payment_provider: str, celery_worker: Worker
 ) -> None:
     drop = make_drop(slug="declined", quantity=2)
-    hold_id, started = reserve_and_start_paying(live_daphne, buyer_token("dee"), "declined")
+    token = buyer_token("dee")
+    hold_id, started = reserve_and_start_paying(live_daphne, token, "declined")
 
+    # when the first card is declined
     pay_at_provider(started["redirect_url"], action="decline")
 
+    # then the attempt failed, not the hold: the unit stays the buyer's until the hold ends
     order_id = started["order"]["id"]
     wait_until(lambda: Order.objects.get(pk=order_id).state == "failed")
     assert "declined" in Order.objects.get(pk=order_id).failure_reason
-    assert Hold.objects.get(pk=hold_id).state == "released"
-    assert invariant(drop_id=drop.pk).available == 2
+    assert Hold.objects.get(pk=hold_id).state == "held"
+    assert invariant(drop_id=drop.pk).held == 1
+
+    # when a second card is tried within the hold
+    with api(live_daphne, token) as client:
+        again = client.post(f"/api/holds/{hold_id}/payment")
+    assert again.status_code == 202, again.text
+    assert again.json()["order"]["id"] == order_id
+    assert Order.objects.get(pk=order_id).state == "pending"
+    pay_at_provider(again.json()["redirect_url"])
+
+    # then the same order is confirmed and the first attempt stays failed
+    wait_until(lambda: Order.objects.get(pk=order_id).state == "confirmed")
+    assert Hold.objects.get(pk=hold_id).state == "sold"
+    states = sorted(Payment.objects.filter(order_id=order_id).values_list("state", flat=True))
+    assert states[0] in {"capture_pending", "captured"} and states[1] == "failed"
+    numbers = invariant(drop_id=drop.pk)
+    assert (numbers.available, numbers.held, numbers.sold, numbers.drift) == (1, 0, 1, 0)
 
 
 def test_worker_killed_mid_callback_finishes_after_restart(

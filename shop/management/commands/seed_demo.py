@@ -9,9 +9,16 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
 from shop import services
-from shop.models import Drop
+from shop.models import Drop, Product
 
 DEMO_SLUG = "demo-sneaker"
+DEMO_SKU = "DEMO-SNEAKER"
+DEMO_DESCRIPTION = (
+    "The Floodgate Runner in its launch colours: a white knit upper, a blue heel counter and an "
+    "orange foam sole that gives back what you put in.\n\n"
+    "Breathable engineered mesh, recycled laces, a removable cushioned insole. "
+    "Made in a numbered run of 100 pairs; this edition will not be made again."
+)
 
 
 class Command(BaseCommand):
@@ -51,19 +58,21 @@ class Command(BaseCommand):
             Drop.objects.filter(pk=existing.pk).update(
                 starts_at=starts_at, ends_at=ends_at, waiting_room=True
             )
-            self.stdout.write(f"demo drop /drops/{DEMO_SLUG}/ goes live at {starts_at:%H:%M:%S} UTC")
-            return
-        slug = DEMO_SLUG if existing is None else f"{DEMO_SLUG}-{timezone.now():%Y%m%d-%H%M%S}"
-        services.create_drop(
-            slug=slug,
-            quantity=100,
-            starts_at=starts_at,
-            ends_at=ends_at,
-            product_sku="DEMO-SNEAKER",
-            product_name="Floodgate Runner, launch edition",
-            price_minor=12900,
-            title="Floodgate Runner — launch edition",
-            bucket_count=4,
-            waiting_room=True,  # buyers queue, and are admitted in waves as the stock allows
-        )
+            slug = DEMO_SLUG
+        else:
+            slug = DEMO_SLUG if existing is None else f"{DEMO_SLUG}-{timezone.now():%Y%m%d-%H%M%S}"
+            services.create_drop(
+                slug=slug,
+                quantity=100,
+                starts_at=starts_at,
+                ends_at=ends_at,
+                product_sku=DEMO_SKU,
+                product_name="Floodgate Runner, launch edition",
+                price_minor=12900,
+                title="Floodgate Runner — launch edition",
+                bucket_count=4,
+                waiting_room=True,  # buyers queue, and are admitted in waves as the stock allows
+            )
+        # Its picture is static/img/products/demo-sneaker.svg (found by SKU); a merchant's edit wins.
+        Product.objects.filter(sku=DEMO_SKU, description="").update(description=DEMO_DESCRIPTION)
         self.stdout.write(f"demo drop /drops/{slug}/ goes live at {starts_at:%H:%M:%S} UTC")

@@ -1,0 +1,209 @@
+"""Walk the whole shop in Chromium and write a PNG of every page, at desktop and phone size.
+
+Run by `python3 floodgate.py shots [FOLDER]` (devstack.run_shots), which starts the real store
+(floodgate-web, Celery worker and beat, the simulated provider) on servers of its own and calls
+`python -m devtools.shots --base URL --out FOLDER` against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# Playwright's sync API keeps an event loop in this thread; the few ORM calls here are sync.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+PASSWORD = "correct horse battery"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage"]
+
+
+@dataclass(frozen=True)
+class Size:
+    name: str
+    width: int
+    height: int
+    mobile: bool
+    timezone: str
+
+
+SIZES = (
+    Size("desktop", 1280, 800, False, "America/New_York"),
+    Size("phone", 390, 844, True, "Europe/Berlin"),
+)
+
+
+def say(message: str) -> None:
+    print(f"shots: {message}", flush=True)
+
+
+def seed() -> int:
+    """The shop to photograph: a live drop, one before its start with a waiting room, a seated
+    drop, a buyer per screen size and an admin. Returns the live drop's id."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from shop import services
+    from shop.management.commands.seed_demo import DEMO_DESCRIPTION, DEMO_SKU
+    from shop.models import Product
+
+    now = timezone.now()
+    common = {
+        "product_sku": DEMO_SKU,
+        "product_name": "Floodgate Runner, launch edition",
+        "price_minor": 12900,
+    }
+    live = services.create_drop(
+        slug="runner",
+        title="Floodgate Runner — launch edition",
+        quantity=100,
+        bucket_count=4,
+        starts_at=now - timedelta(minutes=5),
+        ends_at=now + timedelta(hours=2),
+        **common,
+    )
+    Product.objects.filter(sku=DEMO_SKU).update(description=DEMO_DESCRIPTION)
+    services.create_drop(
+        slug="runner-encore",
+        title="Floodgate Runner — encore",
+        quantity=250,
+        bucket_count=4,
+        waiting_room=True,
+        starts_at=now + timedelta(hours=3),
+        ends_at=now + timedelta(hours=5),
+        **common,
+    )
+    services.create_drop(
+        slug="front-row",
+        title="Front row: the launch night",
+        product_sku="FRONT-ROW",
+        product_name="Launch night, front row seat",
+        price_minor=4500,
+        quantity=40,
+        inventory_mode="units",
+        unit_labels=[f"{row}{n}" for row in "ABCD" for n in range(1, 11)],
+        per_buyer_limit=1,
+        starts_at=now - timedelta(minutes=5),
+        ends_at=now + timedelta(hours=2),
+    )
+    Product.objects.filter(sku="FRONT-ROW").update(
+        description="One seat in the front row of the launch night. Choose yours on the seat map."
+    )
+    users = get_user_model()
+    users.objects.create_superuser("admin", "admin@floodgate.invalid", PASSWORD)
+    for size in SIZES:
+        users.objects.create_user(f"shopper-{size.name}", f"{size.name}@floodgate.invalid", PASSWORD)
+    return live.pk
+
+
+def chromium() -> str:
+    path = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(path):
+        sys.exit("shots: Chromium is missing (Debian's `chromium` package, or set CHROMIUM_PATH).")
+    return path
+
+
+class Walk:
+    def __init__(self, page: object, base: str, out: Path, size: Size) -> None:
+        self.page, self.base, self.out, self.size = page, base, out / size.name, size
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.count = 0
+
+    def shot(self, name: str) -> None:
+        self.count += 1
+        path = self.out / f"{self.count:02d}-{name}.png"
+        self.page.wait_for_load_state("networkidle")
+        self.page.screenshot(path=str(path), full_page=True)
+        say(f"{self.size.name:7} {path.relative_to(self.out.parent.parent)}  ({self.page.url})")
+
+    def go(self, path: str, name: str) -> None:
+        self.page.goto(self.base + path)
+        self.shot(name)
+
+    def log_in(self, username: str, then: str, login: str = "/accounts/login/") -> None:
+        self.page.goto(f"{self.base}{login}?next={then}")
+        self.page.fill("input[name=username]", username)
+        self.page.fill("input[name=password]", PASSWORD)
+        self.page.locator("form [type=submit]").first.click()
+        self.page.wait_for_url(re.compile(re.escape(then) + "$"))
+
+
+def walk_buyer(walk: Walk, provider: str, drop_id: int) -> None:
+    page = walk.page
+    walk.go("/", "home")
+    walk.go("/drops/runner/", "drop-live-visitor")
+    walk.log_in(f"shopper-{walk.size.name}", "/drops/runner/")
+    walk.shot("drop-live")
+    walk.go("/drops/runner-encore/", "drop-before-start")
+    page.click("#join-queue")
+    page.wait_for_url(re.compile(r"/queue/$"))
+    walk.shot("waiting-room")
+    walk.go("/drops/front-row/", "drop-seats")
+    seat = "B4" if walk.size.name == "desktop" else "C7"  # each buyer a seat of their own
+    page.locator(f"#seat-picker input[value={seat}]").check(force=True)
+    page.click("#buy")
+    page.wait_for_url(re.compile(r"/holds/\d+/$"))
+    walk.shot("hold")
+    page.click("#pay")
+    page.wait_for_url(re.compile(re.escape(provider) + r"/pay/"))
+    walk.shot("provider")
+    page.click("#pay")
+    page.wait_for_url(re.compile(r"/orders/\d+/$"))
+    page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
+    walk.shot("order")
+    walk.go("/orders/", "orders")
+    walk.go("/terms/", "terms")
+    page.goto(walk.base + "/no/such/page/")
+    walk.shot("not-found")
+
+
+def walk_admin(walk: Walk, provider: str, drop_id: int) -> None:
+    walk.log_in("admin", "/admin/", login="/admin/login/")
+    walk.go(f"/admin/shop/drop/{drop_id}/change/", "admin-drop-change")
+    walk.go("/admin/shop/drop/dashboard/", "dashboard")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--base", required=True)
+    parser.add_argument("--provider", required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    drop_id = seed()
+    from playwright.sync_api import sync_playwright
+
+    started = time.monotonic()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium(), headless=True, args=CHROMIUM_FLAGS)
+        for size in SIZES:
+            shown = 0
+            for walker in (walk_buyer, walk_admin):
+                context = browser.new_context(
+                    viewport={"width": size.width, "height": size.height},
+                    device_scale_factor=2 if size.mobile else 1,
+                    is_mobile=size.mobile,
+                    has_touch=size.mobile,
+                    timezone_id=size.timezone,  # the pages show the buyer's clock beside UTC
+                )
+                context.set_default_timeout(20_000)
+                walk = Walk(context.new_page(), args.base, args.out, size)
+                walk.count = shown
+                walker(walk, args.provider, drop_id)
+                shown = walk.count
+                context.close()
+        browser.close()
+    say(f"done in {time.monotonic() - started:.0f} s: {args.out}/desktop and {args.out}/phone")
+
+
+if __name__ == "__main__":
+    main()

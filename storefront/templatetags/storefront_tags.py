@@ -1,0 +1,105 @@
+"""Template side of core.formatting: prices in the buyer's locale, durations and counts in words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from functools import lru_cache
+from html import escape
+
+from django import template
+from django.contrib.staticfiles import finders
+from django.template.context import Context
+from django.templatetags.static import static
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+
+from core import formatting
+from inventory.models import Unit
+from inventory.selectors import Seat
+from shop.models import Product
+
+register = template.Library()
+
+
+def _locale(context: Context) -> str:
+    request = context.get("request")
+    header = request.headers.get("Accept-Language", "") if request is not None else ""
+    return formatting.locale_from_header(header)
+
+
+@register.simple_tag(takes_context=True)
+def price(context: Context, amount_minor: int, currency: str, quantity: int = 1) -> str:
+    """{% price product.price_minor product.currency %} -> "€129.00"; with a quantity, the total."""
+    return formatting.money(int(amount_minor) * int(quantity), str(currency), _locale(context))
+
+
+@register.filter
+def duration(seconds: float) -> str:
+    return formatting.duration(float(seconds))
+
+
+@register.filter
+def units(count: int) -> str:
+    return formatting.units(int(count))
+
+
+@register.filter
+def seats(labels: Iterable[str]) -> str:
+    return formatting.seats(labels)
+
+
+@register.filter
+def unit_seats(units: Iterable[Unit]) -> str:
+    """A hold's unit rows -> "seat B2" / "seats A1, A2" ("" for units from buckets)."""
+    return formatting.seats(unit.label for unit in units)
+
+
+@register.simple_tag
+def moment(when: datetime, style: str = "time") -> str:
+    """A UTC time the page's script completes with the buyer's own clock ("14:05 UTC · 15:05 your time")."""
+    utc = when.astimezone(UTC)
+    shown = utc.strftime("%H:%M:%S" if style == "time" else "%a %-d %b %Y, %H:%M")
+    return format_html('<time datetime="{}" data-local="{}">{} UTC</time>', utc.isoformat(), style, shown)
+
+
+@register.simple_tag
+def product_image(product: Product) -> str:
+    """The product's picture: its image URL, else a drawing shipped for its SKU, else a neutral one."""
+    if product.image_url:
+        return product.image_url
+    return static(_drawing_for(product.sku))
+
+
+@lru_cache(maxsize=512)
+def _drawing_for(sku: str) -> str:
+    path = f"img/products/{sku.lower()}.svg"
+    return path if finders.find(path) else "img/product.svg"
+
+
+@register.simple_tag
+def seat_grid(seats: Iterable[Seat]) -> str:
+    """The seat picker's buttons, one radio per seat (taken ones disabled). Built with the standard
+    library's escape, not a template loop or format_html: the drop page of a seated drop is drawn
+    for every buyer at the start, and Django's lazy-aware escaping costs ~15 ms for 300 seats."""
+    parts = []
+    for seat in seats:
+        label = escape(seat.label, quote=True)
+        if seat.free:
+            parts.append(
+                f'<label class="seat"><input type="radio" name="unit" value="{label}">'
+                f"<span>{label}</span></label>"
+            )
+        else:
+            parts.append(
+                f'<label class="seat taken"><input type="radio" name="unit" value="{label}" disabled>'
+                f'<span>{label}</span><span class="visually-hidden"> (taken)</span></label>'
+            )
+    return mark_safe("".join(parts))  # every label escaped above
+
+
+@register.simple_tag
+def seat_options(labels: Iterable[str]) -> str:
+    """<option>s of the free seats, for drops with more seats than the picker draws."""
+    options = (f'<option value="{escape(label, quote=True)}">{escape(label)}</option>' for label in labels)
+    return mark_safe("".join(options))  # every label escaped
