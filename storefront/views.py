@@ -1,19 +1,15 @@
-"""Storefront pages: the drop list, a drop, sign-up."""
+"""Storefront pages: the drop list, a drop (sign-up and login are allauth's, see accounts/)."""
 
 from __future__ import annotations
 
 import contextlib
 import uuid
 
-from django.contrib.auth import login
-from django.contrib.auth.forms import UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.shortcuts import render
 
 from admission import services as admission
 from core.errors import NotFound
-from core.http import safe_next
 from shop import selectors
 from shop.models import DropState
 
@@ -47,16 +43,6 @@ def drop(request: HttpRequest, slug: str) -> HttpResponse:
         "quantities": range(1, view.drop.per_buyer_limit + 1),
     }
     return render(request, "shop/drop.html", context)
-
-
-@require_http_methods(["GET", "POST"])
-def signup(request: HttpRequest) -> HttpResponse:
-    form = UserCreationForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect(safe_next(request) or "home")
-    return render(request, "registration/signup.html", {"form": form})
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

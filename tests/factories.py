@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from datetime import datetime, timedelta
 
+from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
@@ -39,10 +40,14 @@ def make_drop(
     )
 
 
-def make_buyer(name: str | None = None) -> object:
-    return get_user_model().objects.create_user(
-        username=name or f"buyer{next(_seq)}", password="correct horse battery"
+def make_buyer(name: str | None = None, *, email: str | None = None, verified: bool = True) -> object:
+    """A buyer who can log in (username or e-mail, password "correct horse battery")."""
+    username = name or f"buyer{next(_seq)}"
+    user = get_user_model().objects.create_user(
+        username=username, email=email or f"{username}@example.com", password="correct horse battery"
     )
+    EmailAddress.objects.create(user=user, email=user.email, verified=verified, primary=True)
+    return user
 
 
 def expire_in(hold_ids: list[int], seconds: float) -> None:
