@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.urls import include, path, reverse_lazy
 from django.views.generic import RedirectView
 
+from accounts import views as accounts_views
 from admission import api as admission_api
 from admission import views as admission_views
 from checkout import api as checkout_api
@@ -62,6 +63,7 @@ urlpatterns = [
     path("accounts/login/", allauth_views.login, name="login"),
     path("accounts/logout/", allauth_views.logout, name="logout"),
     path("accounts/signup/", allauth_views.signup, name="signup"),
+    path("accounts/api/", accounts_views.api_access, name="api-access"),
     *old_account_addresses,
     path("accounts/", include("allauth.urls")),
     path("admin/", admin.site.urls),

@@ -1,4 +1,4 @@
-"""Catalogue writes: creating drops and API buyers."""
+"""Catalogue writes: creating drops, API buyers and their bearer tokens."""
 
 from __future__ import annotations
 
@@ -136,6 +136,28 @@ def create_buyers(*, count: int, prefix: str = "buyer") -> list[NewBuyer]:
             batch_size=2000,
         )
     return [NewBuyer(name, password, tok) for name, tok in zip(names, tokens, strict=True)]
+
+
+def issue_api_token(*, user_id: int) -> str:
+    """A new bearer token for the buyer, replacing the one they had; only its digest is kept.
+
+    The raw token is returned once and never stored. The old token stops working at the commit
+    (the claim lane's per-process cache may honour it a little longer: holds/lane.py AUTH_SECONDS).
+    """
+    raw = secrets.token_urlsafe(32)
+    with transaction.atomic(durable=True):
+        ApiToken.objects.filter(user_id=user_id).delete()
+        ApiToken.objects.create(user_id=user_id, digest=ApiToken.digest_of(raw))
+    log.info("api token issued for user %s", user_id)
+    return raw
+
+
+def revoke_api_token(*, user_id: int) -> bool:
+    """Delete the buyer's bearer token; False when they had none."""
+    deleted, _ = ApiToken.objects.filter(user_id=user_id).delete()
+    if deleted:
+        log.info("api token revoked for user %s", user_id)
+    return bool(deleted)
 
 
 def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7)) -> Drop:
