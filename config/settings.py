@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "allauth",
     "allauth.account",
     "axes",
+    "drf_spectacular_sidecar",  # only its static files: Swagger UI for /docs/api/
     "shop",
     "inventory",
     "holds",

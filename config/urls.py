@@ -66,6 +66,7 @@ urlpatterns = [
     path("accounts/api/", accounts_views.api_access, name="api-access"),
     *old_account_addresses,
     path("accounts/", include("allauth.urls")),
+    path("docs/api/", api_views.docs, name="api-docs"),
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", ops_views.metrics, name="metrics"),
