@@ -9,6 +9,7 @@ a database write. `manage.py axes_reset` lifts every lockout.
 
 from __future__ import annotations
 
+from axes.backends import AxesStandaloneBackend
 from axes.handlers.database import AxesDatabaseHandler
 from django.http import HttpRequest
 
@@ -18,6 +19,16 @@ from admission import limits
 def client_ip(request: HttpRequest) -> str:
     """The address axes counts by: the one the rate limits use (the proxy's last hop if trusted)."""
     return limits.client_ip(request)
+
+
+class AdminLoginBackend(AxesStandaloneBackend):
+    """axes' gate in front of the password backends; authenticate() without a request (a script,
+    a management command) is no login through a page, so it is not its business."""
+
+    def authenticate(self, request: HttpRequest | None, *args: object, **kwargs: object) -> None:
+        if request is None:
+            return None
+        return super().authenticate(request, *args, **kwargs)
 
 
 class AdminLoginHandler(AxesDatabaseHandler):

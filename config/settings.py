@@ -28,7 +28,7 @@ CSRF_TRUSTED_ORIGINS = env.listing("CSRF_TRUSTED_ORIGINS", [])
 
 AUTHENTICATION_BACKENDS = [
     # First: refuses a locked-out admin login before any password is checked (django-axes).
-    "axes.backends.AxesStandaloneBackend",
+    "accounts.throttle.AdminLoginBackend",
     "django.contrib.auth.backends.ModelBackend",
     # Buyers log in by e-mail (or the username of an account made before e-mail sign-up).
     "allauth.account.auth_backends.AuthenticationBackend",
