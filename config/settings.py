@@ -192,7 +192,11 @@ ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
 ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Floodgate] "
 ACCOUNT_DEFAULT_HTTP_PROTOCOL = "http" if DEV else "https"
 ACCOUNT_ADAPTER = "accounts.adapter.AccountAdapter"
-ACCOUNT_FORMS = {"login": "accounts.forms.LoginForm"}
+ACCOUNT_FORMS = {
+    "login": "accounts.forms.LoginForm",
+    "signup": "accounts.forms.SignupForm",
+    "reset_password": "accounts.forms.ResetPasswordForm",
+}
 # Counted in the Redis cache, per client address (the adapter reads it as admission.limits does)
 # and per e-mail address ("key"). Sign-up is tight: free accounts are how a crowd stuffs a waiting room.
 ACCOUNT_RATE_LIMITS = {

@@ -53,7 +53,7 @@ def test_the_nth_wrong_admin_password_locks_the_address_out_even_with_the_right_
     assert not logged_in(client)
     html = answer.content.decode()
     assert "Too many failed logins" in html and "Try again later" in html
-    assert "0:15:00" in html  # how long, in words a person can act on
+    assert "refused for 15 minutes" in html  # how long, in words a person can act on
     # another browser on the same address is refused too: the lock is the address's
     assert admin_login(Client(), RIGHT).status_code == 429
 
