@@ -220,3 +220,22 @@ def test_account_pages_wear_the_shop_s_layout(path: str) -> None:
     assert '<a class="brand" href="/">Floodgate</a>' in html  # templates/base.html
     assert "/static/css/floodgate.css" in html
     assert "admin" not in html.lower()
+
+
+def test_an_account_from_before_e_mail_sign_up_logs_in_and_is_asked_for_an_address() -> None:
+    make_buyer("olga", email="")  # the old sign-up asked only a username
+    client = Client()
+
+    answer = client.post(
+        "/accounts/login/", {"username": "olga", "password": "correct horse battery"}, follow=True
+    )
+
+    assert logged_in(client)
+    assert b"has no e-mail address" in answer.content and b'href="/accounts/email/"' in answer.content
+    page = client.get("/accounts/email/")
+    assert page.status_code == 200 and b'<a class="brand" href="/">Floodgate</a>' in page.content
+
+    client.post("/accounts/email/", {"email": "olga@example.com", "action_add": ""})
+
+    assert EmailAddress.objects.filter(user__username="olga", email="olga@example.com").exists()
+    assert len(mail.outbox) == 1 and mail.outbox[0].to == ["olga@example.com"]  # to verify it
