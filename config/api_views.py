@@ -1,8 +1,11 @@
-"""The API's own pages: its index, its schema, and the answer for an unknown path."""
+"""The API's own pages: its index, its schema, its docs page, and the answer for an unknown path."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_safe
 
 from config.openapi import schema
 from core.api import api
@@ -22,3 +25,9 @@ def index(request: HttpRequest) -> JsonResponse:
 @api({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"})
 def unknown(request: HttpRequest, path: str) -> JsonResponse:
     raise NotFound(f"/api/{path} is not part of the API; see /api/openapi.json.")
+
+
+@require_safe
+def docs(request: HttpRequest) -> HttpResponse:
+    """The API reference for people: Swagger UI reading the published schema."""
+    return render(request, "api/docs.html", {"schema_url": reverse("api-openapi")})

@@ -8,6 +8,7 @@ that for a laptop.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 from core import env
@@ -23,7 +24,11 @@ ALLOWED_HOSTS = env.listing("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"]
 CSRF_TRUSTED_ORIGINS = env.listing("CSRF_TRUSTED_ORIGINS", [])
 
 AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out admin login before any password is checked (django-axes).
+    "accounts.throttle.AdminLoginBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Buyers log in by e-mail (or the username of an account made before e-mail sign-up).
+    "allauth.account.auth_backends.AuthenticationBackend",
     "shop.auth.BearerTokenBackend",  # Authorization: Bearer <token> on the API
 ]
 
@@ -37,6 +42,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "channels",
+    "allauth",
+    "allauth.account",
+    "axes",
+    "drf_spectacular_sidecar",  # only its static files: Swagger UI for /docs/api/
     "shop",
     "inventory",
     "holds",
@@ -44,6 +53,7 @@ INSTALLED_APPS = [
     "admission",
     "ops",
     "storefront",
+    "accounts",
 ]
 
 MIDDLEWARE = [
@@ -56,6 +66,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+    # Last, as django-axes asks: turns a locked-out admin login into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -166,6 +179,50 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
+
+# Buyer accounts (django-allauth, docs/ARCHITECTURE.md §12): sign up with an e-mail address, which
+# must be verified before the first login; log in with it (or with the username of an account made
+# before, by create_buyers or the admin).
+ACCOUNT_LOGIN_METHODS = {"email", "username"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*", "password2*"]
+ACCOUNT_EMAIL_VERIFICATION = "mandatory"
+ACCOUNT_UNIQUE_EMAIL = True
+ACCOUNT_CONFIRM_EMAIL_ON_GET = False  # a link scanner's GET must not verify an address: the page posts
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
+ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Floodgate] "
+ACCOUNT_DEFAULT_HTTP_PROTOCOL = "http" if DEV else "https"
+ACCOUNT_ADAPTER = "accounts.adapter.AccountAdapter"
+ACCOUNT_FORMS = {
+    "login": "accounts.forms.LoginForm",
+    "signup": "accounts.forms.SignupForm",
+    "reset_password": "accounts.forms.ResetPasswordForm",
+}
+# Counted in the Redis cache, per client address (the adapter reads it as admission.limits does)
+# and per e-mail address ("key"). Sign-up is tight: free accounts are how a crowd stuffs a waiting room.
+ACCOUNT_RATE_LIMITS = {
+    "signup": os.environ.get("SIGNUP_RATE_LIMIT", "3/m/ip,10/h/ip"),
+    "login": "30/m/ip",
+    "login_failed": "10/m/ip,5/5m/key",
+    "reset_password": "5/m/ip,3/h/key",
+    "reset_password_from_key": "20/m/ip",
+    "confirm_email": "1/3m/key",
+    "change_password": "5/m/user",
+    "manage_email": "10/m/user",
+}
+
+# The admin login (django-axes): the AXES_FAILURE_LIMIT-th wrong password from one address locks
+# that address out of /admin/ login for AXES_COOLOFF_TIME, right password or not. Shop logins are
+# allauth's to limit (above); accounts.throttle keeps axes to the admin only.
+AXES_FAILURE_LIMIT = env.integer("ADMIN_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.integer("ADMIN_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_ONLY_ADMIN_SITE = True
+AXES_HANDLER = "accounts.throttle.AdminLoginHandler"
+AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_ip"
+AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 LANGUAGE_CODE = "en-us"
 # Date and time formats with the zone (config/formats): the admin's lists and pages say "UTC".

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from allauth.account import views as allauth_views
 from django.contrib import admin
-from django.urls import include, path, re_path
+from django.urls import include, path, re_path, reverse_lazy
+from django.views.generic import RedirectView
 
+from accounts import views as accounts_views
 from admission import api as admission_api
 from admission import views as admission_views
 from checkout import api as checkout_api
@@ -32,6 +35,19 @@ api_patterns = [
     path("ops/drops/<slug:slug>/resume", ops_api.resume, name="api-ops-resume"),
 ]
 
+# Django's own account pages were here before allauth: their addresses lead to allauth's.
+old_account_addresses = [
+    path("accounts/password_change/", RedirectView.as_view(pattern_name="account_change_password")),
+    path("accounts/password_change/done/", RedirectView.as_view(pattern_name="account_change_password")),
+    path("accounts/password_reset/", RedirectView.as_view(pattern_name="account_reset_password")),
+    path("accounts/password_reset/done/", RedirectView.as_view(pattern_name="account_reset_password_done")),
+    path(  # a link from Django's reset e-mail: ask for a fresh one
+        "accounts/reset/<str:uidb64>/<str:token>/",
+        RedirectView.as_view(url=reverse_lazy("account_reset_password")),
+    ),
+    path("accounts/reset/done/", RedirectView.as_view(pattern_name="login")),
+]
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("drops/<slug:slug>/", views.drop, name="drop"),
@@ -43,8 +59,14 @@ urlpatterns = [
     path("orders/", checkout_views.orders, name="orders"),
     path("orders/<int:order_id>/", checkout_views.order, name="order"),
     path("checkout/webhooks/<str:provider>", checkout_views.webhook, name="webhook"),
-    path("accounts/signup/", views.signup, name="signup"),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Buyer accounts are allauth's; the names `login`, `logout` and `signup` stay for our templates.
+    path("accounts/login/", allauth_views.login, name="login"),
+    path("accounts/logout/", allauth_views.logout, name="logout"),
+    path("accounts/signup/", allauth_views.signup, name="signup"),
+    path("accounts/api/", accounts_views.api_access, name="api-access"),
+    *old_account_addresses,
+    path("accounts/", include("allauth.urls")),
+    path("docs/api/", api_views.docs, name="api-docs"),
     path("admin/", admin.site.urls),
     path("terms/", views.terms, name="terms"),
     path("favicon.ico", views.favicon, name="favicon"),

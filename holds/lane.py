@@ -36,6 +36,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -63,7 +64,9 @@ from shop.models import Drop
 
 log = logging.getLogger(__name__)
 
-AUTH_SECONDS = 30.0  # a revoked token or deactivated account still claims for at most this long
+# A revoked token or deactivated account still claims for at most this long in another web process;
+# in the process that revoked it, forget_tokens() drops it at once.
+AUTH_SECONDS = 30.0
 SESSION_SECONDS = 10.0  # a session logged out elsewhere still claims for at most this long
 DROP_SECONDS = 1.0
 DEADLINE = 0.2  # seconds a claim may wait for its batch before "busy" is the better answer
@@ -87,6 +90,16 @@ class Who:
     bound_to: str
     token: str | None = None
     session: str | None = None
+
+
+_lanes: weakref.WeakSet[Lane] = weakref.WeakSet()  # this process's lanes (one in a server)
+
+
+def forget_tokens() -> None:
+    """Every lane of this process asks the database about each bearer token again (a revoked
+    token is refused at once here; other processes' lanes within AUTH_SECONDS)."""
+    for lane in list(_lanes):
+        lane.forget_tokens()
 
 
 @dataclass
@@ -117,6 +130,7 @@ class Lane:
         self._batch_seconds = 0.005  # moving average of one batch's time, for the deadline
         self._waiting = 0
         self._published: dict[int, float] = {}
+        _lanes.add(self)
 
     async def __call__(self, slug: str, scope: Scope, receive: Receive, send: Send, django: Pass) -> None:
         """Answer one reserve request, or pass it to Django (its body replayed)."""
@@ -374,6 +388,10 @@ class Lane:
         self._users.clear()
         self._sessions.clear()
         self._drops.clear()
+
+    def forget_tokens(self) -> None:
+        """Drop the cached tokens (a token was revoked). Safe from another thread: one dict swap."""
+        self._users = {}
 
     def _sold_out(self, drop: Drop) -> None:
         """This process's edge says "sold out" from now on; the others hear it through Redis."""

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from core.errors import NotFound
 from inventory.selectors import available_by_drop
-from shop.models import Drop, DropState
+from shop.models import ApiToken, Drop, DropState
 
 
 @dataclass(frozen=True)
@@ -105,3 +105,8 @@ def active_drops(now: datetime) -> list[Drop]:
             starts_at__lte=now + timedelta(hours=1), ends_at__gte=now - timedelta(minutes=10)
         )
     )
+
+
+def api_token_created_at(*, user_id: int) -> datetime | None:
+    """When the buyer's bearer token was made; None when they have none."""
+    return ApiToken.objects.filter(user_id=user_id).values_list("created_at", flat=True).first()

@@ -1,4 +1,4 @@
-"""Catalogue writes: creating drops and API buyers."""
+"""Catalogue writes: creating drops, API buyers and their bearer tokens."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.core.exceptions import ValidationError
@@ -102,8 +103,14 @@ class NewBuyer:
     token: str
 
 
+BUYER_EMAIL_DOMAIN = "buyers.floodgate.invalid"  # RFC 2606: never delivered anywhere
+
+
 def create_buyers(*, count: int, prefix: str = "buyer") -> list[NewBuyer]:
-    """Create `count` buyers with one shared password and a bearer token each, in bulk."""
+    """Create `count` buyers with one shared password and a bearer token each, in bulk.
+
+    Each gets a verified address at BUYER_EMAIL_DOMAIN, so they can log in to the shop as well
+    (the shop asks for a verified e-mail address) without any mail being sent."""
     if count < 1:
         raise InvalidInput("count must be at least 1.")
     User = get_user_model()
@@ -114,7 +121,12 @@ def create_buyers(*, count: int, prefix: str = "buyer") -> list[NewBuyer]:
     tokens = [secrets.token_urlsafe(32) for _ in names]
     with transaction.atomic(durable=True):
         users = User.objects.bulk_create(
-            [User(username=name, password=hashed) for name in names], batch_size=2000
+            [User(username=name, email=f"{name}@{BUYER_EMAIL_DOMAIN}", password=hashed) for name in names],
+            batch_size=2000,
+        )
+        EmailAddress.objects.bulk_create(
+            [EmailAddress(user=user, email=user.email, verified=True, primary=True) for user in users],
+            batch_size=2000,
         )
         ApiToken.objects.bulk_create(
             [
@@ -124,6 +136,28 @@ def create_buyers(*, count: int, prefix: str = "buyer") -> list[NewBuyer]:
             batch_size=2000,
         )
     return [NewBuyer(name, password, tok) for name, tok in zip(names, tokens, strict=True)]
+
+
+def issue_api_token(*, user_id: int) -> str:
+    """A new bearer token for the buyer, replacing the one they had; only its digest is kept.
+
+    The raw token is returned once and never stored. The old token stops working at the commit
+    (the claim lane's per-process cache may honour it a little longer: holds/lane.py AUTH_SECONDS).
+    """
+    raw = secrets.token_urlsafe(32)
+    with transaction.atomic(durable=True):
+        ApiToken.objects.filter(user_id=user_id).delete()
+        ApiToken.objects.create(user_id=user_id, digest=ApiToken.digest_of(raw))
+    log.info("api token issued for user %s", user_id)
+    return raw
+
+
+def revoke_api_token(*, user_id: int) -> bool:
+    """Delete the buyer's bearer token; False when they had none."""
+    deleted, _ = ApiToken.objects.filter(user_id=user_id).delete()
+    if deleted:
+        log.info("api token revoked for user %s", user_id)
+    return bool(deleted)
 
 
 def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7)) -> Drop:

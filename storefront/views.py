@@ -1,18 +1,15 @@
-"""Storefront pages: the drop list, a drop, sign-up, terms, the 404 page, the icon."""
+"""Storefront pages: the drop list, a drop, terms, the 404 page, the icon (sign-up and login
+are allauth's, see accounts/)."""
 
 from __future__ import annotations
 
 import uuid
 
-from django.contrib.auth import login
-from django.contrib.auth.forms import UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
-from django.views.decorators.http import require_http_methods
 
 from core.errors import NotFound
-from core.http import safe_next
 from shop import selectors as catalogue
 from storefront import selectors
 
@@ -45,16 +42,6 @@ def terms(request: HttpRequest) -> HttpResponse:
 def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers ask for /favicon.ico whatever the page links; send them to the shop's icon."""
     return redirect(static("img/favicon.svg"), permanent=True)
-
-
-@require_http_methods(["GET", "POST"])
-def signup(request: HttpRequest) -> HttpResponse:
-    form = UserCreationForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect(safe_next(request) or "home")
-    return render(request, "registration/signup.html", {"form": form})
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from datetime import datetime, timedelta
 
+from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
@@ -39,10 +40,18 @@ def make_drop(
     )
 
 
-def make_buyer(name: str | None = None) -> object:
-    return get_user_model().objects.create_user(
-        username=name or f"buyer{next(_seq)}", password="correct horse battery"
+def make_buyer(name: str | None = None, *, email: str | None = None, verified: bool = True) -> object:
+    """A buyer who can log in (username or e-mail, password "correct horse battery"): their
+    address is <name>@example.com unless given; email="" makes an account without one (it cannot
+    log in to the shop, which asks for a verified address)."""
+    username = name or f"buyer{next(_seq)}"
+    address = f"{username}@example.com" if email is None else email
+    user = get_user_model().objects.create_user(
+        username=username, email=address, password="correct horse battery"
     )
+    if address:
+        EmailAddress.objects.create(user=user, email=address, verified=verified, primary=True)
+    return user
 
 
 def expire_in(hold_ids: list[int], seconds: float) -> None:

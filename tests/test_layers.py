@@ -11,7 +11,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = [
-    *("config", "ops", "storefront", "checkout", "holds", "admission", "shop", "inventory", "core"),
+    *(
+        "config",
+        "ops",
+        "storefront",
+        "accounts",
+        "checkout",
+        "holds",
+        "admission",
+        "shop",
+        "inventory",
+        "core",
+    ),
     "devtools",
 ]
 LINT = str(Path(sys.executable).with_name("lint-imports"))

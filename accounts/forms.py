@@ -1,0 +1,44 @@
+"""allauth's forms with the shop's words; the login box is still posted as `username`."""
+
+from __future__ import annotations
+
+from allauth.account.forms import LoginForm as AllauthLoginForm
+from allauth.account.forms import ResetPasswordForm as AllauthResetPasswordForm
+from allauth.account.forms import SignupForm as AllauthSignupForm
+from django import forms
+
+EMAIL = "E-mail"
+
+
+def _plain(form: forms.Form) -> None:
+    """Labels over the boxes, not placeholders inside them (they vanish as one types)."""
+    for field in form.fields.values():
+        field.widget.attrs.pop("placeholder", None)
+
+
+class LoginForm(AllauthLoginForm):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        _plain(self)
+        self.fields["login"].label = EMAIL
+        self.fields["login"].help_text = "Or the username of an account made before e-mail sign-up."
+        self.fields["login"].widget.attrs.update({"autocomplete": "username", "autofocus": True})
+        self.fields["password"].help_text = ""  # the page links "Forgot your password?" itself
+
+    def add_prefix(self, field_name: str) -> str:
+        # The login box was <input name="username"> before allauth; keep the name people post.
+        return "username" if field_name == "login" else super().add_prefix(field_name)
+
+
+class SignupForm(AllauthSignupForm):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        _plain(self)
+        self.fields["email"].label = EMAIL
+
+
+class ResetPasswordForm(AllauthResetPasswordForm):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        _plain(self)
+        self.fields["email"].label = EMAIL
