@@ -21,6 +21,8 @@ PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".floodgate-installed"
 CHROMIUM = "/usr/bin/chromium"
 PROMTOOL = "/usr/bin/promtool"
+PGBOUNCER = "/usr/sbin/pgbouncer"
+HAPROXY = "/usr/sbin/haproxy"
 
 
 def say(message: str) -> None:
@@ -65,6 +67,10 @@ def main(argv: list[str]) -> None:
     if argv[0] == "test":
         # promtool checks and unit-tests the alerting rules (the server it ships is never started)
         ensure_debian_package("prometheus", PROMTOOL, "the alerting rules' tests", recommends=False)
+        # the pooler tests run the races through a real PgBouncer; haproxy -c checks the balancer's
+        # config before the suite starts servers of its own from it
+        ensure_debian_package("pgbouncer", PGBOUNCER, "the PgBouncer tests", recommends=False)
+        ensure_debian_package("haproxy", HAPROXY, "the balancer config check", recommends=False)
     if argv[0] == "bench" and argv[1:2] == ["queue"]:
         ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue (the HTTP load generator)")
     os.chdir(ROOT)
