@@ -29,7 +29,7 @@ class Bouncer:
     stop: Callable[[], None]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -52,7 +52,7 @@ def start(upstream_url: str, folder: Path, *, pool_size: int = 20, binary: str =
     server_port = parts.port or 5432
     user = parts.username or "postgres"
     folder.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     ini = folder / "pgbouncer.ini"
     lines = [
         "[databases]",
@@ -75,9 +75,8 @@ def start(upstream_url: str, folder: Path, *, pool_size: int = 20, binary: str =
         "server_check_delay = 1",
         "server_login_retry = 1",
     ]
-    if os.geteuid() == 0:
-        # PgBouncer refuses to run as root; the embedded server's own system user reaches its socket.
-        runas = "pgserver" if _user_exists("pgserver") else "nobody"
+    runas = system_user()
+    if runas:
         lines.append(f"user = {runas}")
         shutil.chown(folder, runas)
     ini.write_text("\n".join(lines) + "\n")
@@ -131,6 +130,13 @@ def start(upstream_url: str, folder: Path, *, pool_size: int = 20, binary: str =
                 process.wait()
 
     return Bouncer(url=url, port=port, admin=admin, stop=stop)
+
+
+def system_user() -> str | None:
+    """Whom PgBouncer runs as: it refuses root, and the embedded server's own user reaches its socket."""
+    if os.geteuid() != 0:
+        return None
+    return "pgserver" if _user_exists("pgserver") else "nobody"
 
 
 def _user_exists(name: str) -> bool:

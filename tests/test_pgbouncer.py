@@ -6,6 +6,7 @@ parameter); `pytest --through-pgbouncer` sends every test through one.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,42 +96,56 @@ def test_control_a_session_advisory_lock_outlives_its_transaction(one_server_con
     second.close()
 
 
-# What keeps state on a server session beyond its transaction. `UPDATE ... SET` is fine, and so is
-# `SET LOCAL`; a plain `SET` / `RESET` statement, a session advisory lock, LISTEN, PREPARE, a cursor
-# WITH HOLD, a temporary table and set_config(..., false) are not.
+# What keeps state on a server session beyond its transaction, in the SQL the code sends (its
+# string constants; the project writes SQL keywords in capitals). `UPDATE ... SET` and `SET LOCAL`
+# are fine; a statement that is a plain `SET` / `RESET`, a session advisory lock, LISTEN, PREPARE,
+# a cursor WITH HOLD, a temporary table and set_config(..., false) are not, nor enabling psycopg's
+# prepared statements.
 SESSION_STATE = [
-    re.compile(r"""(?:^|["';]\s*)(SET|RESET)\s+(?!LOCAL\b)(?!TRANSACTION\b)\w""", re.I | re.M),
+    re.compile(r"(?:\A|;)\s*(SET|RESET)\s+(?!LOCAL\b)(?!TRANSACTION\b)\w"),
     re.compile(r"pg_(try_)?advisory_lock(_shared)?\s*\(", re.IGNORECASE),
-    re.compile(r"\b(LISTEN|UNLISTEN)\s+\w", re.IGNORECASE),
-    re.compile(r"\bPREPARE\s+\w+\s+(AS|\()", re.IGNORECASE),
-    re.compile(r"\bWITH\s+HOLD\b", re.IGNORECASE),
-    re.compile(r"\bCREATE\s+(TEMP|TEMPORARY)\s+TABLE\b", re.IGNORECASE),
+    re.compile(r"\b(LISTEN|UNLISTEN)\s+\w"),
+    re.compile(r"\bPREPARE\s+\w+\s+(AS|\()"),
+    re.compile(r"\bWITH\s+HOLD\b"),
+    re.compile(r"\bCREATE\s+(TEMP|TEMPORARY)\s+TABLE\b"),
     re.compile(r"set_config\s*\([^)]*false\s*\)", re.IGNORECASE),
-    re.compile(r"prepare_threshold['\"]?\s*[=:]\s*\d"),
 ]
+PREPARING = re.compile(r"prepare_threshold['\"]?\s*[=:]\s*\d")
 
 
-def session_state_in(text: str) -> list[str]:
-    return [match.group(0) for pattern in SESSION_STATE for match in pattern.finditer(text)]
+def session_state_in(source: str) -> list[str]:
+    """What in this Python source would keep state on a pooled server session."""
+    strings = [
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+    found = [
+        match.group(0) for text in strings for pattern in SESSION_STATE for match in pattern.finditer(text)
+    ]
+    return found + [match.group(0) for match in PREPARING.finditer(source)]
 
 
 def test_control_the_scan_finds_each_kind_of_session_state() -> None:
     bad = [
         'cursor.execute("SET statement_timeout = 100")',
-        "SELECT pg_advisory_lock(1, 2)",
-        "SELECT pg_try_advisory_lock(1, 2)",
-        "LISTEN drops",
-        "PREPARE claim AS SELECT 1",
-        "DECLARE c CURSOR WITH HOLD FOR SELECT 1",
-        "CREATE TEMP TABLE t (x int)",
-        "SELECT set_config('TimeZone', 'UTC', false)",
+        'SQL = """\n  SET lock_timeout = 10"""',
+        'cursor.execute("SELECT 1; RESET ALL")',
+        'Q = "SELECT pg_advisory_lock(1, 2)"',
+        'Q = "SELECT pg_try_advisory_lock(%(a)s, %(b)s)"',
+        'Q = "LISTEN drops"',
+        'Q = "PREPARE claim AS SELECT 1"',
+        'Q = "DECLARE c CURSOR WITH HOLD FOR SELECT 1"',
+        'Q = "CREATE TEMP TABLE t (x int)"',
+        "Q = \"SELECT set_config('TimeZone', 'UTC', false)\"",
         "OPTIONS = {'prepare_threshold': 5}",
     ]
     good = [
-        "UPDATE inventory_stockbucket SET available = available - 1",
+        'Q = """\nUPDATE inventory_stockbucket\n   SET available = available - 1"""',
         'cursor.execute("SET LOCAL lock_timeout = 100")',
-        "SELECT pg_try_advisory_xact_lock(1, 2)",
-        "SELECT set_config('x.y', '1', true)",
+        'Q = "SELECT pg_try_advisory_xact_lock(1, 2)"',
+        "Q = \"SELECT set_config('x.y', '1', true)\"",
+        '# SET x = 1 in a comment\nmessage = "Set a limit; listen to the crowd with hold music"',
     ]
 
     assert all(session_state_in(text) for text in bad), [t for t in bad if not session_state_in(t)]
