@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage | bench`.
+"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage | bench | prove`.
 
 Needs only python3. Creates `.venv`, installs the project when pyproject.toml
 changed, installs Debian's Chromium for the browser tests when it is missing,
@@ -57,9 +57,10 @@ def ensure_debian_package(package: str, binary: str, needed_for: str, *, recomme
 
 
 def main(argv: list[str]) -> None:
-    if not argv or argv[0] not in {"run", "test", "manage", "bench"}:
+    if not argv or argv[0] not in {"run", "test", "manage", "bench", "prove"}:
         sys.exit(
             "usage: python3 floodgate.py run | test [pytest args] | manage <command> | bench <name> [args]"
+            " | prove failover"
         )
     ensure_virtualenv()
     if argv[0] == "test" and not os.environ.get("CHROMIUM_PATH"):
