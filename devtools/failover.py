@@ -173,6 +173,7 @@ class Said:
     ended: float
     status: int  # 0: no HTTP answer (connection refused or reset)
     hold: int | None = None
+    order: int | None = None  # a payment start's answer: the order the buyer was told about
     key: str = ""
     buyer: int = 0
     error: str = ""
@@ -190,35 +191,53 @@ class Crowd:
     t0: float = 0.0
 
     async def buyer(self, session, index: int) -> None:
-        import aiohttp
-
         key = uuid.uuid4().hex
         headers = {
             "Authorization": f"Bearer {self.tokens[index]}",
             "Idempotency-Key": key,
             "Content-Type": "application/json",
         }
-        for _ in range(200):
+        hold = await self.ask(session, f"/api/drops/{SLUG}/holds", headers, index, key)
+        if hold is not None and index % 2 == 0:  # every second buyer goes on to pay
+            await self.ask(session, f"/api/holds/{hold}/payment", headers, index, key, hold=hold)
+
+    async def ask(
+        self, session, path: str, headers: dict[str, str], index: int, key: str, hold: int | None = None
+    ) -> int | None:
+        """POST until a final answer (503/429 retried after Retry-After); the hold or order id told."""
+        import aiohttp
+
+        # a payment start cut by the kill answers 503 payment_opening until its opening times out
+        # (30 s, checkout.services): the buyer gives up sooner and was told of no order
+        for _ in range(120 if hold is None else 10):
             started = time.monotonic() - self.t0
             try:
                 async with session.post(
-                    f"{self.base}/api/drops/{SLUG}/holds", data=b'{"quantity": 1}', headers=headers
+                    f"{self.base}{path}", data=b'{"quantity": 1}', headers=headers
                 ) as response:
                     body = await response.json(content_type=None)
                     status = response.status
                     retry = float(response.headers.get("Retry-After") or 0.5)
-            except (aiohttp.ClientError, TimeoutError) as error:
+            except (TimeoutError, aiohttp.ClientError) as error:
                 self.said.append(Said(started, time.monotonic() - self.t0, 0, key=key, error=repr(error)))
                 await asyncio.sleep(0.5)
                 continue
             ended = time.monotonic() - self.t0
-            hold = body.get("id") if status in {200, 201} else None
-            error = "" if hold else str(body.get("error", ""))
-            self.said.append(Said(started, ended, status, hold, key, self.buyer_ids[index], error))
+            told = None
+            if hold is None and status in {200, 201}:
+                told = body.get("id")
+                self.said.append(Said(started, ended, status, told, None, key, self.buyer_ids[index]))
+            elif hold is not None and status == 202:
+                told = (body.get("order") or {}).get("id")
+                self.said.append(Said(started, ended, status, hold, told, key, self.buyer_ids[index]))
+            else:
+                error = str(body.get("error", ""))
+                self.said.append(Said(started, ended, status, None, None, key, self.buyer_ids[index], error))
             if status in {429, 503}:
                 await asyncio.sleep(min(retry, 1.0))
                 continue
-            return
+            return told
+        return None
 
     async def run(self) -> None:
         import aiohttp
@@ -326,6 +345,33 @@ def main(argv: list[str]) -> int:
         tokens = [json.loads(line)["token"] for line in lines]
         names = [json.loads(line)["username"] for line in lines]
         ids = dict(primary.query("SELECT username, id FROM auth_user WHERE username LIKE 'fo%%'"))
+        # the simulated payment provider, so a payment start writes its order as in production
+        provider_port = free_port()
+        with open(folder / "provider.log", "wb") as out:
+            provider = subprocess.Popen(
+                [
+                    str(BIN / "daphne"),
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(provider_port),
+                    "devtools.provider_sim:app",
+                ],
+                env={
+                    **env,
+                    "PROVIDER_LATENCY_MS": "20",
+                    "PROVIDER_FAILURE_RATE": "0",
+                    "PROVIDER_PUBLIC_URL": f"http://127.0.0.1:{provider_port}",
+                },
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        stops.append(lambda: (provider.terminate(), provider.wait(10)))
+        wait_listening(provider_port, provider, folder / "provider.log")
+        env["PAYMENT_PROVIDER_URL"] = f"http://127.0.0.1:{provider_port}"
+        env["PAYMENT_PROVIDER_PUBLIC_PREFIXES"] = f"http://127.0.0.1:{provider_port}"
         port = free_port()
         log = folder / "web.log"
         with open(log, "wb") as out:
@@ -388,7 +434,7 @@ def main(argv: list[str]) -> int:
 def report(crowd: Crowd, marks: dict[str, float], new_primary: Cluster, env: dict[str, str], args) -> int:
     said = crowd.said
     kill, promoted = marks["kill"], marks["promoted"]
-    told = [s for s in said if s.hold is not None]
+    told = [s for s in said if s.hold is not None and s.order is None]
     told_before = [s for s in told if s.ended < kill]
     rows = {
         hold: (state, key, buyer)
@@ -398,7 +444,15 @@ def report(crowd: Crowd, marks: dict[str, float], new_primary: Cluster, env: dic
         )
     }
     lost = [s for s in told if rows.get(s.hold) is None or rows[s.hold][1:] != (s.key, s.buyer)]
+    ordered = [s for s in said if s.order is not None]
+    orders = dict(
+        new_primary.query(
+            "SELECT id, hold_id FROM checkout_order WHERE id = ANY(%s)", [[s.order for s in ordered]]
+        )
+    )
+    lost_orders = [s for s in ordered if orders.get(s.order) != s.hold]
     not_held = [s for s in told if s.hold in rows and rows[s.hold][0] != "held"]
+    ordered_before = [s for s in ordered if s.ended < kill]
     invariant = json.loads(manage(env, "check_invariant", SLUG))
     first_after = min((s.ended for s in told if s.started >= kill), default=None)
     statuses: dict[str, int] = {}
@@ -414,6 +468,7 @@ def report(crowd: Crowd, marks: dict[str, float], new_primary: Cluster, env: dic
             s for s in told_before if s in lost
         ],
         "every hold told at any time exists, held, with its buyer and key": not lost and not not_held,
+        "every order told (202 to a payment start) exists for its hold": bool(ordered) and not lost_orders,
         "invariant exact on the new primary": invariant.get("drift") == 0,
         "no 500 answers (the gap is 503 + Retry-After)": not errors_500,
         "buyers got 503s during the gap": statuses.get("503", 0) > 0,
@@ -433,6 +488,9 @@ def report(crowd: Crowd, marks: dict[str, float], new_primary: Cluster, env: dic
         f"| holds told to buyers before the kill | {len(told_before):,} |",
         f"| holds told in all | {len(told):,} |",
         f"| of those missing or changed on the new primary | {len(lost)} |",
+        f"| orders told to buyers (202 to a payment start): before the kill, in all | "
+        f"{len(ordered_before):,}, {len(ordered):,} |",
+        f"| of those missing on the new primary | {len(lost_orders)} |",
         f"| invariant on the new primary (quantity, available, held, sold, drift) | "
         f"{invariant.get('quantity')}, {invariant.get('available')}, {invariant.get('held')}, "
         f"{invariant.get('sold')}, {invariant.get('drift')} |",
@@ -458,6 +516,8 @@ def report(crowd: Crowd, marks: dict[str, float], new_primary: Cluster, env: dic
                 "gap": gap,
                 "told": len(told),
                 "lost": len(lost),
+                "orders": len(ordered),
+                "lost_orders": len(lost_orders),
                 "invariant": invariant,
             },
             indent=2,

@@ -37,6 +37,7 @@ def test_a_promoted_synchronous_standby_loses_no_hold_and_the_sale_goes_on(tmp_p
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads((tmp_path / "failover.json").read_text())
-    assert all(result["checks"].values()) and len(result["checks"]) == 7
-    assert result["lost"] == 0 and result["told"] > 100 and result["invariant"]["drift"] == 0
+    assert all(result["checks"].values()) and len(result["checks"]) == 8
+    assert result["lost"] == result["lost_orders"] == 0 and result["invariant"]["drift"] == 0
+    assert result["told"] > 100 and result["orders"] > 20
     assert result["statuses"].get("503", 0) > 0 and result["gap"] is not None
