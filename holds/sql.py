@@ -110,7 +110,7 @@ CONFIRM_HOLD = f"""
 WITH sold AS (
     UPDATE holds_hold SET state = 'sold', ended_at = now()
      WHERE id = %(hold)s AND state = 'held' AND expires_at > clock_timestamp()
-    RETURNING id
+    RETURNING id, drop_id
 ), {stock.MARK_SOLD}
 SELECT (SELECT count(*) FROM sold)
 """
