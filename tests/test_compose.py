@@ -207,3 +207,21 @@ def test_pgbouncer_runs_the_compose_config_and_carries_queries() -> None:
     finally:
         process.terminate()
         process.wait(5)
+
+
+def test_the_health_checks_get_200_from_production_settings_and_a_wrong_host_would_not(settings) -> None:
+    from django.test import Client
+
+    services = compose()["services"]
+    allowed = services["web"]["environment"]["ALLOWED_HOSTS"]
+    check_host = re.search(r"http-check send .* hdr Host (\S+)", BALANCER.read_text()).group(1)
+    container_check = " ".join(services["web"]["healthcheck"]["test"])
+    # production's redirect to https and its host check, with compose's hosts (the default filled in)
+    settings.SECURE_SSL_REDIRECT = True
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = re.sub(r"\$\{ALLOWED_HOSTS:-([^}]*)\}", r"\1", allowed).split(",")
+
+    assert check_host in settings.ALLOWED_HOSTS and f"'Host': '{check_host}'" in container_check
+    assert Client().get("/healthz", HTTP_HOST=check_host).status_code == 200  # plain HTTP, no redirect
+    # control: the address the checks connect to is not an allowed host
+    assert Client().get("/healthz", HTTP_HOST="127.0.0.1:8000").status_code == 400
