@@ -119,7 +119,8 @@ def pgbouncer_transactions(bouncer) -> int:
 @pytest.fixture
 def database_path(request: pytest.FixtureRequest) -> Iterator[str]:
     """Parametrize with 'direct' or 'pgbouncer' (indirect): the test's connections, its threads' and
-    its processes' go that way. Through PgBouncer the test also shows PgBouncer carried its work."""
+    its processes' go that way. Through PgBouncer the test also shows PgBouncer carried its work.
+    In a --through-pgbouncer run every test is already routed through the run's PgBouncer."""
     path = getattr(request, "param", "direct")
     if path == "direct" or _WHOLE_RUN_BOUNCER:
         yield path
