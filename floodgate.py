@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage | bench | shots`.
+"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage | bench | shots | prove`.
 
 Needs only python3. Creates `.venv`, installs the project when pyproject.toml
 changed, installs Debian's Chromium for the browser tests when it is missing,
@@ -21,6 +21,8 @@ PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".floodgate-installed"
 CHROMIUM = "/usr/bin/chromium"
 PROMTOOL = "/usr/bin/promtool"
+PGBOUNCER = "/usr/sbin/pgbouncer"
+HAPROXY = "/usr/sbin/haproxy"
 
 
 def say(message: str) -> None:
@@ -55,10 +57,10 @@ def ensure_debian_package(package: str, binary: str, needed_for: str, *, recomme
 
 
 def main(argv: list[str]) -> None:
-    if not argv or argv[0] not in {"run", "test", "manage", "bench", "shots"}:
+    if not argv or argv[0] not in {"run", "test", "manage", "bench", "shots", "prove"}:
         sys.exit(
             "usage: python3 floodgate.py run | test [pytest args] | manage <command> | bench <name> [args]"
-            " | shots [folder]"
+            " | shots [folder] | prove failover"
         )
     ensure_virtualenv()
     if argv[0] in {"test", "shots"} and not os.environ.get("CHROMIUM_PATH"):
@@ -66,6 +68,10 @@ def main(argv: list[str]) -> None:
     if argv[0] == "test":
         # promtool checks and unit-tests the alerting rules (the server it ships is never started)
         ensure_debian_package("prometheus", PROMTOOL, "the alerting rules' tests", recommends=False)
+        # the pooler tests run the races through a real PgBouncer; haproxy -c checks the balancer's
+        # config before the suite starts servers of its own from it
+        ensure_debian_package("pgbouncer", PGBOUNCER, "the PgBouncer tests", recommends=False)
+        ensure_debian_package("haproxy", HAPROXY, "the balancer config check", recommends=False)
     if argv[0] == "bench" and argv[1:2] == ["queue"]:
         ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue (the HTTP load generator)")
     os.chdir(ROOT)

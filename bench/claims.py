@@ -22,6 +22,7 @@ run; with N clients, workers 0..N-1 take part, worker i using buyers i, i+N, i+2
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import datetime as dt
 import itertools
@@ -870,6 +871,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", help="comma-separated client counts (default 1,8,32,64)")
     parser.add_argument("--units", type=int, help="units in the units-mode drop (default 100,000)")
     parser.add_argument("--only", choices=["buckets", "units"], help="run only these scenarios")
+    parser.add_argument(
+        "--through-pgbouncer",
+        action="store_true",
+        help="every client and pgbench through a real PgBouncer in transaction mode (Debian's pgbouncer)",
+    )
     args = parser.parse_args(argv)
     args.seconds = args.seconds or (2 if args.quick else 5)
     args.counts = [int(c) for c in (args.clients or ("1,32" if args.quick else "1,8,32,64")).split(",")]
@@ -880,8 +886,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     started = dt.datetime.now(dt.UTC)
+    if args.through_pgbouncer:
+        from devtools import pgbouncer
+
+        # before Django and the client processes read DATABASE_URL: they all connect through it
+        bouncer = pgbouncer.start(os.environ["DATABASE_URL"], OUT.parent.parent / ".data" / "bench-pgbouncer")
+        atexit.register(bouncer.stop)
+        os.environ |= {"DATABASE_URL": bouncer.url, "DB_POOLER": "pgbouncer"}
     setup_django()
-    machine = machine_line()
+    machine = machine_line() + (
+        "; through PgBouncer (transaction pooling, 20 server connections)" if args.through_pgbouncer else ""
+    )
     print(f"bench: {machine}", flush=True)
     print("bench: removing earlier bench drops ...", flush=True)
     remove_previous_runs()

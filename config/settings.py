@@ -100,6 +100,13 @@ DATABASES["default"]["OPTIONS"]["pool"] = {
     "max_size": _POOL_MAX,
     "timeout": env.integer("DB_POOL_TIMEOUT", 10),
 }
+# PgBouncer in transaction mode (DB_POOLER=pgbouncer) gives each transaction whichever server
+# connection is free: psycopg must never prepare a statement (PgBouncer before 1.21, Debian 12's
+# 1.18 among them, cannot follow one across connections) and Django must not keep a server-side
+# cursor open between transactions. Nothing else lives on a session (docs/SCALING.md).
+if env.pooler("DB_POOLER") == "pgbouncer":
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = None
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.required("REDIS_URL")

@@ -64,7 +64,11 @@ def listing(name: str, default: list[str]) -> list[str]:
 
 
 def database(url: str) -> dict[str, object]:
-    """Turn postgres://user:password@host:port/name?host=/socket/dir into Django's dict."""
+    """Turn postgres://user:password@host:port/name?host=/socket/dir into Django's dict.
+
+    Several hosts (`@primary:5432,standby:5432/name?target_session_attrs=read-write`) pass
+    through to libpq as its host and port lists, so a connection finds whichever is primary.
+    """
     parts = urlsplit(url)
     if parts.scheme not in {"postgres", "postgresql"}:
         raise ImproperlyConfigured(f"DATABASE_URL must be a postgresql:// URL, not {parts.scheme}://")
@@ -72,12 +76,40 @@ def database(url: str) -> dict[str, object]:
     name = unquote(parts.path.lstrip("/"))
     if not name:
         raise ImproperlyConfigured("DATABASE_URL names no database (postgresql://host/<name>).")
+    credentials, _, hostlist = parts.netloc.rpartition("@")
+    user, _, password = credentials.partition(":")
+    hosts, ports = [], []
+    for entry in hostlist.split(","):
+        host, port = _host_and_port(entry)
+        hosts.append(host)
+        ports.append(port)
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,
-        "USER": unquote(parts.username or ""),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": query.pop("host", None) or parts.hostname or "",
-        "PORT": str(parts.port or ""),
+        "USER": unquote(user),
+        "PASSWORD": unquote(password),
+        "HOST": query.pop("host", None) or ",".join(hosts),
+        "PORT": ",".join(ports) if any(ports) else "",
         "OPTIONS": query,
     }
+
+
+def _host_and_port(entry: str) -> tuple[str, str]:
+    """'[::1]:5432' -> ('::1', '5432'); 'db' -> ('db', '')."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        return host, rest.removeprefix(":")
+    host, _, port = entry.partition(":")
+    if port and not port.isdigit():
+        raise ImproperlyConfigured(f"DATABASE_URL: {port!r} is not a port.")
+    return unquote(host), port
+
+
+def pooler(name: str) -> str | None:
+    """What stands between the app and PostgreSQL: None (direct) or 'pgbouncer' (transaction mode)."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in {"", "none", "direct"}:
+        return None
+    if value == "pgbouncer":
+        return value
+    raise ImproperlyConfigured(f"{name}={value!r}: use 'pgbouncer' or leave it unset.")

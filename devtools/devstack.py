@@ -1,5 +1,5 @@
-"""Run the whole store, the tests, a benchmark or the screenshots: `python -m devtools.devstack
-run|test|bench|shots`.
+"""Run the whole store, the tests, a benchmark, the screenshots or a proof: `python -m
+devtools.devstack run|test|bench|shots|prove`.
 
 With DATABASE_URL / REDIS_URL unset, real PostgreSQL and Redis servers are
 started from pip packages under `.data/` and stopped on exit.
@@ -269,6 +269,13 @@ def run_bench(args: list[str]) -> int:
         return done.returncode
 
 
+def run_proof(args: list[str]) -> int:
+    """`prove NAME [args]`: a fault run that starts its own servers (devtools/NAME.py)."""
+    if args[:1] != ["failover"]:
+        sys.exit("usage: python3 floodgate.py prove failover [--buyers N] [--before S] [--after S]")
+    return subprocess.run([sys.executable, "-m", "devtools.failover", *args[1:]], cwd=ROOT).returncode
+
+
 def main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     command, rest = argv[0], argv[1:]
@@ -280,6 +287,8 @@ def main(argv: list[str]) -> None:
         sys.exit(run_bench(rest))
     elif command == "shots":
         sys.exit(run_shots(rest))
+    elif command == "prove":
+        sys.exit(run_proof(rest))
     elif command == "manage":
         with servers(ROOT / ".data") as env:
             try:

@@ -199,7 +199,7 @@ def _reserve_once(
         # The stock row is touched last: its lock is held only until this commit.
         claim = stock.claim(cursor, drop=drop, quantity=quantity, hold_id=hold_id, first=first, unit=unit)
         if claim.bucket_index != first:
-            cursor.execute(sql.SET_BUCKET, {"index": claim.bucket_index, "hold": hold_id})
+            cursor.execute(sql.SET_BUCKET, {"index": claim.bucket_index, "hold": hold_id, "drop": drop.pk})
     # Built from what the statements returned: no read-back on the hot path.
     hold = Hold(
         pk=hold_id,
@@ -276,16 +276,18 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
             holds = [hold for hold, _, _ in inserted.values()]
             over: set[int] = set()
             if holds:
-                cursor.execute(sql.OVER_LIMIT, {"holds": holds})
+                cursor.execute(sql.OVER_LIMIT, {"drop": drop.pk, "holds": holds})
                 over = {row[0] for row in cursor.fetchall()}
             wanting = [(inserted[i][0], asks[i].quantity) for i in inserted if inserted[i][0] not in over]
             # The stock rows are touched last: their lock is held only until this commit.
             batch = stock.claim_batch(cursor, drop=drop, holds=wanting, first=first) if wanting else None
             granted = batch.granted if batch is not None else {}
             if discard := [hold for hold in holds if hold not in granted]:
-                cursor.execute(sql.DISCARD_HOLDS, {"holds": discard})
+                cursor.execute(sql.DISCARD_HOLDS, {"drop": drop.pk, "holds": discard})
             if moved := {hold: c.bucket_index for hold, c in granted.items() if c.bucket_index != first}:
-                cursor.execute(sql.SET_BUCKETS, {"holds": list(moved), "indexes": list(moved.values())})
+                cursor.execute(
+                    sql.SET_BUCKETS, {"drop": drop.pk, "holds": list(moved), "indexes": list(moved.values())}
+                )
     except FloodgateError as refusal:  # the drop is not on sale: nothing was kept
         for i in inserted:
             answers[i] = refusal

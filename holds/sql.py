@@ -4,6 +4,9 @@ A transition that changes one hold row credits its stock back in the same
 statement (data-modifying CTEs run exactly once), so stock is returned once or
 not at all. The stock side of each is inventory's SQL; this module names no stock
 table. Lock order (core.locks): hold rows first, then stock rows.
+
+Every statement of the reserve path names its drop (`drop_id = %(drop)s`), so with the tables
+distributed by drop a claim is one shard's transaction (docs/SCALING.md, tests/test_sharding.py).
 """
 
 from __future__ import annotations
@@ -51,14 +54,14 @@ ACTIVE_BUYERS = "SELECT id FROM auth_user WHERE id = ANY(%(buyers)s) AND is_acti
 # drop than its per-buyer limit, counting the new hold. Read after the insert.
 OVER_LIMIT = """
 SELECT h.id FROM holds_hold h JOIN shop_drop d ON d.id = h.drop_id
- WHERE h.id = ANY(%(holds)s)
+ WHERE h.drop_id = %(drop)s AND h.id = ANY(%(holds)s)
    AND (SELECT sum(o.quantity) FROM holds_hold o
          WHERE o.drop_id = h.drop_id AND o.buyer_id = h.buyer_id AND o.state IN ('held', 'sold'))
        > d.per_buyer_limit
 """
 
 # Take back the batch's holds that got no stock, before its commit: nobody else has seen them.
-DISCARD_HOLDS = "DELETE FROM holds_hold WHERE id = ANY(%(holds)s) AND state = 'held'"
+DISCARD_HOLDS = "DELETE FROM holds_hold WHERE drop_id = %(drop)s AND id = ANY(%(holds)s) AND state = 'held'"
 
 # The hold a key made, and the digest of what it asked for ('' before digests were kept).
 FIND_BY_KEY = """
@@ -79,13 +82,13 @@ SELECT COALESCE(sum(quantity), 0) FROM holds_hold
  WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND state IN ('held', 'sold')
 """
 
-SET_BUCKET = "UPDATE holds_hold SET bucket_index = %(index)s WHERE id = %(hold)s"
+SET_BUCKET = "UPDATE holds_hold SET bucket_index = %(index)s WHERE drop_id = %(drop)s AND id = %(hold)s"
 
 # SET_BUCKET for the holds of a batch that a probed bucket served (rows this transaction made).
 SET_BUCKETS = """
 UPDATE holds_hold h SET bucket_index = v.index
   FROM unnest(%(holds)s::bigint[], %(indexes)s::int[]) AS v(id, index)
- WHERE h.id = v.id
+ WHERE h.drop_id = %(drop)s AND h.id = v.id
 """
 
 # HELD -> RELEASED for the hold's buyer (or anyone, with buyer NULL), crediting its
@@ -110,7 +113,7 @@ CONFIRM_HOLD = f"""
 WITH sold AS (
     UPDATE holds_hold SET state = 'sold', ended_at = now()
      WHERE id = %(hold)s AND state = 'held' AND expires_at > clock_timestamp()
-    RETURNING id
+    RETURNING id, drop_id
 ), {stock.MARK_SOLD}
 SELECT (SELECT count(*) FROM sold)
 """

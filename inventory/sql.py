@@ -45,16 +45,16 @@ GIVE_BACK = """credit AS (
     RETURNING credit.units
 ), units AS (
     UPDATE inventory_unit u SET state = 'available', hold_id = NULL
-      FROM ended e WHERE u.hold_id = e.id AND u.state = 'held'
+      FROM ended e WHERE u.drop_id = e.drop_id AND u.hold_id = e.id AND u.state = 'held'
     RETURNING u.id
 )"""
 GIVEN_BACK = "COALESCE((SELECT sum(units) FROM bucket), 0) + (SELECT count(*) FROM units)"
 
-# Marking a sold hold's unit rows sold, as a CTE after a CTE named `sold` (id) of holds the
+# Marking a sold hold's unit rows sold, as a CTE after a CTE named `sold` (id, drop_id) of holds the
 # same statement has just sold (buckets need nothing: their units left at the claim).
 MARK_SOLD = """units AS (
     UPDATE inventory_unit u SET state = 'sold', sold_at = now()
-      FROM sold WHERE u.hold_id = sold.id
+      FROM sold WHERE u.drop_id = sold.drop_id AND u.hold_id = sold.id
     RETURNING u.id
 )"""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 import signal
 import socket
@@ -15,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis as redis_lib
 from django.conf import settings
+from django.db import connections
 from django.http import HttpResponseBase
 from django.test import Client
 
@@ -23,6 +26,111 @@ from tests.api_schema import ApiSchema
 ROOT = Path(__file__).resolve().parent.parent
 PROVIDER_SECRET = "sim-secret-dev"
 WEBHOOK_SECRET = "sim-webhook-secret-dev"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--through-pgbouncer",
+        action="store_true",
+        help="every test's database connections (and the processes tests start) go through a real "
+        "PgBouncer in transaction mode (Debian's pgbouncer)",
+    )
+
+
+# The PgBouncer of a --through-pgbouncer run, shared by every test (and by the pgbouncer fixture).
+_WHOLE_RUN_BOUNCER: list = []
+
+
+@contextlib.contextmanager
+def routed_through(bouncer) -> Iterator[None]:
+    """Point every connection (this process's threads and the processes tests start) at bouncer.
+
+    Each thread's connection is built from the one settings dict per alias, and the psycopg pool
+    is per alias: closing both and changing the dict sends every new connection through PgBouncer.
+    """
+    from django.db import connection
+
+    settings_dict = connections.settings["default"]
+    saved = copy.deepcopy(settings_dict)
+    saved_env = {key: os.environ.get(key) for key in ("DATABASE_URL", "DB_POOLER")}
+    connections.close_all()
+    connection.close_pool()
+    settings_dict.update(HOST="127.0.0.1", PORT=str(bouncer.port), DISABLE_SERVER_SIDE_CURSORS=True)
+    settings_dict["OPTIONS"] = {**settings_dict["OPTIONS"], "prepare_threshold": None}
+    settings_dict["OPTIONS"].pop("host", None)
+    os.environ["DATABASE_URL"] = bouncer.url
+    os.environ["DB_POOLER"] = "pgbouncer"
+    try:
+        yield
+    finally:
+        connections.close_all()
+        connection.close_pool()
+        settings_dict.clear()
+        settings_dict.update(saved)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def start_pgbouncer(name: str, *, pool_size: int = 20):
+    from django.db import connection
+
+    from devtools import pgbouncer
+
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    upstream = urlunsplit(parts._replace(path="/" + connection.settings_dict["NAME"]))
+    return pgbouncer.start(upstream, ROOT / ".data" / "test" / f"{name}-{os.getpid()}", pool_size=pool_size)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(
+    django_db_setup: None, django_db_blocker, request: pytest.FixtureRequest
+) -> Iterator[None]:
+    """pytest-django's test database; with --through-pgbouncer, reached through PgBouncer from then on."""
+    if not request.config.getoption("--through-pgbouncer"):
+        yield
+        return
+    bouncer = start_pgbouncer("pgbouncer-run")
+    _WHOLE_RUN_BOUNCER.append(bouncer)
+    with routed_through(bouncer):
+        yield
+    _WHOLE_RUN_BOUNCER.clear()
+    bouncer.stop()  # before pytest-django drops the database its server connections are on
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(django_db_setup: None) -> Iterator[object]:
+    """A real PgBouncer (transaction pooling) in front of the test database."""
+    if _WHOLE_RUN_BOUNCER:
+        yield _WHOLE_RUN_BOUNCER[0]
+        return
+    bouncer = start_pgbouncer("pgbouncer")
+    yield bouncer
+    bouncer.stop()
+
+
+def pgbouncer_transactions(bouncer) -> int:
+    """Transactions PgBouncer has passed to the server, over all databases."""
+    return sum(int(row["total_xact_count"]) for row in bouncer.admin("SHOW STATS"))
+
+
+@pytest.fixture
+def database_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Parametrize with 'direct' or 'pgbouncer' (indirect): the test's connections, its threads' and
+    its processes' go that way. Through PgBouncer the test also shows PgBouncer carried its work.
+    In a --through-pgbouncer run every test is already routed through the run's PgBouncer."""
+    path = getattr(request, "param", "direct")
+    if path == "direct" or _WHOLE_RUN_BOUNCER:
+        yield path
+        return
+    bouncer = request.getfixturevalue("pgbouncer")
+    before = pgbouncer_transactions(bouncer)
+    with routed_through(bouncer):
+        yield path
+        carried = pgbouncer_transactions(bouncer) - before
+    assert carried >= 20, f"PgBouncer carried {carried} transactions: the test bypassed it"
 
 
 @pytest.fixture(scope="session")

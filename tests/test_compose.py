@@ -1,14 +1,24 @@
-"""docker-compose.yml (Docker cannot run here): every service's command exists in the project."""
+"""docker-compose.yml (Docker cannot run here): every service's command exists in the project, and
+the balancer's and the pooler's configs pass their own programs (Debian's haproxy and pgbouncer)."""
 
 from __future__ import annotations
 
+import configparser
 import importlib
+import os
+import re
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import psycopg
+import pytest
 import yaml
 from django.core.management import get_commands
+from django.urls import resolve as resolve_url
 
 from config.web import APP, parse
 
@@ -28,7 +38,11 @@ def resolve(target: str) -> object:
 def test_compose_has_the_production_shape_with_health_checks() -> None:
     services = compose()["services"]
 
-    assert {"postgres", "redis", "migrate", "web1", "web2", "worker", "beat"} <= set(services)
+    assert {"postgres", "redis", "pgbouncer", "migrate", "web", "balancer", "worker", "beat"} <= set(services)
+    # the web tier is one service of identical replicas, not hand-numbered copies
+    assert not [name for name in services if re.fullmatch(r"web\d+", name)]
+    assert services["web"]["deploy"]["replicas"] >= 2
+    assert "ports" not in services["web"]  # reached only through the balancer
     for name, service in services.items():
         if name != "migrate":
             assert "healthcheck" in service, name
@@ -37,7 +51,7 @@ def test_compose_has_the_production_shape_with_health_checks() -> None:
 def test_every_service_command_exists_in_the_project() -> None:
     for name, service in compose()["services"].items():
         command = service.get("command")
-        if name in {"postgres", "redis"}:
+        if name in {"postgres", "redis", "pgbouncer", "balancer"}:  # their own images' programs
             continue
         program, *args = command
         if program == "python":
@@ -59,11 +73,10 @@ def test_every_service_command_exists_in_the_project() -> None:
             raise AssertionError(f"{name}: unknown program {program}")
 
 
-def test_both_web_instances_run_the_production_server() -> None:
+def test_the_web_replicas_run_the_production_server() -> None:
     services = compose()["services"]
 
-    for name in ("web1", "web2"):
-        assert services[name]["command"][0] == "floodgate-web", name
+    assert services["web"]["command"][0] == "floodgate-web"
     # The public name (DESIGN section 11) still imports, as the very application floodgate-web serves.
     assert resolve("shop.asgi:application") is resolve(APP)
 
@@ -72,9 +85,143 @@ def test_dockerfile_installs_the_project() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     cmd = next(line for line in dockerfile.splitlines() if line.startswith("CMD "))
     assert "pip install" in dockerfile
-    assert yaml.safe_load(cmd.removeprefix("CMD ")) == compose()["services"]["web1"]["command"]
+    assert yaml.safe_load(cmd.removeprefix("CMD ")) == compose()["services"]["web"]["command"]
     assert all(
         service.get("build") == "."
         for name, service in compose()["services"].items()
-        if name not in {"postgres", "redis"}
+        if name not in {"postgres", "redis", "pgbouncer", "balancer"}
     )
+    assert (ROOT / compose()["services"]["pgbouncer"]["build"] / "Dockerfile").exists()
+
+
+HAPROXY = "/usr/sbin/haproxy"
+PGBOUNCER = "/usr/sbin/pgbouncer"
+BALANCER = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
+POOLER = ROOT / "deploy" / "pgbouncer" / "pgbouncer.ini"
+
+
+def haproxy_check(config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True)
+
+
+def test_the_balancer_config_passes_haproxys_own_check() -> None:
+    done = haproxy_check(BALANCER)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_control_haproxys_check_refuses_a_broken_config(tmp_path: Path) -> None:
+    broken = tmp_path / "haproxy.cfg"
+    broken.write_text(BALANCER.read_text().replace("balance leastconn", "balance fewest"))
+
+    assert haproxy_check(broken).returncode != 0
+
+
+def test_the_balancer_fronts_the_web_service_with_health_checks_sockets_and_draining() -> None:
+    services = compose()["services"]
+    config = BALANCER.read_text()
+    web_port = parse(services["web"]["command"][1:]).port
+    mounted = services["balancer"]["volumes"][0].split(":")
+    published = services["balancer"]["ports"][0].split(":")
+
+    # the compose mount is this file, and the published port is the one it binds
+    assert Path(ROOT / mounted[0]).resolve() == BALANCER
+    assert re.search(rf"^\s*bind :{published[1]}$", config, re.M)
+    # every replica of the `web` service, on the port floodgate-web listens on
+    assert re.search(rf"server-template web \d+ web:{web_port} check resolvers docker", config)
+    # health checks on a URL the app serves
+    uri = re.search(r"http-check send meth GET uri (\S+)", config).group(1)
+    assert uri == "/healthz" and resolve_url(uri).url_name == "healthz"
+    assert re.search(r"default-server inter \d+s fall \d+ rise \d+", config)
+    # WebSocket upgrades pass (HTTP mode) and an open socket may idle between waves
+    assert re.search(r"^\s*mode http$", config, re.M) and re.search(r"timeout tunnel \d+[hm]", config)
+    # draining: a refused request is retried on another replica; compose waits for sockets to close
+    assert "option redispatch" in config and re.search(r"^\s*retries [1-9]", config, re.M)
+    assert services["web"]["stop_grace_period"] == "15s"
+
+
+def test_every_app_process_reaches_postgresql_through_pgbouncer_in_transaction_mode() -> None:
+    services = compose()["services"]
+    ini = configparser.ConfigParser()
+    ini.read_string(POOLER.read_text())
+
+    assert ini["pgbouncer"]["pool_mode"] == "transaction"
+    for name in ("web", "worker", "beat"):
+        env = services[name]["environment"]
+        assert urlsplit(env["DATABASE_URL"]).hostname == "pgbouncer", name
+        assert env["DB_POOLER"] == "pgbouncer", name
+    assert urlsplit(services["migrate"]["environment"]["DATABASE_URL"]).hostname == "postgres"
+    upstream = dict(pair.split("=") for pair in ini["databases"]["floodgate"].split())
+    assert upstream["host"] == "postgres" and upstream["port"] == "5432"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pgbouncer_runs_the_compose_config_and_carries_queries() -> None:
+    from django.db import connection
+
+    from devtools.pgbouncer import free_port, system_user
+
+    # given deploy/pgbouncer/pgbouncer.ini with only the addresses, files and user swapped for here
+    folder = ROOT / ".data" / "test" / f"pgbouncer-compose-{os.getpid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    real = connection.settings_dict
+    ini = configparser.ConfigParser()
+    ini.read_string(POOLER.read_text())
+    port = free_port()
+    server = real["HOST"] or "127.0.0.1"
+    ini["databases"] = {
+        "floodgate": f"host={server} port={real['PORT'] or 5432} dbname={real['NAME']} user={real['USER']}"
+    }
+    ini["pgbouncer"].update(
+        listen_addr="127.0.0.1",
+        listen_port=str(port),
+        auth_file=str(folder / "userlist.txt"),
+        logfile=str(folder / "pgbouncer.log"),
+        pidfile=str(folder / "pgbouncer.pid"),
+    )
+    (folder / "userlist.txt").write_text((ROOT / "deploy/pgbouncer/userlist.txt").read_text())
+    runas = system_user()
+    if runas:  # a folder PgBouncer's user can reach (pytest's folder is root's alone)
+        ini["pgbouncer"]["user"] = runas
+        shutil.chown(folder, runas)
+    with open(folder / "pgbouncer.ini", "w") as out:
+        ini.write(out)
+    process = subprocess.Popen([PGBOUNCER, str(folder / "pgbouncer.ini")], stdout=subprocess.DEVNULL)
+    try:
+        # when a client logs in as compose's app does (scram with the listed password)
+        url = f"postgresql://floodgate:floodgate@127.0.0.1:{port}/floodgate"
+        for _ in range(50):
+            try:
+                conn = psycopg.connect(url, prepare_threshold=None, autocommit=True)
+                break
+            except psycopg.OperationalError:
+                if process.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        # then the query reached the test database, one transaction at a time
+        with conn:
+            assert conn.execute("SELECT current_database()").fetchone() == (real["NAME"],)
+        # and a wrong password is refused
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(url.replace(":floodgate@", ":wrong@"), prepare_threshold=None)
+    finally:
+        process.terminate()
+        process.wait(5)
+
+
+def test_the_health_checks_get_200_from_production_settings_and_a_wrong_host_would_not(settings) -> None:
+    from django.test import Client
+
+    services = compose()["services"]
+    allowed = services["web"]["environment"]["ALLOWED_HOSTS"]
+    check_host = re.search(r"http-check send .* hdr Host (\S+)", BALANCER.read_text()).group(1)
+    container_check = " ".join(services["web"]["healthcheck"]["test"])
+    # production's redirect to https and its host check, with compose's hosts (the default filled in)
+    settings.SECURE_SSL_REDIRECT = True
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = re.sub(r"\$\{ALLOWED_HOSTS:-([^}]*)\}", r"\1", allowed).split(",")
+
+    assert check_host in settings.ALLOWED_HOSTS and f"'Host': '{check_host}'" in container_check
+    assert Client().get("/healthz", HTTP_HOST=check_host).status_code == 200  # plain HTTP, no redirect
+    # control: the address the checks connect to is not an allowed host
+    assert Client().get("/healthz", HTTP_HOST="127.0.0.1:8000").status_code == 400

@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
+
+from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,3 +102,63 @@ def test_x_forwarded_proto_is_believed_only_behind_a_trusted_proxy() -> None:
     assert settings_value(PRODUCTION, "SECURE_PROXY_SSL_HEADER") == "None"
     behind = settings_value({**PRODUCTION, "TRUST_X_FORWARDED_FOR": "1"}, "SECURE_PROXY_SSL_HEADER")
     assert behind == "('HTTP_X_FORWARDED_PROTO', 'https')"
+
+
+def test_database_url_takes_one_host_a_socket_folder_or_several_hosts() -> None:
+    from core import env
+
+    one = env.database("postgresql://app:s%40cret@db:6432/shop")
+    socket = env.database("postgresql://postgres:@/shop?host=/run/pg")
+    several = env.database(
+        "postgresql://app:pw@primary:5432,standby:5433,[::1]:5434/shop?target_session_attrs=read-write"
+    )
+
+    assert (one["HOST"], one["PORT"], one["USER"], one["PASSWORD"]) == ("db", "6432", "app", "s@cret")
+    assert (socket["HOST"], socket["PORT"], socket["OPTIONS"]) == ("/run/pg", "", {})
+    assert (several["HOST"], several["PORT"]) == ("primary,standby,::1", "5432,5433,5434")
+    assert several["OPTIONS"] == {"target_session_attrs": "read-write"}
+
+
+@pytest.mark.django_db
+def test_a_multi_host_url_reaches_the_server_past_a_dead_host() -> None:
+    from django.db import connection
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    from core import env
+
+    # given the test server listed second, after a port nobody listens on
+    real = connection.settings_dict
+    dead = free_port()
+    where = real["HOST"] if real["HOST"].startswith("/") else f"127.0.0.1:{real['PORT'] or 5432}"
+    if where.startswith("/"):
+        url = f"postgresql://{real['USER']}@127.0.0.1:{dead},:{real['PORT'] or 5432}/{real['NAME']}"
+        url += "?target_session_attrs=read-write"
+        settings_dict = env.database(url)
+        settings_dict["HOST"] = f"127.0.0.1,{where}"
+    else:
+        url = f"postgresql://{real['USER']}@127.0.0.1:{dead},{where}/{real['NAME']}?target_session_attrs=read-write"
+        settings_dict = env.database(url)
+    wrapper = DatabaseWrapper({**real, **settings_dict, "OPTIONS": settings_dict["OPTIONS"]}, alias="probe")
+
+    # when Django's own parameters open a connection
+    params = wrapper.get_connection_params()
+    with psycopg.connect(**{k: v for k, v in params.items() if k != "context"}, autocommit=True) as conn:
+        # then libpq skipped the dead host and found a read-write server
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+        assert conn.info.port == int(real["PORT"] or 5432)
+
+
+def test_pgbouncer_mode_turns_off_prepared_statements_and_server_side_cursors() -> None:
+    show = (
+        "from django.conf import settings as s; d = s.DATABASES['default'];"
+        "print(d['OPTIONS'].get('prepare_threshold', 'unset'), d.get('DISABLE_SERVER_SIDE_CURSORS', False))"
+    )
+    dev = {"FLOODGATE_PROFILE": "dev"}
+
+    pooled = manage({**dev, "DB_POOLER": "pgbouncer"}, "shell", "-c", show)
+    direct = manage({**dev, "DB_POOLER": ""}, "shell", "-c", show)
+    wrong = manage({**dev, "DB_POOLER": "pgpool"}, "check")
+
+    assert pooled.stdout.splitlines()[-1:] == ["None True"], pooled.stderr
+    assert direct.stdout.splitlines()[-1:] == ["unset False"], direct.stderr
+    assert wrong.returncode != 0 and "DB_POOLER='pgpool'" in wrong.stderr

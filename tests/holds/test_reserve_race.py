@@ -40,7 +40,8 @@ def naive_reserve(drop_id: int, buyer_id: int) -> bool:
     return True
 
 
-def test_control_read_then_write_oversells(make_buyers) -> None:
+@pytest.mark.parametrize("database_path", ["direct", "pgbouncer"], indirect=True)
+def test_control_read_then_write_oversells(make_buyers, database_path: str) -> None:
     # given the race harness below, with the conditional claim swapped for a read-then-write
     drop = make_drop(quantity=UNITS, buckets=1)
     buyers = make_buyers(ATTEMPTS // 4)
@@ -54,8 +55,21 @@ def test_control_read_then_write_oversells(make_buyers) -> None:
     assert invariant(drop_id=drop.pk).drift != 0
 
 
-@pytest.mark.parametrize(("mode", "buckets"), [("buckets", 1), ("buckets", 16), ("units", 1)])
-def test_two_thousand_buyers_for_a_hundred_units(make_buyers, mode: str, buckets: int) -> None:
+@pytest.mark.parametrize(
+    ("mode", "buckets", "database_path"),
+    [
+        ("buckets", 1, "direct"),
+        ("buckets", 16, "direct"),
+        ("units", 1, "direct"),
+        # production's shape beyond one box: every connection through PgBouncer's transaction pooling
+        ("buckets", 1, "pgbouncer"),
+        ("units", 1, "pgbouncer"),
+    ],
+    indirect=["database_path"],
+)
+def test_two_thousand_buyers_for_a_hundred_units(
+    make_buyers, mode: str, buckets: int, database_path: str
+) -> None:
     drop = make_drop(quantity=UNITS, mode=mode, buckets=buckets, per_buyer_limit=1)
     buyers = make_buyers(ATTEMPTS)
 

@@ -35,7 +35,8 @@ def staff(name: str, *groups: str) -> User:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_pause_mid_race_stops_every_claim_then_resume_lets_them_continue() -> None:
+@pytest.mark.parametrize("database_path", ["direct", "pgbouncer"], indirect=True)
+def test_pause_mid_race_stops_every_claim_then_resume_lets_them_continue(database_path: str) -> None:
     drop = make_drop(quantity=100_000, buckets=8, per_buyer_limit=1)
     buyers = User.objects.bulk_create(
         User(username=f"p{i}", password=make_password(None)) for i in range(4000)
