@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage | bench | shots | prove`.
+"""Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage | bench |
+shots | prove`.
 
 Needs only python3. Creates `.venv`, installs the project when pyproject.toml
 changed, installs Debian's Chromium for the browser tests when it is missing,
