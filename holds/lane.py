@@ -293,6 +293,15 @@ class Lane:
                 for waiting, answer in zip(batch, answers, strict=True):
                     if not waiting.future.done():
                         waiting.future.set_result(answer)
+                gone = next(
+                    (a for a in answers if isinstance(a, SoldOut) and not a.extra.get("remaining")), None
+                )
+                if gone is not None:
+                    # Nothing left at all: the claims queued meanwhile hear it now, as the edge
+                    # answers those arriving from now on, instead of waiting a batch to learn it.
+                    for waiting in self._queues.pop(drop.pk, []):
+                        if not waiting.future.done():
+                            waiting.future.set_result(gone)
         finally:
             self._draining.discard(drop.pk)
             self._running_since.pop(drop.pk, None)

@@ -27,6 +27,7 @@ from django.test import Client, override_settings
 from admission import state
 from config.asgi import application
 from core.api import MAX_BODY
+from holds import services as holds
 from holds.lane import Lane
 from holds.models import Hold, HoldState
 from inventory.selectors import invariant
@@ -473,3 +474,35 @@ def test_an_account_or_drop_deleted_while_cached_gets_djangos_answer_and_spoils_
     assert (replies[0].status, replies[0].json()["error"]) == (401, "unauthenticated")
     assert [r.status for r in replies[1:]] == [201] * 20  # the batch they shared was not spoiled
     assert (after.status, after.json()["error"]) == (404, "not_found")
+
+
+@override_settings(IP_RATE_LIMIT_BURST=100_000)
+def test_claims_queued_when_a_batch_learns_nothing_is_left_hear_it_without_another_batch() -> None:
+    drop = make_drop(slug="last", quantity=1, per_buyer_limit=1)
+    holds.reserve(drop=drop, buyer_id=make_buyer("first").pk, quantity=1, idempotency_key="k")  # none left
+    tokens = [buyer.token for buyer in create_buyers(count=40, prefix="late")]
+    run(lambda: asyncio.gather(*(LANE._user(token) for token in tokens)))  # warm: no token waits
+    before = LANE.stats["batches"]
+    blocker = _lock_stock(drop.pk)  # the first batch waits at the stock row; the rest queue
+
+    async def scenario() -> list[Reply]:
+        first = asyncio.ensure_future(
+            call("POST", "/api/drops/last/holds", headers=headers_of(tokens[0]), body=BODY)
+        )
+        await asyncio.sleep(0.05)  # its batch is waiting at the row, well within the deadline
+        queued = [
+            asyncio.ensure_future(call("POST", "/api/drops/last/holds", headers=headers_of(t), body=BODY))
+            for t in tokens[1:]
+        ]
+        await asyncio.sleep(0.05)
+        await asyncio.to_thread(blocker.rollback)
+        return [await first, *await asyncio.gather(*queued)]
+
+    try:
+        replies = run(scenario)
+    finally:
+        blocker.close()
+
+    assert {(r.status, r.json()["error"]) for r in replies} == {(409, "sold_out")}
+    assert LANE.stats["batches"] - before == 1  # the 39 queued behind it needed no batch of their own
+    assert Hold.objects.filter(drop=drop).count() == 1
