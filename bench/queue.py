@@ -4,7 +4,8 @@
     python3 floodgate.py bench queue --clients 500   # one size only
     python3 floodgate.py bench queue --seconds 5     # shorter HTTP runs
 
-1. Fan-out: N WebSocket clients (one asyncio process) on one drop's queue, served by
+1. Fan-out: N WebSocket clients (one asyncio process of lean RFC 6455 sockets, `Listener`: a
+   library client's per-message Python was the limit) on one drop's queue, served by
    floodgate-web (2 workers, as production); the bench runs admission waves and records,
    for each wave, the time from the wave (just before `run_wave`) to each client receiving its message.
 2. The "no" path under wrk (1 thread, 64 connections, same server, same run): a trivial
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import datetime as dt
 import json
 import os
@@ -30,7 +32,9 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,55 +74,113 @@ def free_port() -> int:
 # The WebSocket clients (a child process) ---------------------------------------------------
 
 
+class Listener(asyncio.Protocol):
+    """One waiting page's socket, as lean as a client can be: the RFC 6455 opening handshake,
+    then unmasked server frames parsed by hand, the arrival time taken as the bytes arrive.
+
+    A library client (websockets) spends ~50-100 µs of Python per message; 5,000 of them on
+    one core behind the same two cores' servers measured the client, not the wave.
+    """
+
+    def __init__(self, request: bytes, on_mark: Callable[[int, float], None]) -> None:
+        self.request = request
+        self.on_mark = on_mark
+        self.buffer = b""
+        self.upgraded = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        self.buffer += data
+        if not self.upgraded.done():
+            head, sep, rest = self.buffer.partition(b"\r\n\r\n")
+            if not sep:
+                return
+            if not head.startswith(b"HTTP/1.1 101"):
+                self.upgraded.set_exception(ConnectionError(head.split(b"\r\n", 1)[0].decode()))
+                return
+            self.upgraded.set_result(None)
+            self.buffer = rest
+        while len(self.buffer) >= 2:
+            length, start = self.buffer[1] & 0x7F, 2
+            if length == 126:
+                if len(self.buffer) < 4:
+                    return
+                length, start = int.from_bytes(self.buffer[2:4], "big"), 4
+            elif length == 127:
+                if len(self.buffer) < 10:
+                    return
+                length, start = int.from_bytes(self.buffer[2:10], "big"), 10
+            if len(self.buffer) < start + length:
+                return
+            opcode, payload = self.buffer[0] & 0x0F, self.buffer[start : start + length]
+            self.buffer = self.buffer[start + length :]
+            if opcode == 0x1:  # text: a queue message
+                mark = json.loads(payload).get("admitted_through")
+                if isinstance(mark, int):
+                    self.on_mark(mark, now)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.upgraded.done():
+            self.upgraded.set_exception(exc or ConnectionError("closed during the handshake"))
+
+
 async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> None:
     """Connect n clients, say READY, record when each sees each mark; print the times as JSON."""
-    import websockets
-
-    origin = url.replace("ws://", "http://").split("/ws/")[0]  # the page's origin, as a browser sends
+    parsed = urllib.parse.urlsplit(url)
+    host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
+    origin = f"http://{host}:{port}"  # the page's origin, as a browser sends
     seen: list[dict[int, float]] = [{} for _ in range(n)]
     done = asyncio.Event()
     finished = 0
     connected = 0
     gate = asyncio.Semaphore(100)  # connect in parallel, but not 5,000 handshakes at once
+    loop = asyncio.get_running_loop()
+    sockets: list[asyncio.BaseTransport] = []
 
-    async def client(i: int, ready: asyncio.Event) -> None:
-        nonlocal finished, connected
-        async with gate:
-            ws = await websockets.connect(
-                url,
-                origin=origin,
-                max_queue=None,
-                open_timeout=60,
-                ping_interval=None,  # type: ignore[arg-type]
-            )
-            connected += 1
-            if connected % 500 == 0 or connected == n:
-                say(f"{connected:,}/{n:,} clients connected")
-        async with ws:
-            await ready.wait()
-            async for raw in ws:
-                mark = int(json.loads(raw)["admitted_through"])
-                seen[i].setdefault(mark, time.time())
+    def recorder(i: int) -> Callable[[int, float], None]:
+        def on_mark(mark: int, at: float) -> None:
+            nonlocal finished
+            if mark not in seen[i]:
+                seen[i][mark] = at
                 if mark >= final_mark:
                     finished += 1
                     if finished == n:
                         done.set()
-                    return
 
-    ready = asyncio.Event()
-    tasks = [asyncio.create_task(client(i, ready)) for i in range(n)]
-    while connected < n:
-        await asyncio.sleep(0.05)
-        if any(t.done() and t.exception() for t in tasks):
-            raise next(t.exception() for t in tasks if t.done() and t.exception())  # type: ignore[misc]
-    ready.set()
+        return on_mark
+
+    async def client(i: int) -> None:
+        nonlocal connected
+        key = base64.b64encode(os.urandom(16)).decode()
+        request = (
+            f"GET {parsed.path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Origin: {origin}\r\n\r\n"
+        ).encode()
+        async with gate:
+            transport, protocol = await loop.create_connection(
+                lambda: Listener(request, recorder(i)), host, port
+            )
+            sockets.append(transport)
+            await asyncio.wait_for(protocol.upgraded, 60)
+            connected += 1
+            if connected % 500 == 0 or connected == n:
+                say(f"{connected:,}/{n:,} clients connected")
+
+    await asyncio.gather(*(client(i) for i in range(n)))
     print("READY", flush=True)
     try:
         await asyncio.wait_for(done.wait(), timeout)
     except TimeoutError:
         say(f"{n - finished} clients did not see the last wave within {timeout:.0f} s")
-    for task in tasks:
-        task.cancel()
+    for transport in sockets:
+        transport.close()
     print(json.dumps([{str(k): v for k, v in s.items()} for s in seen]), flush=True)
 
 
