@@ -20,7 +20,6 @@ from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = ROOT / ".data" / "rehearsals"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -30,7 +29,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--base", default=os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000"), help="the running store"
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the reports")
+    parser.add_argument("--out", type=Path, help="folder for the reports (default: REHEARSAL_DIR)")
     parser.add_argument("--starts-in", type=float, default=3.0, help="seconds until the copy goes on sale")
     parser.add_argument("--max-seconds", type=float, default=300.0, help="stop the crowd after this long")
     args = parser.parse_args(argv)
@@ -45,6 +44,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def rehearse(args: argparse.Namespace) -> Path:
     """Run one rehearsal; return the report's path."""
+    from django.conf import settings
     from django.utils import timezone
 
     from admission.models import Queue, Ticket
@@ -53,6 +53,7 @@ def rehearse(args: argparse.Namespace) -> Path:
     from shop import services
     from shop.models import Drop
 
+    args.out = args.out or settings.REHEARSAL_DIR
     drop = Drop.objects.filter(slug=args.slug).select_related("product").first()
     if drop is None:
         sys.exit(f"rehearse: there is no drop {args.slug!r}")

@@ -20,6 +20,7 @@ from locust.env import Environment
 from locust.exception import StopUser
 
 STEPS_AFTER_NO = 3  # a loser asks this many more times, a second apart, before going home
+CARDS = 3  # a declined buyer tries again with another card, as often
 
 
 class Plan:
@@ -108,20 +109,30 @@ class Buyer(FastHttpUser):
                 return
             gevent.sleep(1)
         hold_id = held.json()["id"]
+        for _card in range(CARDS):
+            if self.pay(hold_id):
+                return
+
+    def pay(self, hold_id: str) -> bool:
+        """Start paying, pay at the provider, poll the order: True once confirmed, False on a decline."""
         started = self._call("POST", f"/api/holds/{hold_id}/payment", "pay")
         if started.status_code != 202:
-            return
+            return False
         paid = self._call(
             "POST", started.json()["redirect_url"], "provider", data={"action": "pay"}, allow_redirects=False
         )
         if paid.status_code != 303:
-            return
+            return False
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             orders = self._call("GET", "/api/orders", "confirm poll").json().get("orders", [])
-            if any(o["hold"] == hold_id and o["state"] == "confirmed" for o in orders):
-                return
+            mine = [o for o in orders if o["hold"] == hold_id]
+            if any(o["state"] == "confirmed" for o in mine):
+                return True
+            if mine and all(o["state"] == "failed" for o in mine):
+                return False  # declined (the simulator declines some cards): the hold stays, try again
             gevent.sleep(0.5)
+        return False
 
 
 def main(plan_path: str, events_path: str) -> int:
@@ -139,7 +150,8 @@ def main(plan_path: str, events_path: str) -> int:
             code = ""
             if status >= 400:
                 try:
-                    code = str(response.json().get("code", ""))  # type: ignore[attr-defined]
+                    body = response.json()  # type: ignore[attr-defined]
+                    code = str(body.get("error") or body.get("code") or "")
                 except Exception:
                     code = ""
             writer.writerow([f"{time.monotonic() - started:.3f}", name, status, code, f"{response_time:.1f}"])

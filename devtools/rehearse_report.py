@@ -29,6 +29,11 @@ def label(answer: Answer) -> str:
     return f"{step} {status}{' ' + code if code else ''}"
 
 
+def is_error(answer: Answer) -> bool:
+    """No answer, or a 5xx other than 503 (the store's "busy, come back": a designed answer)."""
+    return answer[2] == 0 or (answer[2] >= 500 and answer[2] != 503)
+
+
 def percentile(values: list[float], p: float) -> float:
     if not values:
         return 0.0
@@ -46,7 +51,7 @@ def summarise(
     by_label: dict[str, list[float]] = defaultdict(list)
     for a in answers:
         by_label[label(a)].append(a[4])
-    sold_out_at = next((s["t"] for s in samples if s["available"] == 0 and s["held"] == 0), None)
+    sold_out_at = next((s["t"] for s in samples if s["sold"] == s["quantity"]), None)
     all_taken_at = next((s["t"] for s in samples if s["available"] == 0), None)
     drifts = sorted({s["drift"] for s in samples})
     duration = max((a[0] for a in answers), default=0.0)
@@ -59,7 +64,8 @@ def summarise(
             k: {"count": len(v), "p50_ms": round(percentile(v, 50), 1), "p99_ms": round(percentile(v, 99), 1)}
             for k, v in sorted(by_label.items(), key=lambda kv: -len(kv[1]))
         },
-        "errors": sum(1 for a in answers if a[2] == 0 or a[2] >= 500),
+        "errors": sum(1 for a in answers if is_error(a)),
+        "busy_503": sum(1 for a in answers if a[2] == 503),
         "created_201": sum(1 for a in answers if a[1] == "reserve" and a[2] == 201),
         "all_taken_at_s": all_taken_at,
         "sold_out_at_s": sold_out_at,
@@ -74,7 +80,7 @@ def console_lines(summary: dict[str, object]) -> list[str]:
     assert isinstance(db, dict)
     lines = [
         f"{summary['answers']} answers in {summary['duration_s']}s ({summary['answers_per_s']}/s), "
-        f"{summary['errors']} errors",
+        f"{summary['errors']} errors, {summary['busy_503']} told 503 busy",
         f"holds made {summary['created_201']}; database: sold {db['sold']}, held {db['held']}, "
         f"available {db['available']} of {db['quantity']}, orders confirmed {db['orders_confirmed']}, "
         f"drift {db['drift']}; real drop unchanged: {db['real_drop_unchanged']}",
@@ -186,7 +192,7 @@ def render(answers: list[Answer], samples: list[dict[str, float]], summary: dict
         f"<tr><td>{html.escape(k)}</td><td>{v['count']}</td><td>{v['p50_ms']}</td><td>{v['p99_ms']}</td></tr>"
         for k, v in by_answer.items()
     )
-    errors = [a for a in answers if a[2] == 0 or a[2] >= 500]
+    errors = [a for a in answers if is_error(a)]
     error_rows = "".join(
         f"<tr><td>{a[0]:.1f}s</td><td>{html.escape(label(a))}</td><td>{a[4]:.0f}</td></tr>"
         for a in errors[:50]
@@ -208,7 +214,8 @@ def render(answers: list[Answer], samples: list[dict[str, float]], summary: dict
             f"samples: {summary['invariant_drifts_seen']}",
             "all units taken at": summary["all_taken_at_s"],
             "sold out at": summary["sold_out_at_s"],
-            "errors (5xx, no answer)": summary["errors"],
+            "errors (no answer, 5xx but 503)": summary["errors"],
+            "503 busy (told to come back)": summary["busy_503"],
             "real drop unchanged": db["real_drop_unchanged"],
         }.items()
     )
