@@ -30,7 +30,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--base", default=os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000"), help="the running store"
     )
     parser.add_argument("--out", type=Path, help="folder for the reports (default: REHEARSAL_DIR)")
-    parser.add_argument("--starts-in", type=float, default=3.0, help="seconds until the copy goes on sale")
+    parser.add_argument("--starts-in", type=float, default=6.0, help="seconds until the copy goes on sale")
     parser.add_argument("--max-seconds", type=float, default=300.0, help="stop the crowd after this long")
     args = parser.parse_args(argv)
     if not 1 <= args.buyers <= 20_000:
@@ -58,6 +58,9 @@ def rehearse(args: argparse.Namespace) -> Path:
     if drop is None:
         sys.exit(f"rehearse: there is no drop {args.slug!r}")
     real_before = invariant(drop_id=drop.pk)
+    # buyers first, so the copy's start counts from when the crowd is ready
+    buyers = services.create_buyers(count=args.buyers, prefix=f"rehearsal-{drop.pk}")
+    say(f"{len(buyers)} buyers made")
     copy = services.duplicate_drop(
         drop=drop, starts_in=timedelta(seconds=args.starts_in), slug_word="rehearsal"
     )
@@ -65,8 +68,6 @@ def rehearse(args: argparse.Namespace) -> Path:
         f"rehearsal copy {copy.slug} of {drop.slug}: {copy.quantity} units, starts in {args.starts_in:g}s"
         f"{', waiting room' if copy.waiting_room else ''}"
     )
-    buyers = services.create_buyers(count=args.buyers, prefix=f"rehearsal-{copy.pk}")
-    say(f"{len(buyers)} buyers made")
     work = args.out / copy.slug
     work.mkdir(parents=True, exist_ok=True)
     plan = {

@@ -66,8 +66,10 @@ def test_a_small_rehearsal_report_matches_the_database_and_the_real_drop_is_unto
     assert invariant(drop_id=drop.pk) == before
     assert not Hold.objects.filter(drop=drop).exists() and not Order.objects.filter(drop=drop).exists()
     html = (tmp_path / copy.slug / "report.html").read_text()
-    assert html.count("<svg") == 6 and "sold out" in html and "http" not in html.split("<body>")[1].replace(
-        live_daphne, ""
+    assert (
+        html.count("<svg") == 6
+        and "sold out" in html
+        and "http" not in html.split("<body>")[1].replace(live_daphne, "")
     )  # self-contained: no address but the store's own, shown as a fact
     assert (tmp_path / f"{drop.slug}.html").read_text() == html  # the admin's "last report"
     assert not (tmp_path / copy.slug / "plan.json").exists()  # bearer tokens not left lying around
