@@ -21,6 +21,7 @@ from locust.exception import StopUser
 
 STEPS_AFTER_NO = 3  # a loser asks this many more times, a second apart, before going home
 CARDS = 3  # a declined buyer tries again with another card, as often
+CONFIRM_PATIENCE = 600.0  # seconds a paid buyer polls the order (the crowd's --max-seconds ends it sooner)
 
 
 class Plan:
@@ -123,7 +124,8 @@ class Buyer(FastHttpUser):
         )
         if paid.status_code != 303:
             return False
-        deadline = time.monotonic() + 60
+        # a buyer who paid waits for the answer (paying again while it is pending is not a buyer's way)
+        deadline = time.monotonic() + CONFIRM_PATIENCE
         while time.monotonic() < deadline:
             orders = self._call("GET", "/api/orders", "confirm poll").json().get("orders", [])
             mine = [o for o in orders if o["hold"] == hold_id]
