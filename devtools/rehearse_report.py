@@ -97,6 +97,10 @@ def console_lines(summary: dict[str, object]) -> list[str]:
     return lines
 
 
+def tick(value: float) -> str:
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
+
+
 def chart(
     title: str,
     series: dict[str, list[tuple[float, float]]],
@@ -108,7 +112,7 @@ def chart(
     """A line chart as inline SVG: one polyline per series, vertical marks (e.g. the sell-out)."""
     import math
 
-    w, h, left, bottom, top, right = 860, 260, 60, 30, 24, 200
+    w, h, left, bottom, top, right = 860, 260, 70, 30, 24, 200
     points = [p for s in series.values() for p in s]
     if not points:
         return f"<h3>{html.escape(title)}</h3><p>(nothing to draw)</p>"
@@ -133,7 +137,7 @@ def chart(
         shown = 10**v if log_y else v
         py = top + (h - top - bottom) * (1 - frac)
         parts.append(
-            f'<text x="{left - 4}" y="{py + 4:.0f}" text-anchor="end" font-size="11">{shown:.4g}</text>'
+            f'<text x="{left - 4}" y="{py + 4:.0f}" text-anchor="end" font-size="11">{tick(shown)}</text>'
         )
     for frac in (0, 0.25, 0.5, 0.75, 1):
         px = left + (w - left - right) * frac
