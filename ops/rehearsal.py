@@ -47,6 +47,10 @@ def start_rehearsal(*, drop: Drop, buyers: int) -> Started:
     buyers = parse_buyers(buyers)
     folder = Path(settings.REHEARSAL_DIR)
     folder.mkdir(parents=True, exist_ok=True)
+    pid_path = folder / f"{drop.slug}.pid"
+    running = running_pid(pid_path)
+    if running is not None:
+        raise InvalidInput(f"A rehearsal of {drop.slug} is already running (process {running}).")
     log_path = folder / f"{drop.slug}.log"
     command = [
         sys.executable, "-m", "devtools.rehearse", drop.slug,
@@ -61,9 +65,24 @@ def start_rehearsal(*, drop: Drop, buyers: int) -> Started:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # outlives the request; not killed with the web worker's group
         )
+    pid_path.write_text(str(process.pid))
     threading.Thread(target=process.wait, daemon=True).start()  # reaped when it ends, no zombie
     log.info("rehearsal of drop %s started: pid %s, %s buyers", drop.pk, process.pid, buyers)
     return Started(process.pid, log_path)
+
+
+def running_pid(pid_path: Path) -> int | None:
+    """The process a pid file names, if it still runs (this host only; a stale file is ignored)."""
+    try:
+        pid = int(pid_path.read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    try:  # a reaped pid may be reused: only a rehearsal counts
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return pid
+    return pid if b"devtools.rehearse" in command else None
 
 
 def last_report(*, drop: Drop) -> Path | None:

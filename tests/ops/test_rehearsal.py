@@ -147,3 +147,23 @@ def test_the_admin_action_rehearses_one_drop_at_a_time(tmp_path: Path, settings:
     )
     assert "Rehearse one drop at a time." in answer.content.decode()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_rehearsal_of_a_drop_is_refused_while_one_runs(tmp_path: Path, settings: object) -> None:
+    settings.REHEARSAL_DIR = tmp_path  # type: ignore[attr-defined]
+    drop = make_drop(quantity=3)
+    # given a rehearsal of it running (a process whose command line names devtools.rehearse)
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "devtools.rehearse"])
+    (tmp_path / f"{drop.slug}.pid").write_text(str(stand_in.pid))
+    try:
+        answer = admin_client().post(
+            "/admin/shop/drop/",
+            {"action": "rehearse_drop", "_selected_action": [drop.pk], "buyers": "5"},
+            follow=True,
+        )
+        page = answer.content.decode()
+        assert f"Not started: A rehearsal of {drop.slug} is already running (process {stand_in.pid})." in page
+        assert not (tmp_path / f"{drop.slug}.log").exists()
+    finally:
+        stand_in.kill()
+        stand_in.wait()
