@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Set up Floodgate on this machine and run it: `python3 floodgate.py run | test | manage | bench |
-shots | prove`.
+shots | prove | rehearse`.
 
 Needs only python3. Creates `.venv`, installs the project when pyproject.toml
 changed, installs Debian's Chromium for the browser tests when it is missing,
@@ -58,10 +58,10 @@ def ensure_debian_package(package: str, binary: str, needed_for: str, *, recomme
 
 
 def main(argv: list[str]) -> None:
-    if not argv or argv[0] not in {"run", "test", "manage", "bench", "shots", "prove"}:
+    if not argv or argv[0] not in {"run", "test", "manage", "bench", "shots", "prove", "rehearse"}:
         sys.exit(
             "usage: python3 floodgate.py run | test [pytest args] | manage <command> | bench <name> [args]"
-            " | shots [folder] | prove failover"
+            " | shots [folder] | prove failover | rehearse SLUG [--buyers N] [--base URL]"
         )
     ensure_virtualenv()
     if argv[0] in {"test", "shots"} and not os.environ.get("CHROMIUM_PATH"):

@@ -277,6 +277,8 @@ PAYMENT_WEBHOOK_SECRET = env.secret("PAYMENT_WEBHOOK_SECRET", dev=DEV, dev_value
 PUBLIC_BASE_URL = (
     os.environ.get("PUBLIC_BASE_URL") or "http://127.0.0.1:8000" if DEV else env.required("PUBLIC_BASE_URL")
 )
+# Where rehearsals (issue 13 §4, devtools/rehearse.py) write their reports; the admin links them.
+REHEARSAL_DIR = Path(os.environ.get("REHEARSAL_DIR") or BASE_DIR / ".data" / "rehearsals")
 # Buyers are only ever sent to the provider's own pages (no open redirect).
 PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(
     env.listing(

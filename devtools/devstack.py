@@ -1,5 +1,5 @@
 """Run the whole store, the tests, a benchmark, the screenshots or a proof: `python -m
-devtools.devstack run|test|bench|shots|prove`.
+devtools.devstack run|test|bench|shots|prove|rehearse`.
 
 With DATABASE_URL / REDIS_URL unset, real PostgreSQL and Redis servers are
 started from pip packages under `.data/` and stopped on exit.
@@ -276,6 +276,17 @@ def run_proof(args: list[str]) -> int:
     return subprocess.run([sys.executable, "-m", "devtools.failover", *args[1:]], cwd=ROOT).returncode
 
 
+def run_rehearsal(args: list[str]) -> int:
+    """`rehearse SLUG [--buyers N] [--base URL]`: a crowd against the running store's copy of a drop
+    (devtools/rehearse.py), on the database `run` uses (.data, or DATABASE_URL/REDIS_URL)."""
+    from devtools import rehearse
+
+    rehearse.parse(args)  # garbage is refused before any server starts
+    with servers(ROOT / ".data") as env:
+        command = [sys.executable, "-m", "devtools.rehearse", *args]
+        return subprocess.run(command, env={**os.environ, **env}, cwd=ROOT).returncode
+
+
 def main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     command, rest = argv[0], argv[1:]
@@ -289,6 +300,8 @@ def main(argv: list[str]) -> None:
         sys.exit(run_shots(rest))
     elif command == "prove":
         sys.exit(run_proof(rest))
+    elif command == "rehearse":
+        sys.exit(run_rehearsal(rest))
     elif command == "manage":
         with servers(ROOT / ".data") as env:
             try:

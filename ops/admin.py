@@ -9,12 +9,13 @@ from functools import partial
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
 from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -26,7 +27,7 @@ from core.http import safe_next
 from inventory import services as inventory
 from inventory.models import InventoryMode
 from inventory.selectors import invariant
-from ops import dashboard, switch
+from ops import dashboard, rehearsal, switch
 from shop import services
 from shop.models import ApiToken, Drop, DropState, PauseEvent, Product
 
@@ -187,10 +188,24 @@ class DropForm(forms.ModelForm):
         return quantity
 
 
+DEFAULT_REHEARSAL_BUYERS = 500
+
+
+class DropActionForm(ActionForm):
+    """The changelist's action bar, with the crowd's size for "Rehearse this drop"."""
+
+    buyers = forms.CharField(
+        required=False, label="buyers (rehearsal)", widget=forms.TextInput(attrs={"size": 6}),
+        help_text=f"default {DEFAULT_REHEARSAL_BUYERS}",
+    )  # fmt: skip
+    # a CharField: the action, not the form, says what is wrong with "abc" (ops.rehearsal.parse_buyers)
+
+
 @admin.register(Drop)
 class DropAdmin(admin.ModelAdmin):
     form = DropForm
-    actions = ["duplicate_drops", "export_orders_csv"]
+    actions = ["duplicate_drops", "export_orders_csv", "rehearse_drop"]
+    action_form = DropActionForm
     list_display = [
         "slug",
         "product",
@@ -207,7 +222,7 @@ class DropAdmin(admin.ModelAdmin):
     search_fields = ["slug", "title", "product__name", "product__sku"]
     date_hierarchy = "starts_at"
     list_select_related = ["product"]
-    readonly_fields = ["paused", "paused_at", "paused_by", "pause_reason", "created_at"]
+    readonly_fields = ["paused", "paused_at", "paused_by", "pause_reason", "created_at", "last_rehearsal"]
     fieldsets = [
         (None, {"fields": ["product", "slug", "title"]}),
         ("When", {"fields": ["starts_at", "ends_at"]}),
@@ -229,6 +244,7 @@ class DropAdmin(admin.ModelAdmin):
             },
         ),
         ("Kill switch", {"fields": ["paused", "paused_at", "paused_by", "pause_reason"]}),
+        ("Rehearsal", {"fields": ["last_rehearsal"]}),
     ]
 
     @admin.display(description="state")
@@ -244,6 +260,7 @@ class DropAdmin(admin.ModelAdmin):
             path("dashboard/data/", wrap(self.dashboard_data), name="shop_drop_dashboard_data"),
             path("<int:drop_id>/pause/", wrap(self.pause_view), name="shop_drop_pause"),
             path("<int:drop_id>/resume/", wrap(self.resume_view), name="shop_drop_resume"),
+            path("<int:drop_id>/rehearsal/", wrap(self.rehearsal_view), name="shop_drop_rehearsal"),
             *super().get_urls(),
         ]
 
@@ -310,6 +327,41 @@ class DropAdmin(admin.ModelAdmin):
                 messages.error(request, f"{drop.slug} not duplicated: {error.detail}")
                 continue
             messages.success(request, f"Created {copy.slug}, starting {copy.starts_at:%Y-%m-%d %H:%M} UTC.")
+
+    @admin.action(description="Rehearse this drop (a copy, in the background)", permissions=["add"])
+    def rehearse_drop(self, request: HttpRequest, queryset: QuerySet[Drop]) -> None:
+        drops = list(queryset[:2])
+        if len(drops) != 1:
+            messages.error(request, "Rehearse one drop at a time.")
+            return
+        try:
+            buyers = rehearsal.parse_buyers(request.POST.get("buyers") or DEFAULT_REHEARSAL_BUYERS)
+            started = rehearsal.start_rehearsal(drop=drops[0], buyers=buyers)
+        except FloodgateError as error:
+            messages.error(request, f"Not started: {error.detail}")
+            return
+        messages.success(
+            request,
+            f"Rehearsal of {drops[0].slug} started with {buyers} buyers (process {started.pid}, log "
+            f"{started.log_path.name}); its report appears on the drop's page when it ends.",
+        )
+
+    def rehearsal_view(self, request: HttpRequest, drop_id: int) -> HttpResponse:
+        drop = get_object_or_404(Drop, pk=drop_id)
+        if not self.has_view_permission(request, drop):
+            raise PermissionDenied
+        report = rehearsal.last_report(drop=drop)
+        if report is None:
+            raise Http404("This drop has not been rehearsed yet.")
+        return FileResponse(open(report, "rb"), content_type="text/html; charset=utf-8")
+
+    @admin.display(description="last rehearsal")
+    def last_rehearsal(self, drop: Drop) -> str:
+        report = rehearsal.last_report(drop=drop) if drop.pk else None
+        if report is None:
+            return "none yet (action: Rehearse this drop)"
+        url = reverse("admin:shop_drop_rehearsal", args=[drop.pk])
+        return format_html('<a href="{}" target="_blank">report</a>', url)
 
     def has_export_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("checkout.view_order")

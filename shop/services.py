@@ -160,13 +160,17 @@ def revoke_api_token(*, user_id: int) -> bool:
     return bool(deleted)
 
 
-def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7)) -> Drop:
-    """A copy of a drop for the next sale: same product and rules, fresh stock, a new slug."""
+def duplicate_drop(
+    *, drop: Drop, starts_in: timedelta = timedelta(days=7), slug_word: str = "next"
+) -> Drop:
+    """A copy of a drop for the next sale (or a rehearsal): same product and rules, fresh stock,
+    a new slug `<slug>-<slug_word>-<n>`."""
     starts_at = timezone.now() + starts_in
     labels = stock.unit_labels(drop_id=drop.pk) or None
     base = drop.slug[:60]
-    taken = set(Drop.objects.filter(slug__startswith=f"{base}-next").values_list("slug", flat=True))
-    slug = next(f"{base}-next-{n}" for n in range(1, 10_000) if f"{base}-next-{n}" not in taken)
+    stem = f"{base}-{slug_word}"
+    taken = set(Drop.objects.filter(slug__startswith=stem).values_list("slug", flat=True))
+    slug = next(f"{stem}-{n}" for n in range(1, 10_000) if f"{stem}-{n}" not in taken)
     return create_drop(
         slug=slug,
         quantity=drop.quantity,
