@@ -160,9 +160,7 @@ def revoke_api_token(*, user_id: int) -> bool:
     return bool(deleted)
 
 
-def duplicate_drop(
-    *, drop: Drop, starts_in: timedelta = timedelta(days=7), slug_word: str = "next"
-) -> Drop:
+def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7), slug_word: str = "next") -> Drop:
     """A copy of a drop for the next sale (or a rehearsal): same product and rules, fresh stock,
     a new slug `<slug>-<slug_word>-<n>`."""
     starts_at = timezone.now() + starts_in
