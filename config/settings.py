@@ -239,6 +239,10 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+# Uploaded product pictures. With several web instances, MEDIA_ROOT must be storage they share
+# (compose mounts one volume on every replica).
+MEDIA_URL = "/media/"
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT") or BASE_DIR / ".data" / "media")
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {

@@ -71,6 +71,9 @@ urlpatterns = [
     path("terms/", views.terms, name="terms"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("healthz", views.healthz, name="healthz"),
+    # Uploaded product pictures: few and small, served by Django from MEDIA_ROOT (a CDN or the
+    # balancer may serve the same folder in front of it).
+    re_path(r"^media/(?P<path>.+)$", views.media, name="media"),
     path("metrics", ops_views.metrics, name="metrics"),
     path("api/", include(api_patterns)),
     # Any other path under /api/ (a newline too, which <path:...> would not match) is a JSON 404.

@@ -41,6 +41,9 @@ MINOR_PER_MAJOR = 100  # two decimal places, as shop.models.money shows them
 PRICE_MAX = Decimal(2**31 - 1) / MINOR_PER_MAJOR  # what price_minor's column holds
 
 
+IMAGE_MAX_BYTES = 5 * 1024 * 1024
+
+
 class ProductForm(forms.ModelForm):
     price = forms.DecimalField(
         min_value=Decimal(0),
@@ -52,13 +55,19 @@ class ProductForm(forms.ModelForm):
 
     class Meta:
         model = Product
-        fields = ["sku", "name", "description", "price", "currency", "image_url"]
+        fields = ["sku", "name", "description", "price", "currency", "image", "image_url"]
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         if self.instance.pk is not None:
             major = Decimal(self.instance.price_minor) / MINOR_PER_MAJOR
             self.initial.setdefault("price", major.quantize(Decimal("0.01")))
+
+    def clean_image(self) -> object:
+        image = self.cleaned_data.get("image")
+        if image and getattr(image, "size", 0) > IMAGE_MAX_BYTES:
+            raise forms.ValidationError("The picture is larger than 5 MB; save a smaller one.")
+        return image
 
     def clean(self) -> dict[str, object]:
         data = super().clean()

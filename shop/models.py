@@ -39,7 +39,12 @@ class Product(models.Model):
         "price (minor units)", help_text="In cents (or the currency's smallest unit): 12900 = 129.00."
     )
     currency = models.CharField(max_length=3, default="EUR", help_text="ISO 4217 code, e.g. EUR.")
-    image_url = models.URLField(blank=True)
+    image = models.ImageField(
+        upload_to="products/",
+        blank=True,
+        help_text="A picture of the product (JPEG, PNG or WebP, up to 5 MB), shown on its drop page.",
+    )
+    image_url = models.URLField(blank=True, help_text="Or the address of a picture hosted elsewhere.")
 
     class Meta:
         ordering = ["name"]

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
+from django.views.static import serve
 
 from core.errors import NotFound
 from shop import selectors as catalogue
@@ -42,6 +44,11 @@ def terms(request: HttpRequest) -> HttpResponse:
 def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers ask for /favicon.ico whatever the page links; send them to the shop's icon."""
     return redirect(static("img/favicon.svg"), permanent=True)
+
+
+def media(request: HttpRequest, path: str) -> HttpResponse:
+    """An uploaded product picture from MEDIA_ROOT (Django's file view: it refuses paths outside)."""
+    return serve(request, path, document_root=settings.MEDIA_ROOT)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -65,7 +65,10 @@ def moment(when: datetime, style: str = "time") -> str:
 
 @register.simple_tag
 def product_image(product: Product) -> str:
-    """The product's picture: its image URL, else a drawing shipped for its SKU, else a neutral one."""
+    """The product's picture: the one uploaded, its image URL, else a drawing shipped for its SKU,
+    else a neutral one."""
+    if product.image:
+        return product.image.url
     if product.image_url:
         return product.image_url
     return static(_drawing_for(product.sku))

@@ -137,3 +137,44 @@ def test_the_drop_list_says_which_zone_its_times_are_in(roles: None) -> None:
 
     starts = timezone.localtime(Drop.objects.get().starts_at)
     assert f"{starts:%Y}, " in listing and " UTC</td>" in listing
+
+
+def test_a_merchant_uploads_a_product_picture_and_buyers_see_it(roles: None, tmp_path, settings) -> None:
+    import io
+
+    from PIL import Image
+
+    from tests.factories import make_drop
+
+    settings.MEDIA_ROOT = tmp_path
+    png = io.BytesIO()
+    Image.new("RGB", (64, 48), (20, 90, 200)).save(png, format="PNG")
+    client = merchant()
+    form = {
+        "sku": "CAP",
+        "name": "Cap",
+        "description": "A cap.",
+        "currency": "EUR",
+        "image_url": "",
+        "price": "19.00",
+    }
+
+    fake = io.BytesIO(b"not a picture at all")
+    fake.name = "cap.png"
+    refused = client.post("/admin/shop/product/add/", {**form, "image": fake})
+    png.name = "cap.png"
+    png.seek(0)
+    added = client.post("/admin/shop/product/add/", {**form, "image": png})
+    product = Product.objects.get(sku="CAP")
+    make_drop(slug="caps", product_sku="CAP", quantity=5)
+    page = Client().get("/drops/caps/").content.decode()
+    served = Client().get(product.image.url)
+    escaped = Client().get("/media/%2E%2E/%2E%2E/config/settings.py")
+
+    assert refused.status_code == 200 and "image" in refused.context["adminform"].form.errors
+    assert added.status_code == 302
+    assert product.image.name.startswith("products/cap") and (tmp_path / product.image.name).exists()
+    assert f'src="{product.image.url}"' in page
+    assert served.status_code == 200 and served["Content-Type"] == "image/png"
+    assert b"".join(served.streaming_content).startswith(b"\x89PNG")
+    assert escaped.status_code in (400, 404)  # nothing outside MEDIA_ROOT is served
