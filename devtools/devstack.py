@@ -271,9 +271,12 @@ def run_bench(args: list[str]) -> int:
 
 def run_proof(args: list[str]) -> int:
     """`prove NAME [args]`: a fault run that starts its own servers (devtools/NAME.py)."""
-    if args[:1] != ["failover"]:
-        sys.exit("usage: python3 floodgate.py prove failover [--buyers N] [--before S] [--after S]")
-    return subprocess.run([sys.executable, "-m", "devtools.failover", *args[1:]], cwd=ROOT).returncode
+    if args[:1] not in (["failover"], ["faults"]):
+        sys.exit(
+            "usage: python3 floodgate.py prove failover [--before S] [--after S]"
+            " | prove faults [--only NAME] [--rate N]"
+        )
+    return subprocess.run([sys.executable, "-m", f"devtools.{args[0]}", *args[1:]], cwd=ROOT).returncode
 
 
 def run_rehearsal(args: list[str]) -> int:
