@@ -221,16 +221,48 @@ COMPONENTS: Schema = {
                 "drawn": BOOLEAN,
                 "seed": STRING,
                 "drawn_at": DATE_TIME,
-                "entries": {"type": "array", "items": INTEGER},
+                "entries": {
+                    "type": "array",
+                    "items": INTEGER,
+                    "description": "The closed entry list, ascending",
+                },
+                "entries_sha256": {
+                    "type": "string",
+                    "description": "SHA-256 of the entries, ascending, joined by ','; fixed at the draw",
+                },
+                "beacon": {
+                    "type": "string",
+                    "description": "The public randomness beacon value mixed in ('' if none)",
+                },
+                "order": {
+                    "type": "array",
+                    "items": INTEGER,
+                    "description": "The entries by the ticket numbers they hold (the first has ticket 1)",
+                },
                 "rule": STRING,
             },
-            optional=("seed", "drawn_at", "entries", "rule"),
+            optional=("seed", "drawn_at", "entries", "entries_sha256", "beacon", "order", "rule"),
             # The seed and entries come with the draw, never before it.
             **{
                 "if": {"properties": {"drawn": {"const": True}}},
-                "then": {"required": ["seed", "drawn_at", "entries", "rule"]},
+                "then": {
+                    "required": ["seed", "drawn_at", "entries", "entries_sha256", "beacon", "order", "rule"]
+                },
                 "else": {
-                    "not": {"anyOf": [{"required": [k]} for k in ("seed", "drawn_at", "entries", "rule")]}
+                    "not": {
+                        "anyOf": [
+                            {"required": [k]}
+                            for k in (
+                                "seed",
+                                "drawn_at",
+                                "entries",
+                                "entries_sha256",
+                                "beacon",
+                                "order",
+                                "rule",
+                            )
+                        ]
+                    }
                 },
             },
         ),

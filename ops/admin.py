@@ -125,6 +125,7 @@ class DropForm(forms.ModelForm):
             "waiting_room",
             "admission_wave_seconds",
             "admission_percent",
+            "draw_beacon",
             "redis_gate",
         ]
 
@@ -224,6 +225,7 @@ class DropAdmin(admin.ModelAdmin):
                     "waiting_room",
                     "admission_wave_seconds",
                     "admission_percent",
+                    "draw_beacon",
                     "redis_gate",
                 ]
             },
