@@ -95,6 +95,9 @@ class Place:
             "admission_token": self.token,
             "eta_seconds": self.eta_seconds,
             "drawn": self.queue.drawn_at is not None,
+            "unlikely": state.unlikely(
+                self.position, remaining=self.snapshot.available, held=self.snapshot.held
+            ),
         }
 
 

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from admission import api, limits, services
+from admission import api, limits, services, state
 from core.errors import Busy, FloodgateError, NotFound, RateLimited
 from shop import selectors as catalogue
 from shop.models import Drop, DropState
@@ -34,6 +34,7 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
         context = {
             "drop": drop,
             "closed": drop.state == DropState.ENDED,
+            "sold_out": state.current(drop).queue_state == "sold_out",
             "seed_sha256": services.queue_for(drop).seed_sha256,  # committed before this buyer joins
         }
         return render(request, "admission/join.html", context)

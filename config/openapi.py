@@ -199,6 +199,10 @@ COMPONENTS: Schema = {
                 },
                 "eta_seconds": {"type": ["integer", "null"], "minimum": 0},
                 "drawn": BOOLEAN,
+                "unlikely": {
+                    "type": "boolean",
+                    "description": "As many ahead as units left and held, or more: unlikely to get one",
+                },
                 "admitted_through": COUNT,
                 "state": {"enum": QUEUE_STATES},
                 "remaining": COUNT,
