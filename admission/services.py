@@ -25,7 +25,7 @@ from admission import sql, state, tokens
 from admission.draw import RULE, draw_order, entries_digest, seed_digest
 from admission.models import Queue, Ticket, Wave
 from core import locks
-from core.errors import Busy, Ended, FloodgateError
+from core.errors import Busy, Ended, FloodgateError, SoldOut
 from inventory import gate
 from shop import selectors as catalogue
 from shop.models import Drop, DropState
@@ -130,9 +130,19 @@ def join(*, drop: Drop, buyer_id: int) -> Place:
         return place_of(drop=drop, ticket=ticket)
     if drop.state == DropState.ENDED:
         raise Ended("This drop has ended; its waiting room is closed.")
+    if drop.state == DropState.LIVE and _line_closed(drop):
+        raise SoldOut("Sold out: the line is closed. Every unit is sold and none is held.")
     queue = queue_for(drop)
     # The queue row read before the insert: its mark can only be behind, never admit early.
     return place_of(drop=drop, ticket=_new_ticket(drop, buyer_id, queue), queue=queue)
+
+
+def _line_closed(drop: Drop) -> bool:
+    """Sold out with none held, as the published snapshot says (one Redis read, no query): nothing can
+    come back, so no new place is given. No snapshot, or Redis away: not known to be closed."""
+    snap = state.cached(drop.slug)
+    queue = snap.get("queue") if snap else None
+    return isinstance(queue, dict) and snap.get("drop_id") == drop.pk and queue.get("state") == "sold_out"
 
 
 def _new_ticket(drop: Drop, buyer_id: int, queue: Queue) -> Ticket:

@@ -283,7 +283,9 @@ COMPONENTS: Schema = {
 
 QUEUE_ERRORS: Schema = {
     "404": _error("No such drop (or, for GET, not in its queue: not_in_queue)"),
-    "409": _error("no_waiting_room"),
+    "409": _error(
+        "no_waiting_room; sold_out (POST, a new buyer: sold out with none held, the line is closed)"
+    ),
     "410": _error("ended: the queue is closed"),
 }
 

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from admission import state
+from admission.models import Ticket
 from holds.services import confirm, reserve
 from shop.models import Drop
 from tests.admission import test_edge as harness
@@ -79,7 +80,8 @@ def test_the_line_closes_once_everything_is_sold_and_none_is_held(work: harness.
     assert confirm(hold_id=first)
     state.refresh([drop.pk])
     EDGE.forget()
-    # control: one unit still held may come back, so the line stays open
+    # control: one unit still held may come back, so the line stays open, also to a newcomer
+    assert join("room", bearer("early-newcomer"))["ticket"] == 5
     waiting = poll("room", auths[2], joined[2]["queue_ticket"]).json()
     assert waiting["state"] == "all_held"
     assert 'data-when="sold_out" hidden>' in page_of("s2") and CLOSED not in page_of("newcomer")
@@ -100,6 +102,13 @@ def test_the_line_closes_once_everything_is_sold_and_none_is_held(work: harness.
     # and a newcomer is not offered a place in a closed line
     joining = page_of("newcomer")
     assert CLOSED in joining and "Join the waiting room" not in joining
+    late = bearer("late")
+    refused = harness.run(lambda: harness.call("POST", "/api/drops/room/queue", headers=late))
+    assert (refused.status, refused.json()["error"]) == (409, "sold_out")
+    assert "the line is closed" in refused.json()["detail"]
+    assert not Ticket.objects.filter(drop=drop, buyer__username="late").exists()
+    # while one already in line keeps their ticket
+    assert join("room", auths[3])["ticket"] == joined[3]["ticket"]
 
 
 def test_a_buyer_who_leaves_and_comes_back_keeps_their_place(work: harness.DjangoWork) -> None:
