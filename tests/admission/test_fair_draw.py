@@ -24,9 +24,12 @@ pytestmark = pytest.mark.django_db
 
 def drawn_drop(make_buyers, *, slug: str, n: int = 40, beacon: str = "") -> Drop:
     drop = make_drop(
-        slug=slug, quantity=5, waiting_room=True, starts_at=timezone.now() + timedelta(minutes=5)
+        slug=slug,
+        quantity=5,
+        waiting_room=True,
+        draw_beacon=beacon,  # as the merchant names it in the admin (create_drop)
+        starts_at=timezone.now() + timedelta(minutes=5),
     )
-    Drop.objects.filter(pk=drop.pk).update(draw_beacon=beacon)
     for buyer in make_buyers(n, prefix=f"{slug}-"):
         services.join(drop=drop, buyer_id=buyer)
     with TestCase.captureOnCommitCallbacks(execute=True):  # the draw's map is published on commit
