@@ -218,6 +218,7 @@ def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> dict[str, A
         "admission_token": token,
         "eta_seconds": eta,
         "drawn": drawn,
+        "unlikely": state.unlikely(position, remaining=int(queue["remaining"]), held=int(queue["held"])),
         "queue_ticket": sent,
     }
 

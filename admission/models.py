@@ -17,6 +17,9 @@ class Queue(models.Model):
     seed_sha256 = models.CharField(max_length=64)
     drawn_at = models.DateTimeField(null=True, blank=True)
     drawn_entries = models.PositiveIntegerField(default=0, help_text="Early joiners put in random order.")
+    # Fixed by the draw (admission/draw.py): the closed entry list's hash, and the beacon value mixed in.
+    entries_sha256 = models.CharField(max_length=64, blank=True, default="")
+    beacon = models.CharField(max_length=200, blank=True, default="")
     admitted_through = models.PositiveIntegerField(default=0, help_text="Tickets up to this are admitted.")
     last_wave_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())

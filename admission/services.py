@@ -6,7 +6,6 @@ after the draw (an INCR rather than a hot counter row) and carries the snapshots
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import secrets
@@ -23,9 +22,10 @@ from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from admission import sql, state, tokens
+from admission.draw import RULE, draw_order, entries_digest, seed_digest
 from admission.models import Queue, Ticket, Wave
 from core import locks
-from core.errors import Busy, Ended, FloodgateError
+from core.errors import Busy, Ended, FloodgateError, SoldOut
 from inventory import gate
 from shop import selectors as catalogue
 from shop.models import Drop, DropState
@@ -95,28 +95,30 @@ class Place:
             "admission_token": self.token,
             "eta_seconds": self.eta_seconds,
             "drawn": self.queue.drawn_at is not None,
+            "unlikely": state.unlikely(
+                self.position, remaining=self.snapshot.available, held=self.snapshot.held
+            ),
         }
 
 
-def seed_digest(seed: str) -> str:
-    return hashlib.sha256(seed.encode()).hexdigest()
-
-
-def draw_order(seed: str, entries: list[int]) -> list[int]:
-    """Early joiners' entry numbers in their drawn order: by SHA-256 of "<seed>:<entry>".
-
-    Public and deterministic: with the seed (revealed after the draw, its hash shown before)
-    and the entry list from GET /api/drops/<slug>/queue/draw, anyone can recompute it.
-    """
-    return sorted(entries, key=lambda entry: hashlib.sha256(f"{seed}:{entry}".encode()).digest())
+def _new_queue(drop_id: int) -> Queue:
+    """A queue with its seed chosen now, once: it never changes, and its hash is public from here on."""
+    seed = secrets.token_hex(32)
+    return Queue(drop_id=drop_id, seed=seed, seed_sha256=seed_digest(seed))
 
 
 def queue_for(drop: Drop) -> Queue:
-    seed = secrets.token_hex(32)
-    queue, _ = Queue.objects.get_or_create(
-        drop=drop, defaults={"seed": seed, "seed_sha256": seed_digest(seed)}
-    )
+    queue, _ = Queue.objects.get_or_create(drop=drop, defaults=_fields(_new_queue(drop.pk)))
     return queue
+
+
+def _fields(queue: Queue) -> dict[str, object]:
+    return {"seed": queue.seed, "seed_sha256": queue.seed_sha256}
+
+
+def open_queues(drops: list[Drop]) -> None:
+    """Create the waiting rooms' queues (their seeds committed) ahead of any join: one statement."""
+    Queue.objects.bulk_create([_new_queue(d.pk) for d in drops if d.waiting_room], ignore_conflicts=True)
 
 
 def join(*, drop: Drop, buyer_id: int) -> Place:
@@ -128,9 +130,19 @@ def join(*, drop: Drop, buyer_id: int) -> Place:
         return place_of(drop=drop, ticket=ticket)
     if drop.state == DropState.ENDED:
         raise Ended("This drop has ended; its waiting room is closed.")
+    if drop.state == DropState.LIVE and _line_closed(drop):
+        raise SoldOut("Sold out: the line is closed. Every unit is sold and none is held.")
     queue = queue_for(drop)
     # The queue row read before the insert: its mark can only be behind, never admit early.
     return place_of(drop=drop, ticket=_new_ticket(drop, buyer_id, queue), queue=queue)
+
+
+def _line_closed(drop: Drop) -> bool:
+    """Sold out with none held, as the published snapshot says (one Redis read, no query): nothing can
+    come back, so no new place is given. No snapshot, or Redis away: not known to be closed."""
+    snap = state.cached(drop.slug)
+    queue = snap.get("queue") if snap else None
+    return isinstance(queue, dict) and snap.get("drop_id") == drop.pk and queue.get("state") == "sold_out"
 
 
 def _new_ticket(drop: Drop, buyer_id: int, queue: Queue) -> Ticket:
@@ -173,6 +185,10 @@ def _next_number(drop: Drop) -> int:
         raise Busy("The waiting room is catching its breath; please wait a moment and try again.") from None
 
 
+def own_ticket(*, drop: Drop, buyer_id: int) -> Ticket | None:
+    return Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
+
+
 def place(*, drop: Drop, buyer_id: int) -> Place:
     ticket = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
     if ticket is None:
@@ -206,18 +222,23 @@ def queue_ticket(place: Place, *, bound_to: str | None) -> str | None:
 
 
 def draw_entries(*, drop: Drop) -> dict[str, object]:
-    """What anyone needs to check the draw: the seed's hash, and after the draw the seed and entries."""
+    """What anyone needs to check the draw (admission/draw.py): the seed's hash from the queue's
+    creation; after the draw the seed, the closed entry list and its hash, the beacon, the order."""
     if not drop.waiting_room:
         raise NoWaitingRoom("This drop has no waiting room.")
     queue = queue_for(drop)
     body: dict[str, object] = {"seed_sha256": queue.seed_sha256, "drawn": queue.drawn_at is not None}
     if queue.drawn_at is not None:
-        entries = Ticket.objects.filter(drop=drop, number__isnull=False, number__lte=queue.drawn_entries)
+        drawn = Ticket.objects.filter(drop=drop, number__isnull=False, number__lte=queue.drawn_entries)
+        order = list(drawn.order_by("number").values_list("id", flat=True))
         body |= {
             "seed": queue.seed,
             "drawn_at": queue.drawn_at.isoformat(),
-            "entries": sorted(entries.values_list("id", flat=True)),
-            "rule": "sort the entries by sha256(f'{seed}:{entry}'); the first gets ticket 1",
+            "entries": sorted(order),
+            "entries_sha256": queue.entries_sha256,
+            "beacon": queue.beacon,
+            "order": order,
+            "rule": RULE,
         }
     return body
 
@@ -229,7 +250,10 @@ def _draw(queue: Queue, now: datetime) -> int:
         .order_by("id")
         .values_list("id", flat=True)
     )
-    order = draw_order(queue.seed, entries)
+    # The entry list closes here (joins wait on the queue row): its hash and the beacon are fixed with it.
+    queue.entries_sha256 = entries_digest(entries)
+    queue.beacon = Drop.objects.filter(pk=queue.drop_id).values_list("draw_beacon", flat=True).get()
+    order = draw_order(queue.seed, entries, beacon=queue.beacon)
     with connection.cursor() as cursor:
         cursor.execute(
             sql.NUMBER_DRAWN,
@@ -290,7 +314,16 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
         size = max(0, min(room, last - queue.admitted_through))
         queue.admitted_through += size
         queue.last_wave_at = now
-        queue.save(update_fields=["admitted_through", "last_wave_at", "drawn_at", "drawn_entries"])
+        queue.save(
+            update_fields=[
+                "admitted_through",
+                "last_wave_at",
+                "drawn_at",
+                "drawn_entries",
+                "entries_sha256",
+                "beacon",
+            ]
+        )
         wave = Wave(
             drop=drop, admitted_through=queue.admitted_through, admitted=size, available=available, held=held
         )
@@ -343,6 +376,7 @@ def tick(*, now: datetime | None = None) -> dict[str, int]:
                 waves += run_wave(drop, now=now) is not None
             except Exception:  # one drop's trouble must not stop the others' waves
                 log.exception("admission: wave of drop %s failed", drop.pk)
+    open_queues(drops)  # each seed's hash published before anyone can join
     gate.reconcile(drops)  # the Redis gates' counts back to the database's, every second
     changed = 0
     try:

@@ -43,6 +43,15 @@ DRAWN = "fg:queue:{drop}:drawn"
 DRAWN_TTL = 7 * 24 * 3600  # a flushed or expired map only sends those polls to Django
 
 
+def unlikely(position: int | None, *, remaining: int, held: int) -> bool:
+    """Whether a ticket waits behind at least as many buyers as units that could still reach the line
+    (the claimable ones and the held ones that may come back): the page then says so, early.
+    Place.as_json and the edge's place() both ask this; the page's script computes the same."""
+    if not position:
+        return False  # admitted, or no place before the draw
+    return position - 1 >= remaining + held
+
+
 def group(drop_id: int) -> str:
     """The Channels group of a drop's waiting clients."""
     return f"queue.{drop_id}"

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from admission import api, limits, services
+from admission import api, limits, services, state
 from core.errors import Busy, FloodgateError, NotFound, RateLimited
 from shop import selectors as catalogue
 from shop.models import Drop, DropState
@@ -31,7 +31,13 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         place = services.place(drop=drop, buyer_id=request.user.pk)
     except services.NotInQueue:
-        return render(request, "admission/join.html", {"drop": drop, "closed": drop.state == DropState.ENDED})
+        context = {
+            "drop": drop,
+            "closed": drop.state == DropState.ENDED,
+            "sold_out": state.current(drop).queue_state == "sold_out",
+            "seed_sha256": services.queue_for(drop).seed_sha256,  # committed before this buyer joins
+        }
+        return render(request, "admission/join.html", context)
     context = {
         "drop": drop,
         "place": place,
@@ -63,3 +69,21 @@ def join(request: HttpRequest, drop: Drop) -> HttpResponse:
         messages.error(request, error.detail)
         return redirect(drop)
     return redirect("drop-queue", slug=drop.slug)
+
+
+@require_http_methods(["GET", "HEAD"])
+def verify(request: HttpRequest, slug: str) -> HttpResponse:
+    """The page that checks the draw in the buyer's browser (static/js/verify.js) from the public JSON."""
+    try:
+        drop = catalogue.drop_for_claim(slug=slug)
+    except NotFound as error:
+        raise Http404(error.detail) from None
+    if not drop.waiting_room:
+        raise Http404("This drop has no waiting room.")
+    mine = services.own_ticket(drop=drop, buyer_id=request.user.pk) if request.user.is_authenticated else None
+    context = {
+        "drop": drop,
+        "entry": mine.pk if mine else None,
+        "number": mine.number if mine else None,
+    }
+    return render(request, "admission/verify.html", context)

@@ -17,14 +17,18 @@ from django.core.mail import EmailMessage
 from django.db import transaction
 from django.db.models.functions import Now
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from checkout.models import Order, OutboxMessage
 from core import formatting
+from inventory.selectors import claimable_by_drop
+from shop.models import DropState
 
 log = logging.getLogger(__name__)
 
 EMAIL_TOPIC = "order_confirmed.email"
 MERCHANT_TOPIC = "order_confirmed.merchant_webhook"
+LATE_VOIDED_TOPIC = "late_payment_voided.email"
 MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
 
 
@@ -49,6 +53,34 @@ def announce(order: Order) -> None:
         ignore_conflicts=True,
     )
     transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
+
+
+def announce_late_void(order: Order) -> None:
+    """In the transaction that voids a payment that came after its hold ended: the buyer is told
+    once (one key per order) that it was cancelled, that they are not charged, and where to try again."""
+    payload = {"order": order.pk, "drop": order.drop_id, "buyer": order.buyer_id}
+    OutboxMessage.objects.bulk_create(
+        [OutboxMessage(topic=LATE_VOIDED_TOPIC, key=f"order-{order.pk}-late-voided", payload=payload)],
+        ignore_conflicts=True,
+    )
+    transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
+
+
+def late_void_text(order: Order) -> str:
+    """The e-mail's body; the link to reserve again only while the drop is on sale with units left."""
+    drop = order.drop
+    left = claimable_by_drop([drop.pk]).get(drop.pk, 0)
+    on_sale = drop.state_at(timezone.now()) == DropState.LIVE and left > 0
+    return render_to_string(
+        "checkout/late_payment_email.txt",
+        {
+            "order": order,
+            "units": formatting.units(order.quantity),
+            "total": formatting.money(order.amount_minor, order.currency),
+            "left": formatting.units(left),
+            "url": settings.PUBLIC_BASE_URL.rstrip("/") + drop.get_absolute_url() if on_sale else "",
+        },
+    )
 
 
 def relay_outbox(*, limit: int = 200) -> int:
@@ -109,6 +141,16 @@ def _deliver(message: OutboxMessage) -> None:
         EmailMessage(
             subject=f"Your order {order.pk} is confirmed: {order.drop.display_title}",
             body=confirmation_text(order),
+            to=[order.buyer.email],
+            headers={"Message-ID": f"<{message.key}@floodgate>"},
+        ).send()
+    elif message.topic == LATE_VOIDED_TOPIC:
+        order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
+        if not order.buyer.email:
+            return
+        EmailMessage(
+            subject=f"Your payment for order {order.pk} was cancelled: you are not charged",
+            body=late_void_text(order),
             to=[order.buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},
         ).send()

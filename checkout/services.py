@@ -255,6 +255,7 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
         "Your hold ended before the payment arrived, so the units were not yours any more. "
         "The payment was cancelled: you are not charged.",
     )
+    outbox.announce_late_void(order)
     return "too_late_voiding"
 
 

@@ -199,6 +199,10 @@ COMPONENTS: Schema = {
                 },
                 "eta_seconds": {"type": ["integer", "null"], "minimum": 0},
                 "drawn": BOOLEAN,
+                "unlikely": {
+                    "type": "boolean",
+                    "description": "As many ahead as units left and held, or more: unlikely to get one",
+                },
                 "admitted_through": COUNT,
                 "state": {"enum": QUEUE_STATES},
                 "remaining": COUNT,
@@ -221,16 +225,48 @@ COMPONENTS: Schema = {
                 "drawn": BOOLEAN,
                 "seed": STRING,
                 "drawn_at": DATE_TIME,
-                "entries": {"type": "array", "items": INTEGER},
+                "entries": {
+                    "type": "array",
+                    "items": INTEGER,
+                    "description": "The closed entry list, ascending",
+                },
+                "entries_sha256": {
+                    "type": "string",
+                    "description": "SHA-256 of the entries, ascending, joined by ','; fixed at the draw",
+                },
+                "beacon": {
+                    "type": "string",
+                    "description": "The public randomness beacon value mixed in ('' if none)",
+                },
+                "order": {
+                    "type": "array",
+                    "items": INTEGER,
+                    "description": "The entries by the ticket numbers they hold (the first has ticket 1)",
+                },
                 "rule": STRING,
             },
-            optional=("seed", "drawn_at", "entries", "rule"),
+            optional=("seed", "drawn_at", "entries", "entries_sha256", "beacon", "order", "rule"),
             # The seed and entries come with the draw, never before it.
             **{
                 "if": {"properties": {"drawn": {"const": True}}},
-                "then": {"required": ["seed", "drawn_at", "entries", "rule"]},
+                "then": {
+                    "required": ["seed", "drawn_at", "entries", "entries_sha256", "beacon", "order", "rule"]
+                },
                 "else": {
-                    "not": {"anyOf": [{"required": [k]} for k in ("seed", "drawn_at", "entries", "rule")]}
+                    "not": {
+                        "anyOf": [
+                            {"required": [k]}
+                            for k in (
+                                "seed",
+                                "drawn_at",
+                                "entries",
+                                "entries_sha256",
+                                "beacon",
+                                "order",
+                                "rule",
+                            )
+                        ]
+                    }
                 },
             },
         ),
@@ -247,7 +283,9 @@ COMPONENTS: Schema = {
 
 QUEUE_ERRORS: Schema = {
     "404": _error("No such drop (or, for GET, not in its queue: not_in_queue)"),
-    "409": _error("no_waiting_room"),
+    "409": _error(
+        "no_waiting_room; sold_out (POST, a new buyer: sold out with none held, the line is closed)"
+    ),
     "410": _error("ended: the queue is closed"),
 }
 

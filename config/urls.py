@@ -52,6 +52,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("drops/<slug:slug>/", views.drop, name="drop"),
     path("drops/<slug:slug>/queue/", admission_views.queue, name="drop-queue"),
+    path("drops/<slug:slug>/queue/verify", admission_views.verify, name="drop-queue-verify"),
     path("drops/<slug:slug>/buy", holds_views.buy, name="buy"),
     path("holds/<int:hold_id>/", holds_views.hold, name="hold"),
     path("holds/<int:hold_id>/release", holds_views.release, name="release"),

@@ -135,6 +135,7 @@ class DropForm(forms.ModelForm):
             "waiting_room",
             "admission_wave_seconds",
             "admission_percent",
+            "draw_beacon",
             "redis_gate",
         ]
 
@@ -248,6 +249,7 @@ class DropAdmin(admin.ModelAdmin):
                     "waiting_room",
                     "admission_wave_seconds",
                     "admission_percent",
+                    "draw_beacon",
                     "redis_gate",
                 ]
             },

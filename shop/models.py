@@ -112,6 +112,14 @@ class Drop(models.Model):
         help_text="Each wave admits this percentage of the units still available "
         "(150 = 1.5 buyers per unit).",
     )
+    draw_beacon = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="Optional: a public randomness beacon value (e.g. a drand round's randomness, "
+        "fetched by you: this server does not fetch it), mixed into the waiting room's draw. "
+        "Name a round published after the queue opened and before the start; it is published with the draw.",
+    )
     redis_gate = models.BooleanField(
         default=False,
         help_text="Turn buyers away in Redis once its count of units reaches zero, before the database. "

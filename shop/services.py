@@ -50,6 +50,7 @@ def create_drop(
     waiting_room: bool = False,
     admission_wave_seconds: int = 5,
     admission_percent: int = 150,
+    draw_beacon: str = "",
     redis_gate: bool = False,
     unit_labels: list[str] | None = None,
 ) -> Drop:
@@ -78,6 +79,7 @@ def create_drop(
         waiting_room=waiting_room,
         admission_wave_seconds=admission_wave_seconds,
         admission_percent=admission_percent,
+        draw_beacon=draw_beacon,
         redis_gate=redis_gate,
     )
     try:
@@ -162,7 +164,8 @@ def revoke_api_token(*, user_id: int) -> bool:
 
 def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7), slug_word: str = "next") -> Drop:
     """A copy of a drop for the next sale (or a rehearsal): same product and rules, fresh stock,
-    a new slug `<slug>-<slug_word>-<n>`."""
+    a new slug `<slug>-<slug_word>-<n>`. Not the draw's beacon value: a beacon round belongs to
+    one sale's draw."""
     starts_at = timezone.now() + starts_in
     labels = stock.unit_labels(drop_id=drop.pk) or None
     base = drop.slug[:60]

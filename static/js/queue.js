@@ -23,7 +23,8 @@
   function eta(position, pace, state) {
     if (position === 0) return "any moment";
     if (state === "paused") return "on hold while the sale is paused";
-    if (state === "all_held" || state === "sold_out") return "on hold until units come back";
+    if (state === "all_held") return "on hold until units come back";
+    if (state === "sold_out") return "the line is closed: sold out";
     if (state !== "admitting") return "—";
     if (!(pace > 0)) return "working it out…";
     var minutes = position / pace;
@@ -68,6 +69,14 @@
     $("position-line").hidden = false;
     $("position").textContent = number(position);
     var ahead = Math.max(0, position - 1);
+    // As state.unlikely: at least as many buyers ahead as units that could still reach the line.
+    var left = msg.remaining + (msg.held || 0);
+    var unlikely = position > 0 && ahead >= left;
+    $("unlikely").hidden = !unlikely;
+    if (unlikely) {
+      $("unlikely").textContent = number(ahead) + " ahead of you, " + plural(left, "unit", "units") +
+        " left: you are unlikely to get one. You keep your place in case buyers ahead do not buy.";
+    }
     $("ahead").textContent = position === 0 ? "" : " · " + (ahead === 0 ? "you are next" : plural(ahead, "person", "people") + " ahead of you");
     var progress = $("progress");
     progress.hidden = false;
@@ -75,6 +84,11 @@
     progress.value = Math.min(mark, ticket);
     $("eta").textContent = eta(position, msg.pace_per_minute, state);
 
+    if (state === "sold_out" && position > 0) {
+      $("waiting").hidden = true;  // nothing can come back: the line is closed, stop saying "wait"
+    } else if (!token) {
+      $("waiting").hidden = false;
+    }
     if (state === "closed") {
       $("buy-step").hidden = true;
       stopTokenRefresh();

@@ -96,10 +96,13 @@ def test_early_joiners_are_shuffled_by_a_seed_anyone_can_check(make_buyers) -> N
     )
 
     assert hashlib.sha256(after["seed"].encode()).hexdigest() == shown_before["seed_sha256"]
+    listed = hashlib.sha256(",".join(str(e) for e in sorted(after["entries"])).encode()).hexdigest()
+    assert listed == after["entries_sha256"]
     recomputed = sorted(
-        after["entries"], key=lambda e: hashlib.sha256(f"{after['seed']}:{e}".encode()).digest()
+        after["entries"],
+        key=lambda e: hashlib.sha256(f"{after['seed']}:{listed}:{after['beacon']}:{e}".encode()).digest(),
     )
-    assert recomputed == entries_in_ticket_order
+    assert recomputed == entries_in_ticket_order == after["order"]
     assert sorted(Ticket.objects.filter(drop=drop).values_list("number", flat=True)) == list(range(1, 301))
     assert order != buyers  # not the join order
     # A later joiner comes after everyone drawn.

@@ -1,0 +1,58 @@
+"""manage.py verify_draw SLUG [--json FILE|URL]: redo a waiting room's draw from its published JSON.
+
+Exit 0: verified; 1: a mismatch (each printed); 2: nothing to check yet.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from admission import draw, services
+from core.errors import FloodgateError
+from shop import selectors as catalogue
+
+
+class Command(BaseCommand):
+    help = "Recompute a drop's waiting-room draw from the published JSON; exit 1 on a mismatch."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument(
+            "--json",
+            dest="source",
+            help="The published draw as a file or an http(s) URL (default: read it as the API does)",
+        )
+
+    def handle(self, *args: object, **opts: object) -> None:
+        body = self.published(str(opts["slug"]), opts.get("source"))
+        if body.get("drawn") is not True:
+            self.stdout.write(f"not drawn yet; seed_sha256 {body.get('seed_sha256')}")
+            raise SystemExit(2)
+        problems = draw.check(body)
+        for problem in problems:
+            self.stderr.write(f"MISMATCH: {problem}")
+        if problems:
+            raise SystemExit(1)
+        entries = body.get("entries")
+        count = len(entries) if isinstance(entries, list) else 0
+        self.stdout.write(f"verified: {count} entries, entries_sha256 {body.get('entries_sha256')}")
+
+    def published(self, slug: str, source: object) -> dict[str, object]:
+        try:
+            if isinstance(source, str) and source.startswith(("http://", "https://")):
+                answer = httpx.get(source, timeout=10)
+                answer.raise_for_status()
+                body = answer.json()
+            elif isinstance(source, str):
+                body = json.loads(Path(source).read_text())
+            else:
+                body = services.draw_entries(drop=catalogue.drop_for_claim(slug=slug))
+        except (OSError, ValueError, httpx.HTTPError, FloodgateError) as error:
+            raise CommandError(f"cannot read the published draw of {slug}: {error}") from None
+        if not isinstance(body, dict):
+            raise CommandError("the published draw is not a JSON object")
+        return body

@@ -1,0 +1,50 @@
+"""The waiting-room page tells a buyer the truth as the socket brings it: "unlikely" once as many
+wait ahead as units could reach them, and "sold out, the line is closed" once none is left or held."""
+
+from __future__ import annotations
+
+import pytest
+
+from admission import services, state
+from holds import services as holds
+from shop.models import Drop
+from tests.browser.test_waiting_room import join_from_the_link, off_the_loop
+from tests.factories import make_buyer, make_drop
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def sell_one(drop: Drop, name: str) -> None:
+    hold = holds.reserve(drop=drop, buyer_id=make_buyer(name).pk, quantity=1, idempotency_key=name).hold
+    assert holds.confirm(hold_id=hold.pk)
+    off_the_loop(lambda: state.refresh([drop.pk]))  # what the tick publishes: the socket pushes it
+
+
+def test_the_page_says_unlikely_then_closes_the_line_when_sold_out(live_daphne: str, page: object) -> None:
+    drop = make_drop(slug="truth", quantity=3, per_buyer_limit=1, waiting_room=True, admission_percent=100)
+    off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))  # the start: an empty draw
+    services.join(drop=drop, buyer_id=make_buyer("first-in-line").pk)
+    make_buyer("cara")
+    page.set_default_timeout(15_000)
+    join_from_the_link(page, live_daphne, "cara", slug="truth")
+    page.wait_for_selector("#connection:text('Updating live')")
+
+    # 1 ahead, 3 units: likely enough, nothing said
+    assert page.locator("#ticket").inner_text() == "#2"
+    assert page.locator("#unlikely").is_hidden()
+    assert page.locator("#queue-state [data-when=admitting]").is_visible()
+
+    # two units sold elsewhere: 1 ahead, 1 unit left
+    sell_one(drop, "x1")
+    sell_one(drop, "x2")
+    page.wait_for_selector("#unlikely:not([hidden])")
+    assert "1 ahead of you, 1 unit left: you are unlikely to get one" in page.inner_text("#unlikely")
+    assert page.locator("#waiting").is_visible()
+    assert page.locator("#queue-state [data-when=sold_out]").is_hidden()
+
+    # the last unit sold, none held: the line is closed, no more "wait"
+    sell_one(drop, "x3")
+    page.wait_for_selector("#queue-state [data-when=sold_out]:not([hidden])")
+    assert "Sold out: the line is closed." in page.inner_text("#queue-state")
+    assert page.locator("#waiting").is_hidden()
+    assert page.evaluate("window.stayedOnThePage")
