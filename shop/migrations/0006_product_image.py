@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('shop', '0004_admission_settings'),
+        ('shop', '0005_drop_draw_beacon'),
     ]
 
     operations = [
