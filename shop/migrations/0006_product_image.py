@@ -4,20 +4,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('shop', '0005_drop_draw_beacon'),
+        ("shop", "0005_drop_draw_beacon"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='product',
-            name='image',
-            field=models.ImageField(blank=True, help_text='A picture of the product (JPEG, PNG or WebP, up to 5 MB), shown on its drop page.', upload_to='products/'),
+            model_name="product",
+            name="image",
+            field=models.ImageField(
+                blank=True,
+                help_text="A picture of the product (JPEG, PNG or WebP, up to 5 MB), shown on its drop page.",
+                upload_to="products/",
+            ),
         ),
         migrations.AlterField(
-            model_name='product',
-            name='image_url',
-            field=models.URLField(blank=True, help_text='Or the address of a picture hosted elsewhere.'),
+            model_name="product",
+            name="image_url",
+            field=models.URLField(blank=True, help_text="Or the address of a picture hosted elsewhere."),
         ),
     ]
