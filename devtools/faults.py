@@ -49,13 +49,28 @@ from devtools.failover import (
 )
 
 SLUG = "fault-run"
-FAULTS = [
+CLAIM_FAULTS = [
     "postgres-fast-restart",
     "postgres-immediate-restart",
     "backend-killed",
     "web-killed",
     "redis-paused",
 ]
+# Faults of the paying half: the crowd also pays at the simulated provider, the worker and beat run.
+PAYMENT_FAULTS = [
+    "provider-slow",
+    "provider-failing",
+    "provider-late-thrice",
+    "worker-killed",
+    "beat-stopped",
+]
+FAULTS = CLAIM_FAULTS + PAYMENT_FAULTS
+# The provider's behaviour per fault (devtools/provider_sim.py); the others pay at a healthy one.
+PROVIDER = {
+    "provider-slow": {"PROVIDER_LATENCY_MS": "5000"},
+    "provider-failing": {"PROVIDER_FAILURE_RATE": "0.5"},
+    "provider-late-thrice": {"PROVIDER_DUPLICATES": "3", "PROVIDER_LATE_SECONDS": "3"},
+}
 
 
 class Reserving(Crowd):
@@ -69,6 +84,56 @@ class Reserving(Crowd):
             "Content-Type": "application/json",
         }
         await self.ask(session, f"/api/drops/{SLUG}/holds", headers, index, key)
+
+
+class Paying(Reserving):
+    """Every buyer who gets a hold pays for it at the provider (the order told is recorded)."""
+
+    async def buyer(self, session, index: int) -> None:  # type: ignore[no-untyped-def]
+        key = uuid.uuid4().hex
+        headers = {
+            "Authorization": f"Bearer {self.tokens[index]}",
+            "Idempotency-Key": key,
+            "Content-Type": "application/json",
+        }
+        hold = await self.ask(session, f"/api/drops/{SLUG}/holds", headers, index, key)
+        if hold is None:
+            return
+        for _ in range(20):  # 503 (the worker or database busy) retried after Retry-After
+            started = time.monotonic() - self.t0
+            try:
+                async with session.post(
+                    f"{self.base}/api/holds/{hold}/payment", data=b"{}", headers=headers
+                ) as got:
+                    body = await got.json(content_type=None)
+                    status, retry = got.status, float(got.headers.get("Retry-After") or 0.5)
+            except Exception as error:
+                self.said.append(Said(started, time.monotonic() - self.t0, 0, key=key, error=repr(error)))
+                await asyncio.sleep(0.5)
+                continue
+            order = (body.get("order") or {}).get("id") if status == 202 else None
+            self.said.append(
+                Said(
+                    started,
+                    time.monotonic() - self.t0,
+                    status,
+                    hold,
+                    order,
+                    key,
+                    self.buyer_ids[index],
+                    str(body.get("error", "")),
+                )
+            )
+            if status in {429, 503}:
+                await asyncio.sleep(min(retry, 1.0))
+                continue
+            if status == 202:
+                with contextlib.suppress(Exception):
+                    async with session.post(
+                        body["redirect_url"], data={"action": "pay"}, allow_redirects=False
+                    ):
+                        pass
+            return
 
 
 def one_cluster(folder: Path) -> Cluster:
@@ -90,6 +155,37 @@ def one_cluster(folder: Path) -> Cluster:
     cluster.start()
     cluster.query("CREATE DATABASE floodgate", database="postgres")
     return cluster
+
+
+def spawn(name: str, command: list[str], env: dict[str, str], folder: Path) -> subprocess.Popen:
+    with open(folder / f"{name}.log", "ab") as out:
+        return subprocess.Popen(
+            command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def settle(cluster: Cluster, timeout: float = 90) -> None:
+    """Wait until every order is decided and every confirmed one captured (the worker's work)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        open_orders = cluster.query(
+            "SELECT (SELECT count(*) FROM checkout_order WHERE state = 'pending'),"
+            " (SELECT count(*) FROM checkout_payment WHERE state IN ('capture_pending', 'void_pending'))"
+        )[0]
+        if open_orders == (0, 0):
+            return
+        time.sleep(1)
+    say(f"not settled within {timeout:.0f} s: {open_orders}")
 
 
 @dataclass
@@ -154,7 +250,33 @@ def run_one(fault: str, args: argparse.Namespace) -> Result:
         tokens = [json.loads(line)["token"] for line in lines]
         names = [json.loads(line)["username"] for line in lines]
         ids = dict(cluster.query("SELECT username, id FROM auth_user WHERE username LIKE 'ft%%'"))
+        if fault in PAYMENT_FAULTS:
+            provider_port = free_port()
+            provider = spawn(
+                "provider",
+                [
+                    str(BIN / "daphne"),
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(provider_port),
+                    "devtools.provider_sim:app",
+                ],
+                {
+                    **env,
+                    "PROVIDER_LATENCY_MS": "50",
+                    "PROVIDER_FAILURE_RATE": "0",
+                    "PROVIDER_PUBLIC_URL": f"http://127.0.0.1:{provider_port}",
+                    **PROVIDER.get(fault, {}),
+                },
+                folder,
+            )
+            stops.append(lambda: stop_group(provider))
+            wait_listening(provider_port, provider, folder / "provider.log")
+            env["PAYMENT_PROVIDER_URL"] = f"http://127.0.0.1:{provider_port}"
+            env["PAYMENT_PROVIDER_PUBLIC_PREFIXES"] = f"http://127.0.0.1:{provider_port}"
         port = free_port()
+        env["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"  # the provider's webhooks and return links
         log = folder / "web.log"
         with open(log, "wb") as out:
             web = subprocess.Popen(
@@ -166,10 +288,20 @@ def run_one(fault: str, args: argparse.Namespace) -> Result:
                 start_new_session=True,
             )
         wait_listening(port, web, log)
-        crowd = Reserving(
-            f"http://127.0.0.1:{port}", tokens, [ids[n] for n in names], args.in_flight, args.rate
-        )
+        paying = fault in PAYMENT_FAULTS
+        if paying:
+            celery = [str(BIN / "celery"), "-A", "config.celery:app"]
+            worker = spawn("worker", [*celery, "worker", "-l", "warning", "--concurrency", "2"], env, folder)
+            stops.append(lambda: stop_group(worker))
+            beat = spawn(
+                "beat", [*celery, "beat", "-l", "warning", "-s", str(folder / "beat-schedule")], env, folder
+            )
+            stops.append(lambda: stop_group(beat))
+        kind = Paying if paying else Reserving
+        crowd = kind(f"http://127.0.0.1:{port}", tokens, [ids[n] for n in names], args.in_flight, args.rate)
         marks: dict[str, float] = {}
+        procs: dict[str, subprocess.Popen] = {}
+        stops.append(lambda: [stop_group(p) for p in procs.values()])
 
         def now() -> float:
             return time.monotonic() - crowd.t0
@@ -206,6 +338,16 @@ def run_one(fault: str, args: argparse.Namespace) -> Result:
                     ["pgrep", "-P", str(web.pid)], capture_output=True, text=True
                 ).stdout.split()
                 os.kill(int(children[0]), signal.SIGKILL)  # one of the two workers, mid-claim
+            elif fault == "worker-killed":
+                os.killpg(worker.pid, signal.SIGKILL)  # mid-webhook, mid-sweep, mid-tick: whatever it ran
+                await asyncio.sleep(2)
+                procs["worker"] = spawn("worker", worker.args, env, folder)
+            elif fault == "beat-stopped":
+                os.killpg(beat.pid, signal.SIGKILL)
+                await asyncio.sleep(args.beat_down)
+                procs["beat"] = spawn("beat", beat.args, env, folder)
+            elif fault in PROVIDER:
+                await asyncio.sleep(args.pause)  # the provider misbehaves for the whole sale
             elif fault == "redis-paused":
                 import redis
 
@@ -224,7 +366,9 @@ def run_one(fault: str, args: argparse.Namespace) -> Result:
 
         crowd.stop_at = args.before + 120
         asyncio.run(both())
-        return check(fault, crowd.said, marks, cluster)
+        if paying:
+            settle(cluster)
+        return check(fault, crowd.said, marks, cluster, paying=paying)
     finally:
         if web is not None and web.poll() is None:
             os.killpg(web.pid, signal.SIGTERM)
@@ -238,8 +382,10 @@ def run_one(fault: str, args: argparse.Namespace) -> Result:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def check(fault: str, said: list[Said], marks: dict[str, float], cluster: Cluster) -> Result:
-    told = [s for s in said if s.hold is not None]
+def check(
+    fault: str, said: list[Said], marks: dict[str, float], cluster: Cluster, *, paying: bool = False
+) -> Result:
+    told = [s for s in said if s.hold is not None and s.order is None and s.status in (200, 201)]
     rows = {
         hold: (state, key, buyer)
         for hold, state, key, buyer in cluster.query(
@@ -248,13 +394,19 @@ def check(fault: str, said: list[Said], marks: dict[str, float], cluster: Cluste
             [SLUG],
         )
     }
-    missing = [s for s in told if rows.get(s.hold) != ("held", s.key, s.buyer)]
+    # a hold told may since have been paid for (sold) or have run out (expired): it must exist
+    kept = {"held", "sold", "expired", "released"} if paying else {"held"}
+    missing = [
+        s
+        for s in told
+        if rows.get(s.hold) is None or rows[s.hold][0] not in kept or rows[s.hold][1:] != (s.key, s.buyer)
+    ]
     quantity, available = cluster.query(
         "SELECT d.quantity, (SELECT sum(available) FROM inventory_stockbucket b WHERE b.drop_id = d.id) "
         "FROM shop_drop d WHERE d.slug = %s",
         [SLUG],
     )[0]
-    held = sum(1 for state, _, _ in rows.values() if state == "held")
+    held = sum(1 for state, _, _ in rows.values() if state in ("held", "sold"))  # one unit each
     drift = int(quantity) - (int(available) + held)
     statuses = Counter(str(s.status) for s in said)
     window = [s for s in said if s.started < marks["end"] and s.ended > marks["at"]]
@@ -262,11 +414,35 @@ def check(fault: str, said: list[Said], marks: dict[str, float], cluster: Cluste
     after = [s.ended for s in told if s.started >= marks["end"]]
     recovery = (min(after) - marks["end"]) if after else None
     passed = {
-        "every hold told exists, held, with its buyer and key": not missing,
+        "every hold told exists, with its buyer and key": not missing,
         "invariant exact": drift == 0,
         "no 500 answers": not any(s.status >= 500 and s.status != 503 for s in said),
         "the sale goes on after the fault": recovery is not None,
     }
+    if paying:
+        orders = [s.order for s in said if s.order is not None]
+        found = dict(cluster.query("SELECT id, state FROM checkout_order WHERE id = ANY(%s)", [orders]))
+        twice = cluster.query(
+            "SELECT count(*) FROM (SELECT o.id FROM checkout_order o"
+            " JOIN checkout_payment p ON p.order_id = o.id"
+            " WHERE p.state = 'captured' GROUP BY o.id HAVING count(*) > 1) x"
+        )[0][0]
+        mismatched = cluster.query(
+            "SELECT count(*) FROM checkout_order o JOIN holds_hold h ON h.id = o.hold_id"
+            " WHERE (o.state = 'confirmed') <> (h.state = 'sold')"
+        )[0][0]
+        uncaptured = cluster.query(
+            "SELECT count(*) FROM checkout_order o WHERE o.state = 'confirmed' AND NOT EXISTS"
+            " (SELECT 1 FROM checkout_payment p WHERE p.order_id = o.id AND p.state = 'captured')"
+        )[0][0]
+        confirmed = sum(1 for state in found.values() if state == "confirmed")
+        passed |= {
+            "every order told exists": len(found) == len(set(orders)),
+            "every order decided (none left pending)": all(v != "pending" for v in found.values()),
+            "a confirmed order is a sold hold and the other way round": mismatched == 0,
+            "every confirmed order captured, none twice": uncaptured == 0 and twice == 0,
+            "orders were confirmed": confirmed > 0,
+        }
     return Result(
         fault,
         len(told),
@@ -289,6 +465,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--before", type=float, default=4.0, help="seconds of sale before the fault")
     parser.add_argument("--after", type=float, default=5.0, help="seconds of sale after it")
     parser.add_argument("--pause", type=float, default=5.0, help="seconds Redis stays stopped")
+    parser.add_argument("--beat-down", type=float, default=30.0, help="seconds beat stays stopped")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     results = []
