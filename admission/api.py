@@ -15,7 +15,7 @@ def queue(request: HttpRequest, slug: str) -> JsonResponse:
         limits.check_buyer(request, scope="queue")  # before the drop is looked up
     drop = catalogue.drop_for_claim(slug=slug)
     if request.method == "POST":
-        place = services.join(drop=drop, buyer_id=request.user.pk)
+        place = services.join(drop=drop, buyer_id=request.user.pk, proof=request.headers.get("X-Join-Proof"))
     else:
         if drop.waiting_room:
             # A poll that reached Django may have found no fresh snapshot (beat down, key gone):

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
-from admission import sql, state, tokens
+from admission import sql, state, tokens, work
 from admission.draw import RULE, draw_order, entries_digest, seed_digest
 from admission.models import Queue, Ticket, Wave
 from core import locks
@@ -121,8 +121,10 @@ def open_queues(drops: list[Drop]) -> None:
     Queue.objects.bulk_create([_new_queue(d.pk) for d in drops if d.waiting_room], ignore_conflicts=True)
 
 
-def join(*, drop: Drop, buyer_id: int) -> Place:
-    """The buyer's ticket, new or the one they already have (any tab, device or reconnect)."""
+def join(*, drop: Drop, buyer_id: int, proof: str | None = None) -> Place:
+    """The buyer's ticket, new or the one they already have (any tab, device or reconnect).
+
+    A new place costs the drop's proof of work (admission.work), if it asks for one."""
     if not drop.waiting_room:
         raise NoWaitingRoom("This drop has no waiting room; buy from the drop page directly.")
     ticket = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
@@ -132,6 +134,7 @@ def join(*, drop: Drop, buyer_id: int) -> Place:
         raise Ended("This drop has ended; its waiting room is closed.")
     if drop.state == DropState.LIVE and _line_closed(drop):
         raise SoldOut("Sold out: the line is closed. Every unit is sold and none is held.")
+    work.check(drop=drop, buyer_id=buyer_id, proof=proof)
     queue = queue_for(drop)
     # The queue row read before the insert: its mark can only be behind, never admit early.
     return place_of(drop=drop, ticket=_new_ticket(drop, buyer_id, queue), queue=queue)

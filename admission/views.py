@@ -59,7 +59,7 @@ def join(request: HttpRequest, drop: Drop) -> HttpResponse:
     """
     try:
         limits.check_buyer(request, scope="queue")
-        services.join(drop=drop, buyer_id=request.user.pk)
+        services.join(drop=drop, buyer_id=request.user.pk, proof=request.POST.get("proof"))
     except (Busy, RateLimited) as error:
         context = {"drop": drop, "detail": error.detail}
         response = render(request, "admission/busy.html", context, status=error.status)

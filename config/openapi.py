@@ -121,8 +121,10 @@ COMPONENTS: Schema = {
                 },
                 "queue": {"const": True, "description": "not_admitted: go through the waiting room"},
                 "starts_at": {**DATE_TIME, "description": "not_started: when the drop opens"},
+                "challenge": {"type": "string", "description": "proof_of_work_required: what to solve"},
+                "bits": {**COUNT, "description": "proof_of_work_required: leading zero bits asked"},
             },
-            optional=("remaining", "hold", "queue", "starts_at"),
+            optional=("remaining", "hold", "queue", "starts_at", "challenge", "bits"),
         ),
         "Drop": _object(
             {
@@ -375,10 +377,23 @@ PATHS: Schema = {
             {
                 "200": _json("Your place", _ref("Place")),
                 **QUEUE_ERRORS,
+                "428": _error(
+                    "proof_of_work_required: a new place in this drop's line needs a nonce whose "
+                    "sha256('<challenge>:<nonce>') starts with `bits` zero bits, sent as X-Join-Proof"
+                ),
                 "429": _error("rate_limited; see Retry-After", retry=True),
                 "503": _error("busy (Redis down or the line is catching up); see Retry-After", retry=True),
             },
-            parameters=[SLUG],
+            parameters=[
+                SLUG,
+                {
+                    "name": "X-Join-Proof",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string", "pattern": "^[0-9a-z]{1,32}$"},
+                    "description": "The proof of work's nonce, for drops that ask one (see 428)",
+                },
+            ],
             login=True,
             unsafe=True,
         ),

@@ -90,6 +90,10 @@ class Busy(FloodgateError):
     code, status, retry_after = "busy", 503, 1
 
 
+class ProofRequired(FloodgateError):
+    code, status = "proof_of_work_required", 428
+
+
 class RateLimited(FloodgateError):
     code, status = "rate_limited", 429
 

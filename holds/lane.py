@@ -199,7 +199,8 @@ class Lane:
         assert self._redis is not None
         await limits.check_async(self._redis, scope="queue", ip=_ip(scope), buyer_id=who.buyer_id)
         drop = await self._drop(slug)
-        body = await self._in_thread(_join, drop, who.buyer_id, who.bound_to)
+        proof = header(scope, b"x-join-proof")
+        body = await self._in_thread(_join, drop, who.buyer_id, who.bound_to, proof)
         assert isinstance(body, dict)
         headers: tuple[tuple[bytes, bytes], ...] = PRIVATE_HEADERS
         if body["queue_ticket"]:
@@ -487,8 +488,8 @@ def _warm(ready: threading.Barrier) -> None:
         connection.close()
 
 
-def _join(drop: Drop, buyer_id: int, bound_to: str) -> dict[str, object]:
-    place = admission.join(drop=drop, buyer_id=buyer_id)
+def _join(drop: Drop, buyer_id: int, bound_to: str, proof: str | None) -> dict[str, object]:
+    place = admission.join(drop=drop, buyer_id=buyer_id, proof=proof)
     return {**place.as_json(), "queue_ticket": admission.queue_ticket(place, bound_to=bound_to)}
 
 

@@ -136,6 +136,7 @@ class DropForm(forms.ModelForm):
             "admission_wave_seconds",
             "admission_percent",
             "draw_beacon",
+            "join_work_bits",
             "redis_gate",
         ]
 
@@ -250,6 +251,7 @@ class DropAdmin(admin.ModelAdmin):
                     "admission_wave_seconds",
                     "admission_percent",
                     "draw_beacon",
+                    "join_work_bits",
                     "redis_gate",
                 ]
             },

@@ -120,6 +120,14 @@ class Drop(models.Model):
         "fetched by you: this server does not fetch it), mixed into the waiting room's draw. "
         "Name a round published after the queue opened and before the start; it is published with the draw.",
     )
+    join_work_bits = models.PositiveSmallIntegerField(
+        "join proof-of-work (bits)",
+        default=0,
+        validators=[MaxValueValidator(28)],
+        help_text="A cost per place in the waiting room that a person does not notice and a bot farm "
+        "does: the page solves a puzzle of this many bits in the background before it joins. "
+        "0 = none; 18 is about a second on a phone; each bit doubles it.",
+    )
     redis_gate = models.BooleanField(
         default=False,
         help_text="Turn buyers away in Redis once its count of units reaches zero, before the database. "

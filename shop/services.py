@@ -51,6 +51,7 @@ def create_drop(
     admission_wave_seconds: int = 5,
     admission_percent: int = 150,
     draw_beacon: str = "",
+    join_work_bits: int = 0,
     redis_gate: bool = False,
     unit_labels: list[str] | None = None,
 ) -> Drop:
@@ -80,6 +81,7 @@ def create_drop(
         admission_wave_seconds=admission_wave_seconds,
         admission_percent=admission_percent,
         draw_beacon=draw_beacon,
+        join_work_bits=join_work_bits,
         redis_gate=redis_gate,
     )
     try:
@@ -189,6 +191,7 @@ def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7), slug
         waiting_room=drop.waiting_room,
         admission_wave_seconds=drop.admission_wave_seconds,
         admission_percent=drop.admission_percent,
+        join_work_bits=drop.join_work_bits,
         redis_gate=drop.redis_gate,
         unit_labels=labels if drop.inventory_mode == InventoryMode.UNITS else None,
     )

@@ -14,10 +14,11 @@ from django.templatetags.static import static
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from admission import work
 from core import formatting
 from inventory.models import Unit
 from inventory.selectors import Seat
-from shop.models import Product
+from shop.models import Drop, Product
 
 register = template.Library()
 
@@ -78,6 +79,12 @@ def product_image(product: Product) -> str:
 def _drawing_for(sku: str) -> str:
     path = f"img/products/{sku.lower()}.svg"
     return path if finders.find(path) else "img/product.svg"
+
+
+@register.simple_tag
+def join_challenge(drop: Drop, user: object) -> str:
+    """The proof-of-work challenge of this buyer's place in this drop's line (admission.work)."""
+    return work.challenge(drop_id=drop.pk, buyer_id=getattr(user, "pk", 0) or 0)
 
 
 @register.simple_tag
