@@ -45,6 +45,7 @@ def add_form(**changes: str) -> dict[str, str]:
         "per_buyer_limit": "1",
         "admission_wave_seconds": "5",
         "admission_percent": "200",
+        "join_work_bits": "0",
         "unit_labels": "",
         **changes,
     }
