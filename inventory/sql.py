@@ -191,8 +191,8 @@ def _take_batch(level: str) -> str:
     """A batch claim from the one bucket row that `level` (b = the bucket, d = shop_drop)
     selects and locks: the longest prefix of the claims, in arrival order (`ord`), whose
     running total the bucket's level covers, taken in the same statement. The level is read
-    under the row lock, so the grant and the take see the same units. One row (granted hold
-    ids, level after, bucket index); no row when `level` found none."""
+    under the row lock, so the grant and the take see the same units (the CHECK on available
+    backs it). One row (granted hold ids, level after, bucket index); no row when `level` found none."""
     return f"""
 WITH want AS (
     SELECT c.hold, sum(c.q) OVER (ORDER BY c.ord) AS running
@@ -204,10 +204,13 @@ WITH want AS (
 ), granted AS MATERIALIZED (
     SELECT want.hold, want.running FROM want, level WHERE want.running <= level.available
 ), taken AS (
+    -- From level.available (the row's current value, read under the lock), not b.available:
+    -- a return committed while `level` waited leaves b as this statement's snapshot saw it, so
+    -- a condition on it matched nothing while `granted` stood, and arithmetic on it failed the CHECK.
     UPDATE inventory_stockbucket b
-       SET available = b.available - (SELECT COALESCE(max(running), 0) FROM granted)
+       SET available = level.available - (SELECT COALESCE(max(running), 0) FROM granted)
       FROM level
-     WHERE b.id = level.id AND b.available >= (SELECT COALESCE(max(running), 0) FROM granted)
+     WHERE b.id = level.id
     RETURNING b.available
 )
 SELECT (SELECT COALESCE(array_agg(hold), '{{}}') FROM granted), (SELECT available FROM taken), level.index

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pytest
+from django.db import connections
 
 from core.errors import LimitReached, Paused, SoldOut
 from holds import services
+from holds import sql as holds_sql
 from holds.models import Hold, HoldState
 from holds.services import Ask, Reservation
 from inventory import sql as stock_sql
@@ -159,3 +163,49 @@ def test_control_a_batch_without_its_stock_condition_oversells(make_buyers, monk
 
     assert Hold.objects.filter(drop=drop, state=HoldState.HELD).count() > 10
     assert invariant(drop_id=drop.pk).drift != 0
+
+
+@pytest.mark.parametrize("fixed", [True, False], ids=["take", "control-take-tested-on-the-old-row"])
+def test_a_batch_waiting_on_a_bucket_while_a_unit_comes_back_takes_what_it_grants(
+    make_buyers, monkeypatch, fixed: bool
+) -> None:
+    """A release commits while a batch waits for the bucket's lock: the batch sees the unit under
+    the lock and grants it, so its take must happen too (tested on the row as the statement's
+    snapshot saw it, the take matched nothing and the grant stood: a hold with no unit)."""
+    if not fixed:
+        old_take = stock_sql.TAKE_BATCH_FROM_BUCKET.replace(
+            "SET available = level.available -", "SET available = b.available -"
+        ).replace(
+            "WHERE b.id = level.id\n",
+            "WHERE b.id = level.id AND b.available >= (SELECT COALESCE(max(running), 0) FROM granted)\n",
+        )
+        assert old_take != stock_sql.TAKE_BATCH_FROM_BUCKET
+        monkeypatch.setattr(stock_sql, "TAKE_BATCH_FROM_BUCKET", old_take)
+    drop = make_drop(quantity=1, per_buyer_limit=1)
+    first, second = make_buyers(2)
+    hold = services.reserve(drop=drop, buyer_id=first, quantity=1, idempotency_key="k").hold
+    releaser = connections.create_connection("default")
+    try:
+        releaser.set_autocommit(False)
+        with releaser.cursor() as cursor:  # the release, not committed yet: it holds the bucket row
+            cursor.execute(holds_sql.RELEASE_HOLD, {"hold": hold.pk, "buyer": first})
+        answers: list[object] = []
+        batch = threading.Thread(
+            target=lambda: (
+                answers.extend(services.reserve_batch(drop=drop, asks=[ask(second)])),
+                connections.close_all(),
+            )
+        )
+        batch.start()
+        time.sleep(0.5)  # the batch's statement has its snapshot and waits for the row
+        releaser.commit()
+        batch.join()
+    finally:
+        releaser.close()
+
+    granted = isinstance(answers[0], Reservation)
+    drift = invariant(drop_id=drop.pk).drift
+    if fixed:
+        assert granted and drift == 0
+    else:
+        assert granted and drift == -1  # the hold stands with no unit taken for it
