@@ -17,6 +17,9 @@ class StockBucket(models.Model):
     drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="buckets")
     index = models.PositiveSmallIntegerField()
     available = models.IntegerField()
+    # Units given back in a waiting-room drop: they go to the line's next tickets one by one
+    # (holds/offers.py), never to whoever claims first, so no claim reads this column.
+    returned = models.IntegerField(db_default=0, default=0)
 
     class Meta:
         constraints = [
@@ -24,16 +27,23 @@ class StockBucket(models.Model):
             models.CheckConstraint(
                 condition=Q(available__gte=0), name="inventory_stockbucket_available_nonnegative"
             ),
+            models.CheckConstraint(
+                condition=Q(returned__gte=0), name="inventory_stockbucket_returned_nonnegative"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.drop_id}#{self.index}: {self.available}"
+        return f"{self.drop_id}#{self.index}: {self.available} (+{self.returned} returned)"
 
 
 class UnitState(models.TextChoices):
     AVAILABLE = "available"
+    RETURNED = "returned"  # given back in a waiting-room drop: offered to the line's next ticket
     HELD = "held"
     SOLD = "sold"
+
+
+FREE = [UnitState.AVAILABLE, UnitState.RETURNED]
 
 
 class Unit(models.Model):
@@ -54,10 +64,9 @@ class Unit(models.Model):
             models.CheckConstraint(
                 condition=Q(state__in=UnitState.values), name="inventory_unit_state_valid"
             ),
-            # A held or sold unit always names its hold; an available one never does.
+            # A held or sold unit always names its hold; a free one never does.
             models.CheckConstraint(
-                condition=Q(state=UnitState.AVAILABLE, hold__isnull=True)
-                | (~Q(state=UnitState.AVAILABLE) & Q(hold__isnull=False)),
+                condition=Q(state__in=FREE, hold__isnull=True) | (~Q(state__in=FREE) & Q(hold__isnull=False)),
                 name="inventory_unit_hold_matches_state",
             ),
         ]

@@ -17,7 +17,8 @@ def available_by_drop(drop_ids: list[int]) -> dict[int, int]:
 
 
 def claimable_by_drop(drop_ids: list[int]) -> dict[int, int]:
-    """Units a claim could get per drop: available plus those in expired, unreclaimed holds."""
+    """Units a claim could get per drop: open ones, plus those in expired, unreclaimed holds
+    (in a waiting-room drop those go to the line, not to a claim)."""
     return _per_drop(sql.CLAIMABLE_BY_DROP, drop_ids)
 
 

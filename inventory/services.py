@@ -254,6 +254,41 @@ def _asks(holds: list[tuple[int, int]]) -> dict[str, list[int]]:
     return {"holds": [hold for hold, _ in holds], "qs": [quantity for _, quantity in holds]}
 
 
+# Returned units (a waiting-room drop's, GIVE_BACK): only holds/offers.py takes them, under
+# the drop's WAVE lock, one to each of the line's next tickets.
+
+
+def returned_units(cursor: CursorWrapper, *, drop_id: int) -> int:
+    return int(sql.one(cursor, sql.RETURNED_UNITS, {"drop": drop_id})[0])
+
+
+def take_returned(cursor: CursorWrapper, *, drop: Stocked, holds: list[int]) -> dict[int, Claim]:
+    """One returned unit for each of these new holds, in their order (after their rows: lock
+    order), as far as returned units go; the holds not in the answer got none."""
+    params = {"drop": drop.pk, "holds": holds}
+    if drop.inventory_mode == InventoryMode.BUCKETS:
+        waiting = iter(holds)
+        granted: dict[int, Claim] = {}
+        taken: dict[int, int] = {}
+        for index, returned in sql.all_rows(cursor, sql.LOCK_RETURNED_BUCKETS, params):
+            # range first: zip then stops before it takes a hold it cannot serve
+            for _, hold in zip(range(returned), waiting, strict=False):
+                granted[hold] = Claim(bucket_index=index)
+                taken[index] = taken.get(index, 0) + 1
+        counts = {"indexes": list(taken), "ns": list(taken.values())}
+        done = sql.all_rows(cursor, sql.TAKE_RETURNED, {**params, **counts})
+        if len(done) != len(taken):  # the rows are locked above: cannot happen
+            raise RuntimeError(f"drop {drop.pk}: returned units moved under a lock")
+        return granted
+    rows = sql.all_rows(cursor, sql.TAKE_RETURNED_UNITS, params)
+    return {hold: Claim(bucket_index=None, labels=(label,)) for hold, label in rows}
+
+
+def open_returned(cursor: CursorWrapper, *, drop_id: int) -> int:
+    """Make the drop's returned units open to any claim; returns how many."""
+    return int(sql.one(cursor, sql.OPEN_RETURNED, {"drop": drop_id})[0])
+
+
 def change_quantity(*, drop: Stocked, quantity: int, new_labels: list[str] | None = None) -> int:
     """Set a drop's quantity, moving its stock rows by the same amount in one transaction.
 

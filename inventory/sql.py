@@ -15,37 +15,54 @@ from django.db.backends.utils import CursorWrapper
 # The one definition of "on sale" used by every claim below (d = shop_drop).
 LIVE = "NOT d.paused AND d.starts_at <= now() AND now() < d.ends_at"
 
-# The one definition of a drop's available units, whatever its mode (d = shop_drop):
-# free units in its buckets plus its unit rows in state 'available' (the partial index).
-AVAILABLE = """(COALESCE((SELECT sum(sb.available) FROM inventory_stockbucket sb WHERE sb.drop_id = d.id), 0)
+# What any claim may take (d = shop_drop): free units in its buckets plus its unit rows in
+# state 'available' (the partial index).
+OPEN = """(COALESCE((SELECT sum(sb.available) FROM inventory_stockbucket sb WHERE sb.drop_id = d.id), 0)
    + (SELECT count(*) FROM inventory_unit su WHERE su.drop_id = d.id AND su.state = 'available'))"""
+
+# Units given back in a waiting-room drop, waiting to be offered to the line's next ticket.
+RETURNED = """(COALESCE((SELECT sum(rb.returned) FROM inventory_stockbucket rb WHERE rb.drop_id = d.id), 0)
+   + (SELECT count(*) FROM inventory_unit ru WHERE ru.drop_id = d.id AND ru.state = 'returned'))"""
+
+# The one definition of a drop's available units (neither held nor sold), whatever its mode.
+AVAILABLE = f"({OPEN} + {RETURNED})"
 
 # Units of held holds whose time is up and that nobody has reclaimed yet (d = shop_drop):
 # a claim that finds no stock reclaims them inline, so a filter in front counts them too.
 EXPIRED_UNRECLAIMED = """COALESCE((SELECT sum(eh.quantity) FROM holds_hold eh
    WHERE eh.drop_id = d.id AND eh.state = 'held' AND eh.expires_at <= now()), 0)"""
 
-# What a claim could get right now: available plus expired, unreclaimed units.
-CLAIMABLE = f"({AVAILABLE} + {EXPIRED_UNRECLAIMED})"
+# What a claim could get right now: open units, plus expired, unreclaimed ones where a
+# reclaim makes them open (in a waiting-room drop it makes them the line's instead).
+CLAIMABLE = f"({OPEN} + CASE WHEN d.waiting_room THEN 0 ELSE {EXPIRED_UNRECLAIMED} END)"
+
+# What is on its way to a waiting room's line: returned units and expired holds' units.
+RETURNING = f"({RETURNED} + CASE WHEN d.waiting_room THEN {EXPIRED_UNRECLAIMED} ELSE 0 END)"
 
 # Giving units back, as CTEs that follow a CTE named `ended` (id, drop_id, quantity,
 # bucket_index) of holds that the same statement has just ended: the hold transition and
 # the credit are one statement, so a unit comes back exactly once. Buckets are locked in
-# index order; unit rows return to 'available'. Select GIVEN_BACK for the units credited.
+# index order. A waiting-room drop's units come back as 'returned' (offered to the line in
+# ticket order, holds/offers.py); another drop's are open to any claim at once.
 GIVE_BACK = """credit AS (
-    SELECT b.id, c.units FROM inventory_stockbucket b
-      JOIN (SELECT drop_id, bucket_index, sum(quantity) AS units FROM ended
-             WHERE bucket_index IS NOT NULL GROUP BY drop_id, bucket_index) c
+    SELECT b.id, c.units, c.line FROM inventory_stockbucket b
+      JOIN (SELECT e.drop_id, e.bucket_index, sum(e.quantity) AS units, bool_or(gd.waiting_room) AS line
+              FROM ended e JOIN shop_drop gd ON gd.id = e.drop_id
+             WHERE e.bucket_index IS NOT NULL GROUP BY e.drop_id, e.bucket_index) c
         ON b.drop_id = c.drop_id AND b.index = c.bucket_index
      ORDER BY b.index
        FOR UPDATE OF b
 ), bucket AS (
-    UPDATE inventory_stockbucket b SET available = b.available + credit.units
+    UPDATE inventory_stockbucket b
+       SET available = b.available + CASE WHEN credit.line THEN 0 ELSE credit.units END,
+           returned = b.returned + CASE WHEN credit.line THEN credit.units ELSE 0 END
       FROM credit WHERE b.id = credit.id
     RETURNING credit.units
 ), units AS (
-    UPDATE inventory_unit u SET state = 'available', hold_id = NULL
-      FROM ended e WHERE u.drop_id = e.drop_id AND u.hold_id = e.id AND u.state = 'held'
+    UPDATE inventory_unit u
+       SET state = CASE WHEN gd.waiting_room THEN 'returned' ELSE 'available' END, hold_id = NULL
+      FROM ended e JOIN shop_drop gd ON gd.id = e.drop_id
+     WHERE u.drop_id = e.drop_id AND u.hold_id = e.id AND u.state = 'held'
     RETURNING u.id
 )"""
 GIVEN_BACK = "COALESCE((SELECT sum(units) FROM bucket), 0) + (SELECT count(*) FROM units)"
@@ -162,9 +179,9 @@ UPDATE shop_drop SET inventory_mode = %(mode)s, bucket_count = %(buckets)s WHERE
 
 MOVE_QUANTITY = "UPDATE shop_drop SET quantity = quantity + %(delta)s WHERE id = %(drop)s RETURNING quantity"
 
-# Units still available and whether the drop is open, in one snapshot; read only.
+# Units open to a claim and whether the drop is open, in one snapshot; read only.
 STOCK_AND_WINDOW = f"""
-SELECT {AVAILABLE}, d.paused, now() < d.starts_at, now() >= d.ends_at, {LIVE}
+SELECT {OPEN}, d.paused, now() < d.starts_at, now() >= d.ends_at, {LIVE}
   FROM shop_drop d WHERE d.id = %(drop)s
 """
 
@@ -323,4 +340,59 @@ SELECT CASE WHEN max(b.available) < d.per_buyer_limit AND sum(b.available) >= d.
   FROM inventory_stockbucket b JOIN shop_drop d ON d.id = b.drop_id
  WHERE b.drop_id = %(drop)s
  GROUP BY d.per_buyer_limit
+"""
+
+
+# Returned units of a drop (one read of its bucket rows and unit rows).
+RETURNED_UNITS = f"SELECT {RETURNED} FROM shop_drop d WHERE d.id = %(drop)s"
+
+# A drop's buckets that have returned units, locked in index order (the offerer then takes
+# from them with TAKE_RETURNED). Rows: (index, returned).
+LOCK_RETURNED_BUCKETS = """
+SELECT index, returned FROM inventory_stockbucket
+ WHERE drop_id = %(drop)s AND returned > 0 ORDER BY index FOR UPDATE
+"""
+
+# Take returned units from buckets locked by LOCK_RETURNED_BUCKETS, `n` from each index.
+# Protects: returned >= 0 (also the CHECK inventory_stockbucket_returned_nonnegative).
+TAKE_RETURNED = """
+UPDATE inventory_stockbucket b SET returned = b.returned - t.n
+  FROM unnest(%(indexes)s::int[], %(ns)s::int[]) AS t(index, n)
+ WHERE b.drop_id = %(drop)s AND b.index = t.index AND b.returned >= t.n
+RETURNING b.index
+"""
+
+# The same in units mode: the best returned units by rank, one to each hold in order.
+# Rows: (hold, label). Protects: a unit belongs to at most one hold.
+TAKE_RETURNED_UNITS = """
+WITH pick AS MATERIALIZED (
+    SELECT u.id, u.rank FROM inventory_unit u
+     WHERE u.drop_id = %(drop)s AND u.state = 'returned'
+     ORDER BY u.rank LIMIT cardinality(%(holds)s::bigint[])
+       FOR UPDATE
+), numbered AS (
+    SELECT id, row_number() OVER (ORDER BY rank) AS k FROM pick
+)
+UPDATE inventory_unit u SET state = 'held', hold_id = w.hold
+  FROM numbered, unnest(%(holds)s::bigint[]) WITH ORDINALITY AS w(hold, ord)
+ WHERE u.id = numbered.id AND numbered.k = w.ord
+RETURNING w.hold, u.label
+"""
+
+# Open a drop's returned units to any claim (nobody is left in its line to offer them to, or
+# the drop no longer has a waiting room). Buckets locked in index order. Returns units opened.
+# Protects: the sum of available + returned is unchanged.
+OPEN_RETURNED = """
+WITH locked AS (
+    SELECT id, returned FROM inventory_stockbucket
+     WHERE drop_id = %(drop)s AND returned > 0 ORDER BY index FOR UPDATE
+), buckets AS (
+    UPDATE inventory_stockbucket b SET available = b.available + locked.returned, returned = 0
+      FROM locked WHERE b.id = locked.id
+    RETURNING locked.returned
+), units AS (
+    UPDATE inventory_unit SET state = 'available' WHERE drop_id = %(drop)s AND state = 'returned'
+    RETURNING id
+)
+SELECT COALESCE((SELECT sum(returned) FROM buckets), 0) + (SELECT count(*) FROM units)
 """

@@ -22,6 +22,7 @@ SLUG_RULE = RegexValidator(
 )
 MAX_BUCKETS = 256
 HOLD_SECONDS_RANGE = (30, 3600)
+OFFER_SECONDS_RANGE = (15, 900)
 PER_BUYER_LIMIT_MAX = 100
 ADMISSION_PERCENT_RANGE = (100, 1000)
 
@@ -91,6 +92,12 @@ class Drop(models.Model):
         default=480,
         validators=[MinValueValidator(HOLD_SECONDS_RANGE[0]), MaxValueValidator(HOLD_SECONDS_RANGE[1])],
         help_text="How long a reserved unit is kept for the buyer before it returns to stock.",
+    )
+    offer_seconds = models.PositiveIntegerField(
+        default=90,
+        validators=[MinValueValidator(OFFER_SECONDS_RANGE[0]), MaxValueValidator(OFFER_SECONDS_RANGE[1])],
+        help_text="Waiting room: a unit that comes back is held for the next ticket in line this long; "
+        "if that buyer does not start paying in time, it goes to the next.",
     )
     per_buyer_limit = models.PositiveSmallIntegerField(
         default=2,
@@ -170,6 +177,12 @@ class Drop(models.Model):
                 & Q(hold_seconds__lte=HOLD_SECONDS_RANGE[1]),
                 name="shop_drop_hold_seconds_range",
                 violation_error_message="Hold time must be between 30 and 3600 seconds.",
+            ),
+            models.CheckConstraint(
+                condition=Q(offer_seconds__gte=OFFER_SECONDS_RANGE[0])
+                & Q(offer_seconds__lte=OFFER_SECONDS_RANGE[1]),
+                name="shop_drop_offer_seconds_range",
+                violation_error_message="An offer's time must be between 15 and 900 seconds.",
             ),
             models.CheckConstraint(
                 condition=Q(per_buyer_limit__gte=1, per_buyer_limit__lte=PER_BUYER_LIMIT_MAX),

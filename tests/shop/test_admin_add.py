@@ -46,6 +46,7 @@ def add_form(**changes: str) -> dict[str, str]:
         "admission_wave_seconds": "5",
         "admission_percent": "200",
         "join_work_bits": "0",
+        "offer_seconds": "90",
         "unit_labels": "",
         **changes,
     }
