@@ -197,6 +197,8 @@ def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> dict[str, A
         if drawn:
             return None
         position = None
+    elif number <= int(queue.get("offered_through") or 0):
+        return None  # offered a returned unit (or passed): Django reads the offer
     else:
         position = max(0, number - int(queue["admitted_through"]))
     admitted = position == 0
@@ -218,7 +220,12 @@ def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> dict[str, A
         "admission_token": token,
         "eta_seconds": eta,
         "drawn": drawn,
-        "unlikely": state.unlikely(position, remaining=int(queue["remaining"]), held=int(queue["held"])),
+        "unlikely": state.unlikely(
+            position,
+            remaining=int(queue["remaining"]) + int(queue.get("returning") or 0),
+            held=int(queue["held"]),
+        ),
+        "offer": None,
         "queue_ticket": sent,
     }
 

@@ -55,6 +55,42 @@ class NotInQueue(FloodgateError):
 
 
 @dataclass(frozen=True)
+class Offer:
+    """The returned unit held for a ticket (holds/offers.py): yours until `expires_at`, unless
+    paying has started (then the hold's full time); lapsed, it went to the next ticket."""
+
+    hold: int
+    state: str  # the hold's: held, sold, released, expired
+    expires_at: datetime
+    paying: bool
+
+    @property
+    def open(self) -> bool:
+        return self.state == "held" and self.expires_at > timezone.now()
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "hold": self.hold,
+            "state": "held" if self.open else ("sold" if self.state == "sold" else "lapsed"),
+            "expires_at": self.expires_at.isoformat(),
+            "paying": self.paying,
+        }
+
+
+def offer_key(ticket_id: int) -> str:
+    return sql.OFFER_KEY.format(ticket=ticket_id)
+
+
+def offer_of(ticket: Ticket) -> Offer | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql.OFFER_OF, {"drop": ticket.drop_id, "buyer": ticket.buyer_id, "key": offer_key(ticket.pk)}
+        )
+        row = cursor.fetchone()
+    return Offer(*row) if row else None
+
+
+@dataclass(frozen=True)
 class Place:
     """A buyer's place in a drop's line, as the API and the page show it."""
 
@@ -62,6 +98,7 @@ class Place:
     queue: Queue
     snapshot: state.Snapshot
     token: str | None
+    offer: Offer | None = None
 
     @property
     def number(self) -> int | None:
@@ -96,8 +133,11 @@ class Place:
             "eta_seconds": self.eta_seconds,
             "drawn": self.queue.drawn_at is not None,
             "unlikely": state.unlikely(
-                self.position, remaining=self.snapshot.available, held=self.snapshot.held
+                self.position,
+                remaining=self.snapshot.available + self.snapshot.returning,
+                held=self.snapshot.held,
             ),
+            "offer": self.offer.as_json() if self.offer else None,
         }
 
 
@@ -207,7 +247,9 @@ def place_of(*, drop: Drop, ticket: Ticket, queue: Queue | None = None) -> Place
     token = None
     if admitted and snapshot.state in (DropState.LIVE, DropState.PAUSED):
         token = tokens.issue(drop_id=drop.pk, buyer_id=ticket.buyer_id, ticket=ticket.number)
-    return Place(ticket=ticket, queue=queue, snapshot=snapshot, token=token)
+    offered = ticket.number is not None and ticket.number <= queue.offered_through
+    offer = offer_of(ticket) if offered else None
+    return Place(ticket=ticket, queue=queue, snapshot=snapshot, token=token, offer=offer)
 
 
 def queue_ticket(place: Place, *, bound_to: str | None) -> str | None:
@@ -387,6 +429,41 @@ def tick(*, now: datetime | None = None) -> dict[str, int]:
     except (RedisError, OSError) as error:
         log.warning("admission: cannot publish snapshots: %s", error)
     return {"drops": len(drops), "waves": waves, "changed": changed}
+
+
+# Returned units, in line order (holds/offers.py makes the offers; the line is kept here) -----
+
+
+@dataclass(frozen=True)
+class Waiting:
+    ticket: int  # the ticket's id (its offer's key)
+    number: int
+    buyer_id: int
+
+
+def line_for_offers(drop: Drop) -> Queue | None:
+    """The drop's queue row, locked until the caller's commit (waves wait), once it has been
+    drawn; None before the draw, or with no waiting room (nobody has a place to be offered by)."""
+    assert connection.in_atomic_block, "the offers and the mark they move commit together"
+    if not drop.waiting_room:
+        return None
+    return Queue.objects.select_for_update().filter(pk=drop.pk, drawn_at__isnull=False).first()
+
+
+def next_waiting(queue: Queue, *, limit: int) -> list[Waiting]:
+    """The next `limit` tickets in line that never had a unit of this drop, in number order."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.NEXT_WAITING, {"drop": queue.pk, "after": queue.offered_through, "limit": limit})
+        return [Waiting(*row) for row in cursor.fetchall()]
+
+
+def mark_offered(queue: Queue, *, through: int) -> None:
+    """Every ticket up to `through` has now been offered a unit or had one: it is admitted too
+    (its page says "your turn", and a ticket past the old mark is no longer counted in line)."""
+    queue.offered_through = max(queue.offered_through, through)
+    queue.admitted_through = max(queue.admitted_through, through)
+    queue.save(update_fields=["offered_through", "admitted_through"])
+    transaction.on_commit(lambda: state.refresh([queue.pk]))
 
 
 def check_admitted(*, drop: Drop, buyer_id: int, token: str | None) -> None:

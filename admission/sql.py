@@ -54,9 +54,30 @@ SELECT count(*)
    AND NOT EXISTS (SELECT 1 FROM holds_hold h WHERE h.drop_id = t.drop_id AND h.buyer_id = t.buyer_id)
 """
 
+# A ticket's offer is the hold made for it under this key (holds/offers.py); one per ticket, ever.
+OFFER_KEY = "offer:{ticket}"
+
+# The line's next tickets for returned units, in number order: past the offer mark, drawn, the
+# buyer's account active, and no hold of theirs in this drop ever (a buyer who held a unit,
+# bought it or let it go, has had their turn). Read under the drop's WAVE lock.
+NEXT_WAITING = """
+SELECT t.id, t.number, t.buyer_id
+  FROM admission_ticket t JOIN auth_user u ON u.id = t.buyer_id AND u.is_active
+ WHERE t.drop_id = %(drop)s AND t.number > %(after)s
+   AND NOT EXISTS (SELECT 1 FROM holds_hold h WHERE h.drop_id = t.drop_id AND h.buyer_id = t.buyer_id)
+ ORDER BY t.number
+ LIMIT %(limit)s
+"""
+
+# The offer made to a ticket, if any: (hold, state, expires_at, whether paying has started).
+OFFER_OF = """
+SELECT id, state, expires_at, extended FROM holds_hold
+ WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND idempotency_key = %(key)s
+"""
+
 # Everything a snapshot of a drop needs, for every drop on sale or about to be, in one read.
-# The state is computed with the database's clock, like the claim statements. Units of
-# expired holds nobody has reclaimed yet count as available: a claim reclaims them inline.
+# The state is computed with the database's clock, like the claim statements. "Available" is
+# what a claim could get (stock.CLAIMABLE); what is returning to the line is counted apart.
 SNAPSHOTS = f"""
 SELECT d.id, d.slug,
        CASE WHEN d.paused THEN 'paused'
@@ -71,7 +92,8 @@ SELECT d.id, d.slug,
        (SELECT count(*) FROM admission_ticket t WHERE t.drop_id = d.id AND t.number IS NULL),
        q.seed_sha256, CASE WHEN q.drawn_at IS NOT NULL THEN q.seed END,
        (SELECT COALESCE(sum(w.admitted), 0) FROM admission_wave w
-         WHERE w.drop_id = d.id AND w.at > now() - interval '2 minutes')
+         WHERE w.drop_id = d.id AND w.at > now() - interval '2 minutes'),
+       {stock.RETURNING}, COALESCE(q.offered_through, 0)
   FROM shop_drop d LEFT JOIN admission_queue q ON q.drop_id = d.id
  WHERE d.id = ANY(%(drops)s)
 """

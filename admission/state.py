@@ -45,7 +45,8 @@ DRAWN_TTL = 7 * 24 * 3600  # a flushed or expired map only sends those polls to 
 
 def unlikely(position: int | None, *, remaining: int, held: int) -> bool:
     """Whether a ticket waits behind at least as many buyers as units that could still reach the line
-    (the claimable ones and the held ones that may come back): the page then says so, early.
+    (the open ones, those returning to the line, and the held ones that may come back; the caller
+    adds the first two as `remaining`): the page then says so, early.
     Place.as_json and the edge's place() both ask this; the page's script computes the same."""
     if not position:
         return False  # admitted, or no place before the draw
@@ -69,6 +70,8 @@ class Snapshot:
     seed_sha256: str | None
     seed: str | None
     admitted_recently: int  # in the last two minutes: the measured pace
+    returning: int = 0  # returned units (and expired holds' units) on their way to the line's next tickets
+    offered_through: int = 0  # tickets up to this one have been offered a returned unit (or had one)
     at: float = 0.0  # when it was read: a later publish of an older read never wins at the edge
 
     @property
@@ -82,7 +85,7 @@ class Snapshot:
             return "closed"
         if self.available > 0:
             return "admitting"
-        return "all_held" if self.held > 0 else "sold_out"
+        return "all_held" if self.held + self.returning > 0 else "sold_out"
 
     def queue_json(self) -> dict[str, object]:
         """The WebSocket message (and the shared part of the queue API's answer)."""
@@ -90,9 +93,11 @@ class Snapshot:
             "admitted_through": self.admitted_through,
             "state": self.queue_state,
             "remaining": self.available,
+            "returning": self.returning,
             "held": self.held,
             "last_ticket": self.last_ticket,
             "waiting": max(0, self.last_ticket - self.admitted_through) + self.undrawn,
+            "offered_through": self.offered_through,
             "pace_per_minute": self.admitted_recently / 2,
             "seed_sha256": self.seed_sha256,
             "seed": self.seed,
@@ -126,6 +131,8 @@ def compute(drops: list[Drop]) -> list[Snapshot]:
             seed_sha256=row[8],
             seed=row[9],
             admitted_recently=int(row[10]),
+            returning=int(row[11]),
+            offered_through=int(row[12]),
             at=at,
         )
         for row in rows
@@ -240,6 +247,8 @@ def current(drop: Drop, *, max_age: float = 5.0, publish_computed: bool = False)
             seed_sha256=queue["seed_sha256"],
             seed=queue["seed"],
             admitted_recently=round(float(queue["pace_per_minute"]) * 2),
+            returning=int(queue.get("returning") or 0),
+            offered_through=int(queue.get("offered_through") or 0),
             at=float(body["at"]),
         )
     snapshot = compute([drop])[0]
@@ -303,6 +312,12 @@ def gauges() -> list[Gauge]:
             "floodgate_queue_waiting",
             "Buyers in line and not yet admitted (early joiners before the draw included).",
             [({"drop": s.drop.slug}, s.queue_json()["waiting"]) for s in snaps],
+        ),
+        Gauge(
+            "floodgate_queue_returning_units",
+            "Units given back and not yet offered to the next ticket (beat's holds.offer_returns "
+            "offers them every second; one that stays up means the offers are stuck).",
+            [({"drop": s.drop.slug}, s.returning) for s in snaps],
         ),
         Gauge(
             "floodgate_queue_admitted_per_minute",

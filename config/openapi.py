@@ -208,7 +208,25 @@ COMPONENTS: Schema = {
                 "admitted_through": COUNT,
                 "state": {"enum": QUEUE_STATES},
                 "remaining": COUNT,
+                "returning": {**COUNT, "description": "Units given back, being offered to the next tickets"},
                 "held": COUNT,
+                "offered_through": {
+                    **COUNT,
+                    "description": "Tickets up to this one have been offered a returned unit (or had one)",
+                },
+                "offer": {
+                    "type": ["object", "null"],
+                    "description": "A returned unit held for you: pay for its hold before expires_at, or it "
+                    "goes to the next ticket (state lapsed)",
+                    "properties": {
+                        "hold": INTEGER,
+                        "state": {"enum": ["held", "sold", "lapsed"]},
+                        "expires_at": DATE_TIME,
+                        "paying": BOOLEAN,
+                    },
+                    "required": ["hold", "state", "expires_at", "paying"],
+                    "additionalProperties": False,
+                },
                 "last_ticket": COUNT,
                 "waiting": COUNT,
                 "pace_per_minute": {"type": "number", "minimum": 0},

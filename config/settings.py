@@ -150,6 +150,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": 1.0,
         "options": {"expires": 2},
     },
+    "offer-returns": {
+        "task": "holds.offer_returns",
+        "schedule": 1.0,
+        "options": {"expires": 2},
+    },
     "reclaim-expired-holds": {
         "task": "holds.reclaim_expired_holds",
         "schedule": float(env.integer("RECLAIM_EVERY_SECONDS", 5)),

@@ -153,3 +153,23 @@ UPDATE holds_hold h
    AND d.id = h.drop_id
 RETURNING h.quantity, h.drop_id
 """
+
+# A returned unit offered to each of the line's next tickets (holds/offers.py): a hold of the
+# drop's offer_seconds under the ticket's offer key, in ticket order, only while the drop is live.
+# A buyer who meanwhile started a hold of their own conflicts (one active hold): no offer, they
+# have a unit. Rows: (hold, buyer) made. Stock is taken after, as every claim's.
+INSERT_OFFERS = f"""
+INSERT INTO holds_hold
+       (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
+        created_at, expires_at, extended)
+SELECT d.id, o.buyer, 1, NULL, 'held', o.key, '', now(), now() + make_interval(secs => d.offer_seconds), false
+  FROM unnest(%(buyers)s::bigint[], %(keys)s::text[]) WITH ORDINALITY AS o(buyer, key, ord)
+  JOIN shop_drop d ON d.id = %(drop)s AND {stock.LIVE}
+ ORDER BY o.ord
+ON CONFLICT DO NOTHING
+RETURNING id, buyer_id
+"""
+
+# An offer's statements never wait long for a buyer's claim (whose hold insert or bucket lock
+# it may meet): it gives way and the next tick tries again, so a claim is never the deadlock's victim.
+OFFER_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '200ms'"

@@ -187,7 +187,7 @@ def test_waves_follow_the_stock_and_stop_when_it_is_gone(make_buyers) -> None:
     assert snap["state"] == "all_held" and snap["position"] == 4
 
 
-def test_units_of_expired_unreclaimed_holds_count_as_available_for_waves_and_the_edge() -> None:
+def test_units_of_expired_unreclaimed_holds_go_to_the_line_not_to_waves_or_the_edge() -> None:
     from admission import state
     from tests.factories import expire_in
 
@@ -197,8 +197,14 @@ def test_units_of_expired_unreclaimed_holds_count_as_available_for_waves_and_the
 
     expire_in([hold.pk], -1)  # over, and no sweeper has run
 
+    # A waiting room gives it to the next ticket (holds/offers.py): no wave admits for it, and a
+    # claim at the edge is told there is nothing to take, while the line is told it may come.
     snap = state.compute([drop])[0]
-    assert (snap.available, snap.held, snap.queue_state) == (1, 0, "admitting")
+    assert (snap.available, snap.returning, snap.held, snap.queue_state) == (0, 1, 0, "all_held")
+    other = make_drop(slug="lapsed-open", quantity=1)
+    expire_in([reserve(drop=other, buyer_id=make_buyer().pk, quantity=1, idempotency_key="k").hold.pk], -1)
+    snap = state.compute([other])[0]  # without a room, a claim reclaims it inline: available
+    assert (snap.available, snap.returning, snap.held) == (1, 0, 0)
 
 
 def test_a_rebuilt_counter_never_hands_out_a_number_inside_the_admitted_range(redis) -> None:

@@ -8,6 +8,8 @@ import pytest
 from django.test import Client
 
 from admission import services, state
+from admission.models import Ticket
+from holds import services as holds
 from shop.models import ApiToken
 from tests.factories import make_buyer, make_drop
 
@@ -57,6 +59,9 @@ def test_metrics_show_each_waiting_rooms_mark_and_line(make_buyers) -> None:
     for buyer in make_buyers(5, prefix="gauged"):
         services.join(drop=drop, buyer_id=buyer)
     services.run_wave(drop, force=True)
+    first = Ticket.objects.get(drop=drop, number=1).buyer_id
+    held = holds.reserve(drop=drop, buyer_id=first, quantity=1, idempotency_key="k").hold
+    holds.release(hold_id=held.pk, buyer_id=first)  # back to the line, not yet offered
     staff = get_user_model().objects.create_user("ops", password="x", is_staff=True)
     client = Client()
     client.force_login(staff)
@@ -65,4 +70,5 @@ def test_metrics_show_each_waiting_rooms_mark_and_line(make_buyers) -> None:
 
     assert 'floodgate_queue_admitted_through{drop="gauged"} 2.0' in lines
     assert 'floodgate_queue_waiting{drop="gauged"} 3.0' in lines
+    assert 'floodgate_queue_returning_units{drop="gauged"} 1.0' in lines
     assert not [line for line in lines if 'drop="no-room"' in line and "floodgate_queue_" in line]

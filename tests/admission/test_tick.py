@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from admission import services, state
 from admission.models import Queue, Ticket
-from core.errors import NotAdmitted
+from core.errors import NotAdmitted, SoldOut
 from holds import services as holds
+from holds.models import Hold
 from tests.factories import make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -67,22 +68,24 @@ def test_beat_draws_at_the_start_then_admits_for_the_stock_and_stops_when_it_is_
     time.sleep(3)  # several more waves: nothing more is admitted while no unit is free
     assert through() == 15
 
-    # A unit comes back: it is for the next in line (tickets 11-15, admitted, not yet come),
-    # not for whoever asks fastest (ticket 16 has no admission).
+    # A unit comes back: beat offers it to the next in line (ticket 11: admitted, never had a unit),
+    # as a hold of its own; ticket 16, not admitted, still cannot claim, and nobody else can.
     first_hold = holds.reserve(drop=drop, buyer_id=by_number[1], quantity=1, idempotency_key="k").hold
     holds.release(hold_id=first_hold.pk, buyer_id=by_number[1])
     wait_for(
-        "units back in the snapshot",
-        lambda: published("beat-room")["queue"]["remaining"] == 1,
+        "the offer to ticket 11",
+        lambda: services.place(drop=drop, buyer_id=by_number[11]).offer is not None,
         celery_with_beat,
     )
+    offer = services.place(drop=drop, buyer_id=by_number[11]).offer
+    assert offer is not None and offer.open and Hold.objects.get(pk=offer.hold).buyer_id == by_number[11]
     with pytest.raises(NotAdmitted):
         services.check_admitted(drop=drop, buyer_id=by_number[16], token=None)
-    place = services.place(drop=drop, buyer_id=by_number[11])
-    assert place.admitted and place.token
-    services.check_admitted(drop=drop, buyer_id=by_number[11], token=place.token)
-    holds.reserve(drop=drop, buyer_id=by_number[11], quantity=1, idempotency_key="k")
-    assert through() == 15
+    place = services.place(drop=drop, buyer_id=by_number[12])  # admitted, but the unit is 11's
+    with pytest.raises(SoldOut):
+        holds.reserve(drop=drop, buyer_id=by_number[12], quantity=1, idempotency_key="k")
+    assert place.offer is None and through() == 15
+    assert Queue.objects.get(pk=drop.pk).offered_through == 11
 
 
 def test_queue_states_follow_sold_out_and_the_end() -> None:

@@ -1,0 +1,87 @@
+"""Returned units go to the line in ticket order, never to whoever clicks first.
+
+In a waiting-room drop a unit given back (released, expired, a payment voided) becomes
+'returned' (inventory's GIVE_BACK), which no claim reads. Every second each such unit is
+offered to the next ticket that never had a unit: a hold made for that buyer, for the drop's
+offer_seconds. Paying starts the hold's full time; a lapsed or released offer is returned
+again, and goes to the ticket after. With nobody left waiting, returned units open to any
+admitted buyer. The offers, the stock they take and the mark they move commit together,
+under the drop's WAVE lock (one offerer, and no wave, at a time).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import OperationalError, connection, transaction
+from django.db.backends.utils import CursorWrapper
+
+from admission import services as line
+from admission.models import Queue
+from core import locks
+from holds import services, sql
+from inventory import services as stock
+from shop.models import Drop, DropState
+
+log = logging.getLogger(__name__)
+
+
+def offer_returns(drop: Drop) -> int:
+    """Offer the drop's returned units to the next tickets in line; returns the offers made."""
+    if drop.waiting_room:
+        services.reclaim_expired(drop_id=drop.pk)  # lapsed offers and unpaid holds come back first
+    try:
+        with transaction.atomic(durable=True), connection.cursor() as cursor:
+            if not locks.try_lock(cursor, locks.Namespace.WAVE, drop.pk):
+                return 0  # a wave or another offerer has the line; the next tick comes
+            cursor.execute(sql.OFFER_LOCK_TIMEOUT)
+            returned = stock.returned_units(cursor, drop_id=drop.pk)
+            if not returned:
+                return 0
+            if not drop.waiting_room:  # the room was turned off: nobody has a place to offer by
+                stock.open_returned(cursor, drop_id=drop.pk)
+                return 0
+            queue = line.line_for_offers(drop)
+            if queue is None or drop.state != DropState.LIVE:
+                return 0
+            waiting = line.next_waiting(queue, limit=returned)
+            if not waiting:
+                opened = stock.open_returned(cursor, drop_id=drop.pk)
+                log.info("drop %s: nobody waiting, %s returned units open to any claim", drop.pk, opened)
+                line.mark_offered(queue, through=queue.offered_through)  # publishes the open units
+                return 0
+            return _offer(cursor, drop, queue, waiting)
+    except OperationalError as error:  # lock_timeout: a buyer's claim had a row it needed
+        log.info("drop %s: offers wait for the next tick (%s)", drop.pk, error)
+        return 0
+
+
+def _offer(cursor: CursorWrapper, drop: Drop, queue: Queue, waiting: list[line.Waiting]) -> int:
+    buyers, keys = [w.buyer_id for w in waiting], [line.offer_key(w.ticket) for w in waiting]
+    cursor.execute(sql.INSERT_OFFERS, {"drop": drop.pk, "buyers": buyers, "keys": keys})
+    made = {buyer: hold for hold, buyer in cursor.fetchall()}
+    if not made:
+        return 0  # paused or over since (the insert checks): nobody is passed
+    holds = [made[w.buyer_id] for w in waiting if w.buyer_id in made]  # in ticket order
+    granted = stock.take_returned(cursor, drop=drop, holds=holds) if holds else {}
+    if len(granted) != len(holds):  # only this lock's holder takes returned units: cannot happen
+        raise RuntimeError(f"drop {drop.pk}: {len(holds)} offers but {len(granted)} returned units")
+    if moved := {hold: c.bucket_index for hold, c in granted.items() if c.bucket_index is not None}:
+        indexes = list(moved.values())
+        cursor.execute(sql.SET_BUCKETS, {"drop": drop.pk, "holds": list(moved), "indexes": indexes})
+    # Every ticket read is decided: offered now, or holding a unit it claimed meanwhile.
+    through = waiting[-1].number
+    line.mark_offered(queue, through=through)
+    log.info("drop %s: %s returned units offered, through ticket %s", drop.pk, len(holds), through)
+    return len(holds)
+
+
+def offer_all(drops: list[Drop]) -> int:
+    """The beat task's work: every given drop's returned units offered (or opened)."""
+    total = 0
+    for drop in drops:
+        try:
+            total += offer_returns(drop)
+        except Exception:  # one drop's trouble must not stop the others' offers
+            log.exception("offers: drop %s failed", drop.pk)
+    return total
