@@ -1,7 +1,9 @@
 // The waiting room follows the line live. A WebSocket pushes the drop's admitted-through mark
 // (one broadcast per wave; this page knows its own ticket); while the socket is down the page
 // polls the queue API instead and reconnects with backoff. When the mark passes the ticket, the
-// API hands out the admission token and the page turns into the buy step.
+// API hands out the admission token and the page turns into the buy step. A unit that comes back
+// is offered to the next ticket that never had one: the API's answer then carries the offer (a
+// hold of its own, with a short deadline), and the page shows it with its way to pay.
 (function () {
   "use strict";
   var POLL_MS = 4000, TOKEN_REFRESH_MS = 60000, BACKOFF_MIN = 500, BACKOFF_MAX = 15000;
@@ -13,7 +15,7 @@
   var TOO_MANY_SOCKETS = 4429;  // this address holds enough sockets: polling serves this page
 
   var root, apiUrl, wsUrl;
-  var ticket = null, shownTicket = null, mark = 0, token = null, lastState = null;
+  var ticket = null, shownTicket = null, mark = 0, token = null, lastState = null, offered = false;
   var socket = null, backoff = BACKOFF_MIN, pollTimer = null, tokenTimer = null, asking = false;
 
   function $(id) { return document.getElementById(id); }
@@ -37,6 +39,7 @@
   function apply(msg) {
     if (!msg || typeof msg.admitted_through !== "number") return;
     if (msg.ticket !== undefined && msg.ticket !== null) ticket = msg.ticket;
+    if (msg.offer !== undefined) showOffer(msg.offer);  // only the API's answers say (null: none)
     if (msg.admission_token) showBuy(msg.admission_token);
     // Messages may cross (a reconnect's snapshot and a wave): the mark only moves forward.
     var jump = msg.admitted_through - mark;  // how many this message admits: about how many will ask
@@ -49,7 +52,9 @@
         el.hidden = el.dataset.when !== state;
       });
     }
-    $("remaining").textContent = plural(msg.remaining, "unit", "units") + " left";
+    var coming = msg.returning || 0;
+    $("remaining").textContent = plural(msg.remaining + coming, "unit", "units") + " left" +
+      (coming ? " (" + number(coming) + " coming back to the line)" : "");
     if (msg.seed_sha256) $("seed-sha256").textContent = msg.seed_sha256;
     if (msg.seed) { $("seed").textContent = msg.seed; $("seed-line").hidden = false; }
 
@@ -70,7 +75,7 @@
     $("position").textContent = number(position);
     var ahead = Math.max(0, position - 1);
     // As state.unlikely: at least as many buyers ahead as units that could still reach the line.
-    var left = msg.remaining + (msg.held || 0);
+    var left = msg.remaining + coming + (msg.held || 0);
     var unlikely = position > 0 && ahead >= left;
     $("unlikely").hidden = !unlikely;
     if (unlikely) {
@@ -102,10 +107,32 @@
     $("admission-token").value = fresh;
     // A token lives two minutes; keep the form's fresh while the buyer decides.
     if (!tokenTimer) tokenTimer = setInterval(ask, TOKEN_REFRESH_MS);
-    if (!$("buy-step").hidden) return;
+    if (offered || !$("buy-step").hidden) return;
     $("waiting").hidden = true;
     $("buy-step").hidden = false;
     $("buy-heading").focus();
+  }
+
+  // A returned unit held for this ticket: its deadline and the way to pay; or the news that it
+  // was not paid for in time and went on to the next ticket.
+  function showOffer(offer) {
+    var open = !!offer && offer.state === "held";
+    $("offer").hidden = !open;
+    $("queue-state").hidden = open;  // "all held, stay in line" is not this buyer's news now
+    $("offer-lapsed").hidden = !(offer && offer.state === "lapsed");
+    $("offer-sold").hidden = !(offer && offer.state === "sold");
+    if (!offer) return;
+    offered = true;
+    $("buy-step").hidden = true;
+    $("waiting").hidden = true;
+    var link = root.dataset.holdUrl.replace(/0\/$/, offer.hold + "/");
+    $("offer-pay").href = link;
+    $("offer-sold-link").href = link;
+    if (!open) return;
+    var until = new Date(offer.expires_at);
+    $("offer-until").textContent = until.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
+    $("offer-until").dateTime = offer.expires_at;
+    $("offer-heading").focus();
   }
 
   function stopTokenRefresh() {

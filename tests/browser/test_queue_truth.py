@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from admission import services, state
+from holds import offers
 from holds import services as holds
 from shop.models import Drop
 from tests.browser.test_waiting_room import join_from_the_link, off_the_loop
@@ -48,3 +49,46 @@ def test_the_page_says_unlikely_then_closes_the_line_when_sold_out(live_daphne: 
     assert "Sold out: the line is closed." in page.inner_text("#queue-state")
     assert page.locator("#waiting").is_hidden()
     assert page.evaluate("window.stayedOnThePage")
+
+
+def test_a_returned_unit_is_offered_on_the_next_buyers_page_and_paid_from_there(
+    live_daphne: str, page: object
+) -> None:
+    drop = make_drop(slug="comes-back", quantity=1, per_buyer_limit=1, waiting_room=True)
+    off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))  # the start: an empty draw
+    first = make_buyer("first-holder").pk
+    services.join(drop=drop, buyer_id=first)
+    hold = holds.reserve(drop=drop, buyer_id=first, quantity=1, idempotency_key="k").hold
+    make_buyer("dana")
+    page.set_default_timeout(15_000)
+    join_from_the_link(page, live_daphne, "dana", slug="comes-back")
+    page.wait_for_selector("#connection:text('Updating live')")
+    assert page.locator("#ticket").inner_text() == "#2"
+    assert page.locator("#offer").is_hidden()
+
+    # The holder lets it go; beat's offer step gives it to ticket 2, and the socket brings the news.
+    holds.release(hold_id=hold.pk, buyer_id=first)
+    assert off_the_loop(lambda: offers.offer_returns(Drop.objects.get(pk=drop.pk))) == 1
+    page.wait_for_selector("#offer:not([hidden])")
+    assert page.get_by_role("heading", name="A unit came back: it is yours").is_visible()
+    assert "Start paying before then and it stays yours for 8 minutes" in page.inner_text("#offer")
+    assert page.locator("#queue-state").is_hidden()  # not "all held, stay in line" beside it
+    assert page.locator("#buy-step").is_hidden()
+    assert page.evaluate("window.stayedOnThePage")
+
+    page.get_by_role("link", name="Pay now").click()
+    page.wait_for_url(f"**/holds/{offered_hold(drop)}/")
+    assert "It's yours for" in page.inner_text("h1")
+    assert page.locator("#pay").is_visible()
+
+
+def offered_hold(drop: Drop) -> int:
+    offer = services.offer_of(services.own_ticket(drop=drop, buyer_id=make_buyer_id("dana")))
+    assert offer is not None
+    return offer.hold
+
+
+def make_buyer_id(username: str) -> int:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get(username=username).pk
