@@ -51,7 +51,8 @@ def traffic(drop_id: int) -> dict[str, object]:
 
 
 def queues(drops: list[Drop]) -> dict[int, dict[str, int]]:
-    """Waiting-room drops' line (buyers not yet admitted) and admitted mark, from one statement."""
+    """Waiting-room drops' line (buyers not yet admitted), admitted mark and units on their way
+    back to the line (returned, not yet offered), from one statement."""
     rooms = [d for d in drops if d.waiting_room]
     if not rooms:
         return {}
@@ -59,6 +60,7 @@ def queues(drops: list[Drop]) -> dict[int, dict[str, int]]:
         snap.drop.pk: {
             "queue_length": int(snap.queue_json()["waiting"]),
             "admitted_through": snap.admitted_through,
+            "returning": snap.returning,
         }
         for snap in state.compute(rooms)
     }
@@ -120,6 +122,7 @@ def drop_panel(
         **numbers.as_json(),
         "queue_length": queue["queue_length"] if queue else None,
         "admitted_through": queue["admitted_through"] if queue else None,
+        "returning": queue["returning"] if queue else None,
         **gate_panel(drop, numbers.available + numbers.expired_unreclaimed, gate_status),
         **traffic(drop.pk),
         "stranded": stranded_units(drop_id=drop.pk),

@@ -80,6 +80,7 @@ def test_a_returned_unit_is_offered_on_the_next_buyers_page_and_paid_from_there(
     page.wait_for_url(f"**/holds/{offered_hold(drop)}/")
     assert "It's yours for" in page.inner_text("h1")
     assert page.locator("#pay").is_visible()
+    assert "it goes to the next buyer in line" in page.inner_text("article.hold")
 
 
 def offered_hold(drop: Drop) -> int:

@@ -207,7 +207,7 @@ def test_the_dashboard_shows_the_line_and_the_gate_next_to_the_database(
     client.force_login(staff("nia", "On-call"))
 
     panel = {d["slug"]: d for d in client.get("/admin/shop/drop/dashboard/data/").json()["drops"]}["watched"]
-    assert (panel["queue_length"], panel["admitted_through"]) == (1, 4)
+    assert (panel["queue_length"], panel["admitted_through"], panel["returning"]) == (1, 4, 0)
     assert (panel["gate"], panel["gate_database"], panel["gate_mismatch"]) == (9, 9, False)
 
     redis.set(gate.COUNT.format(drop=drop.pk), 2)  # far below the database: flagged, not drift
