@@ -453,13 +453,14 @@ def line_for_offers(drop: Drop) -> Queue | None:
 def next_waiting(queue: Queue, *, limit: int) -> list[Waiting]:
     """The next `limit` tickets in line that never had a unit of this drop, in number order."""
     with connection.cursor() as cursor:
-        cursor.execute(sql.NEXT_WAITING, {"drop": queue.pk, "after": queue.offered_through, "limit": limit})
+        cursor.execute(sql.NEXT_WAITING, {"drop": queue.pk, "limit": limit})
         return [Waiting(*row) for row in cursor.fetchall()]
 
 
 def mark_offered(queue: Queue, *, through: int) -> None:
-    """Every ticket up to `through` has now been offered a unit or had one: it is admitted too
-    (its page says "your turn", and a ticket past the old mark is no longer counted in line)."""
+    """The line's offers have reached ticket `through`: it is admitted too (its page says "your
+    turn", and a ticket past the old mark is no longer counted in line). A number handed out
+    earlier whose join commits only now may still sit below it: the next offer goes to it."""
     queue.offered_through = max(queue.offered_through, through)
     queue.admitted_through = max(queue.admitted_through, through)
     queue.save(update_fields=["offered_through", "admitted_through"])

@@ -57,22 +57,24 @@ SELECT count(*)
 # A ticket's offer is the hold made for it under this key (holds/offers.py); one per ticket, ever.
 OFFER_KEY = "offer:{ticket}"
 
-# The line's next tickets for returned units, in number order: past the offer mark, drawn, the
-# buyer's account active, and no hold of theirs in this drop ever (a buyer who held a unit,
-# bought it or let it go, has had their turn). Read under the drop's WAVE lock.
+# The line's next tickets for returned units, in number order: drawn, the buyer's account
+# active, and no hold of theirs in this drop ever (an offer is a hold; a buyer who held a unit,
+# bought it or let it go, has had their turn). No "past the offer mark": a number handed out
+# before a later one may commit after it, and must not be passed. Read under the WAVE lock.
 NEXT_WAITING = """
 SELECT t.id, t.number, t.buyer_id
   FROM admission_ticket t JOIN auth_user u ON u.id = t.buyer_id AND u.is_active
- WHERE t.drop_id = %(drop)s AND t.number > %(after)s
+ WHERE t.drop_id = %(drop)s AND t.number IS NOT NULL
    AND NOT EXISTS (SELECT 1 FROM holds_hold h WHERE h.drop_id = t.drop_id AND h.buyer_id = t.buyer_id)
  ORDER BY t.number
  LIMIT %(limit)s
 """
 
 # The offer made to a ticket, if any: (hold, state, expires_at, whether paying has started).
+# An offer has no request digest (a buyer's own hold always has one, whatever key they chose).
 OFFER_OF = """
 SELECT id, state, expires_at, extended FROM holds_hold
- WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND idempotency_key = %(key)s
+ WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND idempotency_key = %(key)s AND request_digest = ''
 """
 
 # Everything a snapshot of a drop needs, for every drop on sale or about to be, in one read.

@@ -144,8 +144,12 @@ def _reserve(
     attempt = partial(_reserve_once, drop=drop, buyer_id=buyer_id, quantity=q, key=key, unit=unit)
     try:
         return attempt()
-    except (SoldOut, UnitTaken, OverdueHoldInTheWay):
+    except (SoldOut, UnitTaken, OverdueHoldInTheWay) as refusal:
         # Expired holds not yet reclaimed may be what stands in the way: reclaim, try once more.
+        # In a waiting room their units go to the line, not to this claim: only the buyer's own
+        # overdue hold is worth it there.
+        if drop.waiting_room and not isinstance(refusal, OverdueHoldInTheWay):
+            raise
         if reclaim_expired(drop_id=drop.pk) == 0:
             raise
         return attempt()
@@ -322,7 +326,8 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
                 if left
                 else SoldOut("Sold out. Units come back if a buyer does not pay in time.")
             )
-    if any(isinstance(answer, SoldOut) for answer in answers) and reclaim_expired(drop_id=drop.pk):
+    sold_out = any(isinstance(answer, SoldOut) for answer in answers)
+    if sold_out and not drop.waiting_room and reclaim_expired(drop_id=drop.pk):  # (a room's go to its line)
         answers = [None if isinstance(answer, SoldOut) else answer for answer in answers]
     _observe(drop, answers, started)
     return answers

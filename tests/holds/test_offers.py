@@ -310,3 +310,32 @@ def test_offer_step_yields_to_a_claim_holding_the_buyer_row(make_buyers) -> None
         other.close()
     assert offers.offer_returns(drop) == 1 and offer_of(drop.pk, 2) is not None
     assert Queue.objects.get(pk=drop.pk).offered_through == 2
+
+
+def test_a_number_whose_join_commits_after_a_later_one_is_offered_not_passed(make_buyers) -> None:
+    """Numbers come from a counter before the ticket row commits: 2 may land after 3 was offered."""
+    drop = make_drop(slug="late-commit", quantity=1, waiting_room=True)
+    by_number = in_line(drop.pk, make_buyers(2, prefix="late-commit"))
+    Ticket.objects.filter(drop=drop, number=2).update(number=3)  # 3 committed; 2 still in flight
+    hold = holds.reserve(drop=drop, buyer_id=by_number[1], quantity=1, idempotency_key="k").hold
+    holds.release(hold_id=hold.pk, buyer_id=by_number[1])
+    assert offers.offer_returns(drop) == 1
+    three = offer_of(drop.pk, 3)
+    assert three is not None and Queue.objects.get(pk=drop.pk).offered_through == 3
+
+    late = make_buyers(1, prefix="late-two")[0]
+    Ticket.objects.create(drop=drop, buyer_id=late, number=2)  # ticket 2's join commits now
+    holds.release(hold_id=three.hold, buyer_id=by_number[2])  # 3 lets the unit go
+
+    assert offers.offer_returns(drop) == 1
+    two = offer_of(drop.pk, 2)
+    assert two is not None and two.open  # offered, not passed (nor opened to the crowd)
+    assert Hold.objects.get(pk=two.hold).buyer_id == late
+
+
+def test_a_buyers_own_key_shaped_like_an_offer_is_not_an_offer(make_buyers) -> None:
+    drop = make_drop(slug="key-shape", quantity=2, waiting_room=True)
+    by_number = in_line(drop.pk, make_buyers(1, prefix="key-shape"))
+    ticket = Ticket.objects.get(drop=drop, number=1)
+    holds.reserve(drop=drop, buyer_id=by_number[1], quantity=1, idempotency_key=line.offer_key(ticket.pk))
+    assert line.offer_of(ticket) is None
