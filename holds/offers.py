@@ -17,6 +17,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
 
 from admission import services as line
+from admission import state
 from admission.models import Queue
 from core import locks
 from holds import services, sql
@@ -48,7 +49,7 @@ def offer_returns(drop: Drop) -> int:
             if not waiting:
                 opened = stock.open_returned(cursor, drop_id=drop.pk)
                 log.info("drop %s: nobody waiting, %s returned units open to any claim", drop.pk, opened)
-                line.mark_offered(queue, through=queue.offered_through)  # publishes the open units
+                transaction.on_commit(lambda: state.refresh([drop.pk]))  # the open units, published
                 return 0
             return _offer(cursor, drop, queue, waiting)
     except OperationalError as error:  # lock_timeout: a buyer's claim had a row it needed
