@@ -353,8 +353,10 @@ class Edge:
         max_age: float = MAX_AGE,
         refresh_after: float = REFRESH_AFTER,
         stale_after: float = STALE_AFTER,
+        on_start: Callable[[], None] | None = None,  # the server's start (ops' duty keeper)
     ) -> None:
         self.app = app
+        self.on_start = on_start
         self.lane = lane
         self.claim_limit = claim_limit
         self.redis_url = redis_url
@@ -411,6 +413,8 @@ class Edge:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                if self.on_start is not None:
+                    self.on_start()
                 if self.lane is not None:
                     self.lane.warm()  # returns at once; the threads connect in the background
                 await send({"type": "lifespan.startup.complete"})
@@ -704,6 +708,8 @@ class Edge:
         """Start the subscriber on first use, again if it died; a new event loop gets new clients."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # clients and futures belong to the loop that made them
+            if self.on_start is not None:  # a server that sends no lifespan (daphne): first use
+                self.on_start()
             self._loop, self._redis, self._listener, self._fetching = loop, None, None, {}
             self._refreshing, self._looking = {}, {}
             self.listening = False
@@ -742,10 +748,10 @@ class Edge:
 _shared: Edge | None = None
 
 
-def serve(app: ASGIApp, *, lane: Lane | None = None) -> Edge:
+def serve(app: ASGIApp, *, lane: Lane | None = None, on_start: Callable[[], None] | None = None) -> Edge:
     """The process's edge in front of Django (config.asgi); the queue's sockets share its snapshots."""
     global _shared
-    _shared = Edge(app, lane=lane)
+    _shared = Edge(app, lane=lane, on_start=on_start)
     return _shared
 
 

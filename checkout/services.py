@@ -24,6 +24,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
+from django.db.models import QuerySet
 from django.db.models.functions import Now
 from django.urls import reverse
 from psycopg.types.json import Jsonb
@@ -38,6 +39,10 @@ from holds import services as holds
 from holds.models import Hold
 
 log = logging.getLogger(__name__)
+
+# How long a hold whose payment the provider authorised waits for that event to be applied: a
+# worker late or down must not let a paid hold expire (the web processes apply stale events).
+AUTHORISED_HOLD_SECONDS = 15 * 60
 
 OPENING_TIMEOUT = timedelta(seconds=30)  # well past the provider client's own timeouts
 
@@ -153,6 +158,14 @@ def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[st
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         cursor.execute(sql.RECORD_EVENT, params)
         row = cursor.fetchone()
+        if row is not None and event.type == "payment.authorized":
+            # The buyer paid in time: the hold must not run out while the event waits for a
+            # worker (late, or down: the web processes then apply it, ops/duties.py).
+            payment = _payment_for(provider_name, payload).first()
+            if payment is not None:
+                holds.pin_for_settlement_in(
+                    cursor, hold_id=payment.order.hold_id, seconds=AUTHORISED_HOLD_SECONDS
+                )
         if row is None:
             cursor.execute(sql.SAME_EVENT, params)
             same = cursor.fetchone()
@@ -188,16 +201,19 @@ def process_event(*, event_pk: int) -> str:
 
 
 def _payment_of(event: WebhookEvent) -> Payment | None:
-    """The payment an event is about, locked: by our own reference, else the provider's session."""
-    payments = Payment.objects.select_related("order").select_for_update(of=("self",))
-    reference = str(event.payload.get("reference") or "")
-    found = None
+    """The payment an event is about, locked."""
+    return _payment_for(event.provider, event.payload).select_for_update(of=("self",)).first()
+
+
+def _payment_for(provider: str, payload: dict[str, object]) -> QuerySet[Payment]:
+    """The payment a webhook's body names: by our own reference, else the provider's session."""
+    payments = Payment.objects.select_related("order").filter(provider=provider)
+    reference = str(payload.get("reference") or "")
     if reference:
         with contextlib.suppress(ValueError, ValidationError):
-            found = payments.filter(provider=event.provider, reference=reference).first()
-    return (
-        found or payments.filter(provider=event.provider, session_id=event.payload.get("session_id")).first()
-    )
+            if payments.filter(reference=reference).exists():
+                return payments.filter(reference=reference)
+    return payments.filter(session_id=payload.get("session_id"))
 
 
 def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:

@@ -23,9 +23,11 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from admission import edge as admission_edge  # noqa: E402
 from admission.routing import websocket_urlpatterns  # noqa: E402
 from holds.lane import Lane  # noqa: E402
+from ops.duties import keeper  # noqa: E402
 
 lane = Lane()
-edge = admission_edge.serve(django_asgi_app, lane=lane)
+# keeper.start: this process covers beat's duties while Celery is late with them (ops/duties.py).
+edge = admission_edge.serve(django_asgi_app, lane=lane, on_start=keeper.start)
 lane.on_sold_out = edge.note_sold_out
 
 application = ProtocolTypeRouter(

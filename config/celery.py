@@ -7,6 +7,7 @@ import os
 from functools import cache
 
 from celery import Celery
+from celery.signals import task_success
 from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -43,3 +44,20 @@ class QuietHousekeeping(logging.Filter):
 
 for _logger in ("celery.beat", "celery.worker.strategy", "celery.app.trace"):
     logging.getLogger(_logger).addFilter(QuietHousekeeping())
+
+
+@task_success.connect
+def _stamp_duty(sender: object = None, **_: object) -> None:
+    """A scheduled duty finished in a worker: it is on schedule, and a web process covering it
+    hands it back (ops/duties.py). Trouble stamping only logs: the run itself is done."""
+    name = getattr(sender, "name", "")
+    if name not in housekeeping():
+        return
+    from django.db import DatabaseError
+
+    from ops import duties  # after Django is set up: the worker imports this module first
+
+    try:
+        duties.record_scheduled_run(name)
+    except DatabaseError as error:
+        logging.getLogger(__name__).warning("could not stamp the run of %s: %s", name, error)

@@ -182,6 +182,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
 }
 
+# Web processes run a scheduled duty themselves while Celery's runs of it are late (beat or the
+# worker down: ops/duties.py); 0 leaves the sale to Celery alone (tests turn it on where they test it).
+DUTY_TAKEOVER = env.flag("DUTY_TAKEOVER", default=True)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

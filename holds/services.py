@@ -379,6 +379,14 @@ def confirm_in(cursor: CursorWrapper, *, hold_id: int) -> bool:
     return bool(cursor.fetchone()[0])
 
 
+def pin_for_settlement_in(cursor: CursorWrapper, *, hold_id: int, seconds: int) -> bool:
+    """Keep a held hold at least `seconds` more, inside the caller's transaction (a payment
+    authorised and not yet applied); False if it had already ended."""
+    assert connection.in_atomic_block
+    cursor.execute(sql.PIN_FOR_SETTLEMENT, {"hold": hold_id, "seconds": seconds})
+    return cursor.fetchone() is not None
+
+
 def release_in(cursor: CursorWrapper, *, hold_id: int) -> bool:
     """HELD -> RELEASED with its units back, inside the caller's transaction."""
     assert connection.in_atomic_block

@@ -154,6 +154,16 @@ UPDATE holds_hold h
 RETURNING h.quantity, h.drop_id
 """
 
+# The provider authorised this hold's payment and the event waits to be applied (stored by the
+# webhook, its task not run yet): the hold lasts at least `seconds` more, so a worker that is late
+# or down cannot let it expire under a buyer who paid. Only a held hold whose time is not up;
+# locks the hold row until commit. 1 row: pinned; 0 rows: it had ended already.
+PIN_FOR_SETTLEMENT = """
+UPDATE holds_hold SET expires_at = greatest(expires_at, now() + make_interval(secs => %(seconds)s))
+ WHERE id = %(hold)s AND state = 'held' AND expires_at > clock_timestamp()
+RETURNING id
+"""
+
 # A returned unit offered to each of the line's next tickets (holds/offers.py): a hold of the
 # drop's offer_seconds under the ticket's offer key, in ticket order, only while the drop is live.
 # A buyer who meanwhile started a hold of their own conflicts (one active hold): no offer, they

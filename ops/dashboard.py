@@ -16,6 +16,7 @@ from checkout.selectors import payments_needing_attention
 from core import metrics
 from inventory import gate
 from inventory.selectors import bucket_levels, invariant, stranded_units
+from ops import duties
 from ops.metrics import lock_waits
 from shop.models import Drop, PauseEvent
 
@@ -147,4 +148,23 @@ def snapshot() -> dict[str, object]:
         "lock_waits": lock_waits(),
         "payments_needing_attention": sum(payments_needing_attention().values()),
         "drops": [drop_panel(drop, lines.get(drop.pk), counts.get(drop.pk)) for drop in drops],
+        "duties": duty_rows(),
     }
+
+
+def duty_rows() -> list[dict[str, object]]:
+    """Each scheduled duty: how long since it ran, who ran it, late or covered (ops/duties.py)."""
+    duties.ensure()
+    return [
+        {
+            "name": d.name,
+            "period": d.period,
+            "age": round(d.age, 1),
+            "late": d.late,
+            "covered": d.covered,
+            "ran_by": d.ran_by or "nobody yet",
+            "covered_runs": d.covered_runs,
+            "last_error": d.last_error,
+        }
+        for d in duties.states()
+    ]

@@ -12,7 +12,7 @@ from checkout.selectors import outbox_backlog
 from core.errors import NotFound
 from core.metrics import Gauge
 from inventory.selectors import invariant, stranded_units
-from ops import sql
+from ops import duties, sql
 from shop.models import Drop
 
 RECENT = timedelta(hours=1)
@@ -76,6 +76,30 @@ def lock_waits() -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql.LOCK_WAITS)
         return int(cursor.fetchone()[0])
+
+
+def duty_gauges() -> list[Gauge]:
+    """Each scheduled duty: how long since it ran, when that is late, and whether Celery is late
+    with it (a web process then covers it: beat or the worker is down)."""
+    duties.ensure()  # a duty no run has stamped yet shows (and grows late) from the first scrape
+    found = duties.states()
+    return [
+        Gauge(
+            "floodgate_duty_seconds_since_run",
+            "Seconds since the scheduled duty last finished a run, by Celery or a web process.",
+            [({"duty": d.name}, d.age) for d in found],
+        ),
+        Gauge(
+            "floodgate_duty_late_after_seconds",
+            "Past this many seconds without a run the duty is late (two periods and a second).",
+            [({"duty": d.name}, d.late_after) for d in found],
+        ),
+        Gauge(
+            "floodgate_duty_covered",
+            "1 while Celery is late with the duty and web processes run it in its place.",
+            [({"duty": d.name}, float(d.covered)) for d in found],
+        ),
+    ]
 
 
 def database_gauges() -> list[Gauge]:

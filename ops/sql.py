@@ -38,3 +38,67 @@ LOCK_WAITS = """
 SELECT count(*) FROM pg_stat_activity
  WHERE datname = current_database() AND wait_event_type = 'Lock'
 """
+
+# The scheduled duties (ops/duties.py) -------------------------------------------------------
+
+# Every duty this process knows gets a row, its period kept current; a new row counts Celery's
+# last run as now, so a store starting up gives beat its first period before anyone covers.
+ENSURE_DUTIES = """
+INSERT INTO ops_duty AS d (name, period_seconds, late_after_seconds, scheduled_ran_at, ran_by,
+                           leased_by, covered_runs, last_error)
+SELECT name, period, late, now(), '', '', 0, ''
+  FROM unnest(%(names)s::text[], %(periods)s::float8[], %(lates)s::float8[]) AS t(name, period, late)
+ON CONFLICT (name) DO UPDATE
+   SET period_seconds = EXCLUDED.period_seconds, late_after_seconds = EXCLUDED.late_after_seconds
+ WHERE (d.period_seconds, d.late_after_seconds)
+       IS DISTINCT FROM (EXCLUDED.period_seconds, EXCLUDED.late_after_seconds)
+"""
+
+# A run that finished in Celery: it is on schedule again, and any web process's lease ends.
+RECORD_SCHEDULED_RUN = """
+UPDATE ops_duty
+   SET scheduled_ran_at = now(), ran_at = now(), ran_by = 'celery', lease_until = NULL, leased_by = '',
+       last_error = ''
+ WHERE name = %(name)s
+"""
+
+# The lease: the duties whose Celery runs are late and that are due again, for this process
+# alone until the lease runs out (it renews its own while it keeps running them). Rows are
+# locked by the UPDATE, so of two processes asking at once the second re-reads the first's lease
+# and is refused. Protects: one web process covers a duty at a time across the fleet.
+TAKE_LATE_DUTIES = """
+UPDATE ops_duty
+   SET lease_until = now() + make_interval(secs => period_seconds * 2 + 2), leased_by = %(me)s
+ WHERE name = ANY(%(names)s)
+   AND scheduled_ran_at < now() - make_interval(secs => late_after_seconds)
+   AND (ran_at IS NULL OR ran_at <= now() - make_interval(secs => period_seconds * 0.95))
+   AND (lease_until IS NULL OR lease_until < now() OR leased_by = %(me)s)
+RETURNING name
+"""
+
+# The next period of a duty this process covers: its lease again, while Celery is still late and
+# nobody else took it (a Celery run clears leased_by: the duty is handed back).
+RENEW_DUTY = """
+UPDATE ops_duty
+   SET lease_until = now() + make_interval(secs => period_seconds * 2 + 2)
+ WHERE name = %(name)s AND leased_by = %(me)s
+   AND scheduled_ran_at < now() - make_interval(secs => late_after_seconds)
+RETURNING name
+"""
+
+# A run a web process made in Celery's place (or tried to: error says why it failed).
+RECORD_COVERED_RUN = """
+UPDATE ops_duty
+   SET ran_at = CASE WHEN %(error)s = '' THEN now() ELSE ran_at END, ran_by = %(me)s,
+       covered_runs = covered_runs + 1, last_error = %(error)s
+ WHERE name = %(name)s AND leased_by = %(me)s
+"""
+
+# For /metrics and the dashboard: each duty's age and whether Celery is late with it.
+DUTY_STATES = """
+SELECT name, period_seconds, late_after_seconds,
+       extract(epoch FROM now() - coalesce(ran_at, scheduled_ran_at))::float8,
+       scheduled_ran_at < now() - make_interval(secs => late_after_seconds),
+       ran_by, covered_runs, last_error
+  FROM ops_duty ORDER BY name
+"""

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_safe
 from admission import state
 from checkout.selectors import payments_needing_attention
 from core.metrics import Gauge, render_prometheus
-from ops.metrics import database_gauges, drop_gauges, drop_slugs
+from ops.metrics import database_gauges, drop_gauges, drop_slugs, duty_gauges
 
 # prometheus_client's generate_latest writes text format 0.0.4 (its CONTENT_TYPE_LATEST names a
 # newer format in recent releases, so the type is spelled out).
@@ -47,5 +47,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
         "Payments the provider refused to capture or void for good (alert above 0).",
         [({"state": state}, n) for state, n in stuck.items()],
     )
-    gauges = [*drop_gauges(), payments, *database_gauges(), *state.gauges()]
+    gauges = [*drop_gauges(), payments, *database_gauges(), *duty_gauges(), *state.gauges()]
     return HttpResponse(render_prometheus(drop_slugs=drop_slugs, extra=gauges), content_type=CONTENT_TYPE)

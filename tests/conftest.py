@@ -24,6 +24,10 @@ from django.test import Client
 from tests.api_schema import ApiSchema
 
 ROOT = Path(__file__).resolve().parent.parent
+# No web process of a test covers beat's duties on its own (ops/duties.py): it would run ticks,
+# offers and the watchdog under other tests. The servers the takeover tests start turn it on.
+os.environ.setdefault("DUTY_TAKEOVER", "0")
+settings.DUTY_TAKEOVER = os.environ["DUTY_TAKEOVER"] not in {"0", "false", "no", "off", ""}
 PROVIDER_SECRET = "sim-secret-dev"
 WEBHOOK_SECRET = "sim-webhook-secret-dev"
 

@@ -27,7 +27,7 @@ def promtool(*args: str, cwd: Path = RULES) -> subprocess.CompletedProcess[str]:
 def test_promtool_accepts_the_rules() -> None:
     checked = promtool("check", "rules", "alerts.yml")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 9 rules found" in checked.stdout
+    assert "SUCCESS: 11 rules found" in checked.stdout
 
 
 def test_each_alert_fires_when_it_should_and_not_on_a_healthy_shop() -> None:
@@ -40,19 +40,33 @@ def test_each_alert_fires_when_it_should_and_not_on_a_healthy_shop() -> None:
     assert all(re.search(rf"alertname: {name}\n\s+exp_alerts:\n\s+- exp_labels", tests) for name in names)
 
 
-def test_control_a_rule_that_never_fires_fails_its_unit_test(tmp_path: Path) -> None:
-    broken = (
-        (RULES / "alerts.yml")
-        .read_text()
-        .replace("floodgate_snapshot_age_seconds) > 10", "floodgate_snapshot_age_seconds) > 1000")
-    )
+@pytest.mark.parametrize(
+    ("alert", "rule", "blunted"),
+    [
+        (
+            "FloodgateSnapshotStale",
+            "floodgate_snapshot_age_seconds) > 10",
+            "floodgate_snapshot_age_seconds) > 1000",
+        ),
+        (
+            "FloodgateDutyLate",
+            "> floodgate_duty_late_after_seconds)",
+            "> 100 * floodgate_duty_late_after_seconds)",
+        ),
+        ("FloodgateDutyCovered", "(floodgate_duty_covered) == 1", "(floodgate_duty_covered) == 2"),
+    ],
+)
+def test_control_a_rule_that_never_fires_fails_its_unit_test(
+    tmp_path: Path, alert: str, rule: str, blunted: str
+) -> None:
+    broken = (RULES / "alerts.yml").read_text().replace(rule, blunted)
     assert broken != (RULES / "alerts.yml").read_text()
     (tmp_path / "alerts.yml").write_text(broken)
     shutil.copy(RULES / "alerts_test.yml", tmp_path)
 
     tested = promtool("test", "rules", "alerts_test.yml", cwd=tmp_path)
 
-    assert tested.returncode != 0 and "FloodgateSnapshotStale" in tested.stdout + tested.stderr
+    assert tested.returncode != 0 and alert in tested.stdout + tested.stderr
 
 
 @pytest.mark.django_db

@@ -1,0 +1,239 @@
+"""The scheduled duties a sale needs, and who runs them when beat or the worker is gone.
+
+Beat sends each duty of settings.CELERY_BEAT_SCHEDULE to a worker, and every run that finishes
+there is stamped in its `ops_duty` row (a Celery signal, config/celery.py). Every web process keeps
+a thread (`Keeper`) that asks once a second for the duties whose Celery runs are late; one
+statement hands each such duty to one process across the fleet under a lease in PostgreSQL, and
+that process runs it on its period, renewing the lease each time, until Celery's runs come back
+(a Celery run clears the lease, and a duty on schedule is not handed out). Each duty is safe to
+run twice at once (its own advisory try-lock, SKIP LOCKED, or rows claimed once), so the moment
+of overlap when beat returns costs nothing. docs/ARCHITECTURE.md §9 says why PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, connections
+from django.utils import timezone
+
+from admission import services as admission
+from checkout import outbox
+from checkout import selectors as payments
+from checkout import services as checkout
+from checkout.providers.base import ProviderError
+from holds import offers
+from holds import services as holds
+from ops import sql, switch
+from shop import selectors as catalogue
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0  # how often each web process asks for late duties
+
+
+def _offer_returns() -> int:
+    return offers.offer_all(catalogue.active_drops(timezone.now()))
+
+
+def _sweep() -> dict[str, int]:
+    """checkout.sweep without the worker: stale events are applied here, not queued again."""
+    events = payments.stale_event_ids()
+    for event_pk in events:
+        checkout.process_event(event_pk=event_pk)
+    return {"events_applied": len(events), "orders_abandoned": checkout.fail_abandoned_orders()}
+
+
+def _settle() -> int:
+    """checkout.settle_unsettled_payments without the worker: each settled here, in turn."""
+    settled = 0
+    for payment_pk in payments.unsettled_payment_ids():
+        try:
+            checkout.settle_payment(payment_pk=payment_pk)
+            settled += 1
+        except ProviderError:
+            continue  # logged by the service; the next run tries again
+    return settled
+
+
+# What a web process runs in the worker's place, by task name. Beat's schedule says how often.
+COVER: dict[str, Callable[[], object]] = {
+    "admission.tick": admission.tick,  # the draw at the start, the waves, snapshots, sold-out
+    "holds.offer_returns": _offer_returns,
+    "holds.reclaim_expired_holds": holds.sweep_expired,
+    "ops.watch_invariants": switch.watch_invariants,
+    "checkout.relay_outbox": outbox.relay_outbox,
+    "checkout.sweep": _sweep,
+    "checkout.settle_unsettled_payments": _settle,
+}
+
+
+@dataclass(frozen=True)
+class Duty:
+    name: str
+    period: float
+    late_after: float  # Celery's last run older than this: a web process covers it
+
+
+def duties() -> dict[str, Duty]:
+    """Every duty of beat's schedule, with the period it has there."""
+    found: dict[str, Duty] = {}
+    for entry in settings.CELERY_BEAT_SCHEDULE.values():
+        name, period = str(entry["task"]), float(entry["schedule"])  # type: ignore[arg-type]
+        # Two periods and a second: one beat message lost or one slow run is not yet "late".
+        found[name] = Duty(name, period, late_after=2 * period + 1)
+    missing = set(found) - set(COVER)
+    assert not missing, f"no cover for the scheduled duties {sorted(missing)}"
+    return found
+
+
+def ensure() -> None:
+    """A row per duty, its period as this process's settings have it."""
+    known = list(duties().values())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql.ENSURE_DUTIES,
+            {
+                "names": [d.name for d in known],
+                "periods": [d.period for d in known],
+                "lates": [d.late_after for d in known],
+            },
+        )
+
+
+def record_scheduled_run(name: str) -> None:
+    """Celery finished a run of this duty (the signal's handler): it is on schedule."""
+    if name not in COVER:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(sql.RECORD_SCHEDULED_RUN, {"name": name})
+        if cursor.rowcount == 0:  # a database that never met a keeper: make the rows, stamp again
+            ensure()
+            cursor.execute(sql.RECORD_SCHEDULED_RUN, {"name": name})
+
+
+def take_late(names: list[str], *, me: str) -> list[str]:
+    """The duties among `names` this process must run now, in Celery's place (the lease)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.TAKE_LATE_DUTIES, {"names": names, "me": me})
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def renew(name: str, *, me: str) -> bool:
+    """Whether this process still covers the duty for another period."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.RENEW_DUTY, {"name": name, "me": me})
+        return cursor.fetchone() is not None
+
+
+def run_covered(name: str, *, me: str) -> bool:
+    """One run of a duty this process leased; recorded, whether it worked or not."""
+    error = ""
+    try:
+        COVER[name]()
+    except Exception as failed:  # recorded and logged; the next period tries again
+        log.exception("duty %s failed in %s", name, me)
+        error = f"{type(failed).__name__}: {failed}"[:300]
+    with connection.cursor() as cursor:
+        cursor.execute(sql.RECORD_COVERED_RUN, {"name": name, "me": me, "error": error})
+    return not error
+
+
+@dataclass(frozen=True)
+class DutyState:
+    name: str
+    period: float
+    late_after: float
+    age: float  # seconds since its last run, by anyone
+    covered: bool  # Celery is late with it: a web process runs it (or nobody does, if age is large)
+    ran_by: str
+    covered_runs: int
+    last_error: str
+
+    @property
+    def late(self) -> bool:
+        return self.age > self.late_after
+
+
+def states() -> list[DutyState]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql.DUTY_STATES)
+        return [DutyState(*row) for row in cursor.fetchall()]
+
+
+class Keeper:
+    """The web process's thread that covers late duties: one per process, started by the server."""
+
+    def __init__(self, *, poll: float = POLL_SECONDS) -> None:
+        self.poll = poll
+        self._pid: int | None = None
+        self._covering: set[str] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def me(self) -> str:
+        return f"web {socket.gethostname()}:{os.getpid()}"
+
+    def start(self) -> None:
+        """Start once per process (again in a forked child); off with DUTY_TAKEOVER=0."""
+        if not settings.DUTY_TAKEOVER or self._pid == os.getpid():
+            return
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self._pid, self._covering = os.getpid(), set()
+        threading.Thread(target=self._watch, name="duty-keeper", daemon=True).start()
+
+    def _watch(self) -> None:
+        ensured_at = -1e9
+        while True:
+            time.sleep(self.poll * random.uniform(0.8, 1.2))  # processes started together spread out
+            try:
+                if time.monotonic() - ensured_at > 30:  # rows a flush or a new duty removed or added
+                    ensure()
+                    ensured_at = time.monotonic()
+                with self._lock:
+                    idle = [name for name in duties() if name not in self._covering]
+                for name in take_late(idle, me=self.me):
+                    log.warning("duty %s: Celery is late with it; %s runs it meanwhile", name, self.me)
+                    with self._lock:
+                        self._covering.add(name)
+                    threading.Thread(
+                        target=self._cover, args=(name,), name=f"duty-{name}", daemon=True
+                    ).start()
+            except Exception as error:  # the database away: try again next time
+                log.warning("duty keeper: %s", error)
+            finally:
+                connections.close_all()
+
+    def _cover(self, name: str) -> None:
+        """Run the duty on its period while this process keeps the lease."""
+        period = duties()[name].period
+        try:
+            while True:
+                started = time.monotonic()
+                run_covered(name, me=self.me)
+                connections.close_all()
+                time.sleep(max(0.0, period - (time.monotonic() - started)))
+                if not renew(name, me=self.me):
+                    log.warning(
+                        "duty %s: handed back (Celery runs it again, or another process has it)", name
+                    )
+                    return
+        except Exception as error:
+            log.warning("duty %s: stopped covering it: %s", name, error)
+        finally:
+            connections.close_all()
+            with self._lock:
+                self._covering.discard(name)
+
+
+keeper = Keeper()
