@@ -10,7 +10,10 @@ RUN pip install --no-cache-dir -e . && \
     SECRET_KEY=build-only DATABASE_URL=postgresql://build/build REDIS_URL=redis://build \
     PAYMENT_PROVIDER_SECRET=build PAYMENT_WEBHOOK_SECRET=build PAYMENT_PROVIDER_URL=https://build \
     PUBLIC_BASE_URL=https://build python manage.py collectstatic --no-input -v0
-RUN useradd --create-home floodgate
+# The folders the app writes to belong to its user: compose mounts volumes on the first two
+# (a new volume takes the owner of the folder it is mounted on), and beat's schedule goes to /tmp.
+RUN useradd --create-home floodgate && \
+    mkdir -p /media /rehearsals && chown floodgate:floodgate /media /rehearsals
 USER floodgate
 EXPOSE 8000
 # granian, one worker process per core (config/web.py).

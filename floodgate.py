@@ -9,6 +9,7 @@ then hands over to `devtools.devstack` inside the virtualenv.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import shutil
@@ -24,6 +25,10 @@ CHROMIUM = "/usr/bin/chromium"
 PROMTOOL = "/usr/bin/promtool"
 PGBOUNCER = "/usr/sbin/pgbouncer"
 HAPROXY = "/usr/sbin/haproxy"
+# python3-venv brings ensurepip for Debian's Python (its minor version is the distribution's)
+DEBIAN_VENV = next(
+    iter(sorted(glob.glob("/usr/lib/python3.*/ensurepip/__init__.py"))), "/usr/lib/python3/ensurepip"
+)
 
 
 def say(message: str) -> None:
@@ -73,6 +78,11 @@ def main(argv: list[str]) -> None:
         # config before the suite starts servers of its own from it
         ensure_debian_package("pgbouncer", PGBOUNCER, "the PgBouncer tests", recommends=False)
         ensure_debian_package("haproxy", HAPROXY, "the balancer config check", recommends=False)
+        # the Sentinel fault run: Debian's Redis server (a master and a replica) and its sentinels
+        ensure_debian_package("redis-server", "/usr/bin/redis-server", "the Sentinel test", recommends=False)
+        ensure_debian_package("redis-sentinel", "/usr/bin/redis-sentinel", "the Sentinel test", recommends=False)
+        # the image test builds the production environment on Debian's Python (outside root's home)
+        ensure_debian_package("python3-venv", DEBIAN_VENV, "the production image test", recommends=False)
     if argv[0] == "bench" and argv[1:2] == ["queue"]:
         ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue (the HTTP load generator)")
     os.chdir(ROOT)
