@@ -50,6 +50,7 @@ from django.http.cookie import parse_cookie
 from django.http.request import split_domain_port, validate_host
 
 from admission import state, tokens
+from core import redis
 from core.errors import Busy, Ended, FloodgateError, NotAdmitted, NotStarted, Paused, SoldOut
 
 Scope = MutableMapping[str, Any]
@@ -699,9 +700,7 @@ class Edge:
 
     def _client(self) -> aioredis.Redis:
         if self._redis is None:
-            self._redis = aioredis.Redis.from_url(
-                self.redis_url or settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5
-            )
+            self._redis = redis.client(url=self.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
         return self._redis
 
     def _start(self) -> None:
@@ -719,9 +718,7 @@ class Edge:
     async def _listen(self) -> None:
         """Keep the local snapshots fresh from the channel; after any trouble, reconnect."""
         while True:
-            client = aioredis.Redis.from_url(
-                self.redis_url or settings.REDIS_URL, socket_connect_timeout=1, health_check_interval=10
-            )
+            client = redis.client(url=self.redis_url, socket_connect_timeout=1, health_check_interval=10)
             try:
                 async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
                     await pubsub.subscribe(state.CHANNEL)

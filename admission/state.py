@@ -139,6 +139,13 @@ def compute(drops: list[Drop]) -> list[Snapshot]:
     ]
 
 
+# A waiting room's state goes to its sockets when the queue moves, and again at least this often:
+# a process whose Channels subscription was away (a Redis failover, a reconnect) missed the
+# message, and nothing else would tell its sockets until the line moves again.
+REBROADCAST_SECONDS = 10.0
+_broadcast_at: dict[int, float] = {}  # drop -> monotonic time this process last told its line
+
+
 def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
     """Store and announce each snapshot; broadcast to a drop's waiting clients when its queue moved.
 
@@ -166,10 +173,16 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
             pipe.publish(CHANNEL, encoded)
             if snap.drop.waiting_room and (moved or force):
                 broadcasts.append((snap.drop.pk, body["queue"]))
+        elif (
+            snap.drop.waiting_room
+            and time.monotonic() - _broadcast_at.get(snap.drop.pk, -1e9) > REBROADCAST_SECONDS
+        ):
+            broadcasts.append((snap.drop.pk, body["queue"]))
         pipe.set(key, encoded, ex=KEY_TTL)
     pipe.execute()
     layer = get_channel_layer()
     for drop_id, message in broadcasts:
+        _broadcast_at[drop_id] = time.monotonic()
         text = json.dumps(message, separators=(",", ":"))
         async_to_sync(layer.group_send)(
             group(drop_id), {"type": "queue.update", "queue": message, "text": text}

@@ -110,6 +110,13 @@ if env.pooler("DB_POOLER") == "pgbouncer":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.required("REDIS_URL")
+# Redis behind Sentinel: with REDIS_SENTINELS (host:port,...) every client (the cache, and through
+# it the gate, the rate limits and the snapshots; Celery's broker; the Channels layer; the edge's
+# and the lane's own) asks the sentinels for the master of REDIS_SENTINEL_MASTER and follows a
+# promoted replica. REDIS_URL then names only the database number.
+REDIS_SENTINELS = env.addresses("REDIS_SENTINELS")
+REDIS_SENTINEL_MASTER = os.environ.get("REDIS_SENTINEL_MASTER") or "floodgate"
+REDIS_DB = env.redis_db(REDIS_URL)
 CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
@@ -118,6 +125,14 @@ CACHES = {
         "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 1},
     }
 }
+if REDIS_SENTINELS:
+    # The master's pool only (django-redis's SentinelClient would read from replicas: stale counts).
+    DJANGO_REDIS_CONNECTION_FACTORY = "django_redis.pool.SentinelConnectionFactory"
+    CACHES["default"]["LOCATION"] = f"redis://{REDIS_SENTINEL_MASTER}/{REDIS_DB}"
+    CACHES["default"]["OPTIONS"] |= {
+        "SENTINELS": REDIS_SENTINELS,
+        "SENTINEL_KWARGS": {"socket_timeout": 1, "socket_connect_timeout": 1},
+    }
 CHANNEL_LAYERS = {
     "default": {
         # Pub/sub: a group message is one PUBLISH that each web process receives once and hands
@@ -126,11 +141,27 @@ CHANNEL_LAYERS = {
         # a client reconnecting gets the current one at once.
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         # redis-py 8 gives up on a read after 5 s by default; keep a longer read timeout.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 10}], "prefix": "fg-channels"},
+        "CONFIG": {
+            "hosts": [
+                {
+                    "master_name": REDIS_SENTINEL_MASTER,
+                    "sentinels": REDIS_SENTINELS,
+                    "sentinel_kwargs": {"socket_timeout": 1, "socket_connect_timeout": 1},
+                    "db": REDIS_DB,
+                    "socket_timeout": 10,
+                }
+                if REDIS_SENTINELS
+                else {"address": REDIS_URL, "socket_timeout": 10}
+            ],
+            "prefix": "fg-channels",
+        },
     }
 }
 
-CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_URL = (
+    ";".join(f"sentinel://{f'[{h}]' if ':' in h else h}:{p}/{REDIS_DB}" for h, p in REDIS_SENTINELS)
+    or REDIS_URL
+)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -143,6 +174,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env.integer("CELERY_VISIBILITY_TIMEOUT", 300),
     "unacked_restore_interval": env.integer("CELERY_RESTORE_INTERVAL", 10),
     "unacked_restore_throttle": 1,
+    **({"master_name": REDIS_SENTINEL_MASTER} if REDIS_SENTINELS else {}),
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "admission-tick": {

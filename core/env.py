@@ -63,6 +63,28 @@ def listing(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def addresses(name: str) -> list[tuple[str, int]]:
+    """`host:port,host:port` (REDIS_SENTINELS) as (host, port) pairs; unset: none."""
+    found = []
+    for entry in listing(name, []):
+        try:
+            host, port = _host_and_port(entry)
+        except ImproperlyConfigured:
+            host, port = "", ""
+        if not host or not port:
+            raise ImproperlyConfigured(f"{name}: {entry!r} is not host:port (e.g. 10.0.0.5:26379).")
+        found.append((host, int(port)))
+    return found
+
+
+def redis_db(url: str) -> int:
+    """The database number of a redis:// URL (redis://host:6379/3 -> 3; none -> 0)."""
+    path = urlsplit(url).path.strip("/")
+    if not path.isdigit() and path:
+        raise ImproperlyConfigured(f"REDIS_URL: {path!r} is not a database number.")
+    return int(path or 0)
+
+
 def database(url: str) -> dict[str, object]:
     """Turn postgres://user:password@host:port/name?host=/socket/dir into Django's dict.
 
@@ -101,7 +123,7 @@ def _host_and_port(entry: str) -> tuple[str, str]:
         return host, rest.removeprefix(":")
     host, _, port = entry.partition(":")
     if port and not port.isdigit():
-        raise ImproperlyConfigured(f"DATABASE_URL: {port!r} is not a port.")
+        raise ImproperlyConfigured(f"{port!r} is not a port (in {entry!r}).")
     return unquote(host), port
 
 

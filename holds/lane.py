@@ -54,6 +54,7 @@ from admission import limits, tokens
 from admission import services as admission
 from admission import state as snapshots
 from admission.edge import PRIVATE_HEADERS, Answer, Receive, Scope, Send, cookies, header
+from core import redis
 from core.api import CSRF_FAILED, LOG_IN, MAX_BODY, TOO_LARGE, csrf_failure, parse_json_body
 from core.errors import Busy, CsrfFailed, FloodgateError, NotFound, SoldOut, TooLarge, Unauthenticated
 from holds import entry, selectors, services
@@ -433,14 +434,9 @@ class Lane:
             self._tasks = set()
             # A rush's first claims all check their rate limit at once: they share a few
             # connections instead of each opening its own (the pool waits up to a second).
-            pool = aioredis.BlockingConnectionPool.from_url(
-                settings.REDIS_URL,
-                max_connections=REDIS_CONNECTIONS,
-                timeout=1,
-                socket_timeout=1,
-                socket_connect_timeout=1,
+            self._redis = redis.client(
+                blocking=REDIS_CONNECTIONS, timeout=1, socket_timeout=1, socket_connect_timeout=1
             )
-            self._redis = aioredis.Redis(connection_pool=pool)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="claim-lane")
 

@@ -162,3 +162,35 @@ def test_pgbouncer_mode_turns_off_prepared_statements_and_server_side_cursors() 
     assert pooled.stdout.splitlines()[-1:] == ["None True"], pooled.stderr
     assert direct.stdout.splitlines()[-1:] == ["unset False"], direct.stderr
     assert wrong.returncode != 0 and "DB_POOLER='pgpool'" in wrong.stderr
+
+
+def test_redis_sentinels_point_every_client_at_the_named_master() -> None:
+    sentinels = {
+        "REDIS_SENTINELS": "10.0.0.1:26379,[::1]:26380",
+        "REDIS_SENTINEL_MASTER": "shop",
+        "REDIS_URL": "redis://x/3",
+    }
+    env = {**PRODUCTION, **sentinels}
+
+    assert (
+        settings_value(env, "CELERY_BROKER_URL") == "'sentinel://10.0.0.1:26379/3;sentinel://[::1]:26380/3'"
+    )
+    assert "'master_name': 'shop'" in settings_value(env, "CELERY_BROKER_TRANSPORT_OPTIONS")
+    assert settings_value(env, "CACHES['default']['LOCATION']") == "'redis://shop/3'"
+    assert (
+        settings_value(env, "DJANGO_REDIS_CONNECTION_FACTORY")
+        == "'django_redis.pool.SentinelConnectionFactory'"
+    )
+    layer = settings_value(env, "CHANNEL_LAYERS['default']['CONFIG']['hosts'][0]")
+    assert "'master_name': 'shop'" in layer and "('10.0.0.1', 26379)" in layer and "'db': 3" in layer
+    assert settings_value(PRODUCTION, "CELERY_BROKER_URL") == repr(
+        os.environ["REDIS_URL"]
+    )  # unset: as before
+
+
+@pytest.mark.parametrize("garbage", ["nohost", "host:port", ":26379", "a:1,b"])
+def test_garbage_in_redis_sentinels_is_refused_with_its_name(garbage: str) -> None:
+    done = manage({**PRODUCTION, "REDIS_SENTINELS": garbage}, "check")
+
+    assert done.returncode != 0
+    assert f"REDIS_SENTINELS: {garbage.split(',')[-1]!r} is not host:port" in done.stderr, done.stderr[-500:]
