@@ -273,7 +273,7 @@ def run_proof(args: list[str]) -> int:
     """`prove NAME [args]`: a fault run that starts its own servers (devtools/NAME.py)."""
     if args[:1] not in (["failover"], ["faults"]):
         sys.exit(
-            "usage: python3 floodgate.py prove failover [--before S] [--after S]"
+            "usage: python3 floodgate.py prove failover [--patroni] [--before S] [--after S]"
             " | prove faults [--only NAME] [--rate N]"
         )
     return subprocess.run([sys.executable, "-m", f"devtools.{args[0]}", *args[1:]], cwd=ROOT).returncode

@@ -295,6 +295,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--detect", type=float, default=1.0, help="seconds from the kill to the promotion")
     parser.add_argument("--after", type=float, default=10.0, help="seconds of sale after the promotion")
     parser.add_argument("--out", type=Path, default=OUT, help="where failover.md and failover.json go")
+    parser.add_argument(
+        "--patroni",
+        action="store_true",
+        help="the two servers under Patroni with etcd (devtools/patroni.py): Patroni promotes, not a script",
+    )
     args = parser.parse_args(argv)
     # enough buyers to keep arriving until the run ends (each buys one unit)
     args.buyers = int(args.rate * (args.before + args.detect + args.after + 10))
@@ -305,20 +310,37 @@ def main(argv: list[str]) -> int:
     stops: list = []
     web = None
     try:
-        say("two PostgreSQL servers: a primary and its synchronous standby")
-        primary, standby = make_pair(folder)
-        stops.append(
-            lambda: standby.run("pg_ctl", "-D", str(standby.folder), "-m", "fast", "stop", check=False)
-        )
-        stops.append(
-            lambda: primary.run("pg_ctl", "-D", str(primary.folder), "-m", "immediate", "stop", check=False)
-        )
+        if args.patroni:
+            from devtools import patroni
+
+            say("etcd and two Patroni nodes (synchronous mode): a leader and its synchronous standby")
+            if folder.exists():
+                shutil.rmtree(folder)
+            server_folder(folder)
+            managed = patroni.running(folder / "patroni")
+            cluster = managed.__enter__()
+            stops.append(lambda: managed.__exit__(None, None, None))
+            leader = cluster.wait_for_leader()
+            follower = next(n for n in cluster.nodes if n is not leader)
+            primary, standby = leader.cluster(), follower.cluster()
+            database_url = cluster.database_url
+        else:
+            say("two PostgreSQL servers: a primary and its synchronous standby")
+            primary, standby = make_pair(folder)
+            stops.append(
+                lambda: standby.run("pg_ctl", "-D", str(standby.folder), "-m", "fast", "stop", check=False)
+            )
+            stops.append(
+                lambda: primary.run(
+                    "pg_ctl", "-D", str(primary.folder), "-m", "immediate", "stop", check=False
+                )
+            )
+            database_url = (
+                f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/floodgate"
+                "?target_session_attrs=read-write&connect_timeout=2"
+            )
         redis_url, stop_redis = embedded.start_redis(folder / "redis-data")
         stops.append(stop_redis)
-        database_url = (
-            f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/floodgate"
-            "?target_session_attrs=read-write&connect_timeout=2"
-        )
         env = {
             **os.environ,
             "FLOODGATE_PROFILE": "dev",
@@ -406,12 +428,20 @@ def main(argv: list[str]) -> int:
                 )[0][0]
             )
             marks["kill"] = time.monotonic() - crowd.t0
-            os.kill(primary.postmaster_pid(), signal.SIGKILL)
-            say(f"primary SIGKILLed at {marks['kill']:.2f} s")
-            await asyncio.sleep(args.detect)
-            await asyncio.to_thread(standby.run, "pg_ctl", "-D", str(standby.folder), "-w", "promote")
-            marks["promoted"] = time.monotonic() - crowd.t0
-            say(f"standby promoted at {marks['promoted']:.2f} s")
+            if args.patroni:  # the leader's machine dies: Patroni and its PostgreSQL together
+                await asyncio.to_thread(leader.kill)
+                say(f"leader {leader.name} (Patroni and PostgreSQL) SIGKILLed at {marks['kill']:.2f} s")
+                elected = await asyncio.to_thread(cluster.wait_for_leader, other_than=leader)
+                assert elected is follower
+                marks["promoted"] = time.monotonic() - crowd.t0
+                say(f"Patroni promoted {follower.name} at {marks['promoted']:.2f} s")
+            else:
+                os.kill(primary.postmaster_pid(), signal.SIGKILL)
+                say(f"primary SIGKILLed at {marks['kill']:.2f} s")
+                await asyncio.sleep(args.detect)
+                await asyncio.to_thread(standby.run, "pg_ctl", "-D", str(standby.folder), "-w", "promote")
+                marks["promoted"] = time.monotonic() - crowd.t0
+                say(f"standby promoted at {marks['promoted']:.2f} s")
             crowd.stop_at = marks["promoted"] + args.after
 
         async def both() -> None:
@@ -419,7 +449,7 @@ def main(argv: list[str]) -> int:
             await crowd.run()
             await task
 
-        crowd.stop_at = args.before + args.detect + 60
+        crowd.stop_at = args.before + args.detect + (patroni.TTL + 60 if args.patroni else 60)
         asyncio.run(both())
         return report(crowd, marks, standby, env, args)
     except BaseException:
@@ -441,6 +471,8 @@ def main(argv: list[str]) -> int:
 
 
 def report(crowd: Crowd, marks: dict[str, float], new_primary: Cluster, env: dict[str, str], args) -> int:
+    from devtools.patroni import TTL as promotion_ttl
+
     said = crowd.said
     kill, promoted = marks["kill"], marks["promoted"]
     told = [s for s in said if s.hold is not None and s.order is None]
@@ -485,12 +517,19 @@ def report(crowd: Crowd, marks: dict[str, float], new_primary: Cluster, env: dic
     }
     gap = (first_after - kill) if first_after is not None else None
     lines = [
-        f"## Failover: `python3 floodgate.py prove failover` ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)",
+        f"## Failover: `python3 floodgate.py prove failover{' --patroni' if args.patroni else ''}` "
+        f"({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)",
         "",
         f"Buyers arriving at {args.rate:.0f}/s (at most {args.in_flight} in flight, each one hold), "
         "floodgate-web (2 workers); "
-        f"primary SIGKILLed {kill:.1f} s into the sale, standby promoted {args.detect:.1f} s later "
-        f"(`pg_ctl promote` done at {promoted:.1f} s), {args.after:.0f} s more of sale.",
+        + (
+            f"the Patroni leader (Patroni and PostgreSQL) SIGKILLed {kill:.1f} s into the sale; Patroni "
+            f"(etcd, leader key TTL {promotion_ttl} s, synchronous mode) promoted the synchronous standby "
+            f"at {promoted:.1f} s; {args.after:.0f} s more of sale."
+            if args.patroni
+            else f"primary SIGKILLed {kill:.1f} s into the sale, standby promoted {args.detect:.1f} s later "
+            f"(`pg_ctl promote` done at {promoted:.1f} s), {args.after:.0f} s more of sale."
+        ),
         "",
         "| measured | value |",
         "| --- | ---: |",
@@ -515,8 +554,9 @@ def report(crowd: Crowd, marks: dict[str, float], new_primary: Cluster, env: dic
     ]
     text = "\n".join(lines) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "failover.md").write_text(text)
-    (args.out / "failover.json").write_text(
+    name = "failover-patroni" if args.patroni else "failover"
+    (args.out / f"{name}.md").write_text(text)
+    (args.out / f"{name}.json").write_text(
         json.dumps(
             {
                 "marks": marks,

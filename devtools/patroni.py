@@ -1,0 +1,235 @@
+"""PostgreSQL under Patroni on this machine, for `prove failover --patroni`.
+
+One etcd (Debian's `etcd-server`) holds the cluster's state; two Patroni nodes (PyPI's `patroni`)
+each run a PostgreSQL of the embedded binaries, in synchronous mode: the leader's commits wait for
+the standby, so a promoted standby has every acknowledged one. Patroni runs as the embedded
+server's user (PostgreSQL refuses root) on Debian's Python, in a venv of its own under .data
+(the project's interpreter may sit in root's home, out of that user's reach). Every process is in
+a group of its own and is stopped on the way out, whatever ends the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from devtools.failover import ROOT, Cluster, as_server_user, free_port, pg_bin, server_folder
+
+ETCD = "/usr/bin/etcd"
+DEBIAN_PYTHON = "/usr/bin/python3"
+VENV = ROOT / ".data" / "patroni-venv"
+PACKAGES = ["patroni[etcd3]>=4,<5", "psycopg[binary]>=3.2,<4"]
+SCOPE = "floodgate"
+TTL = 20  # Patroni's least: the leader key outlives a dead leader by at most this long
+
+
+@dataclass
+class Node:
+    name: str
+    port: int  # PostgreSQL's
+    api: int  # Patroni's REST API
+    folder: Path
+    process: subprocess.Popen | None = None
+
+    def cluster(self) -> Cluster:
+        """The node's PostgreSQL, for queries (trust auth on 127.0.0.1)."""
+        return Cluster(self.name, self.folder / "data", self.port, pg_bin())
+
+    def role(self) -> str | None:
+        """'primary', 'replica' or None (down), as the node's Patroni says."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.api}/patroni", timeout=1) as answer:
+                return str(json.load(answer).get("role"))
+        except (OSError, ValueError):
+            return None
+
+    def kill(self) -> None:
+        """SIGKILL Patroni and its PostgreSQL together, as a machine that dies."""
+        assert self.process is not None
+        pid_file = self.folder / "data" / "postmaster.pid"
+        postmaster = int(pid_file.read_text().split()[0]) if pid_file.exists() else None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        if postmaster is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(postmaster, signal.SIGKILL)
+        self.process.wait()
+
+
+@dataclass
+class Patroni:
+    folder: Path
+    etcd: subprocess.Popen
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def database_url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+        return f"postgresql://postgres@{hosts}/floodgate?target_session_attrs=read-write&connect_timeout=2"
+
+    def leader(self) -> Node | None:
+        return next((n for n in self.nodes if n.role() == "primary"), None)
+
+    def wait_for_leader(self, *, other_than: Node | None = None, timeout: float = 90) -> Node:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for node in self.nodes:
+                if node is not other_than and node.process is not None and node.process.poll() is not None:
+                    raise RuntimeError(f"Patroni {node.name} exited; see {self.folder}/{node.name}.log")
+            found = self.leader()
+            if found is not None and found is not other_than:
+                with contextlib.suppress(Exception):
+                    found.cluster().query("SELECT 1", database="postgres")  # it takes connections
+                    return found
+            time.sleep(0.1)
+        raise TimeoutError(f"Patroni elected no leader within {timeout:.0f} s; see {self.folder}/*.log")
+
+    def sync_standby(self, leader: Node) -> str | None:
+        """The member Patroni has recorded as synchronous standby (only it may be promoted)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{leader.api}/cluster", timeout=1) as answer:
+                members = json.load(answer)["members"]
+        except (OSError, ValueError, KeyError):
+            return None
+        return next((m["name"] for m in members if m.get("role") == "sync_standby"), None)
+
+    def wait_for_sync_standby(self, leader: Node, timeout: float = 90) -> None:
+        """Until PostgreSQL waits for the standby's flush and Patroni has recorded it as the one."""
+        deadline = time.monotonic() + timeout
+        while self.sync_standby(leader) is None or leader.cluster().query(
+            "SELECT sync_state FROM pg_stat_replication", database="postgres"
+        ) != [("sync",)]:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the standby did not become synchronous")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            if node.process is not None and node.process.poll() is None:
+                node.kill()
+        if self.etcd.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.etcd.pid, signal.SIGKILL)
+            self.etcd.wait()
+
+
+def ensure_venv() -> Path:
+    """Patroni and psycopg in a venv on Debian's Python, made once."""
+    stamp = VENV / "installed.txt"
+    if stamp.exists() and stamp.read_text() == "\n".join(PACKAGES):
+        return VENV / "bin" / "python"
+    subprocess.run([DEBIAN_PYTHON, "-m", "venv", "--clear", str(VENV)], check=True)
+    subprocess.run(
+        [str(VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *PACKAGES], check=True
+    )
+    stamp.write_text("\n".join(PACKAGES))
+    return VENV / "bin" / "python"
+
+
+def _config(node: Node, etcd_port: int, folder: Path) -> str:
+    """The node's Patroni configuration (YAML is a superset of JSON)."""
+    return json.dumps(
+        {
+            "scope": SCOPE,
+            "name": node.name,
+            "log": {"level": "WARNING"},
+            "restapi": {"listen": f"127.0.0.1:{node.api}", "connect_address": f"127.0.0.1:{node.api}"},
+            "etcd3": {"hosts": [f"127.0.0.1:{etcd_port}"]},
+            "bootstrap": {
+                "dcs": {
+                    "ttl": TTL,
+                    "loop_wait": 1,
+                    "retry_timeout": 5,
+                    "synchronous_mode": True,
+                    "postgresql": {
+                        "use_pg_rewind": False,
+                        "parameters": {
+                            "max_connections": 200,
+                            "wal_level": "replica",
+                            "hot_standby": "on",
+                            "max_wal_senders": 5,
+                            "max_replication_slots": 5,
+                            "synchronous_commit": "on",
+                        },
+                    },
+                },
+                "initdb": [{"encoding": "UTF8"}, {"auth": "trust"}, {"username": "postgres"}],
+                "pg_hba": [
+                    "local all all trust",
+                    "host all all 127.0.0.1/32 trust",
+                    "host replication all 127.0.0.1/32 trust",
+                ],
+            },
+            "postgresql": {
+                "listen": f"127.0.0.1:{node.port}",
+                "connect_address": f"127.0.0.1:{node.port}",
+                "data_dir": str(node.folder / "data"),
+                "bin_dir": str(pg_bin()),
+                "pgpass": str(node.folder / "pgpass"),
+                "authentication": {
+                    "superuser": {"username": "postgres", "password": "postgres"},
+                    "replication": {"username": "replicator", "password": "replicator"},
+                },
+                "parameters": {"unix_socket_directories": str(folder)},
+                "pg_hba": [
+                    "local all all trust",
+                    "host all all 127.0.0.1/32 trust",
+                    "host replication all 127.0.0.1/32 trust",
+                ],
+            },
+        }
+    )
+
+
+def _start(command: list[str], log: Path, **options: object) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **options
+        )
+
+
+@contextlib.contextmanager
+def running(folder: Path) -> Iterator[Patroni]:
+    """etcd and two Patroni nodes with a leader, a synchronous standby and a floodgate database."""
+    python = ensure_venv()
+    server_folder(folder)
+    etcd_port, peer_port = free_port(), free_port()
+    etcd = _start(
+        [ETCD, "--name", "fg", "--data-dir", str(folder / "etcd"),
+         "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+         "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+         "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+         "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+         "--initial-cluster", f"fg=http://127.0.0.1:{peer_port}"],
+        folder / "etcd.log",
+    )  # fmt: skip
+    cluster = Patroni(folder, etcd)
+    try:
+        for name in ("pg1", "pg2"):
+            node = Node(name, free_port(), free_port(), folder / name)
+            server_folder(node.folder)
+            config = node.folder / "patroni.yml"
+            config.write_text(_config(node, etcd_port, folder))
+            if os.geteuid() == 0:
+                os.chown(config, node.folder.stat().st_uid, node.folder.stat().st_gid)
+            node.process = _start(
+                as_server_user([str(python), "-m", "patroni", str(config)]),
+                folder / f"{name}.log",
+                cwd=node.folder,
+            )
+            cluster.nodes.append(node)
+            if name == "pg1":  # the first bootstraps; the second clones it
+                leader = cluster.wait_for_leader()
+        cluster.wait_for_sync_standby(leader)
+        leader.cluster().query("CREATE DATABASE floodgate", database="postgres")
+        yield cluster
+    finally:
+        cluster.stop()
