@@ -79,10 +79,15 @@ def main(argv: list[str]) -> None:
         ensure_debian_package("pgbouncer", PGBOUNCER, "the PgBouncer tests", recommends=False)
         ensure_debian_package("haproxy", HAPROXY, "the balancer config check", recommends=False)
         # the Sentinel fault run: Debian's Redis server (a master and a replica) and its sentinels
-        ensure_debian_package("redis-server", "/usr/bin/redis-server", "the Sentinel test", recommends=False)
-        ensure_debian_package("redis-sentinel", "/usr/bin/redis-sentinel", "the Sentinel test", recommends=False)
+        ensure_debian_package("redis-server", "/usr/bin/redis-server", "the Sentinel run", recommends=False)
+        ensure_debian_package(
+            "redis-sentinel", "/usr/bin/redis-sentinel", "the Sentinel run", recommends=False
+        )
         # the image test builds the production environment on Debian's Python (outside root's home)
         ensure_debian_package("python3-venv", DEBIAN_VENV, "the production image test", recommends=False)
+    if argv[0] == "prove" and "--patroni" in argv:
+        ensure_debian_package("etcd-server", "/usr/bin/etcd", "prove failover --patroni (Patroni's store)")
+        ensure_debian_package("python3-venv", DEBIAN_VENV, "prove failover --patroni (Patroni's venv)")
     if argv[0] == "bench" and argv[1:2] == ["queue"]:
         ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue (the HTTP load generator)")
     os.chdir(ROOT)
