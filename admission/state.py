@@ -139,11 +139,12 @@ def compute(drops: list[Drop]) -> list[Snapshot]:
     ]
 
 
-# A waiting room's state goes to its sockets when the queue moves, and again at least this often:
-# a process whose Channels subscription was away (a Redis failover, a reconnect) missed the
-# message, and nothing else would tell its sockets until the line moves again.
-REBROADCAST_SECONDS = 10.0
-_broadcast_at: dict[int, float] = {}  # drop -> monotonic time this process last told its line
+# A waiting room's state goes to its sockets when the queue moves, and again when it has not for
+# this long: a process whose Channels subscription was away (a Redis failover, a reconnect) missed
+# the message, and nothing else would tell its sockets until the line moves again. The key is the
+# fleet's timer (many processes publish: the worker's children, the edges' refreshes).
+REBROADCAST_SECONDS = 10
+TOLD = "fg:queue:{drop}:told"
 
 
 def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
@@ -159,6 +160,7 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
     changed = 0
     pipe = client.pipeline(transaction=False)
     broadcasts: list[tuple[int, dict[str, object]]] = []
+    quiet: list[tuple[int, dict[str, object]]] = []  # waiting rooms whose line did not move
     for key, old, snap in zip(keys, before, snapshots, strict=True):
         body = snap.as_json()
         encoded = json.dumps(body, separators=(",", ":"))
@@ -173,16 +175,18 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
             pipe.publish(CHANNEL, encoded)
             if snap.drop.waiting_room and (moved or force):
                 broadcasts.append((snap.drop.pk, body["queue"]))
-        elif (
-            snap.drop.waiting_room
-            and time.monotonic() - _broadcast_at.get(snap.drop.pk, -1e9) > REBROADCAST_SECONDS
-        ):
-            broadcasts.append((snap.drop.pk, body["queue"]))
+                pipe.set(TOLD.format(drop=snap.drop.pk), "1", ex=REBROADCAST_SECONDS)
+        elif snap.drop.waiting_room:
+            quiet.append((snap.drop.pk, body["queue"]))
         pipe.set(key, encoded, ex=KEY_TTL)
     pipe.execute()
+    if quiet:  # told nothing for REBROADCAST_SECONDS: whichever process sets the timer tells it again
+        timers = client.pipeline(transaction=False)
+        for drop_id, _queue in quiet:
+            timers.set(TOLD.format(drop=drop_id), "1", ex=REBROADCAST_SECONDS, nx=True)
+        broadcasts += [entry for entry, due in zip(quiet, timers.execute(), strict=True) if due]
     layer = get_channel_layer()
     for drop_id, message in broadcasts:
-        _broadcast_at[drop_id] = time.monotonic()
         text = json.dumps(message, separators=(",", ":"))
         async_to_sync(layer.group_send)(
             group(drop_id), {"type": "queue.update", "queue": message, "text": text}

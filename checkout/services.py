@@ -160,11 +160,16 @@ def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[st
         row = cursor.fetchone()
         if row is not None and event.type == "payment.authorized":
             # The buyer paid in time: the hold must not run out while the event waits for a
-            # worker (late, or down: the web processes then apply it, ops/duties.py).
+            # worker (late, or down: the web processes then apply it, ops/duties.py). Only an
+            # authorisation that will confirm: of an open attempt, for the price asked.
             payment = _payment_for(provider_name, payload).first()
-            if payment is not None:
+            if (
+                payment is not None
+                and payment.state in {PaymentState.CREATED, PaymentState.PENDING}
+                and (event.amount_minor, event.currency) == (payment.amount_minor, payment.currency)
+            ):
                 holds.pin_for_settlement_in(
-                    cursor, hold_id=payment.order.hold_id, seconds=AUTHORISED_HOLD_SECONDS
+                    cursor, hold_id=payment.order.hold_id, since=row[1], seconds=AUTHORISED_HOLD_SECONDS
                 )
         if row is None:
             cursor.execute(sql.SAME_EVENT, params)

@@ -12,7 +12,7 @@ VALUES (%(provider)s, %(event)s, %(type)s, %(payload)s, now(), '')
 ON CONFLICT (provider, event_id) DO UPDATE SET type = checkout_webhookevent.type
   WHERE checkout_webhookevent.processed_at IS NULL
     AND checkout_webhookevent.type = EXCLUDED.type AND checkout_webhookevent.payload = EXCLUDED.payload
-RETURNING id
+RETURNING id, received_at
 """
 
 # Whether the stored event of this id has this type and payload (jsonb equality: key order

@@ -99,6 +99,10 @@ DATABASES["default"]["OPTIONS"]["pool"] = {
     "min_size": min(env.integer("DB_POOL_MIN_SIZE", 8), _POOL_MAX),
     "max_size": _POOL_MAX,
     "timeout": env.integer("DB_POOL_TIMEOUT", 10),
+    # psycopg_pool doubles the delay between reconnection attempts with no cap until this runs
+    # out: after a 20 s failover it tried again ~8 s late. Giving up after a few seconds lets the
+    # next waiting request start a fresh attempt at once (measured: docs/SCALING.md §2).
+    "reconnect_timeout": env.integer("DB_POOL_RECONNECT_TIMEOUT", 3),
 }
 # PgBouncer in transaction mode (DB_POOLER=pgbouncer) gives each transaction whichever server
 # connection is free: psycopg must never prepare a statement (PgBouncer before 1.21, Debian 12's
@@ -115,8 +119,10 @@ REDIS_URL = env.required("REDIS_URL")
 # and the lane's own) asks the sentinels for the master of REDIS_SENTINEL_MASTER and follows a
 # promoted replica. REDIS_URL then names only the database number.
 REDIS_SENTINELS = env.addresses("REDIS_SENTINELS")
-REDIS_SENTINEL_MASTER = os.environ.get("REDIS_SENTINEL_MASTER") or "floodgate"
-REDIS_DB = env.redis_db(REDIS_URL)
+REDIS_SENTINEL_MASTER = env.sentinel_master(
+    "REDIS_SENTINEL_MASTER", redis_url=REDIS_URL, used=bool(REDIS_SENTINELS)
+)
+REDIS_DB = env.redis_db(REDIS_URL) if REDIS_SENTINELS else 0
 CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
@@ -174,7 +180,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env.integer("CELERY_VISIBILITY_TIMEOUT", 300),
     "unacked_restore_interval": env.integer("CELERY_RESTORE_INTERVAL", 10),
     "unacked_restore_throttle": 1,
-    **({"master_name": REDIS_SENTINEL_MASTER} if REDIS_SENTINELS else {}),
+    **(
+        {
+            "master_name": REDIS_SENTINEL_MASTER,
+            "sentinel_kwargs": {"socket_timeout": 1, "socket_connect_timeout": 1},
+        }
+        if REDIS_SENTINELS
+        else {}
+    ),
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "admission-tick": {

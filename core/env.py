@@ -77,6 +77,24 @@ def addresses(name: str) -> list[tuple[str, int]]:
     return found
 
 
+def sentinel_master(name: str, *, redis_url: str, used: bool) -> str:
+    """The master's name the sentinels watch. Lower case (django-redis reads it as a URL's host,
+    which is lowered); with sentinels, REDIS_URL may carry no credentials or TLS yet (they would be
+    dropped on the way to the master: refused rather than a NOAUTH at the first request)."""
+    value = os.environ.get(name) or "floodgate"
+    if not used:
+        return value
+    if value != value.lower() or not value.replace("-", "").replace("_", "").isalnum():
+        raise ImproperlyConfigured(f"{name}={value!r}: use lower-case letters, digits, - and _.")
+    parts = urlsplit(redis_url)
+    if parts.username or parts.password or parts.scheme != "redis":
+        raise ImproperlyConfigured(
+            "REDIS_SENTINELS with a password, a user or rediss:// in REDIS_URL is not supported: "
+            "REDIS_URL then names only the database (redis://sentinel/0)."
+        )
+    return value
+
+
 def redis_db(url: str) -> int:
     """The database number of a redis:// URL (redis://host:6379/3 -> 3; none -> 0)."""
     path = urlsplit(url).path.strip("/")

@@ -13,6 +13,7 @@ import string
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 
 from django.db import connection, transaction
@@ -379,11 +380,11 @@ def confirm_in(cursor: CursorWrapper, *, hold_id: int) -> bool:
     return bool(cursor.fetchone()[0])
 
 
-def pin_for_settlement_in(cursor: CursorWrapper, *, hold_id: int, seconds: int) -> bool:
-    """Keep a held hold at least `seconds` more, inside the caller's transaction (a payment
-    authorised and not yet applied); False if it had already ended."""
+def pin_for_settlement_in(cursor: CursorWrapper, *, hold_id: int, since: datetime, seconds: int) -> bool:
+    """Keep a held hold until `seconds` after `since` (a payment authorised then and not yet
+    applied), inside the caller's transaction; False if it had already ended."""
     assert connection.in_atomic_block
-    cursor.execute(sql.PIN_FOR_SETTLEMENT, {"hold": hold_id, "seconds": seconds})
+    cursor.execute(sql.PIN_FOR_SETTLEMENT, {"hold": hold_id, "since": since, "seconds": seconds})
     return cursor.fetchone() is not None
 
 

@@ -155,11 +155,12 @@ RETURNING h.quantity, h.drop_id
 """
 
 # The provider authorised this hold's payment and the event waits to be applied (stored by the
-# webhook, its task not run yet): the hold lasts at least `seconds` more, so a worker that is late
-# or down cannot let it expire under a buyer who paid. Only a held hold whose time is not up;
-# locks the hold row until commit. 1 row: pinned; 0 rows: it had ended already.
+# webhook, its task not run yet): the hold lasts until `seconds` after the event first arrived,
+# so a worker that is late or down cannot let it expire under a buyer who paid (a redelivery
+# extends nothing). Only a held hold whose time is not up; locks the hold row until commit.
+# Protects: a paid hold is not expired and resold while its confirmation waits. 1 row: pinned.
 PIN_FOR_SETTLEMENT = """
-UPDATE holds_hold SET expires_at = greatest(expires_at, now() + make_interval(secs => %(seconds)s))
+UPDATE holds_hold SET expires_at = greatest(expires_at, %(since)s + make_interval(secs => %(seconds)s))
  WHERE id = %(hold)s AND state = 'held' AND expires_at > clock_timestamp()
 RETURNING id
 """

@@ -98,15 +98,14 @@ def duties() -> dict[str, Duty]:
 def ensure() -> None:
     """A row per duty, its period as this process's settings have it."""
     known = list(duties().values())
+    params = {
+        "names": [d.name for d in known],
+        "periods": [d.period for d in known],
+        "lates": [d.late_after for d in known],
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            sql.ENSURE_DUTIES,
-            {
-                "names": [d.name for d in known],
-                "periods": [d.period for d in known],
-                "lates": [d.late_after for d in known],
-            },
-        )
+        cursor.execute(sql.ENSURE_DUTIES, params)
+        cursor.execute(sql.UPDATE_DUTY_PERIODS, params)
 
 
 def record_scheduled_run(name: str) -> None:
@@ -214,14 +213,34 @@ class Keeper:
             finally:
                 connections.close_all()
 
+    def _run_keeping_the_lease(self, name: str, period: float) -> None:
+        """One run; a run longer than a period renews the lease meanwhile, so no other process
+        starts the same duty beside it (its own period is the renewal's)."""
+        done = threading.Event()
+
+        def keep() -> None:
+            try:
+                while not done.wait(period):
+                    renew(name, me=self.me)
+            finally:
+                connections.close_all()
+
+        heartbeat = threading.Thread(target=keep, name=f"duty-{name}-lease", daemon=True)
+        heartbeat.start()
+        try:
+            run_covered(name, me=self.me)
+        finally:
+            done.set()
+            connections.close_all()
+            heartbeat.join()
+
     def _cover(self, name: str) -> None:
         """Run the duty on its period while this process keeps the lease."""
         period = duties()[name].period
         try:
             while True:
                 started = time.monotonic()
-                run_covered(name, me=self.me)
-                connections.close_all()
+                self._run_keeping_the_lease(name, period)
                 time.sleep(max(0.0, period - (time.monotonic() - started)))
                 if not renew(name, me=self.me):
                     log.warning(

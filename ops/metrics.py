@@ -96,7 +96,7 @@ def duty_gauges() -> list[Gauge]:
         ),
         Gauge(
             "floodgate_duty_covered",
-            "1 while Celery is late with the duty and web processes run it in its place.",
+            "1 while Celery is late with the duty (web processes then run it, unless DUTY_TAKEOVER=0).",
             [({"duty": d.name}, float(d.covered)) for d in found],
         ),
     ]

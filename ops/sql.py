@@ -41,20 +41,26 @@ SELECT count(*) FROM pg_stat_activity
 
 # The scheduled duties (ops/duties.py) -------------------------------------------------------
 
-# Every duty this process knows gets a row, its period kept current; a new row counts Celery's
-# last run as now, so a store starting up gives beat its first period before anyone covers.
+# Every duty this process knows gets a row; a new row counts Celery's last run as now, so a store
+# starting up gives beat its first period before anyone covers. DO NOTHING: an existing row is not
+# locked (a scrape or a keeper's check must not queue behind a lease being taken).
 ENSURE_DUTIES = """
-INSERT INTO ops_duty AS d (name, period_seconds, late_after_seconds, scheduled_ran_at, ran_by,
-                           leased_by, covered_runs, last_error)
+INSERT INTO ops_duty (name, period_seconds, late_after_seconds, scheduled_ran_at, ran_by,
+                      leased_by, covered_runs, last_error)
 SELECT name, period, late, now(), '', '', 0, ''
   FROM unnest(%(names)s::text[], %(periods)s::float8[], %(lates)s::float8[]) AS t(name, period, late)
-ON CONFLICT (name) DO UPDATE
-   SET period_seconds = EXCLUDED.period_seconds, late_after_seconds = EXCLUDED.late_after_seconds
- WHERE (d.period_seconds, d.late_after_seconds)
-       IS DISTINCT FROM (EXCLUDED.period_seconds, EXCLUDED.late_after_seconds)
+ON CONFLICT (name) DO NOTHING
+"""
+
+# A duty's period changed in the settings: the rows follow (matches nothing when they agree).
+UPDATE_DUTY_PERIODS = """
+UPDATE ops_duty d SET period_seconds = t.period, late_after_seconds = t.late
+  FROM unnest(%(names)s::text[], %(periods)s::float8[], %(lates)s::float8[]) AS t(name, period, late)
+ WHERE d.name = t.name AND (d.period_seconds, d.late_after_seconds) IS DISTINCT FROM (t.period, t.late)
 """
 
 # A run that finished in Celery: it is on schedule again, and any web process's lease ends.
+# Protects: the hand-back (a duty Celery runs is not covered any more).
 RECORD_SCHEDULED_RUN = """
 UPDATE ops_duty
    SET scheduled_ran_at = now(), ran_at = now(), ran_by = 'celery', lease_until = NULL, leased_by = '',
@@ -63,9 +69,9 @@ UPDATE ops_duty
 """
 
 # The lease: the duties whose Celery runs are late and that are due again, for this process
-# alone until the lease runs out (it renews its own while it keeps running them). Rows are
-# locked by the UPDATE, so of two processes asking at once the second re-reads the first's lease
-# and is refused. Protects: one web process covers a duty at a time across the fleet.
+# alone until the lease runs out (it renews its own while it keeps running them, and while a long
+# run goes on). Rows are locked by the UPDATE, so of two processes asking at once the second
+# re-reads the first's lease and is refused. Protects: one web process covers a duty at a time.
 TAKE_LATE_DUTIES = """
 UPDATE ops_duty
    SET lease_until = now() + make_interval(secs => period_seconds * 2 + 2), leased_by = %(me)s
@@ -76,8 +82,8 @@ UPDATE ops_duty
 RETURNING name
 """
 
-# The next period of a duty this process covers: its lease again, while Celery is still late and
-# nobody else took it (a Celery run clears leased_by: the duty is handed back).
+# The lease again for a duty this process covers, while Celery is still late and nobody else took
+# it (a Celery run clears leased_by: the duty is handed back). Protects: the same, over time.
 RENEW_DUTY = """
 UPDATE ops_duty
    SET lease_until = now() + make_interval(secs => period_seconds * 2 + 2)
@@ -86,7 +92,9 @@ UPDATE ops_duty
 RETURNING name
 """
 
-# A run a web process made in Celery's place (or tried to: error says why it failed).
+# A run a web process made in Celery's place (or tried to: error says why it failed; a failed
+# run leaves ran_at as it was, so the duty grows late for the alert). Only the lease holder's:
+# a run that finished after its lease passed to another process is not recorded.
 RECORD_COVERED_RUN = """
 UPDATE ops_duty
    SET ran_at = CASE WHEN %(error)s = '' THEN now() ELSE ran_at END, ran_by = %(me)s,

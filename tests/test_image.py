@@ -13,6 +13,7 @@ finds it).
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import pwd
@@ -34,11 +35,13 @@ import yaml
 from django.conf import settings
 from PIL import Image as PILImage
 
-from tests.conftest import database_url_for_tests, free_port, wait_for_port
+from devtools.faults import one_cluster
+from tests.conftest import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"  # Debian's: the project's own may live in root's home, out of a user's reach
 USER = "floodgate-image"
+VENV_CACHE = Path("/var/cache/floodgate-image")
 # What compose leaves to the operator (${NAME:?...}): any values that are not the dev ones.
 OPERATOR = {
     "SECRET_KEY": "image-test-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
@@ -172,13 +175,20 @@ def build(root: Path) -> Path:
         app,
         ignore=shutil.ignore_patterns(".venv", ".data", ".git", "__pycache__", "shots", "*.egg-info"),
     )
-    venv = root / "venv"
-    subprocess.run([PYTHON, "-m", "venv", str(venv)], check=True, timeout=120)
+    # The dependencies' layer, kept between runs as Docker keeps the layer of the Dockerfile's
+    # first install: per version of pyproject.toml, outside any home (the image's user reads it).
+    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + PYTHON.encode()).hexdigest()[:16]
+    venv = VENV_CACHE / f"venv-{key}"
+    ready = venv / "dependencies-installed"
+    if not ready.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([PYTHON, "-m", "venv", str(venv)], check=True, timeout=120)
     installed = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "-e", "."],
+        [str(venv / "bin" / "pip"), "install", "-q", *(["--no-deps"] if ready.exists() else []), "-e", "."],
         cwd=app, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    ready.touch()
     build_env = re.search(
         r"(SECRET_KEY=build-only.*?) python manage.py collectstatic", dockerfile(), re.DOTALL
     )
@@ -211,19 +221,17 @@ def image(tmp_path_factory: pytest.TempPathFactory, django_db_setup: None) -> It
     (root / "tmp").mkdir()
     (root / "tmp").chmod(0o1777)
 
-    database = f"{urlsplit(database_url_for_tests()).path.lstrip('/')}_image"
-    admin_url = database_url_for_tests()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{database}"')
-        conn.execute(f'CREATE DATABASE "{database}"')
-    url = urlunsplit(urlsplit(admin_url)._replace(path=f"/{database}"))
+    # A PostgreSQL of its own on TCP, as compose's: the suite's may listen on a socket in a folder
+    # only root and its server's user can reach, and a migrate from scratch is part of the test.
+    database = one_cluster(root / "postgres")
+    url = database.url("floodgate")
     port, provider_port = free_port(), free_port()
     redis = urlunsplit(urlsplit(settings.REDIS_URL)._replace(path="/11"))  # its own broker and cache
     found = Image(
         root,
         venv,
         {
-            "DATABASE_URL": url,  # compose: through PgBouncer; here straight to the test server
+            "DATABASE_URL": url,  # compose: through PgBouncer; here straight to the server
             "DB_POOLER": "",
             "REDIS_URL": redis,
             "DB_POOL_MAX_SIZE": "4",
@@ -245,8 +253,7 @@ def image(tmp_path_factory: pytest.TempPathFactory, django_db_setup: None) -> It
         yield found
     finally:
         found.stop()
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        database.run("pg_ctl", "-D", str(database.folder), "-m", "immediate", "stop", check=False)
 
 
 def test_the_image_hands_its_user_every_folder_compose_writes_to() -> None:

@@ -188,6 +188,19 @@ def test_redis_sentinels_point_every_client_at_the_named_master() -> None:
     )  # unset: as before
 
 
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ({"REDIS_SENTINEL_MASTER": "Shop"}, "REDIS_SENTINEL_MASTER='Shop': use lower-case"),
+        ({"REDIS_URL": "redis://:secret@x/0"}, "with a password, a user or rediss://"),
+    ],
+)
+def test_sentinels_refuse_what_would_be_lost_on_the_way_to_the_master(extra: dict, said: str) -> None:
+    done = manage({**PRODUCTION, "REDIS_SENTINELS": "127.0.0.1:26379", **extra}, "check")
+
+    assert done.returncode != 0 and said in done.stderr, done.stderr[-500:]
+
+
 @pytest.mark.parametrize("garbage", ["nohost", "host:port", ":26379", "a:1,b"])
 def test_garbage_in_redis_sentinels_is_refused_with_its_name(garbage: str) -> None:
     done = manage({**PRODUCTION, "REDIS_SENTINELS": garbage}, "check")

@@ -35,6 +35,7 @@ NOT_BY_DROP = {
     "RELEASE_HOLD": "by hold id (docs/SCALING.md, what changes)",
     "CONFIRM_HOLD": "by hold id (docs/SCALING.md, what changes)",
     "HOLD_FOR_PAYMENT": "by hold id (docs/SCALING.md, what changes)",
+    "PIN_FOR_SETTLEMENT": "by hold id (docs/SCALING.md, what changes)",
 }
 
 

@@ -242,7 +242,7 @@ def test_a_waiting_room_sale_runs_to_the_end_with_celery_partly_or_wholly_down(
 def test_control_without_the_takeover_the_same_sale_stalls(fault: str, make_buyers) -> None:
     drop = sale(make_buyers, slug="stall-" + fault.replace(" ", "-"), starts_in=2)
     with shop(CELERY_LEFT[fault], takeover=False) as running:
-        time.sleep(8)  # the start, plus three takeover delays of the tick
+        time.sleep(6)  # the start, and more than the tick's takeover delay (3 s late + a 1 s poll)
         running.alive()
         queue = Queue.objects.get(pk=drop.pk)
         assert (queue.drawn_at, queue.admitted_through) == (None, 0)
@@ -326,3 +326,26 @@ def test_the_dashboard_and_metrics_show_a_covered_duty_and_a_late_one(roles: Non
     assert late and float(late.group(1)) >= 299
     page = on_call.get("/admin/shop/drop/dashboard/").content.decode()
     assert 'id="fg-duties"' in page
+
+
+@pytest.mark.parametrize("keeps_the_lease", [True, False])
+def test_a_run_longer_than_its_lease_keeps_other_processes_off_it(monkeypatch, keeps_the_lease: bool) -> None:
+    """The tick's lease is 4 s (two periods and two seconds); a run of 6 s renews it meanwhile, so
+    no other process starts the same duty beside it. The control runs it without the renewal."""
+    duties.ensure()
+    Duty.objects.update(scheduled_ran_at=timezone.now() - timedelta(minutes=5), ran_at=None)
+    keeper = duties.Keeper()
+    assert duties.take_late(["admission.tick"], me=keeper.me) == ["admission.tick"]
+    monkeypatch.setitem(duties.COVER, "admission.tick", lambda: time.sleep(6))
+    run = (
+        (lambda: keeper._run_keeping_the_lease("admission.tick", 1.0))
+        if keeps_the_lease
+        else (lambda: duties.run_covered("admission.tick", me=keeper.me))
+    )
+    running = threading.Thread(target=lambda: (run(), connections.close_all()))
+    running.start()
+    time.sleep(5)
+    taken = duties.take_late(["admission.tick"], me="web elsewhere:1")
+    running.join()
+
+    assert taken == ([] if keeps_the_lease else ["admission.tick"])
