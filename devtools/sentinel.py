@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,16 +19,12 @@ from pathlib import Path
 
 import redis
 
+from devtools.embedded import free_port
+
 MASTER_NAME = "floodgate"
 REDIS_SERVER = "/usr/bin/redis-server"
 REDIS_SENTINEL = "/usr/bin/redis-sentinel"
 DOWN_AFTER_MS = 1000
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
