@@ -30,6 +30,12 @@ def test_create_drop_splits_quantity_over_buckets() -> None:
     assert drop.state == "scheduled"
 
 
+def test_create_drop_sets_how_long_an_offer_waits() -> None:
+    run("--slug", "offers", "--quantity", "3", "--waiting-room", "--offer-seconds", "20")
+
+    assert Drop.objects.get(slug="offers").offer_seconds == 20
+
+
 def test_create_drop_in_units_mode_makes_one_row_per_unit() -> None:
     run("--slug", "seats", "--quantity", "3", "--mode", "units", "--labels", "A1,A2,A3")
 
@@ -52,6 +58,7 @@ def test_create_drop_in_units_mode_makes_one_row_per_unit() -> None:
         ),
         (["--slug", "too-many-buckets", "--quantity", "3", "--buckets", "5"], "at most as many buckets"),
         (["--slug", "short-hold", "--quantity", "3", "--hold-seconds", "1"], "hold"),
+        (["--slug", "short-offer", "--quantity", "3", "--waiting-room", "--offer-seconds", "5"], "offer"),
         (["--slug", "labels", "--quantity", "3", "--mode", "units", "--labels", "A1,A1,A2"], "unique"),
         (["--slug", "eur", "--quantity", "3", "--currency", "eur"], "three-letter"),
     ],

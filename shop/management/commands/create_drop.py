@@ -22,6 +22,9 @@ class Command(BaseCommand):
         parser.add_argument("--mode", choices=InventoryMode.values, default=InventoryMode.BUCKETS)
         parser.add_argument("--buckets", type=int, default=1)
         parser.add_argument("--hold-seconds", type=int, default=480)
+        parser.add_argument(
+            "--offer-seconds", type=int, default=90, help="waiting room: how long a returned unit waits for the next ticket"
+        )
         parser.add_argument("--per-buyer-limit", type=int, default=2)
         parser.add_argument("--starts-in", type=int, default=60, help="seconds from now")
         parser.add_argument("--duration", type=int, default=3600, help="seconds the sale lasts")
@@ -72,6 +75,7 @@ class Command(BaseCommand):
                 inventory_mode=str(opts["mode"]),
                 bucket_count=int(opts["buckets"]),
                 hold_seconds=int(opts["hold_seconds"]),
+                offer_seconds=int(opts["offer_seconds"]),
                 per_buyer_limit=int(opts["per_buyer_limit"]),
                 waiting_room=bool(opts["waiting_room"]),
                 admission_wave_seconds=int(opts["wave_seconds"]),
