@@ -28,7 +28,16 @@ DEBIAN_PYTHON = "/usr/bin/python3"
 VENV = ROOT / ".data" / "patroni-venv"
 PACKAGES = ["patroni[etcd3]>=4,<5", "psycopg[binary]>=3.2,<4"]
 SCOPE = "floodgate"
-TTL = 20  # Patroni's least: the leader key outlives a dead leader by at most this long
+CONFIG = ROOT / "deploy" / "patroni" / "patroni.yml"  # compose's, which the fault run proves
+
+
+def load_config() -> dict:
+    import yaml
+
+    return yaml.safe_load(CONFIG.read_text())
+
+
+TTL = int(load_config()["bootstrap"]["dcs"]["ttl"])  # the leader key outlives a dead leader this long
 
 
 @dataclass
@@ -135,58 +144,33 @@ def ensure_venv() -> Path:
 
 
 def _config(node: Node, etcd_port: int, folder: Path) -> str:
-    """The node's Patroni configuration (YAML is a superset of JSON)."""
-    return json.dumps(
-        {
-            "scope": SCOPE,
-            "name": node.name,
-            "log": {"level": "WARNING"},
-            "restapi": {"listen": f"127.0.0.1:{node.api}", "connect_address": f"127.0.0.1:{node.api}"},
-            "etcd3": {"hosts": [f"127.0.0.1:{etcd_port}"]},
-            "bootstrap": {
-                "dcs": {
-                    "ttl": TTL,
-                    "loop_wait": 1,
-                    "retry_timeout": 5,
-                    "synchronous_mode": True,
-                    "postgresql": {
-                        "use_pg_rewind": False,
-                        "parameters": {
-                            "max_connections": 200,
-                            "wal_level": "replica",
-                            "hot_standby": "on",
-                            "max_wal_senders": 5,
-                            "max_replication_slots": 5,
-                            "synchronous_commit": "on",
-                        },
-                    },
-                },
-                "initdb": [{"encoding": "UTF8"}, {"auth": "trust"}, {"username": "postgres"}],
-                "pg_hba": [
-                    "local all all trust",
-                    "host all all 127.0.0.1/32 trust",
-                    "host replication all 127.0.0.1/32 trust",
-                ],
-            },
-            "postgresql": {
-                "listen": f"127.0.0.1:{node.port}",
-                "connect_address": f"127.0.0.1:{node.port}",
-                "data_dir": str(node.folder / "data"),
-                "bin_dir": str(pg_bin()),
-                "pgpass": str(node.folder / "pgpass"),
-                "authentication": {
-                    "superuser": {"username": "postgres", "password": "postgres"},
-                    "replication": {"username": "replicator", "password": "replicator"},
-                },
-                "parameters": {"unix_socket_directories": str(folder)},
-                "pg_hba": [
-                    "local all all trust",
-                    "host all all 127.0.0.1/32 trust",
-                    "host replication all 127.0.0.1/32 trust",
-                ],
-            },
-        }
+    """The compose nodes' configuration (deploy/patroni/patroni.yml: the cluster's settings, kept as
+    they are) with this machine's addresses, paths and trust auth (YAML is a superset of JSON)."""
+    trust = [
+        "local all all trust",
+        "host all all 127.0.0.1/32 trust",
+        "host replication all 127.0.0.1/32 trust",
+    ]
+    config = load_config()
+    config["name"] = node.name
+    config["restapi"] = {"listen": f"127.0.0.1:{node.api}", "connect_address": f"127.0.0.1:{node.api}"}
+    config["etcd3"] = {"hosts": [f"127.0.0.1:{etcd_port}"]}
+    config["bootstrap"]["initdb"] = [{"encoding": "UTF8"}, {"auth": "trust"}, {"username": "postgres"}]
+    config["bootstrap"]["pg_hba"] = trust
+    config["postgresql"].update(
+        listen=f"127.0.0.1:{node.port}",
+        connect_address=f"127.0.0.1:{node.port}",
+        data_dir=str(node.folder / "data"),
+        bin_dir=str(pg_bin()),
+        pgpass=str(node.folder / "pgpass"),
+        authentication={
+            "superuser": {"username": "postgres", "password": "postgres"},
+            "replication": {"username": "replicator", "password": "replicator"},
+        },
+        parameters={"unix_socket_directories": str(folder)},
+        pg_hba=trust,
     )
+    return json.dumps(config)
 
 
 def _start(command: list[str], log: Path, **options: object) -> subprocess.Popen:

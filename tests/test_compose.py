@@ -225,3 +225,103 @@ def test_the_health_checks_get_200_from_production_settings_and_a_wrong_host_wou
     assert Client().get("/healthz", HTTP_HOST=check_host).status_code == 200  # plain HTTP, no redirect
     # control: the address the checks connect to is not an allowed host
     assert Client().get("/healthz", HTTP_HOST="127.0.0.1:8000").status_code == 400
+
+
+# docker-compose.ha.yml: PostgreSQL under Patroni, Redis under Sentinel, laid over the base file.
+HA = ROOT / "docker-compose.ha.yml"
+ROUTER = ROOT / "deploy" / "patroni" / "haproxy.cfg"
+PATRONI = ROOT / "deploy" / "patroni" / "patroni.yml"
+
+
+def merged() -> dict:
+    """The two files as `docker compose -f docker-compose.yml -f docker-compose.ha.yml` merges them
+    (a service's maps merged key by key, its other values replaced)."""
+    base, ha = compose()["services"], yaml.safe_load(HA.read_text())["services"]
+    services = {name: dict(service) for name, service in base.items()}
+    for name, service in ha.items():
+        into = services.setdefault(name, {})
+        for key, value in service.items():
+            into[key] = {**into.get(key, {}), **value} if isinstance(value, dict) else value
+    return services
+
+
+def test_the_ha_shape_routes_postgres_to_the_patroni_primary_and_checks_with_haproxy() -> None:
+    services = merged()
+    config = ROUTER.read_text()
+    patroni = yaml.safe_load(PATRONI.read_text())
+    api_port = patroni["restapi"]["listen"].rsplit(":", 1)[1]
+    pg_port = patroni["postgresql"]["listen"].rsplit(":", 1)[1]
+    nodes = [name for name, s in services.items() if s.get("build") == "deploy/patroni"]
+
+    assert nodes == ["pg1", "pg2"] and "etcd" in services
+    assert patroni["etcd3"]["hosts"] == ["etcd:2379"]
+    assert patroni["bootstrap"]["dcs"]["synchronous_mode"] is True  # only the sync standby is promoted
+    for node in nodes:
+        env = services[node]["environment"]
+        assert env["PATRONI_NAME"] == node
+        assert env["PATRONI_RESTAPI_CONNECT_ADDRESS"] == f"{node}:{api_port}"
+        assert env["PATRONI_POSTGRESQL_CONNECT_ADDRESS"] == f"{node}:{pg_port}"
+        # the router sends connections to the node whose Patroni says it is the primary
+        assert re.search(rf"^\s*server {node} {node}:{pg_port} check port {api_port}$", config, re.M)
+    assert "http-check send meth GET uri /primary" in config and "on-marked-down shutdown-sessions" in config
+    # `postgres` keeps its address (PgBouncer and migrate unchanged) and is now the router
+    router = services["postgres"]
+    assert router["image"].startswith("haproxy") and re.search(r"^\s*bind :5432$", config, re.M)
+    assert Path(ROOT / router["volumes"][0].split(":")[0]).resolve() == ROUTER
+    assert services["migrate"]["depends_on"]["pg-init"] == {"condition": "service_completed_successfully"}
+    for name, service in services.items():  # what keeps running says whether it is well
+        assert name in {"migrate", "pg-init"} or "healthcheck" in service, name
+    done = haproxy_check(ROUTER)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_patroni_image_installs_what_the_fault_run_proves() -> None:
+    from devtools import patroni
+
+    dockerfile = (ROOT / "deploy" / "patroni" / "Dockerfile").read_text()
+
+    for package in patroni.PACKAGES:  # the versions `prove failover --patroni` runs
+        assert f'"{package}"' in dockerfile
+    assert "COPY patroni.yml /etc/patroni.yml" in dockerfile and "USER postgres" in dockerfile
+    assert patroni.load_config() == yaml.safe_load(PATRONI.read_text())  # the run reads this very file
+
+
+def test_the_ha_app_asks_compose_s_sentinels_which_run_their_config(tmp_path: Path) -> None:
+    from devtools import sentinel
+    from devtools.embedded import free_port
+
+    services = merged()
+    sentinels = [name for name in services if re.fullmatch(r"sentinel\d", name)]
+    script = services["sentinel1"]["command"][2]
+    master = re.search(r"sentinel monitor (\S+) redis 6379 2", script).group(1)
+
+    assert len(sentinels) == 3
+    assert services["redis-replica"]["command"][-3:] == ["--replicaof", "redis", "6379"]
+    for name in ("migrate", "web", "worker", "beat"):
+        env = services[name]["environment"]
+        assert env["REDIS_SENTINELS"] == ",".join(f"{s}:26379" for s in sentinels), name
+        assert env["REDIS_SENTINEL_MASTER"] == master, name
+    # the sentinels' own script, run here against a real master (its name and port swapped in)
+    redis_port, sentinel_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [sentinel.REDIS_SERVER, "--port", str(redis_port), "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )
+    here = script.replace("redis 6379", f"127.0.0.1 {redis_port}").replace("26379", str(sentinel_port))
+    watcher = subprocess.Popen(["sh", "-c", here.replace("/tmp/", f"{tmp_path}/")], stdout=subprocess.DEVNULL)
+    try:
+        import redis
+
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                got = redis.Redis(port=sentinel_port).sentinel_get_master_addr_by_name(master)
+                break
+            except redis.RedisError:
+                assert time.monotonic() < deadline and watcher.poll() is None, "the sentinel did not start"
+                time.sleep(0.1)
+        assert got == (b"127.0.0.1", redis_port)
+    finally:
+        for process in (watcher, server):
+            process.kill()
+            process.wait()
