@@ -227,7 +227,7 @@ def test_the_hold_lifecycle_matches_its_model_in_any_order() -> None:
     run_state_machine_as_test(
         HoldLifecycle,
         settings=settings(
-            max_examples=50,
+            max_examples=25,
             stateful_step_count=30,
             deadline=None,
             derandomize=True,  # the same sequences every run: a failure is reproducible

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -193,8 +194,16 @@ def test_control_a_quantity_change_locking_the_drop_for_update_deadlocks(make_bu
         "SELECT quantity FROM locked CROSS JOIN LATERAL pg_sleep(0.05 + 0 * locked.quantity)"
     )
     monkeypatch.setattr(sql, "LOCK_DROP_QUANTITY", broken)
-
-    _drop, results = race_reserves_against_quantity_changes(make_buyers)
+    # each deadlock is found after deadlock_timeout (1 s by default): the race's new connections
+    # look sooner, so the control costs seconds, not a minute
+    name = connection.settings_dict["NAME"]
+    with connection.cursor() as cursor:
+        cursor.execute(f'ALTER DATABASE "{name}" SET deadlock_timeout = \'100ms\'')
+    try:
+        _drop, results = race_reserves_against_quantity_changes(make_buyers)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f'ALTER DATABASE "{name}" RESET deadlock_timeout')
 
     failures = [r for r in results if isinstance(r, BaseException)]
     assert any("deadlock detected" in str(r) for r in failures), failures
