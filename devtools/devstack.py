@@ -274,7 +274,7 @@ def run_proof(args: list[str]) -> int:
     if args[:1] not in (["failover"], ["faults"]):
         sys.exit(
             "usage: python3 floodgate.py prove failover [--patroni] [--before S] [--after S]"
-            " | prove faults [--only NAME] [--rate N]"
+            " | prove faults [--only NAME] [--chaos] [--every-fault] [--buyers N] [--units N]"
         )
     return subprocess.run([sys.executable, "-m", f"devtools.{args[0]}", *args[1:]], cwd=ROOT).returncode
 

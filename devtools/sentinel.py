@@ -3,7 +3,8 @@
 Debian's `redis-server` (a master, and a replica of it) and `redis-sentinel` (three, quorum two,
 a master down after one second), each in a process group of its own under one folder and stopped
 with it, whatever ends the run. `kill_master()` SIGKILLs whichever server the sentinels name master;
-`wait_for_promotion()` returns once they name the other one.
+`wait_for_promotion()` returns once they name the other one; `revive()` starts the killed one again,
+and the sentinels make it the new master's replica (so the next kill has a replica to promote).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Sentinels:
     folder: Path
     servers: dict[int, subprocess.Popen] = field(default_factory=dict)  # port -> redis-server
     sentinels: dict[int, subprocess.Popen] = field(default_factory=dict)  # port -> redis-sentinel
+    commands: dict[int, list[str]] = field(default_factory=dict)  # port -> how its server was started
 
     @property
     def env(self) -> dict[str, str]:
@@ -75,6 +77,25 @@ class Sentinels:
             time.sleep(0.05)
         raise TimeoutError(f"the sentinels promoted no replica within {timeout} s")
 
+    def master_pid(self) -> int:
+        port = self.master()
+        assert port is not None, "no master named"
+        return self.servers[port].pid
+
+    def revive(self, port: int, timeout: float = 30) -> None:
+        """Start a killed server again (no replicaof: the sentinels reconfigure it) and wait until it
+        is a replica in sync with the master."""
+        self.servers[port] = _start(self.folder, f"redis-{port}", self.commands[port])
+        _wait(port, self.servers[port])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.RedisError):
+                info = redis.Redis(port=port, socket_timeout=0.5).info("replication")
+                if info["role"] == "slave" and info.get("master_link_status") == "up":
+                    return
+            time.sleep(0.1)
+        raise TimeoutError(f"redis on {port} did not rejoin as a replica within {timeout} s")
+
     def stop(self) -> None:
         for process in [*self.sentinels.values(), *self.servers.values()]:
             if process.poll() is None:
@@ -100,8 +121,9 @@ def _wait(port: int, process: subprocess.Popen, timeout: float = 15) -> None:
 
 
 @contextlib.contextmanager
-def running(folder: Path) -> Iterator[Sentinels]:
-    """A master, its replica and three sentinels, all stopped on the way out."""
+def running(folder: Path, *, down_after_ms: int = DOWN_AFTER_MS) -> Iterator[Sentinels]:
+    """A master, its replica and three sentinels, all stopped on the way out; a master that does
+    not answer for `down_after_ms` is failed over."""
     folder.mkdir(parents=True, exist_ok=True)
     found = Sentinels(folder)
     try:
@@ -109,12 +131,11 @@ def running(folder: Path) -> Iterator[Sentinels]:
         for port, extra in ((master, []), (replica, ["--replicaof", "127.0.0.1", str(master)])):
             data = folder / f"redis-{port}"
             data.mkdir(exist_ok=True)
-            found.servers[port] = _start(
-                folder,
-                f"redis-{port}",
-                [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--dir", str(data), *extra],
-            )  # fmt: skip
+            found.commands[port] = [
+                REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(data),
+            ]  # fmt: skip
+            found.servers[port] = _start(folder, f"redis-{port}", [*found.commands[port], *extra])
             _wait(port, found.servers[port])
         for _ in range(3):
             port = free_port()
@@ -122,7 +143,7 @@ def running(folder: Path) -> Iterator[Sentinels]:
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\ndir {folder}\n"
                 f"sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n"
-                f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
+                f"sentinel down-after-milliseconds {MASTER_NAME} {down_after_ms}\n"
                 f"sentinel failover-timeout {MASTER_NAME} 5000\n"
                 f"sentinel parallel-syncs {MASTER_NAME} 1\n"
             )

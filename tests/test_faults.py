@@ -1,5 +1,7 @@
-"""Two of `floodgate.py prove faults`' runs inside the suite: a backend killed mid-claim and
-Redis paused (SIGSTOP) under a buying crowd, each on servers of its own (devtools/faults.py)."""
+"""`floodgate.py prove faults` inside the suite, bounded: every fault once on one waiting-room sale
+(the chaos run's `--every-fault` form), and one fault on each phase of a sale in turn, each on
+servers of its own (devtools/faults.py). The full runs (2,000 buyers, 100 units, every fault on
+its own sale, two minutes of chaos) are `python3 floodgate.py prove faults`."""
 
 from __future__ import annotations
 
@@ -8,40 +10,42 @@ import subprocess
 import sys
 from pathlib import Path
 
+from devtools.faults import FAULTS, PHASES
+
 ROOT = Path(__file__).resolve().parent.parent
+SMALL = ["--buyers", "400", "--units", "24", "--join-rate", "400"]
 
 
-def test_a_crowd_loses_no_hold_and_gets_no_500_when_a_backend_dies_or_redis_stops(tmp_path: Path) -> None:
+def prove(tmp_path: Path, *args: str) -> list[dict]:
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "devtools.faults",
-            "--only",
-            "backend-killed",
-            "--only",
-            "redis-paused",
-            "--rate",
-            "100",
-            "--before",
-            "3",
-            "--after",
-            "3",
-            "--pause",
-            "3",
-            "--out",
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "devtools.faults", *SMALL, *args, "--out", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
     )
-
+    assert (tmp_path / "faults.json").exists(), done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "faults.json").read_text())
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert [r["fault"] for r in results] == ["backend-killed", "redis-paused"]
-    for result in results:
-        assert all(result["passed"].values()), result
-        assert result["told"] > 100 and result["missing"] == 0 and result["drift"] == 0
-        assert result["in_fault"].get("503", 0) > 0, result  # buyers were told to wait, not left hanging
+    assert done.returncode == 0, json.dumps([r["details"] for r in results], indent=1)[-4000:]
+    return results
+
+
+def test_every_fault_lands_on_one_waiting_room_sale_and_it_still_sells_out_exactly(tmp_path: Path) -> None:
+    (result,) = prove(tmp_path, "--chaos", "--every-fault", "--seed", "3")
+
+    assert result["run"] == "chaos"
+    assert sorted({i["fault"] for i in result["injections"]}) == sorted(FAULTS)
+    assert all(result["passed"].values()), result["passed"]
+    assert result["sold"] == result["units"] == 24 and result["held"] == 0 and result["drift"] == 0
+    assert result["holds_lost"] == result["orders_lost"] == 0
+    assert result["admission_exact"] and result["offers_in_order"] and result["offers"] > 0
+    assert result["statuses"].get("503", 0) > 0  # buyers were told to wait, not left hanging
+
+
+def test_a_fault_put_on_the_draw_a_wave_the_sell_out_an_expiry_and_an_offer(tmp_path: Path) -> None:
+    (result,) = prove(tmp_path, "--only", "worker-killed")
+
+    assert [i["phase"] for i in result["injections"]] == PHASES
+    assert all(i["recovery"] is not None for i in result["injections"]), result["injections"]
+    assert all(result["passed"].values()), result["passed"]
+    assert result["sold"] == 24 and result["drift"] == 0 and result["holds_lost"] == 0
