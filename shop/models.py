@@ -32,8 +32,22 @@ def money(amount_minor: int, currency: str) -> str:
     return formatting.money(amount_minor, currency)
 
 
+# Letters, digits, dot, dash and underscore, a letter or digit first: a SKU names a file (the
+# drawing shipped for it) and a CSV cell, so no slash, no leading dot, nothing a path could climb.
+SKU_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+SKU_MESSAGE = (
+    "A SKU may use letters, digits, '.', '-' and '_', and starts with a letter or digit (e.g. TEE-BLK-42)."
+)
+
+
 class Product(models.Model):
-    sku = models.CharField("SKU", max_length=64, unique=True)
+    sku = models.CharField(
+        "SKU",
+        max_length=64,
+        unique=True,
+        validators=[RegexValidator(SKU_PATTERN, SKU_MESSAGE)],
+        help_text="Letters, digits, '.', '-' and '_' (e.g. TEE-BLK-42).",
+    )
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     price_minor = models.PositiveIntegerField(
@@ -50,6 +64,11 @@ class Product(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(sku__regex=SKU_PATTERN),
+                name="shop_product_sku_safe",
+                violation_error_message=SKU_MESSAGE,
+            ),
             models.CheckConstraint(
                 condition=Q(currency__regex=r"^[A-Z]{3}$"),
                 name="shop_product_currency_iso",

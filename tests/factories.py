@@ -7,6 +7,8 @@ from datetime import datetime, timedelta
 
 from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.test import Client
 from django.utils import timezone
 
 from shop import services
@@ -67,3 +69,12 @@ def expire_in(hold_ids: list[int], seconds: float) -> None:
             " expires_at = now() + make_interval(secs => %s) WHERE id = ANY(%s)",
             [seconds, list(hold_ids)],
         )
+
+
+def merchant() -> Client:
+    """A client signed in as a staff member of the Merchants group (the `roles` fixture makes it)."""
+    user = get_user_model().objects.create_user("mira", password="pw-pw-pw-pw", is_staff=True)
+    user.groups.add(Group.objects.get(name="Merchants"))
+    client = Client()
+    client.force_login(user)
+    return client

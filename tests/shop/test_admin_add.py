@@ -6,23 +6,14 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
 from inventory.models import StockBucket, Unit
 from shop.models import Drop, Product
+from tests.factories import merchant
 
 pytestmark = pytest.mark.django_db
-
-
-def merchant() -> Client:
-    user = get_user_model().objects.create_user("mira", password="pw-pw-pw-pw", is_staff=True)
-    user.groups.add(Group.objects.get(name="Merchants"))
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def add_form(**changes: str) -> dict[str, str]:

@@ -23,7 +23,10 @@ class Command(BaseCommand):
         parser.add_argument("--buckets", type=int, default=1)
         parser.add_argument("--hold-seconds", type=int, default=480)
         parser.add_argument(
-            "--offer-seconds", type=int, default=90, help="waiting room: how long a returned unit waits for the next ticket"
+            "--offer-seconds",
+            type=int,
+            default=90,
+            help="waiting room: seconds a returned unit is kept for a ticket",
         )
         parser.add_argument("--per-buyer-limit", type=int, default=2)
         parser.add_argument("--starts-in", type=int, default=60, help="seconds from now")
