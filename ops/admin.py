@@ -12,6 +12,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
+from django.core.files.uploadedfile import UploadedFile
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import QuerySet
@@ -28,7 +29,7 @@ from inventory import services as inventory
 from inventory.models import InventoryMode
 from inventory.selectors import invariant
 from ops import dashboard, rehearsal, switch
-from shop import services
+from shop import pictures, services
 from shop.models import ApiToken, Drop, DropState, PauseEvent, Product
 
 admin.site.site_header = "Floodgate"
@@ -39,9 +40,6 @@ admin.site.index_title = "Drops and products"
 # Prices are stored in minor units (cents); people type and read them in major ones.
 MINOR_PER_MAJOR = 100  # two decimal places, as shop.models.money shows them
 PRICE_MAX = Decimal(2**31 - 1) / MINOR_PER_MAJOR  # what price_minor's column holds
-
-
-IMAGE_MAX_BYTES = 5 * 1024 * 1024
 
 
 class ProductForm(forms.ModelForm):
@@ -65,9 +63,12 @@ class ProductForm(forms.ModelForm):
 
     def clean_image(self) -> object:
         image = self.cleaned_data.get("image")
-        if image and getattr(image, "size", 0) > IMAGE_MAX_BYTES:
-            raise forms.ValidationError("The picture is larger than 5 MB; save a smaller one.")
-        return image
+        if not isinstance(image, UploadedFile):  # the picture kept, or cleared
+            return image
+        try:
+            return pictures.cleaned(image)
+        except FloodgateError as error:
+            raise forms.ValidationError(error.detail) from None
 
     def clean(self) -> dict[str, object]:
         data = super().clean()

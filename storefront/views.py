@@ -12,6 +12,7 @@ from django.templatetags.static import static
 from django.views.static import serve
 
 from core.errors import NotFound
+from shop import pictures
 from shop import selectors as catalogue
 from storefront import selectors
 
@@ -47,7 +48,10 @@ def favicon(request: HttpRequest) -> HttpResponse:
 
 
 def media(request: HttpRequest, path: str) -> HttpResponse:
-    """An uploaded product picture from MEDIA_ROOT (Django's file view: it refuses paths outside)."""
+    """An uploaded product picture from MEDIA_ROOT (Django's file view: it refuses paths outside).
+    Only the picture types an upload is kept as: any other file there is not served, inline or not."""
+    if not path.lower().endswith(pictures.SERVED):
+        raise Http404("Only product pictures (JPEG, PNG, WebP) are served here.")
     return serve(request, path, document_root=settings.MEDIA_ROOT)
 
 
