@@ -60,6 +60,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+REDIS_CONNECTIONS = 32  # per process: the edge's Redis reads (a drawn number, a snapshot) are one round trip
+
+
 class Lane(Protocol):
     """Who answers the reserve API's claims the edge lets through, and the API's waiting-room
     joins (holds.lane.Lane, wired by config.asgi); `django` is the way into Django for what it
@@ -700,7 +703,15 @@ class Edge:
 
     def _client(self) -> aioredis.Redis:
         if self._redis is None:
-            self._redis = redis.client(url=self.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+            # A crowd's polls share a bounded pool, waiting briefly for a connection: redis-py's
+            # own pool stops at 100 and then refuses at once, and each refusal fell to Django.
+            self._redis = redis.client(
+                url=self.redis_url,
+                blocking=REDIS_CONNECTIONS,
+                timeout=0.5,
+                socket_timeout=0.5,
+                socket_connect_timeout=0.5,
+            )
         return self._redis
 
     def _start(self) -> None:

@@ -632,3 +632,29 @@ def test_garbage_tokens_bodies_and_hosts_do_not_trip_the_edge() -> None:
     assert (body.status, body.json()["error"], body.edge) == (422, "invalid", False)
     assert (host.status, host.edge) == (400, False)
     assert not Hold.objects.exists()
+
+
+def test_a_crowd_of_polls_waits_for_the_edges_redis_connections_instead_of_being_refused(settings) -> None:
+    """redis-py's own pool refuses its 101st connection at once (each refusal sent a poll to Django,
+    and under a crowd of 2,000 those ran out of database connections); the edge's pool waits."""
+    from redis.exceptions import MaxConnectionsError
+
+    from core import redis as redis_clients
+
+    async def django(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("not called")
+
+    async def lookups(client: Any) -> list[object]:
+        try:
+            return await asyncio.gather(
+                *(state.drawn_number(client, 1, entry) for entry in range(400)), return_exceptions=True
+            )
+        finally:
+            await client.aclose()
+
+    edge = Edge(django, redis_url=settings.REDIS_URL)
+    through_edge = asyncio.run(lookups(edge._client()))
+    plain = asyncio.run(lookups(redis_clients.client(url=settings.REDIS_URL, socket_timeout=0.5)))
+
+    assert through_edge == [None] * 400  # every lookup answered (no entry is in this map)
+    assert any(isinstance(failed, MaxConnectionsError) for failed in plain)  # control: the old pool
