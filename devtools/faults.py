@@ -251,6 +251,11 @@ def servers(folder: Path, buyers: int, units: int, starts_in: int) -> Iterator[t
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def step(url: str) -> str:
+    """A request's path with its ids taken out: /api/holds/N/payment."""
+    return "/".join("N" if part.isdigit() else part for part in url.split("?")[0].split("/")[-3:])
+
+
 @dataclass
 class Crowd:
     """The buyers of one sale and everything they were told."""
@@ -273,6 +278,7 @@ class Crowd:
     statuses: Counter[int] = field(default_factory=Counter)
     refusals: Counter[str] = field(default_factory=Counter)  # "409 sold_out": the 4xx answers by code
     errors: list[str] = field(default_factory=list)  # 500s and what else no buyer should see
+    too_late: int = 0  # payments refused because the hold had run out meanwhile
     phases: dict[str, asyncio.Event] = field(default_factory=dict)
     finished: asyncio.Event = field(default_factory=asyncio.Event)  # every buyer is done
     phase_at: dict[str, float] = field(default_factory=dict)
@@ -320,18 +326,20 @@ class Crowd:
                     retry = float(answer.headers.get("Retry-After") or 0.5)
                     is_json = answer.content_type == "application/json"
                     body = await answer.json() if is_json else {}
-            except (TimeoutError, aiohttp.ClientError, ValueError):
+            except (TimeoutError, aiohttp.ClientError, ValueError) as error:
                 self.statuses[0] += 1
+                self.refusals[f"no answer: {type(error).__name__} ({method} {step(url)})"] += 1
                 await asyncio.sleep(0.5)
                 continue
             self.statuses[status] += 1
             if status >= 500 and status != 503:
                 self.errors.append(f"{method} {url}: {status} {body}")
             if status in {429, 503}:
+                self.refusals[f"{status} {body.get('error', '')} ({method} {step(url)})"] += 1
                 await asyncio.sleep(min(retry, 2.0) * (0.5 + self.rng.random()))
                 continue
             if status >= 400:
-                self.refusals[f"{status} {body.get('error', '')}"] += 1
+                self.refusals[f"{status} {body.get('error', '')} ({method} {step(url)})"] += 1
             return status, body
         return 0, {}
 
@@ -404,7 +412,9 @@ class Crowd:
             since = self.now()
             status, started = await self.call(session, "POST", f"/api/holds/{hold}/payment", auth)
             if status != 202:
-                if status:
+                if started.get("error") == "hold_not_active":
+                    self.too_late += 1  # its hold ran out before the buyer got to pay
+                elif status:
                     self.errors.append(f"payment: {status} {started}")
                 return
             order = int(started["order"]["id"])
@@ -585,6 +595,7 @@ class Result:
     orders_told: int
     orders_lost: int
     offers: int
+    too_late: int
     admission_exact: bool
     offers_in_order: bool
     recovery: float | None
@@ -697,7 +708,7 @@ def check(
         "every order decided, confirmed = sold, captured once": (
             shop.unsettled() == (0, 0) and twice == mismatched == uncaptured == sold_without == 0
         ),
-        "no 500 answers": not crowd.errors,
+        "no 500 and no unexpected refusal": not crowd.errors,
         "the sale moved after every fault": tail_ok,
         "every phase reached": set(crowd.phase_at) == set(PHASES),
     }
@@ -716,6 +727,7 @@ def check(
         orders_told=len(crowd.orders),
         orders_lost=orders_lost,
         offers=len(offers),
+        too_late=crowd.too_late,
         admission_exact=admission_exact,
         offers_in_order=offers_in_order,
         recovery=max(recoveries) if recoveries else None,
@@ -806,8 +818,8 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         "spans them); chaos is a random fault every few seconds.",
         "",
         "| run | faults | held | sold | drift | admission order exact | offers in order | "
-        "recovery (worst) | holds lost | first hold | expiry to offer | sold out | checks |",
-        "| --- | --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "recovery (worst) | holds lost | paid too late | first hold | expiry to offer | sold out | checks |",
+        "| --- | --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
 
     def seconds(value: float | None) -> str:
@@ -824,14 +836,16 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         lines.append(
             f"| {r.run} | {named} | {r.held} | {r.sold} | {r.drift} | "
             f"{'yes' if r.admission_exact else 'no'} | "
-            f"{'yes' if r.offers_in_order else 'no'} ({r.offers}) | {seconds(r.recovery)} | {r.holds_lost} | "
+            f"{'yes' if r.offers_in_order else 'no'} ({r.offers}) | {seconds(r.recovery)} | "
+            f"{r.holds_lost} | {r.too_late} | "
             f"{seconds(r.first_hold)} | {seconds(r.expiry_to_offer)} | {seconds(r.sold_out)} | {verdict} |"
         )
     lines += [
         "",
         "Recovery: from a fault's end until the last buyer caught waiting at it had the answer that "
         "moved their purchase on (a hold, an offer, a payment, an order confirmed; the worst of the "
-        "run's faults). "
+        "run's faults). Paid too late: a payment started after its hold had run out (refused, "
+        "the unit offered on). "
         "First hold and sold out count from the drop's start; expiry to offer from the first "
         "walked-away hold's end to the first buyer who saw its unit offered.",
     ]
