@@ -101,6 +101,22 @@ COMMON_HEADERS = [
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
 ]
+
+
+def strict_transport() -> bytes | None:
+    """The Strict-Transport-Security value Django's SecurityMiddleware sends, or None. The edge and
+    the lane answer only what Django would serve (with SECURE_SSL_REDIRECT, secure requests), and a
+    browser ignores the header over plain HTTP anyway."""
+    if not settings.SECURE_HSTS_SECONDS:
+        return None
+    value = f"max-age={settings.SECURE_HSTS_SECONDS}"
+    if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
+        value += "; includeSubDomains"
+    if settings.SECURE_HSTS_PRELOAD:
+        value += "; preload"
+    return value.encode()
+
+
 # A buyer's own place: like Django's session answers, not for shared caches.
 PRIVATE_HEADERS = ((b"vary", b"Cookie"), (b"cache-control", b"private"))
 TICKET_HEADER = tokens.TICKET_HEADER.lower().encode()
@@ -274,6 +290,8 @@ class Answer:
         ]
         if self.retry_after is not None:
             headers.append((b"retry-after", str(self.retry_after).encode()))
+        if hsts := strict_transport():
+            headers.append((b"strict-transport-security", hsts))
         await send({"type": "http.response.start", "status": self.status, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if head else self.body})
 
@@ -393,6 +411,10 @@ class Edge:
         if found is None:
             return await self.app(scope, receive, send)
         kind, slug = found
+        if kind in (JOIN, CLAIM_JSON) and not self._may_answer(scope):
+            # A Host Django refuses, or plain HTTP where it redirects: Django answers (400, 301),
+            # never the lane, which would serve what Django turns away (claims still bounded).
+            return await (self._claim_in_django if kind == CLAIM_JSON else self.app)(scope, receive, send)
         if kind == JOIN:  # a new ticket: nothing a snapshot could answer
             if self.lane is None:
                 return await self.app(scope, receive, send)

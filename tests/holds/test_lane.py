@@ -506,3 +506,79 @@ def test_claims_queued_when_a_batch_learns_nothing_is_left_hear_it_without_anoth
     assert {(r.status, r.json()["error"]) for r in replies} == {(409, "sold_out")}
     assert LANE.stats["batches"] - before == 1  # the 39 queued behind it needed no batch of their own
     assert Hold.objects.filter(drop=drop).count() == 1
+
+
+@pytest.mark.parametrize("path", ["/api/drops/hosted/holds", "/api/drops/hosted/queue"])
+def test_a_claim_or_join_for_a_host_django_refuses_gets_djangos_400_not_the_lane(work, path: str) -> None:
+    drop = make_drop(slug="hosted", quantity=5, waiting_room=path.endswith("queue"))
+    auth = bearer("hal")
+
+    with override_settings(ALLOWED_HOSTS=["shop.example"]):
+        refused = run(
+            lambda: call(
+                "POST", path, headers={**reserve_headers(auth), "host": "attacker.invalid"}, body=BODY
+            )
+        )
+        served = run(
+            lambda: call("POST", path, headers={**reserve_headers(auth), "host": "shop.example"}, body=BODY)
+        )
+
+    assert refused.status == 400 and not lane_answered(refused)
+    assert served.status in (200, 201) and lane_answered(served)
+    assert Hold.objects.filter(drop=drop).count() == (0 if path.endswith("queue") else 1)
+
+
+def test_a_real_server_redirects_plain_http_as_django_does_and_its_secure_answers_carry_hsts(
+    payment_provider: str,
+) -> None:
+    """Django reads SECURE_SSL_REDIRECT when its middleware is built: a server of its own, with the
+    production profile's redirect, proxy header and HSTS."""
+    state.refresh([make_drop(slug="secure", quantity=5).pk])
+    token = create_buyers(count=1, prefix="sue")[0].token
+    port = free_port()
+    env = {
+        **app_env(payment_provider, f"http://127.0.0.1:{port}"),
+        "SECURE_SSL_REDIRECT": "1",
+        "TRUST_X_FORWARDED_FOR": "1",
+        "SECURE_HSTS_SECONDS": "31536000",
+        "ALLOWED_HOSTS": "shop.example",
+        "DB_POOL_MAX_SIZE": "4",
+    }
+    daphne = str(Path(sys.executable).parent / "daphne")
+    process, log = start_process(
+        f"lane-tls-{port}", [daphne, "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"], env
+    )
+    claim = {"Authorization": f"Bearer {token}", "Idempotency-Key": "k1", "Host": "shop.example"}
+    https = {"X-Forwarded-Proto": "https"}
+    try:
+        wait_for_port(port, process, log)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            plain = client.post("/api/drops/secure/holds", json={"quantity": 1}, headers=claim)
+            foreign = client.post(
+                "/api/drops/secure/holds",
+                json={"quantity": 1},
+                headers={**claim, **https, "Host": "bad.invalid"},
+            )
+            made = Hold.objects.filter(drop__slug="secure").count()
+            secure = client.post("/api/drops/secure/holds", json={"quantity": 1}, headers={**claim, **https})
+    finally:
+        process.kill()
+        process.wait(10)
+
+    assert (
+        plain.status_code == 301
+        and plain.headers["location"] == "https://shop.example/api/drops/secure/holds"
+    )
+    assert foreign.status_code == 400 and "x-floodgate-lane" not in foreign.headers
+    assert made == 0  # neither made a hold
+    assert secure.status_code == 201 and secure.headers["x-floodgate-lane"] == "hit"
+    assert secure.headers["strict-transport-security"] == "max-age=31536000"
+
+
+@override_settings(SECURE_HSTS_SECONDS=600, SECURE_HSTS_INCLUDE_SUBDOMAINS=True, SECURE_HSTS_PRELOAD=False)
+def test_the_edges_own_answers_carry_the_hsts_django_would_send(work) -> None:
+    state.refresh([make_drop(slug="strict", quantity=5).pk])
+
+    answer = run(lambda: call("GET", "/api/drops/strict"))
+
+    assert answer.edge and answer.headers["strict-transport-security"] == "max-age=600; includeSubDomains"
