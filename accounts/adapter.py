@@ -3,14 +3,21 @@ way in for accounts made before e-mail sign-up."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from allauth.account.adapter import DefaultAccountAdapter
-from django.http import HttpRequest
+from django.contrib import messages
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
 
 from admission import limits
 
 VERIFY_STAGE = "allauth.account.stages.EmailVerificationStage"
 # Named, not imported: allauth.account.stages must not load before allauth has (an import cycle).
 OUR_VERIFY_STAGE = "accounts.stages.VerifyOrAddEmailStage"
+STAFF_MESSAGE = "Staff accounts sign in at the admin's login page."
 
 
 class AccountAdapter(DefaultAccountAdapter):
@@ -18,6 +25,17 @@ class AccountAdapter(DefaultAccountAdapter):
         """Sign-up and login limits count per address as the waiting room's do (behind the proxy
         only when TRUST_X_FORWARDED_FOR says there is one)."""
         return limits.client_ip(request)
+
+    def pre_login(self, request: HttpRequest, user: AbstractBaseUser, **kwargs: Any) -> HttpResponse | None:
+        """Staff sign in at the admin's login, never the shop's: that one has the address lockout
+        and no e-mail verification stage a staff account without an address could skip."""
+        if getattr(user, "is_staff", False) or getattr(user, "is_superuser", False):
+            from allauth.account.internal.stagekit import clear_login
+
+            clear_login(request)
+            messages.error(request, STAFF_MESSAGE)
+            return redirect(f"{reverse('admin:login')}?next={reverse('admin:index')}")
+        return super().pre_login(request, user, **kwargs)
 
     def get_login_stages(self) -> list[str]:
         stages: list[str] = super().get_login_stages()

@@ -1,16 +1,19 @@
-"""The admin login throttle (django-axes), kept to the admin site.
+"""The admin login throttle (django-axes): every door into an account that can open the admin.
 
 axes counts failed logins per client address in the database (AccessAttempt rows, visible in
-the admin) and refuses the address's logins to /admin/ once AXES_FAILURE_LIMIT is reached, even
-with the right password, for AXES_COOLOFF_TIME. Shop logins and bearer tokens are not its
-business: allauth limits the first (ACCOUNT_RATE_LIMITS), and a wrong bearer token must not cost
-a database write. `manage.py axes_reset` lifts every lockout.
+the admin) and refuses the address's logins once AXES_FAILURE_LIMIT is reached, even with the
+right password, for AXES_COOLOFF_TIME: on the admin site, and for a staff account wherever it
+is tried (the shop's login too, which would otherwise walk around the lockout). A buyer's shop
+login and bearer tokens are not its business: allauth limits the first (ACCOUNT_RATE_LIMITS),
+and a wrong bearer token must not cost a database write. `manage.py axes_reset` lifts every lockout.
 """
 
 from __future__ import annotations
 
 from axes.backends import AxesStandaloneBackend
 from axes.handlers.database import AxesDatabaseHandler
+from django.contrib.auth import get_user_model
+from django.db.models import Q
 from django.http import HttpRequest
 
 from admission import limits
@@ -31,8 +34,27 @@ class AdminLoginBackend(AxesStandaloneBackend):
         return super().authenticate(request, *args, **kwargs)
 
 
+def names_staff(credentials: dict[str, object] | None) -> bool:
+    """Whether a login's username or e-mail is a staff account's (one that can open the admin)."""
+    given = [str(v) for k, v in (credentials or {}).items() if k in ("username", "email", "login") and v]
+    if not given:
+        return False
+    named = Q(username__in=given) | Q(email__in=[g.lower() for g in given])
+    return get_user_model().objects.filter(named, Q(is_staff=True) | Q(is_superuser=True)).exists()
+
+
+def is_staff(user: object) -> bool:
+    return bool(getattr(user, "is_staff", False) or getattr(user, "is_superuser", False))
+
+
 class AdminLoginHandler(AxesDatabaseHandler):
-    """axes' database handler, recording only what happens on the admin site."""
+    """axes' database handler for the admin site's logins and a staff account's anywhere."""
+
+    def guards(self, request: HttpRequest | None, credentials: dict[str, object] | None) -> bool:
+        return request is not None and (self.is_admin_request(request) or names_staff(credentials))
+
+    def is_allowed(self, request: HttpRequest, credentials: dict[str, object] | None = None) -> bool:
+        return not self.guards(request, credentials) or super().is_allowed(request, credentials)
 
     def user_login_failed(
         self,
@@ -41,13 +63,13 @@ class AdminLoginHandler(AxesDatabaseHandler):
         request: HttpRequest | None = None,
         **kwargs: object,
     ) -> None:
-        if request is not None and self.is_admin_request(request):
+        if self.guards(request, credentials):
             super().user_login_failed(sender, credentials, request, **kwargs)
 
     def user_logged_in(self, sender: object, request: HttpRequest, user: object, **kwargs: object) -> None:
-        if request is not None and self.is_admin_request(request):
+        if request is not None and (self.is_admin_request(request) or is_staff(user)):
             super().user_logged_in(sender, request, user, **kwargs)
 
     def user_logged_out(self, sender: object, request: HttpRequest, user: object, **kwargs: object) -> None:
-        if request is not None and self.is_admin_request(request):
+        if request is not None and (self.is_admin_request(request) or is_staff(user)):
             super().user_logged_out(sender, request, user, **kwargs)

@@ -273,12 +273,13 @@ ACCOUNT_RATE_LIMITS = {
 }
 
 # The admin login (django-axes): the AXES_FAILURE_LIMIT-th wrong password from one address locks
-# that address out of /admin/ login for AXES_COOLOFF_TIME, right password or not. Shop logins are
-# allauth's to limit (above); accounts.throttle keeps axes to the admin only.
+# that address out of /admin/ login for AXES_COOLOFF_TIME, right password or not; a staff account's
+# logins count and are refused on the shop's login too. Buyers' logins are allauth's to limit
+# (above); accounts.throttle decides which logins axes sees.
 AXES_FAILURE_LIMIT = env.integer("ADMIN_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.integer("ADMIN_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["ip_address"]
-AXES_ONLY_ADMIN_SITE = True
+AXES_ONLY_ADMIN_SITE = False  # accounts.throttle.AdminLoginHandler picks the logins itself
 AXES_HANDLER = "accounts.throttle.AdminLoginHandler"
 AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_ip"
 AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"

@@ -118,3 +118,39 @@ def test_password_reset_mails_are_limited_per_address() -> None:
 
     assert len(mail.outbox) == 3
     assert answer.status_code in (200, 429) and b"too many" in answer.content.lower()
+
+
+def shop_login(client: Client, password: str, login: str = "ops") -> object:
+    return client.post("/accounts/login/", {"username": login, "password": password})
+
+
+def test_the_admin_lockout_holds_at_the_shop_login_too(staff: object) -> None:
+    client = Client()
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        admin_login(client, "guess")
+
+    answer = shop_login(client, RIGHT)
+
+    assert answer.status_code == 429 and not logged_in(client)
+    assert client.get("/admin/").status_code == 302  # to the login: the admin stays shut
+
+
+def test_wrong_shop_passwords_for_a_staff_account_count_toward_the_admin_lockout(staff: object) -> None:
+    client = Client()
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        shop_login(client, "guess", login="ops@example.com")
+
+    assert AccessAttempt.objects.count() == 1  # one row for the address, its failures counted
+    assert admin_login(client, RIGHT).status_code == 429
+
+
+def test_staff_with_the_right_password_are_sent_to_the_admin_login_unsigned(staff: object) -> None:
+    client = Client()
+
+    answer = shop_login(client, RIGHT)
+
+    assert answer.status_code == 302 and answer["Location"].startswith("/admin/login/")
+    assert not logged_in(client)
+    page = client.get(answer["Location"]).content.decode()
+    assert "Staff accounts sign in at the admin&#x27;s login page." in page or "admin's login page" in page
+    assert admin_login(client, RIGHT).status_code == 302 and logged_in(client)  # there, they can
