@@ -46,9 +46,11 @@ from importlib import import_module
 import redis.asyncio as aioredis
 from django.conf import settings
 from django.contrib.auth import get_user
+from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.core.handlers.asgi import ASGIRequest
 from django.db import IntegrityError, OperationalError, close_old_connections, connection
 from django.http import HttpRequest
+from django.http.multipartparser import MultiPartParserError
 
 from admission import limits, tokens
 from admission import services as admission
@@ -169,6 +171,10 @@ class Lane:
             answer = None
         except FloodgateError as error:
             answer = Answer.error(error, by=LANE)
+        except (MultiPartParserError, SuspiciousOperation, BadRequest):
+            # A form body the CSRF check could not read (malformed multipart, too many fields):
+            # Django's own path gives its 400 for it.
+            answer = None
         except OperationalError as error:  # as core.api: the database said "not now"
             log.warning("lane: database busy: %s", error)
             answer = Answer.error(Busy(BUSY), by=LANE)

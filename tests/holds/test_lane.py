@@ -582,3 +582,28 @@ def test_the_edges_own_answers_carry_the_hsts_django_would_send(work) -> None:
     answer = run(lambda: call("GET", "/api/drops/strict"))
 
     assert answer.edge and answer.headers["strict-transport-security"] == "max-age=600; includeSubDomains"
+
+
+@pytest.mark.parametrize(
+    ("case", "content_type", "body"),
+    [
+        ("a malformed multipart body", "multipart/form-data; boundary=zzz", b"--zzz\r\nno headers here"),
+        ("a multipart body without its boundary", "multipart/form-data", b"quantity=1"),
+        (
+            "more form fields than Django reads",
+            "application/x-www-form-urlencoded",
+            b"&".join(b"f%d=1" % n for n in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 5)),
+        ),
+    ],
+)
+def test_a_session_claim_with_a_form_body_django_cannot_read_gets_djangos_answer_not_a_500(
+    case: str, content_type: str, body: bytes
+) -> None:
+    drop = make_drop(slug="formed", quantity=5)
+    sent = {**session_headers("fay"), "content-type": content_type}
+
+    lane, django = both_paths("/api/drops/formed/holds", sent, body)
+
+    assert 400 <= lane.status < 500, (case, lane.status, lane.body[:200])
+    assert (lane.status, lane.body) == (django.status, django.body), case
+    assert not Hold.objects.exists() and invariant(drop_id=drop.pk).available == 5
