@@ -177,6 +177,9 @@ def _reserve_once(
         cursor.execute(sql.INSERT_HOLD, {**ids, "q": quantity, "index": first, "digest": digest})
         row = cursor.fetchone()
         if row is None:
+            cursor.execute(sql.ACTIVE_BUYERS, {"buyers": [buyer_id]})
+            if cursor.fetchone() is None:
+                raise Unauthenticated("This account is not active: it cannot reserve.")
             cursor.execute(sql.FIND_BY_KEY, ids)
             again = cursor.fetchone()
             if again is not None:

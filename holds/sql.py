@@ -16,15 +16,17 @@ from inventory import sql as stock
 # Start a hold for a buyer with an idempotency key; expiry from the drop's hold time
 # on the database clock. ON CONFLICT covers both unique rules: the same key again
 # (the caller looks the hold up) and a second active hold of the buyer (refused).
-# 1 row: a new hold; 0 rows: a conflict. Waits only for a concurrent insert of the
-# same key or buyer to commit or roll back.
+# 1 row: a new hold; 0 rows: a conflict, or an account deactivated since its token or session
+# was cached (no claim of a banned buyer, whatever a cache still says). Waits only for a
+# concurrent insert of the same key or buyer to commit or roll back.
 INSERT_HOLD = """
 INSERT INTO holds_hold
        (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
         created_at, expires_at, extended)
-SELECT d.id, %(buyer)s, %(q)s, %(index)s, 'held', %(key)s, %(digest)s,
+SELECT d.id, u.id, %(q)s, %(index)s, 'held', %(key)s, %(digest)s,
        now(), now() + make_interval(secs => d.hold_seconds), false
-  FROM shop_drop d WHERE d.id = %(drop)s
+  FROM shop_drop d JOIN auth_user u ON u.id = %(buyer)s AND u.is_active
+ WHERE d.id = %(drop)s
 ON CONFLICT DO NOTHING
 RETURNING id, created_at, expires_at
 """

@@ -6,7 +6,9 @@ import django.core.validators
 from django.db import migrations, models
 
 SAFE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-MESSAGE = "A SKU may use letters, digits, '.', '-' and '_', and starts with a letter or digit (e.g. TEE-BLK-42)."
+MESSAGE = (
+    "A SKU may use letters, digits, '.', '-' and '_', and starts with a letter or digit (e.g. TEE-BLK-42)."
+)
 
 
 def clean_skus(apps, schema_editor) -> None:
@@ -47,7 +49,9 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name="product",
             constraint=models.CheckConstraint(
-                condition=models.Q(("sku__regex", SAFE)), name="shop_product_sku_safe", violation_error_message=MESSAGE
+                condition=models.Q(("sku__regex", SAFE)),
+                name="shop_product_sku_safe",
+                violation_error_message=MESSAGE,
             ),
         ),
     ]

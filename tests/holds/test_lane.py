@@ -607,3 +607,20 @@ def test_a_session_claim_with_a_form_body_django_cannot_read_gets_djangos_answer
     assert 400 <= lane.status < 500, (case, lane.status, lane.body[:200])
     assert (lane.status, lane.body) == (django.status, django.body), case
     assert not Hold.objects.exists() and invariant(drop_id=drop.pk).available == 5
+
+
+def test_a_deactivated_buyer_with_a_cached_token_cannot_pin_a_chosen_seat() -> None:
+    """The lane caches who a token is; the chosen-seat claim (`reserve`, INSERT_HOLD) checks the
+    account itself, as the batch claim does, so a ban holds at once in every process."""
+    make_drop(slug="warm", quantity=4)
+    drop = make_drop(slug="seats", quantity=4, mode="units")
+    auth = bearer("ban")
+    seat = b'{"quantity": 1, "unit": "2"}'
+    warm = run(lambda: call("POST", "/api/drops/warm/holds", headers=reserve_headers(auth), body=BODY))
+    get_user_model().objects.filter(username="ban").update(is_active=False)  # banned meanwhile
+
+    pinned = run(lambda: call("POST", "/api/drops/seats/holds", headers=reserve_headers(auth), body=seat))
+
+    assert warm.status == 201 and lane_answered(warm)  # the token is in this process's cache now
+    assert pinned.status == 401 and pinned.json()["error"] == "unauthenticated", pinned.body
+    assert not Hold.objects.filter(drop=drop).exists()
