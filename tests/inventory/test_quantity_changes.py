@@ -198,7 +198,7 @@ def test_control_a_quantity_change_locking_the_drop_for_update_deadlocks(make_bu
     # look sooner, so the control costs seconds, not a minute
     name = connection.settings_dict["NAME"]
     with connection.cursor() as cursor:
-        cursor.execute(f'ALTER DATABASE "{name}" SET deadlock_timeout = \'100ms\'')
+        cursor.execute(f"ALTER DATABASE \"{name}\" SET deadlock_timeout = '100ms'")
     try:
         _drop, results = race_reserves_against_quantity_changes(make_buyers)
     finally:
