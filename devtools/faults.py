@@ -24,8 +24,9 @@ misbehaving provider) spans all of them. The chaos run puts a random fault every
   hold (but an offer) of a ticket past the admitted mark of the last wave before it;
 - offers in order: they went out in ticket order, and no ticket that never held a unit was passed;
 - every order decided, a confirmed order is a sold hold, none captured twice; no 500 answer;
-- seconds to recover: from a fault's end until the last buyer caught waiting at it had the answer
-  that moved their purchase on (the worst of the run's faults).
+- seconds until the sale moved again: the longest a sale with buyers waiting stood still, from a
+  fault's start to its first move after the fault's end; and until the last buyer caught waiting
+  at its end had their answer (each the worst of the run's faults).
 
 The run without a fault ("none") is the baseline the others are read against. The report goes to
 bench/out/faults.{md,json}; the README shows the last one.
@@ -467,7 +468,8 @@ class Injection:
     phase: str
     at: float
     end: float
-    recovery: float | None = None  # seconds from the end to the first move of a buyer waiting
+    moved_again: float | None = None  # the longest standstill from its start to the next move after its end
+    recovery: float | None = None  # seconds from its end until the last buyer caught then was answered
 
 
 async def inflict(fault: str, shop: Shop, *, lasting: float = 0.0) -> None:
@@ -581,6 +583,22 @@ async def chaos(
     crowd.walk_hold = crowd.walk_offer = 0.0  # the chaos is over: the rest of the crowd buys
 
 
+def standstill(moves: list[tuple[float, float]], start: float, end: float) -> float | None:
+    """The longest time, from a fault's start until the sale's first move after its end, in which
+    some buyer was waiting and nobody's purchase moved on (None: the sale never moved again)."""
+    after = [at for _since, at in moves if at > end]
+    if not after:
+        return None
+    stop = min(after)
+    points = [start, *sorted(at for _since, at in moves if start < at < stop), stop]
+    waits = sorted(moves)
+    worst = 0.0
+    for a, b in itertools.pairwise(points):
+        if b - a > worst and any(since <= a and at >= b for since, at in waits):
+            worst = b - a
+    return round(worst, 2)
+
+
 @dataclass
 class Result:
     run: str
@@ -598,6 +616,7 @@ class Result:
     too_late: int
     admission_exact: bool
     offers_in_order: bool
+    moved_again: float | None  # the longest the sale stood still over a fault (the worst injection)
     recovery: float | None
     first_hold: float | None  # seconds from the start to the first hold
     expiry_to_offer: float | None  # from the first expiry to the first offer a buyer saw
@@ -694,13 +713,15 @@ def check(
         [drop],
     )
     for injection in injections:
+        injection.moved_again = standstill(crowd.moves, injection.at, injection.end)
         # the last buyer caught waiting at the fault's end: how long after it they had their answer
         # (nobody waiting then: the first answer after it, from when its buyer began to wait)
         caught = [at - injection.end for since, at in crowd.moves if since <= injection.end < at]
         later = [at - since for since, at in crowd.moves if since > injection.end]
         injection.recovery = round(max(caught) if caught else min(later), 2) if caught or later else None
-    tail_ok = all(i.recovery is not None or i.end >= (crowd.sold_out_at or 1e9) - 0.5 for i in injections)
+    tail_ok = all(i.moved_again is not None or i.end >= (crowd.sold_out_at or 1e9) - 0.5 for i in injections)
     recoveries = [i.recovery for i in injections if i.recovery is not None]
+    stalls = [i.moved_again for i in injections if i.moved_again is not None]
     first_hold = min(crowd.held_at, default=None)
     offered_at = crowd.phase_at.get("offer")
     sold = int(invariant.get("sold", -1))
@@ -736,6 +757,7 @@ def check(
         too_late=crowd.too_late,
         admission_exact=admission_exact,
         offers_in_order=offers_in_order,
+        moved_again=max(stalls) if stalls else None,
         recovery=max(recoveries) if recoveries else None,
         first_hold=round(first_hold - crowd.starts_at, 2) if first_hold is not None else None,
         expiry_to_offer=(
@@ -824,8 +846,10 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         "spans them); chaos is a random fault every few seconds.",
         "",
         "| run | faults | held | sold | drift | admission order exact | offers in order | "
-        "recovery (worst) | holds lost | paid too late | first hold | expiry to offer | sold out | checks |",
-        "| --- | --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "moved again | last caught answered | holds lost | paid too late | first hold | expiry to offer | "
+        "sold out | checks |",
+        "| --- | --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| --- |",
     ]
 
     def seconds(value: float | None) -> str:
@@ -842,7 +866,8 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         lines.append(
             f"| {r.run} | {named} | {r.held} | {r.sold} | {r.drift} | "
             f"{'yes' if r.admission_exact else 'no'} | "
-            f"{'yes' if r.offers_in_order else 'no'} ({r.offers}) | {seconds(r.recovery)} | "
+            f"{'yes' if r.offers_in_order else 'no'} ({r.offers}) | {seconds(r.moved_again)} | "
+            f"{seconds(r.recovery)} | "
             f"{r.holds_lost} | {r.too_late} | "
             f"{seconds(r.first_hold)} | {seconds(r.expiry_to_offer)} | {seconds(r.sold_out)} | {verdict} |"
         )

@@ -46,6 +46,18 @@ def test_a_fault_put_on_the_draw_a_wave_the_sell_out_an_expiry_and_an_offer(tmp_
     (result,) = prove(tmp_path, "--only", "worker-killed")
 
     assert [i["phase"] for i in result["injections"]] == PHASES
-    assert all(i["recovery"] is not None for i in result["injections"]), result["injections"]
+    assert all(i["moved_again"] is not None for i in result["injections"]), result["injections"]
     assert all(result["passed"].values()), result["passed"]
     assert result["sold"] == 24 and result["drift"] == 0 and result["holds_lost"] == 0
+
+
+def test_a_standstill_counts_only_time_in_which_buyers_waited_and_nobody_was_answered() -> None:
+    from devtools.faults import standstill
+
+    # (waited since, answered at): one buyer waits through a fault from 2 s to 4 s
+    caught = [(0.0, 1.0), (1.5, 6.5), (6.0, 7.0)]
+    idle = [(0.0, 1.0), (6.0, 6.5)]  # nobody waiting from 1 s to 6 s
+
+    assert standstill(caught, 2.0, 4.0) == 4.5  # from the start (2) to the first answer after it (6.5)
+    assert standstill(idle, 2.0, 4.0) == 0.0  # an idle sale did not stand still
+    assert standstill(caught, 2.0, 8.0) is None  # never moved after the fault's end
