@@ -873,10 +873,11 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         )
     lines += [
         "",
-        "Recovery: from a fault's end until the last buyer caught waiting at it had the answer that "
-        "moved their purchase on (a hold, an offer, a payment, an order confirmed; the worst of the "
-        "run's faults). Paid too late: a payment started after its hold had run out (refused, "
-        "the unit offered on). "
+        "Moved again: the longest the sale stood still with buyers waiting, from a fault's start to "
+        "its first move after the fault's end (a move: a hold, an offer, a payment, an order "
+        "confirmed; the worst of the run's faults). Last caught answered: from a fault's end until "
+        "the last buyer caught waiting at it had that answer (the worst). Paid too late: a payment "
+        "started after its hold had run out (refused, the unit offered on). "
         "First hold and sold out count from the drop's start; expiry to offer from the first "
         "walked-away hold's end to the first buyer who saw its unit offered.",
     ]
