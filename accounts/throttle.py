@@ -43,10 +43,6 @@ def names_staff(credentials: dict[str, object] | None) -> bool:
     return get_user_model().objects.filter(named, Q(is_staff=True) | Q(is_superuser=True)).exists()
 
 
-def is_staff(user: object) -> bool:
-    return bool(getattr(user, "is_staff", False) or getattr(user, "is_superuser", False))
-
-
 class AdminLoginHandler(AxesDatabaseHandler):
     """axes' database handler for the admin site's logins and a staff account's anywhere."""
 
@@ -66,10 +62,12 @@ class AdminLoginHandler(AxesDatabaseHandler):
         if self.guards(request, credentials):
             super().user_login_failed(sender, credentials, request, **kwargs)
 
+    # A staff account never logs in outside the admin (the shop's login refuses it before
+    # login()), so successes and logouts are the admin site's only.
     def user_logged_in(self, sender: object, request: HttpRequest, user: object, **kwargs: object) -> None:
-        if request is not None and (self.is_admin_request(request) or is_staff(user)):
+        if request is not None and self.is_admin_request(request):
             super().user_logged_in(sender, request, user, **kwargs)
 
     def user_logged_out(self, sender: object, request: HttpRequest, user: object, **kwargs: object) -> None:
-        if request is not None and (self.is_admin_request(request) or is_staff(user)):
+        if request is not None and self.is_admin_request(request):
             super().user_logged_out(sender, request, user, **kwargs)
