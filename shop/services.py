@@ -62,11 +62,6 @@ def create_drop(
     product = Product.objects.filter(sku=product_sku).first() or Product(
         sku=product_sku, name=product_name, price_minor=price_minor, currency=currency
     )
-    if product.pk is None:
-        try:
-            product.full_clean()
-        except ValidationError as error:
-            raise InvalidInput(_validation_message(error)) from None
     drop = Drop(
         product=product,
         slug=slug,
@@ -87,7 +82,9 @@ def create_drop(
         redis_gate=redis_gate,
     )
     try:
-        drop.full_clean(exclude=["product"])
+        drop.full_clean(exclude=["product"])  # the drop's own fields first: a bad slug is the news
+        if product.pk is None:
+            product.full_clean()
     except ValidationError as error:
         raise InvalidInput(_validation_message(error)) from None
     if ends_at <= starts_at:

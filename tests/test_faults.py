@@ -1,7 +1,7 @@
 """`floodgate.py prove faults` inside the suite, bounded: every fault once on one waiting-room sale
-(the chaos run's `--every-fault` form), and one fault on each phase of a sale in turn, each on
-servers of its own (devtools/faults.py). The full runs (2,000 buyers, 100 units, every fault on
-its own sale, two minutes of chaos) are `python3 floodgate.py prove faults`."""
+(the chaos run's `--every-fault` form) on servers of its own (devtools/faults.py). The full runs
+(every fault on each phase of a sale of its own, two minutes of chaos) are `python3 floodgate.py
+prove faults`; the suite's budget has room for one sale."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from devtools.faults import FAULTS, PHASES
+from devtools.faults import FAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--buyers", "400", "--units", "24", "--join-rate", "400"]
@@ -40,15 +40,6 @@ def test_every_fault_lands_on_one_waiting_room_sale_and_it_still_sells_out_exact
     assert result["holds_lost"] == result["orders_lost"] == 0
     assert result["admission_exact"] and result["offers_in_order"] and result["offers"] > 0
     assert result["statuses"].get("503", 0) > 0  # buyers were told to wait, not left hanging
-
-
-def test_a_fault_put_on_the_draw_a_wave_the_sell_out_an_expiry_and_an_offer(tmp_path: Path) -> None:
-    (result,) = prove(tmp_path, "--only", "worker-killed")
-
-    assert [i["phase"] for i in result["injections"]] == PHASES
-    assert all(i["moved_again"] is not None for i in result["injections"]), result["injections"]
-    assert all(result["passed"].values()), result["passed"]
-    assert result["sold"] == 24 and result["drift"] == 0 and result["holds_lost"] == 0
 
 
 def test_a_standstill_counts_only_time_in_which_buyers_waited_and_nobody_was_answered() -> None:
