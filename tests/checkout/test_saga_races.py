@@ -93,11 +93,24 @@ def pending_sales(drop: Drop, buyers: list[int]) -> list[Sale]:
 def race(
     drop: Drop, sales: list[Sale], authorise: Callable[[Sale], object], seed: int
 ) -> list[object | BaseException]:
-    """Every hold runs out 50 ms from now while its authorisation and the sweeper hammer it."""
-    expire_in([s.hold for s in sales], 0.05)
-    jobs: list[Callable[[], object]] = [lambda s=s: authorise(s) for s in sales]
-    jobs += [lambda: ("sweep", holds.reclaim_expired(drop_id=drop.pk)) for _ in range(SWEEPS)]
-    random.Random(seed).shuffle(jobs)
+    """Every hold runs out 0.3 s from now while its authorisation and the sweeper hammer it: each
+    job starts at its own moment in the next 0.6 s, so some land before the end and some after,
+    however long the threads take to connect."""
+    rng = random.Random(seed)
+    start = time.monotonic()
+    expire_in([s.hold for s in sales], 0.3)
+
+    def at(offset: float, job: Callable[[], object]) -> Callable[[], object]:
+        def timed() -> object:
+            time.sleep(max(0.0, start + offset - time.monotonic()))
+            return job()
+
+        return timed
+
+    jobs: list[Callable[[], object]] = [at(rng.uniform(0, 0.6), lambda s=s: authorise(s)) for s in sales]
+    sweep = lambda: ("sweep", holds.reclaim_expired(drop_id=drop.pk))  # noqa: E731
+    jobs += [at(rng.uniform(0, 0.6), sweep) for _ in range(SWEEPS)]
+    rng.shuffle(jobs)
     return run_concurrently(jobs, threads=16)
 
 
