@@ -2,9 +2,9 @@
 
 Each run is a fresh sale on servers of its own: one PostgreSQL cluster (the embedded binaries),
 Redis under Sentinel (Debian's redis-server, a master and its replica, three sentinels), the
-simulated provider, floodgate-web (2 workers), a Celery worker and beat. The drop: UNITS units,
+simulated provider, floodgate-web (2 workers), a Celery worker and beat. The drop: --units (100) units,
 a waiting room drawn at the start and admitted in one-second waves, the shortest hold a drop may
-have (30 s) and the shortest offer (15 s). The crowd (BUYERS, HTTP, bearer tokens) joins before
+have (30 s) and the shortest offer (15 s). The crowd (--buyers, 2,000; HTTP, bearer tokens) joins before
 the start, polls its place with its queue ticket, reserves with its admission token, pays at the
 provider and waits for the order; some holders walk away, so their holds expire, are reclaimed
 and are offered to the next tickets, who pay. 503/429 are retried after Retry-After, as a client
