@@ -22,7 +22,7 @@ from holds import services as holds
 from holds.models import Hold
 from inventory.selectors import invariant
 from shop.models import Drop
-from tests.concurrency import run_concurrently
+from tests.concurrency import run_spread
 from tests.factories import expire_in, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,22 +96,11 @@ def race(
     """Every hold runs out 0.3 s from now while its authorisation and the sweeper hammer it: each
     job starts at its own moment in the next 0.6 s, so some land before the end and some after,
     however long the threads take to connect."""
-    rng = random.Random(seed)
-    start = time.monotonic()
     expire_in([s.hold for s in sales], 0.3)
-
-    def at(offset: float, job: Callable[[], object]) -> Callable[[], object]:
-        def timed() -> object:
-            time.sleep(max(0.0, start + offset - time.monotonic()))
-            return job()
-
-        return timed
-
-    jobs: list[Callable[[], object]] = [at(rng.uniform(0, 0.6), lambda s=s: authorise(s)) for s in sales]
     sweep = lambda: ("sweep", holds.reclaim_expired(drop_id=drop.pk))  # noqa: E731
-    jobs += [at(rng.uniform(0, 0.6), sweep) for _ in range(SWEEPS)]
-    rng.shuffle(jobs)
-    return run_concurrently(jobs, threads=16)
+    jobs: list[Callable[[], object]] = [lambda s=s: authorise(s) for s in sales]
+    jobs += [sweep] * SWEEPS
+    return run_spread(jobs, over=0.6, threads=16, seed=seed)
 
 
 def outcome_of(sale: Sale) -> str:

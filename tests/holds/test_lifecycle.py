@@ -15,7 +15,7 @@ from holds.models import Hold
 from inventory.models import Unit
 from inventory.selectors import invariant
 from shop.models import Drop
-from tests.concurrency import run_concurrently
+from tests.concurrency import run_concurrently, run_spread
 from tests.factories import expire_in, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,14 +49,12 @@ def test_reclaimer_racing_late_confirms_ends_each_hold_once(make_buyers, mode: s
         drop = make_drop(quantity=60, mode=mode, buckets=8 if mode == "buckets" else 1, per_buyer_limit=1)
         buyers = make_buyers(60, prefix=f"r{round_number}{mode}")
         holds = [reserve(drop, b) for b in buyers]
-        # every hold runs out 50 ms from now, while confirms and sweeps hammer them
-        expire_in([h.pk for h in holds], 0.05)
+        # every hold runs out 0.3 s from now, while confirms and sweeps land over the next 0.6 s
+        expire_in([h.pk for h in holds], 0.3)
         jobs = [lambda h=h: ("confirm", services.confirm(hold_id=h.pk)) for h in holds]
         jobs += [lambda d=drop.pk: ("sweep", services.reclaim_expired(drop_id=d)) for _ in range(30)]
-        jobs.sort(key=lambda job: hash(job) % 7)
-        time.sleep(0.03)
 
-        results = run_concurrently(jobs, threads=16)
+        results = run_spread(jobs, over=0.6, threads=16, seed=round_number)
 
         assert not [r for r in results if isinstance(r, BaseException)]
         services.reclaim_expired(drop_id=drop.pk)
