@@ -11,6 +11,8 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from django.conf import global_settings
+
 from core import env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -231,6 +233,14 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 # worker down: ops/duties.py); 0 leaves the sale to Celery alone (tests turn it on where they test it).
 DUTY_TAKEOVER = env.flag("DUTY_TAKEOVER", default=True)
 
+# `floodgate.py test` sets FAST_PASSWORD_HASHING: the suite makes and logs in accounts by the hundred,
+# and each PBKDF2 hash costs ~0.3 s here. MD5 comes first for new hashes; Django's list follows, so
+# a real hash still verifies. Only the dev profile honours it: production hashes with PBKDF2, always.
+FAST_PASSWORD_HASHING = DEV and env.flag("FAST_PASSWORD_HASHING", default=False)
+PASSWORD_HASHERS = [
+    *(["django.contrib.auth.hashers.MD5PasswordHasher"] if FAST_PASSWORD_HASHING else []),
+    *global_settings.PASSWORD_HASHERS,
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -188,6 +188,7 @@ def run_tests(args: list[str]) -> int:
     try:
         with servers(data_dir) as env:
             env["DB_POOL_MAX_SIZE"] = os.environ.get("DB_POOL_MAX_SIZE", "60")
+            env["FAST_PASSWORD_HASHING"] = "1"  # config/settings.py: MD5 first, for the suite only
             # pytest's exit 5 (no tests ran) fails the run like any failure.
             done = subprocess.run(
                 [sys.executable, "-m", "pytest", *args], env={**os.environ, **env}, cwd=ROOT

@@ -26,16 +26,19 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+PRODUCTION = {  # what a production deployment must set
+    "SECRET_KEY": "x" * 32 + "-production-secret-of-enough-length-and-variety-9f3",
+    "ALLOWED_HOSTS": "shop.example",
+    "PAYMENT_PROVIDER_SECRET": "provider-api-key",
+    "PAYMENT_WEBHOOK_SECRET": "provider-webhook-secret",
+    "PAYMENT_PROVIDER_URL": "https://pay.example",
+    "PUBLIC_BASE_URL": "https://shop.example",
+}
+
+
 def test_production_profile_passes_check_deploy() -> None:
     done = manage(
-        {
-            "SECRET_KEY": "x" * 32 + "-production-secret-of-enough-length-and-variety-9f3",
-            "ALLOWED_HOSTS": "shop.example",
-            "PAYMENT_PROVIDER_SECRET": "provider-api-key",
-            "PAYMENT_WEBHOOK_SECRET": "provider-webhook-secret",
-            "PAYMENT_PROVIDER_URL": "https://pay.example",
-            "PUBLIC_BASE_URL": "https://shop.example",
-        },
+        PRODUCTION,
         "check",
         "--deploy",
         "--fail-level",
@@ -207,3 +210,12 @@ def test_garbage_in_redis_sentinels_is_refused_with_its_name(garbage: str) -> No
 
     assert done.returncode != 0
     assert f"REDIS_SENTINELS: {garbage.split(',')[-1]!r} is not host:port" in done.stderr, done.stderr[-500:]
+
+
+def test_only_the_dev_profile_hashes_passwords_the_fast_way() -> None:
+    show = "from django.conf import settings; print(settings.PASSWORD_HASHERS[0])"
+    fast = manage({"FAST_PASSWORD_HASHING": "1", "FLOODGATE_PROFILE": "dev"}, "shell", "-c", show)
+    real = manage({**PRODUCTION, "FAST_PASSWORD_HASHING": "1"}, "shell", "-c", show)
+
+    assert fast.stdout.splitlines()[-1] == "django.contrib.auth.hashers.MD5PasswordHasher", fast.stderr
+    assert real.stdout.splitlines()[-1] == "django.contrib.auth.hashers.PBKDF2PasswordHasher", real.stderr
