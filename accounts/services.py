@@ -1,21 +1,55 @@
-"""A buyer's own API access: a bearer token made and revoked from their account page."""
+"""A buyer's own API access: a bearer token made and revoked from their account page; and what
+every web process must hear when an account's credentials stop being good."""
 
 from __future__ import annotations
 
+from django.db import transaction
+
+from admission import state
 from holds import lane
 from shop import services as catalogue
 
 
 def create_token(*, user_id: int) -> str:
-    """A fresh bearer token (shown once); any earlier one stops working."""
-    raw = catalogue.issue_api_token(user_id=user_id)
-    lane.forget_tokens()  # the replaced token's cached answer in this process
-    return raw
+    """A fresh bearer token (shown once); any earlier one stops working (on_token_deleted)."""
+    return catalogue.issue_api_token(user_id=user_id)
 
 
 def revoke_token(*, user_id: int) -> bool:
-    """The buyer's token stops working: at once on Django's path and in this process's claim
-    lane, within holds.lane.AUTH_SECONDS in other web processes. False when there was none."""
-    revoked = catalogue.revoke_api_token(user_id=user_id)
-    lane.forget_tokens()
-    return revoked
+    """The buyer's token stops working, in every web process at once (on_token_deleted). False when
+    there was none."""
+    return catalogue.revoke_api_token(user_id=user_id)
+
+
+def credentials_revoked(*, user_id: int) -> None:
+    """Once the change is committed: this process's claim lane forgets what it looked up, and every
+    other process hears it through Redis (their lanes forget, their edges send the buyer's older
+    queue tickets to Django, which checks the credential)."""
+
+    def tell() -> None:
+        lane.forget_tokens()
+        state.revoke(user_id)
+
+    transaction.on_commit(tell)
+
+
+def on_user_saved(sender: type, instance: object, **kwargs: object) -> None:
+    """pre_save of the user model: an account being deactivated (on-call's ban) is revoked."""
+    pk = getattr(instance, "pk", None)
+    if pk is None or getattr(instance, "is_active", True):
+        return
+    if sender._default_manager.filter(pk=pk, is_active=True).exists():  # type: ignore[attr-defined]
+        credentials_revoked(user_id=pk)
+
+
+def on_user_deleted(sender: type, instance: object, **kwargs: object) -> None:
+    pk = getattr(instance, "pk", None)
+    if pk is not None:
+        credentials_revoked(user_id=pk)
+
+
+def on_token_deleted(sender: type, instance: object, **kwargs: object) -> None:
+    """post_delete of a token: replaced, revoked, or deleted in the admin."""
+    user_id = getattr(instance, "user_id", None)
+    if user_id is not None:
+        credentials_revoked(user_id=user_id)

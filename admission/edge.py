@@ -76,6 +76,8 @@ class Lane(Protocol):
 
     def warm(self) -> None: ...
 
+    def forget_tokens(self) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -380,6 +382,7 @@ class Edge:
         self.app = app
         self.on_start = on_start
         self.lane = lane
+        self._revoked: dict[int, float] = {}  # buyer -> when their credentials were revoked
         self.claim_limit = claim_limit
         self.redis_url = redis_url
         self.max_age = max_age
@@ -581,6 +584,8 @@ class Edge:
         found = tokens.ticket(sent, drop_id=known.drop_id, bound_to=bound_to)
         if found is None or sent is None or bound_to is None:
             return None
+        if found.issued <= self._revoked.get(found.buyer_id, -1.0):
+            return None  # signed before the buyer's credentials were revoked: Django checks them
         headers = PRIVATE_HEADERS
         if found.number is None and known.queue is not None and known.queue.get("seed") is not None:
             # Drawn since the ticket was signed: the whole line asks at the start, so its number
@@ -595,6 +600,7 @@ class Edge:
                 entry=found.entry,
                 number=number,
                 bound_to=bound_to,
+                issued=found.issued,
             )
             if from_cookie:
                 cookie = tokens.ticket_cookie(known.drop["slug"], sent)[tokens.TICKET_COOKIE].OutputString()
@@ -718,6 +724,22 @@ class Edge:
             return  # never back in time
         self._store(slug, Entry(known, time.monotonic()))
 
+    def _revocation(self, raw: bytes | str) -> None:
+        """A buyer's credentials were revoked (admission.state.revoke): their older tickets go to
+        Django from now on, and the lane looks every token and session up again."""
+        try:
+            heard = json.loads(raw)
+            buyer, at = int(heard["buyer"]), float(heard["at"])
+        except (ValueError, KeyError, TypeError) as error:
+            self._trouble("ignored a revocation message: %s", error)
+            return
+        if len(self._revoked) >= MAX_ENTRIES:  # a ticket's life of bans: drop the oldest half
+            keep = sorted(self._revoked.items(), key=lambda item: item[1])[MAX_ENTRIES // 2 :]
+            self._revoked = dict(keep)
+        self._revoked[buyer] = max(at, self._revoked.get(buyer, at))
+        if self.lane is not None:
+            self.lane.forget_tokens()
+
     def _store(self, slug: str, entry: Entry) -> None:
         if len(self._cache) >= MAX_ENTRIES and slug not in self._cache:
             self._cache.clear()  # rare (a flood of made-up slugs): start over rather than grow
@@ -754,11 +776,20 @@ class Edge:
             client = redis.client(url=self.redis_url, socket_connect_timeout=1, health_check_interval=10)
             try:
                 async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
-                    await pubsub.subscribe(state.CHANNEL)
+                    await pubsub.subscribe(state.CHANNEL, state.REVOKED_CHANNEL)
+                    # what was revoked while this process was not listening (or not yet running)
+                    for buyer, at in (await state.revocations(client)).items():
+                        self._revoked[buyer] = max(at, self._revoked.get(buyer, at))
+                    if self.lane is not None:
+                        self.lane.forget_tokens()
                     self.listening = True
                     while True:
                         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                        if message is not None:
+                        if message is None:
+                            continue
+                        if message["channel"] in {state.REVOKED_CHANNEL, state.REVOKED_CHANNEL.encode()}:
+                            self._revocation(message["data"])
+                        else:
                             self._receive(message["data"])
             except Exception as error:
                 self._trouble("snapshot channel lost: %s", error)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 import redis.asyncio as aioredis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import connection
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
@@ -41,6 +42,12 @@ REFRESH_LOCK_SECONDS = 2
 # first poll after the draw from it, instead of sending the whole line to Django at the start.
 DRAWN = "fg:queue:{drop}:drawn"
 DRAWN_TTL = 7 * 24 * 3600  # a flushed or expired map only sends those polls to Django
+# A buyer's credentials revoked (a token replaced or revoked, the account deactivated): buyer ->
+# when, kept for a queue ticket's life. Every edge hears it on the channel (and reads the set when
+# it subscribes): a ticket of that buyer signed before then is Django's to answer, which checks the
+# credential itself; and the claim lane forgets the tokens and sessions it had looked up.
+REVOKED = "fg:revoked"
+REVOKED_CHANNEL = "fg:revocations"
 
 
 def unlikely(position: int | None, *, remaining: int, held: int) -> bool:
@@ -51,6 +58,28 @@ def unlikely(position: int | None, *, remaining: int, held: int) -> bool:
     if not position:
         return False  # admitted, or no place before the draw
     return position - 1 >= remaining + held
+
+
+def revoke(buyer_id: int) -> None:
+    """Tell every web process that this buyer's credentials changed. The database already refuses
+    them; without Redis the edges only hear it late (a ticket's life at most): logged, not raised."""
+    now = time.time()
+    try:
+        client = get_redis_connection("default")
+        pipe = client.pipeline(transaction=False)
+        pipe.zadd(REVOKED, {str(buyer_id): now})
+        pipe.zremrangebyscore(REVOKED, "-inf", now - settings.QUEUE_TICKET_SECONDS)
+        pipe.publish(REVOKED_CHANNEL, json.dumps({"buyer": buyer_id, "at": now}))
+        pipe.execute()
+    except RedisError as error:
+        log.error("could not announce buyer %s's revoked credentials: %s", buyer_id, error)
+
+
+async def revocations(client: aioredis.Redis) -> dict[int, float]:
+    """Every buyer revoked within a ticket's life, and when (an edge that just subscribed)."""
+    since = time.time() - settings.QUEUE_TICKET_SECONDS
+    found = await client.zrangebyscore(REVOKED, since, "+inf", withscores=True)
+    return {int(buyer): float(at) for buyer, at in found}
 
 
 def group(drop_id: int) -> str:

@@ -6,6 +6,7 @@ Both are checked with the secret key alone: no database, no Redis.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from typing import TypeGuard
@@ -91,9 +92,13 @@ def ticket_cookie(slug: str, value: str) -> SimpleCookie:
     return cookie
 
 
-def issue_ticket(*, drop_id: int, buyer_id: int, entry: int, number: int | None, bound_to: str) -> str:
-    """number is None before the draw (the entry has no place yet)."""
-    claims = {"d": drop_id, "b": buyer_id, "e": entry, "t": number, "c": bound_to}
+def issue_ticket(
+    *, drop_id: int, buyer_id: int, entry: int, number: int | None, bound_to: str, issued: float | None = None
+) -> str:
+    """number is None before the draw (the entry has no place yet); `issued` (epoch seconds, now
+    unless given) is what a revocation is compared with (admission.state.revoke)."""
+    at = round(time.time() if issued is None else issued, 3)
+    claims = {"d": drop_id, "b": buyer_id, "e": entry, "t": number, "c": bound_to, "i": at}
     return signing.TimestampSigner(salt=TICKET_SALT).sign_object(claims)
 
 
@@ -103,6 +108,7 @@ class QueueTicket:
     buyer_id: int
     entry: int
     number: int | None
+    issued: float = 0.0  # a ticket signed before tickets carried it counts as the oldest
 
 
 def ticket(value: str | None, *, drop_id: int, bound_to: str | None) -> QueueTicket | None:
@@ -123,7 +129,10 @@ def ticket(value: str | None, *, drop_id: int, bound_to: str | None) -> QueueTic
     buyer, entry, number = found.get("b"), found.get("e"), found.get("t")
     if not _whole(buyer) or not _whole(entry) or not (number is None or _whole(number)):
         return None
-    return QueueTicket(drop_id=drop_id, buyer_id=buyer, entry=entry, number=number)
+    issued = found.get("i", 0.0)
+    if not isinstance(issued, int | float) or isinstance(issued, bool):
+        return None
+    return QueueTicket(drop_id=drop_id, buyer_id=buyer, entry=entry, number=number, issued=float(issued))
 
 
 def _whole(value: object) -> TypeGuard[int]:

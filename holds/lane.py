@@ -8,7 +8,8 @@ The admission edge hands it every `POST /api/drops/<slug>/holds` it did not refu
 checks what Django's view checks, in the same order and with the same answers, and gives the
 claim to the arbiter:
 
-- a bearer token is resolved through a per-process cache (AUTH_SECONDS), the tokens not
+- a bearer token is resolved through a per-process cache (AUTH_SECONDS; emptied when any
+  buyer's credentials are revoked, admission.state.revoke), the tokens not
   cached yet together in one query (a crowd's first claims are all new tokens); the drop
   row through another (DROP_SECONDS: a stale row only refuses early, the claim statement
   checks the sale window itself);
@@ -67,8 +68,9 @@ from shop.models import Drop
 
 log = logging.getLogger(__name__)
 
-# A revoked token or deactivated account still claims for at most this long in another web process;
-# in the process that revoked it, forget_tokens() drops it at once.
+# A token or session looked up is trusted this long; a revocation anywhere empties every process's
+# cache at once (admission.state.revoke -> the edge -> forget_tokens), and every claim statement
+# needs the account active whatever is cached.
 AUTH_SECONDS = 30.0
 SESSION_SECONDS = 10.0  # a session logged out elsewhere still claims for at most this long
 DROP_SECONDS = 1.0
@@ -99,8 +101,8 @@ _lanes: weakref.WeakSet[Lane] = weakref.WeakSet()  # this process's lanes (one i
 
 
 def forget_tokens() -> None:
-    """Every lane of this process asks the database about each bearer token again (a revoked
-    token is refused at once here; other processes' lanes within AUTH_SECONDS)."""
+    """Every lane of this process asks the database about each bearer token and session again
+    (other processes' lanes hear it through admission.state.revoke)."""
     for lane in list(_lanes):
         lane.forget_tokens()
 
@@ -407,8 +409,10 @@ class Lane:
         self._drops.clear()
 
     def forget_tokens(self) -> None:
-        """Drop the cached tokens (a token was revoked). Safe from another thread: one dict swap."""
+        """Drop the cached tokens and sessions (credentials were revoked). Safe from another thread:
+        one dict swap each."""
         self._users = {}
+        self._sessions = {}
 
     def _sold_out(self, drop: Drop) -> None:
         """This process's edge says "sold out" from now on; the others hear it through Redis."""

@@ -144,8 +144,8 @@ def create_buyers(*, count: int, prefix: str = "buyer") -> list[NewBuyer]:
 def issue_api_token(*, user_id: int) -> str:
     """A new bearer token for the buyer, replacing the one they had; only its digest is kept.
 
-    The raw token is returned once and never stored. The old token stops working at the commit
-    (the claim lane's per-process cache may honour it a little longer: holds/lane.py AUTH_SECONDS).
+    The raw token is returned once and never stored. The old token stops working at the commit,
+    in every web process (accounts.services.on_token_deleted tells their caches).
     """
     raw = secrets.token_urlsafe(32)
     with transaction.atomic(durable=True):

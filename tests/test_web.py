@@ -156,3 +156,74 @@ test_ws_idle_socket = ws.test_a_client_waiting_longer_than_the_redis_read_timeou
 test_ws_closed_with_4404 = ws.test_a_socket_for_no_waiting_room_is_closed_with_4404
 test_ws_ping_and_garbage = ws.test_a_ping_gets_a_pong_and_garbage_gets_told_then_closed
 test_ws_pause_and_resume = ws.test_waiting_clients_hear_a_pause_and_the_resume_at_once
+
+
+def test_a_revoked_token_and_a_ban_hold_at_once_in_every_worker(web: tuple[str, subprocess.Popen]) -> None:
+    """Both workers have looked the buyer's token up (the lane trusts a lookup for 30 s) and the
+    edge answers their queue polls from the ticket; a revocation in this process reaches both."""
+    from django.contrib.auth import get_user_model
+
+    from accounts.services import revoke_token
+    from holds.lane import AUTH_SECONDS
+    from shop import services as catalogue
+
+    base, _ = web
+    make_drop(slug="web-ban", quantity=40)
+    seats = make_drop(slug="web-ban-seats", quantity=4, mode="units")
+    line = make_drop(slug="web-ban-line", quantity=5, waiting_room=True, admission_percent=100)
+    buyer = make_buyer("banned")
+    raw = catalogue.issue_api_token(user_id=buyer.pk)
+    auth = {"Authorization": f"Bearer {raw}"}
+    keys = iter(range(10_000))
+
+    def claims(client: httpx.Client, slug: str = "web-ban", body: dict | None = None) -> list[int]:
+        sent = [
+            client.post(
+                f"/api/drops/{slug}/holds",
+                json=body or {"quantity": 1},
+                headers={**auth, "Idempotency-Key": f"ban-{next(keys)}"},
+            )
+            for _ in range(6)
+        ]
+        return [r.status_code for r in sent]
+
+    with httpx.Client(base_url=base, timeout=10, headers={"Connection": "close"}) as client:
+        joined = client.post("/api/drops/web-ban-line/queue", headers=auth)
+        services.run_wave(line)
+        state.refresh([line.pk])
+        ticket = {**auth, "X-Queue-Ticket": joined.json()["queue_ticket"]}
+        before = [client.get("/api/drops/web-ban-line/queue", headers=ticket) for _ in range(6)]
+        warm = claims(client)  # a hold, then "you hold one already": each worker has the token cached
+
+        revoke_token(user_id=buyer.pk)
+        revoked_at = time.monotonic()
+        while (refused := claims(client)) != [401] * 6 and time.monotonic() - revoked_at < AUTH_SECONDS:
+            time.sleep(0.1)
+        took = time.monotonic() - revoked_at
+        polls = [client.get("/api/drops/web-ban-line/queue", headers=ticket) for _ in range(6)]
+
+        # a new token, then a ban: the chosen seat is refused too, and so is every claim
+        raw = catalogue.issue_api_token(user_id=buyer.pk)
+        auth = {"Authorization": f"Bearer {raw}"}
+        rewarmed = claims(client)
+        user = get_user_model().objects.get(pk=buyer.pk)
+        user.is_active = False
+        user.save()
+        banned_at = time.monotonic()
+        while (after_ban := claims(client)) != [401] * 6 and time.monotonic() - banned_at < AUTH_SECONDS:
+            time.sleep(0.1)
+        ban_took = time.monotonic() - banned_at
+        seat = claims(client, seats.slug, {"quantity": 1, "unit": "2"})
+
+    assert joined.status_code == 200, joined.text
+    assert warm[0] == 201 and 401 not in warm and 401 not in rewarmed, (warm, rewarmed)
+    assert all(r.status_code == 200 and r.headers.get("x-floodgate-edge") == "hit" for r in before)
+    assert all(r.json().get("admission_token") for r in before)
+    # within a few seconds, not the lane's 30 s: every worker heard it through Redis
+    assert refused == [401] * 6 and took < 5, (refused, took)
+    assert after_ban == [401] * 6 and ban_took < 5, (after_ban, ban_took)
+    assert seat == [401] * 6
+    # the old ticket is Django's to answer now: no admission token for a revoked credential
+    assert all(r.status_code == 401 and "x-floodgate-edge" not in r.headers for r in polls), [
+        (r.status_code, dict(r.headers)) for r in polls
+    ]
