@@ -85,9 +85,15 @@ def main(argv: list[str]) -> None:
         )
         # the image test builds the production environment on Debian's Python (outside root's home)
         ensure_debian_package("python3-venv", DEBIAN_VENV, "the production image test", recommends=False)
-    if argv[0] == "prove" and "--patroni" in argv:
-        ensure_debian_package("etcd-server", "/usr/bin/etcd", "prove failover --patroni (Patroni's store)")
-        ensure_debian_package("python3-venv", DEBIAN_VENV, "prove failover --patroni (Patroni's venv)")
+        ensure_debian_package("etcd-server", "/usr/bin/etcd", "the Patroni fault run", recommends=False)
+    faults = argv[:2] == ["prove", "faults"]
+    if faults:
+        ensure_debian_package("redis-server", "/usr/bin/redis-server", "prove faults", recommends=False)
+        ensure_debian_package("redis-sentinel", "/usr/bin/redis-sentinel", "prove faults", recommends=False)
+    if argv[0] == "prove" and ("--patroni" in argv or faults):
+        # Patroni runs on Debian's Python, in a venv of its own, with etcd as its store
+        ensure_debian_package("etcd-server", "/usr/bin/etcd", "Patroni's store", recommends=False)
+        ensure_debian_package("python3-venv", DEBIAN_VENV, "Patroni's venv", recommends=False)
     if argv[0] == "bench" and argv[1:2] == ["queue"]:
         ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue (the HTTP load generator)")
     os.chdir(ROOT)

@@ -1,7 +1,7 @@
 """`python3 floodgate.py prove faults`: a waiting-room drop sold out while the shop's parts fail under it.
 
-Each run is a fresh sale on servers of its own: one PostgreSQL cluster (the embedded binaries),
-Redis under Sentinel (Debian's redis-server, a master and its replica, three sentinels), the
+Each run is a fresh sale on servers of its own: one PostgreSQL server (the embedded binaries; for
+the Patroni fault, two nodes under Patroni with etcd, devtools/patroni.py), Redis under Sentinel (Debian's redis-server, a master and its replica, three sentinels), the
 simulated provider, floodgate-web (2 workers), a Celery worker and beat. The drop: --units (100) units,
 a waiting room drawn at the start and admitted in one-second waves, the shortest hold a drop may
 have (30 s) and the shortest offer (15 s). The crowd (--buyers, 2,000; HTTP, bearer tokens) joins before
@@ -13,10 +13,13 @@ confirmed, an admission) is a "move", timed from when its buyer began to wait fo
 request, or the poll before; the first admission from the start, the first offer from the
 first expiry).
 
-A fault run lands its fault on each phase of the sale in turn: the draw, a wave, the sell-out
-(every unit held), the first expiry and the first offer; a fault that lasts (beat stopped, a
-misbehaving provider) spans all of them. The chaos run puts a random fault every few seconds for
-`--chaos-seconds`; `--every-fault` runs each fault once, in a shuffled order, instead. Then, per run:
+A fault run lands its fault on each phase of the sale in turn (`--phase` picks some): the draw, a
+wave, the sell-out (every unit held), the first expiry and the first offer; a fault that lasts
+(beat stopped, a misbehaving provider) spans all of them. The Patroni leader's death ends when
+Patroni has promoted the standby; the dead node rejoins as the new leader's synchronous standby
+(rewound or cloned) before the next. The chaos run puts a random fault every few seconds for
+`--chaos-seconds`; `--every-fault` runs each fault of one server once, in a shuffled order,
+instead. Then, per run:
 
 - every hold and order a buyer was told about exists, with that buyer (holds lost: 0);
 - the invariant is exact, and the drop sold out;
@@ -86,8 +89,12 @@ INSTANT = [
     "worker-killed",
 ]
 LASTING = ["beat-stopped", *PROVIDER]  # in a fault run, from the draw to past the first offer
-FAULTS = INSTANT + LASTING
+# its run's PostgreSQL is two nodes under Patroni (devtools/patroni.py): the leader dies on each phase
+PATRONI = "patroni-leader-killed"
+ONE_SERVER = INSTANT + LASTING  # the faults of a run on one PostgreSQL server: the chaos run's
+FAULTS = [*ONE_SERVER, PATRONI]
 CHAOS = [*INSTANT, "beat-stopped"]  # the chaos run's picks (the provider misbehaves on its own runs)
+FAILOVER_SECONDS = 60  # a run's deadline grows by this per Patroni failover (TTL 20 s, then a rejoin)
 
 
 def say(message: str) -> None:
@@ -147,9 +154,10 @@ class Shop:
     env: dict[str, str]
     base: str
     provider: str
+    patroni: object | None = None  # devtools.patroni.Patroni, on its fault's run
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     commands: dict[str, list[str]] = field(default_factory=dict)
-    reviving: asyncio.Task | None = None  # a killed Redis master coming back as the new one's replica
+    reviving: asyncio.Task | None = None  # a killed Redis master or PostgreSQL leader rejoining as replica
 
     def start(self, name: str) -> None:
         self.processes[name] = spawn(name, self.commands[name], self.env, self.folder)
@@ -180,21 +188,41 @@ class Shop:
 
 
 @contextlib.contextmanager
-def servers(folder: Path, buyers: int, units: int, starts_in: int) -> Iterator[tuple[Shop, list[str], dict]]:
+def database(folder: Path, *, patroni: bool) -> Iterator[tuple[Cluster, str, object | None]]:
+    """The run's PostgreSQL (to query, the app's DATABASE_URL, the Patroni cluster if it is one)."""
+    if patroni:
+        from devtools import patroni as ha
+
+        with ha.running(folder / "patroni") as nodes:
+            yield nodes.following(), nodes.database_url, nodes
+        return
+    cluster = one_cluster(folder)
+    try:
+        yield cluster, cluster.url("floodgate") + "?connect_timeout=2", None
+    finally:
+        cluster.run("pg_ctl", "-D", str(cluster.folder), "-m", "immediate", "stop", check=False)
+
+
+@contextlib.contextmanager
+def servers(
+    folder: Path, buyers: int, units: int, starts_in: int, *, patroni: bool = False
+) -> Iterator[tuple[Shop, list[str], dict]]:
     """The run's servers, its drop and its buyers (tokens, ids); everything stopped on the way out."""
     from devtools import sentinel
 
     shutil.rmtree(folder, ignore_errors=True)
-    cluster = one_cluster(folder)
     try:
-        with sentinel.running(folder / "redis", down_after_ms=REDIS_DOWN_AFTER_MS) as redis:
+        with (
+            database(folder, patroni=patroni) as (cluster, database_url, nodes),
+            sentinel.running(folder / "redis", down_after_ms=REDIS_DOWN_AFTER_MS) as redis,
+        ):
             provider_port, web_port = free_port(), free_port()
             env = {
                 **os.environ,
                 **redis.env,
                 "FLOODGATE_PROFILE": "dev",
                 "DEBUG": "0",
-                "DATABASE_URL": cluster.url("floodgate") + "?connect_timeout=2",
+                "DATABASE_URL": database_url,
                 "IP_RATE_LIMIT_BURST": "1000000",  # one address plays the whole crowd
                 "IP_RATE_LIMIT_PER_SECOND": "1000000",
                 "DB_POOL_TIMEOUT": "2",
@@ -219,6 +247,7 @@ def servers(folder: Path, buyers: int, units: int, starts_in: int) -> Iterator[t
                 env,
                 f"http://127.0.0.1:{web_port}",
                 f"http://127.0.0.1:{provider_port}",
+                patroni=nodes,
                 commands={
                     "provider": [
                         str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(provider_port),
@@ -248,7 +277,6 @@ def servers(folder: Path, buyers: int, units: int, starts_in: int) -> Iterator[t
                 for process in shop.processes.values():
                     stop_group(process)
     finally:
-        cluster.run("pg_ctl", "-D", str(cluster.folder), "-m", "immediate", "stop", check=False)
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -475,7 +503,7 @@ class Injection:
 async def inflict(fault: str, shop: Shop, *, lasting: float = 0.0) -> None:
     """Put the fault on the shop and lift it again; `lasting` seconds for beat (in chaos)."""
     cluster, redis = shop.cluster, shop.redis
-    if fault.startswith("redis") and shop.reviving is not None:
+    if fault in {"redis-master-killed", "redis-paused", PATRONI} and shop.reviving is not None:
         await shop.reviving  # the last killed master is a replica again: there is one to promote
         shop.reviving = None
     if fault.startswith("postgres"):
@@ -507,6 +535,13 @@ async def inflict(fault: str, shop: Shop, *, lasting: float = 0.0) -> None:
         await asyncio.to_thread(redis.wait_for_promotion, old)  # type: ignore[attr-defined]
         # the fault is over with the promotion; the old master rejoins meanwhile
         shop.reviving = asyncio.create_task(asyncio.to_thread(redis.revive, old))  # type: ignore[attr-defined]
+    elif fault == PATRONI:  # the leader's machine dies: Patroni and its PostgreSQL together
+        nodes = shop.patroni
+        leader = await asyncio.to_thread(nodes.wait_for_leader)  # type: ignore[attr-defined]
+        await asyncio.to_thread(leader.kill)
+        await asyncio.to_thread(nodes.wait_for_leader, other_than=leader)  # type: ignore[attr-defined]
+        # the fault is over when Patroni has promoted the standby; the dead leader rejoins meanwhile
+        shop.reviving = asyncio.create_task(asyncio.to_thread(nodes.rejoin, leader))  # type: ignore[attr-defined]
     elif fault in {"worker-killed", "beat-stopped"}:
         name = "worker" if fault == "worker-killed" else "beat"
         os.killpg(shop.processes[name].pid, signal.SIGKILL)  # mid-webhook, mid-sweep, mid-tick
@@ -518,12 +553,14 @@ async def inflict(fault: str, shop: Shop, *, lasting: float = 0.0) -> None:
         await asyncio.to_thread(shop.configure_provider, **DEFAULT_PROVIDER)
 
 
-async def on_phases(fault: str, shop: Shop, crowd: Crowd, done: list[Injection]) -> None:
+async def on_phases(
+    fault: str, shop: Shop, crowd: Crowd, done: list[Injection], phases: list[str] = PHASES
+) -> None:
     """A fault run: an instant fault on each phase as it comes; a lasting one from the draw to past the
     first offer."""
     if fault == "none":
         return
-    for phase in PHASES if fault in INSTANT else PHASES[:1]:
+    for phase in phases if fault not in LASTING else PHASES[:1]:
         await crowd.until(phase)
         if crowd.over():
             return
@@ -569,7 +606,7 @@ async def chaos(
 ) -> None:
     """A random fault every few seconds from the draw on (or every fault once, shuffled)."""
     await crowd.until("draw")
-    picks = rng.sample(FAULTS, len(FAULTS)) if every_fault else []
+    picks = rng.sample(ONE_SERVER, len(ONE_SERVER)) if every_fault else []
     started = crowd.now()
     while not crowd.over() and (picks if every_fault else crowd.now() - started < seconds):
         fault = picks.pop() if every_fault else rng.choice(CHAOS)
@@ -740,7 +777,17 @@ def check(
         "every phase reached": set(crowd.phase_at) == set(PHASES),
     }
     if every_fault:
-        passed["every fault put on the sale"] = {i.fault for i in injections} == set(FAULTS)
+        passed["every fault put on the sale"] = {i.fault for i in injections} == set(ONE_SERVER)
+    rejoined = None
+    if shop.patroni is not None:  # the next failover needs a synchronous standby to promote
+        nodes = shop.patroni
+        leader = nodes.leader()  # type: ignore[attr-defined]
+        rejoined = (
+            leader is not None
+            and nodes.sync_standby(leader) is not None  # type: ignore[attr-defined]
+            and all(node.role() for node in nodes.nodes)  # type: ignore[attr-defined]
+        )
+        passed["every killed leader rejoined, a synchronous standby"] = rejoined
     return Result(
         run=run,
         units=units,
@@ -767,6 +814,7 @@ def check(
         statuses={str(k): v for k, v in sorted(crowd.statuses.items())},
         passed=passed,
         details={
+            "rejoined": rejoined,
             "errors": crowd.errors[:10],
             "tickets": {"count": count, "numbered": numbered, "drawn": drawn, "numbered 1..drawn": in_draw},
             "holds past the admitted mark": skipped,
@@ -788,7 +836,13 @@ def check(
 def run_one(run: str, args: argparse.Namespace) -> Result:
     folder = ROOT / ".data" / f"faults-{os.getpid()}-{run}"
     lead = 2 + args.buyers / args.join_rate  # every buyer has joined before the start
-    with servers(folder, args.buyers, args.units, int(lead) + 4) as (shop, tokens, ids):
+    phases = args.phase or PHASES
+    failovers = len(phases) if run == PATRONI else 0
+    with servers(folder, args.buyers, args.units, int(lead) + 4, patroni=run == PATRONI) as (
+        shop,
+        tokens,
+        ids,
+    ):
         starts = shop.cluster.query(
             "SELECT EXTRACT(EPOCH FROM starts_at - now()) FROM shop_drop WHERE slug = %s", [SLUG]
         )[0][0]
@@ -801,7 +855,10 @@ def run_one(run: str, args: argparse.Namespace) -> Result:
             join_rate=args.join_rate,
             walk_hold=0.5 if is_chaos else 0.3,
             walk_offer=0.5 if is_chaos else 0.0,
-            deadline=float(starts) + (args.chaos_seconds if is_chaos else 0) + 150,
+            deadline=float(starts)
+            + (args.chaos_seconds if is_chaos else 0)
+            + failovers * FAILOVER_SECONDS
+            + 150,
         )
         injections: list[Injection] = []
 
@@ -812,7 +869,7 @@ def run_one(run: str, args: argparse.Namespace) -> Result:
                     shop, crowd, injections, seconds=args.chaos_seconds, every_fault=args.every_fault, rng=rng
                 )
             else:
-                faults = on_phases(run, shop, crowd, injections)
+                faults = on_phases(run, shop, crowd, injections, phases)
             task = asyncio.create_task(faults)  # type: ignore[arg-type]
             await crowd.run()
             crowd.finished.set()
@@ -841,7 +898,8 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         f"Measured {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: a waiting-room drop of {args.units} units "
         f"(holds {HOLD_SECONDS} s, offers {OFFER_SECONDS} s, one-second waves, drawn at the start), "
         f"{args.buyers:,} buyers joining before it at {args.join_rate:.0f}/s; floodgate-web (2 workers), "
-        "a Celery worker and beat, Redis under Sentinel, the simulated provider. A fault run lands its "
+        "a Celery worker and beat, Redis under Sentinel, the simulated provider, one PostgreSQL (two "
+        "under Patroni for its fault). A fault run lands its "
         "fault on the draw, a wave, the sell-out, the first expiry and the first offer (a lasting one "
         "spans them); chaos is a random fault every few seconds.",
         "",
@@ -891,6 +949,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--chaos-seconds", type=float, default=120.0)
     parser.add_argument("--every-fault", action="store_true", help="chaos: every fault once, shuffled")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--phase", action="append", choices=PHASES, help="instant faults on this phase only (repeatable)"
+    )
     parser.add_argument("--units", type=int, default=100)
     parser.add_argument("--buyers", type=int, default=2000)
     parser.add_argument("--join-rate", type=float, default=500.0, help="buyers joining a second")

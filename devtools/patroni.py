@@ -60,6 +60,14 @@ class Node:
         except (OSError, ValueError):
             return None
 
+    def start(self, python: Path, log_folder: Path) -> None:
+        """Patroni on this node's configuration: it starts (or rejoins) its PostgreSQL itself."""
+        self.process = _start(
+            as_server_user([str(python), "-m", "patroni", str(self.folder / "patroni.yml")]),
+            log_folder / f"{self.name}.log",
+            cwd=self.folder,
+        )
+
     def kill(self) -> None:
         """SIGKILL Patroni and its PostgreSQL together, as a machine that dies."""
         assert self.process is not None
@@ -74,15 +82,41 @@ class Node:
 
 
 @dataclass
+class Following(Cluster):
+    """Whichever node takes writes, for queries: the multi-host address the app itself uses."""
+
+    hosts: str = ""
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@{self.hosts}/{database}?target_session_attrs=read-write"
+
+
+@dataclass
 class Patroni:
     folder: Path
     etcd: subprocess.Popen
+    python: Path  # Patroni's venv
     nodes: list[Node] = field(default_factory=list)
 
     @property
+    def hosts(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    @property
     def database_url(self) -> str:
-        hosts = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
-        return f"postgresql://postgres@{hosts}/floodgate?target_session_attrs=read-write&connect_timeout=2"
+        return (
+            f"postgresql://postgres@{self.hosts}/floodgate?target_session_attrs=read-write&connect_timeout=2"
+        )
+
+    def following(self) -> Following:
+        return Following("leader", self.folder, 0, pg_bin(), hosts=self.hosts)
+
+    def rejoin(self, node: Node, timeout: float = 180) -> None:
+        """Start a killed node's Patroni again and wait until it is the leader's synchronous standby:
+        Patroni rewinds its diverged data (pg_rewind) or, failing that, clones the leader afresh."""
+        node.start(self.python, self.folder)
+        leader = self.wait_for_leader(other_than=node, timeout=timeout)
+        self.wait_for_sync_standby(leader, timeout=timeout)
 
     def leader(self) -> Node | None:
         return next((n for n in self.nodes if n.role() == "primary"), None)
@@ -174,7 +208,7 @@ def _config(node: Node, etcd_port: int, folder: Path) -> str:
 
 
 def _start(command: list[str], log: Path, **options: object) -> subprocess.Popen:
-    with open(log, "wb") as out:
+    with open(log, "ab") as out:  # a node started again appends to its log
         return subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **options
         )
@@ -195,7 +229,7 @@ def running(folder: Path) -> Iterator[Patroni]:
          "--initial-cluster", f"fg=http://127.0.0.1:{peer_port}"],
         folder / "etcd.log",
     )  # fmt: skip
-    cluster = Patroni(folder, etcd)
+    cluster = Patroni(folder, etcd, python)
     try:
         for name in ("pg1", "pg2"):
             node = Node(name, free_port(), free_port(), folder / name)
@@ -204,11 +238,7 @@ def running(folder: Path) -> Iterator[Patroni]:
             config.write_text(_config(node, etcd_port, folder))
             if os.geteuid() == 0:
                 os.chown(config, node.folder.stat().st_uid, node.folder.stat().st_gid)
-            node.process = _start(
-                as_server_user([str(python), "-m", "patroni", str(config)]),
-                folder / f"{name}.log",
-                cwd=node.folder,
-            )
+            node.start(python, folder)
             cluster.nodes.append(node)
             if name == "pg1":  # the first bootstraps; the second clones it
                 leader = cluster.wait_for_leader()

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from devtools.faults import FAULTS
+from devtools.faults import ONE_SERVER, PATRONI
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--buyers", "400", "--units", "24", "--join-rate", "400"]
@@ -34,12 +34,27 @@ def test_every_fault_lands_on_one_waiting_room_sale_and_it_still_sells_out_exact
     (result,) = prove(tmp_path, "--chaos", "--every-fault", "--seed", "3")
 
     assert result["run"] == "chaos"
-    assert sorted({i["fault"] for i in result["injections"]}) == sorted(FAULTS)
+    assert sorted({i["fault"] for i in result["injections"]}) == sorted(ONE_SERVER)
     assert all(result["passed"].values()), result["passed"]
     assert result["sold"] == result["units"] == 24 and result["held"] == 0 and result["drift"] == 0
     assert result["holds_lost"] == result["orders_lost"] == 0
     assert result["admission_exact"] and result["offers_in_order"] and result["offers"] > 0
     assert result["statuses"].get("503", 0) > 0  # buyers were told to wait, not left hanging
+
+
+def test_the_patroni_leader_killed_at_the_sell_out_is_replaced_and_rejoins_and_the_sale_sells_out(
+    tmp_path: Path,
+) -> None:
+    # the sale's PostgreSQL is two nodes under Patroni; the leader dies once every unit is held
+    (result,) = prove(tmp_path, "--only", PATRONI, "--phase", "sell-out")
+
+    assert [(i["fault"], i["phase"]) for i in result["injections"]] == [(PATRONI, "sell-out")]
+    assert all(result["passed"].values()), result["passed"]
+    assert result["sold"] == result["units"] == 24 and result["held"] == 0 and result["drift"] == 0
+    assert result["holds_lost"] == result["orders_lost"] == 0
+    assert result["admission_exact"] and result["offers_in_order"]
+    assert result["moved_again"] is not None  # the sale moved on the promoted standby
+    assert result["details"]["rejoined"], result["details"]  # the dead leader is a sync standby again
 
 
 def test_a_standstill_counts_only_time_in_which_buyers_waited_and_nobody_was_answered() -> None:
