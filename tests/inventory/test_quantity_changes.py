@@ -195,15 +195,17 @@ def test_control_a_quantity_change_locking_the_drop_for_update_deadlocks(make_bu
     )
     monkeypatch.setattr(sql, "LOCK_DROP_QUANTITY", broken)
     # each deadlock is found after deadlock_timeout (1 s by default): the race's new connections
-    # look sooner, so the control costs seconds, not a minute
+    # look sooner (the pool's open ones would not: it is emptied), so the control costs seconds
     name = connection.settings_dict["NAME"]
     with connection.cursor() as cursor:
         cursor.execute(f"ALTER DATABASE \"{name}\" SET deadlock_timeout = '100ms'")
+    connection.close_pool()
     try:
         _drop, results = race_reserves_against_quantity_changes(make_buyers)
     finally:
         with connection.cursor() as cursor:
             cursor.execute(f'ALTER DATABASE "{name}" RESET deadlock_timeout')
+        connection.close_pool()  # no later test inherits the short timeout
 
     failures = [r for r in results if isinstance(r, BaseException)]
     assert any("deadlock detected" in str(r) for r in failures), failures
