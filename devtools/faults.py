@@ -1,11 +1,12 @@
 """`python3 floodgate.py prove faults`: a waiting-room drop sold out while the shop's parts fail under it.
 
-Each run is a fresh sale on servers of its own: one PostgreSQL server (the embedded binaries; for
-the Patroni fault, two nodes under Patroni with etcd, devtools/patroni.py), Redis under Sentinel (Debian's redis-server, a master and its replica, three sentinels), the
-simulated provider, floodgate-web (2 workers), a Celery worker and beat. The drop: --units (100) units,
-a waiting room drawn at the start and admitted in one-second waves, the shortest hold a drop may
-have (30 s) and the shortest offer (15 s). The crowd (--buyers, 2,000; HTTP, bearer tokens) joins before
-the start, polls its place with its queue ticket, reserves with its admission token, pays at the
+Each run is a fresh sale on servers of its own: one PostgreSQL server (the embedded binaries;
+for the Patroni fault, two nodes under Patroni with etcd, devtools/patroni.py), Redis under
+Sentinel (Debian's redis-server, a master and its replica, three sentinels), the simulated
+provider, floodgate-web (2 workers), a Celery worker and beat. The drop: --units (100) units, a
+waiting room drawn at the start and admitted in one-second waves, the shortest hold a drop may
+have (30 s) and the shortest offer (15 s). The crowd (--buyers, 2,000; HTTP, bearer tokens) joins
+before the start, polls its place with its queue ticket, reserves with its admission token, pays at the
 provider and waits for the order; some holders walk away, so their holds expire, are reclaimed
 and are offered to the next tickets, who pay. 503/429 are retried after Retry-After, as a client
 does. Every answer that moves the sale (a hold, an offer, a payment started or made, an order
