@@ -51,8 +51,11 @@ def page(browser: object) -> Iterator[object]:
     """A page in a fresh context: its own cookies, so its own login."""
     context = browser.new_context()
     context.set_default_timeout(15_000)
+    refused: list[str] = []  # Chromium reports what a page's Content-Security-Policy blocked
+    context.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
     yield context.new_page()
     context.close()
+    assert not refused, refused  # every test's pages ran all their own scripts and styles
 
 
 @pytest.fixture(scope="package")

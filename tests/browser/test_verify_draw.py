@@ -41,7 +41,7 @@ def log_in_to_verify(page: object, base: str, username: str, slug: str) -> None:
 
 
 def result(page: object) -> str:
-    page.wait_for_function("document.querySelector('#verify-result').dataset.verified !== undefined")
+    page.wait_for_function("() => document.querySelector('#verify-result').dataset.verified !== undefined")
     return page.inner_text("#verify-result")
 
 
