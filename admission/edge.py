@@ -184,11 +184,6 @@ def refusal(known: Known, *, token: str | None, now: float) -> FloodgateError | 
     away who might have won), never a "yes".
     """
     drop = known.drop
-    if drop.get("waiting_room") is True and known.drop_id is not None:
-        try:
-            tokens.claims(token, drop_id=known.drop_id)  # HMAC only; Django checks the buyer
-        except NotAdmitted as error:
-            return error
     current = drop["state"]
     if current == "paused":
         return Paused(PAUSED)
@@ -199,6 +194,11 @@ def refusal(known: Known, *, token: str | None, now: float) -> FloodgateError | 
         return None  # it has just opened: the next snapshot says so, Django decides meanwhile
     if current == "ended" or now >= known.ends_at:
         return Ended(ENDED)
+    if drop.get("waiting_room") is True and known.drop_id is not None:
+        try:
+            tokens.claims(token, drop_id=known.drop_id)  # HMAC only; Django checks the buyer
+        except NotAdmitted as error:
+            return error
     if drop.get("sold_out") is True:
         return SoldOut(SOLD_OUT)
     return None

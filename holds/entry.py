@@ -2,7 +2,8 @@
 
 The API with a bearer token takes the claim lane (holds/lane.py), the same checks before Django.
 
-Cheapest refusals first: the drop (one cached row), admission (a signature, no query),
+Cheapest refusals first: the drop (one cached row: paused, not started, ended), admission (a
+signature, no query),
 the rate limit (one Redis call); then the claim; a database "sold out" is published so
 the edge answers the next buyers without Django.
 """
@@ -20,6 +21,7 @@ from holds import services
 from holds.services import Reservation
 from inventory.gate import GateSoldOut
 from shop import selectors as catalogue
+from shop.models import Drop
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ def reserve(request: ReserveRequest) -> Reservation:
     The steps, in this order, are the lane's too (holds/lane.py awaits the same ones).
     """
     drop = catalogue.drop_for_claim(slug=request.slug)
-    admission.check_admitted(drop=drop, buyer_id=request.buyer_id, token=request.admission_token)
+    check_open_and_admitted(drop, buyer_id=request.buyer_id, token=request.admission_token)
     limits.check(scope="reserve", ip=request.client_ip, buyer_id=request.buyer_id)
     unit = unit_of(request.unit)
     try:
@@ -55,6 +57,14 @@ def reserve(request: ReserveRequest) -> Reservation:
     except SoldOut:
         snapshots.note_sold_out(drop)  # the edge answers the next ones
         raise
+
+
+def check_open_and_admitted(drop: Drop, *, buyer_id: int, token: str | None) -> None:
+    """The first refusals of both doors, from the drop row and a signature: paused, not started or
+    ended first (before the start nobody is admitted, so a buyer in line hears when it opens, 425),
+    then the waiting room's admission."""
+    services.refuse_if_closed(drop)
+    admission.check_admitted(drop=drop, buyer_id=buyer_id, token=token)
 
 
 UNIT_LABEL_MAX = 40  # inventory.models.Unit.label

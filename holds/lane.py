@@ -225,7 +225,7 @@ class Lane:
         if drop.redis_gate:
             return None  # the gate's count and give-back live on Django's path
         # holds.entry.reserve's steps, in its order, with the rate limit awaited
-        admission.check_admitted(drop=drop, buyer_id=buyer_id, token=header(scope, b"x-admission-token"))
+        entry.check_open_and_admitted(drop, buyer_id=buyer_id, token=header(scope, b"x-admission-token"))
         assert self._redis is not None
         await limits.check_async(self._redis, scope="reserve", ip=_ip(scope), buyer_id=buyer_id)
         unit = entry.unit_of(body.get("unit"))

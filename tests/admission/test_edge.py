@@ -266,6 +266,11 @@ def _ended():
     return make_drop(slug="gone", starts_at=start, ends_at=start + timedelta(hours=1)), {}
 
 
+def _line_not_started():
+    """A buyer in line before the start: nobody is admitted yet, so the answer is when it opens."""
+    return make_drop(slug="gone", waiting_room=True, starts_at=timezone.now() + timedelta(hours=1)), {}
+
+
 def _waiting_room(token: Callable[[int], str | None]):
     def make():
         drop = make_drop(slug="gone", waiting_room=True)
@@ -281,13 +286,24 @@ def _waiting_room(token: Callable[[int], str | None]):
         (_sold_out, 409, "sold_out"),
         (_paused, 423, "paused"),
         (_not_started, 425, "not_started"),
+        (_line_not_started, 425, "not_started"),
         (_ended, 410, "ended"),
         (_waiting_room(lambda d: "forged:token:value"), 403, "not_admitted"),
         (_waiting_room(lambda d: None), 403, "not_admitted"),
         (_waiting_room(lambda d: tokens.issue(drop_id=d + 1, buyer_id=1, ticket=1)), 403, "not_admitted"),
         (_waiting_room(lambda d: tokens.issue(drop_id=d, buyer_id=1, ticket=1) + "x"), 403, "not_admitted"),
     ],
-    ids=["sold-out", "paused", "not-started", "ended", "forged", "no-token", "other-drop", "tampered"],
+    ids=[
+        "sold-out",
+        "paused",
+        "not-started",
+        "line-not-started",
+        "ended",
+        "forged",
+        "no-token",
+        "other-drop",
+        "tampered",
+    ],
 )
 def test_a_certain_no_is_answered_without_django(make, status: int, code: str, work: DjangoWork) -> None:
     drop, extra = make()

@@ -624,3 +624,22 @@ def test_a_deactivated_buyer_with_a_cached_token_cannot_pin_a_chosen_seat() -> N
     assert warm.status == 201 and lane_answered(warm)  # the token is in this process's cache now
     assert pinned.status == 401 and pinned.json()["error"] == "unauthenticated", pinned.body
     assert not Hold.objects.filter(drop=drop).exists()
+
+
+def test_a_buyer_in_line_who_reserves_before_the_start_hears_when_it_opens_on_both_paths() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from admission.models import Ticket
+
+    drop = make_drop(slug="line-later", waiting_room=True, starts_at=timezone.now() + timedelta(hours=1))
+    auth = bearer("early-bird")
+    joined = run(lambda: call("POST", "/api/drops/line-later/queue", headers=auth))
+    assert joined.status == 200 and Ticket.objects.filter(drop=drop).count() == 1, joined.body
+
+    lane, django = both_paths("/api/drops/line-later/holds", reserve_headers(auth), BODY)
+
+    assert (lane.status, lane.json()["error"]) == (425, "not_started"), lane.body
+    assert (lane.status, lane.body) == (django.status, django.body)
+    assert lane_answered(lane) and "starts_at" in lane.json()
