@@ -19,7 +19,9 @@ def openapi(request: HttpRequest) -> JsonResponse:
 
 @api({"GET"})
 def index(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"openapi": "/api/openapi.json", "drops": "/api/drops/<slug>"})
+    return JsonResponse(
+        {"openapi": "/api/openapi.json", "drops": "/api/drops/<slug>", "catalogue": "/api/drops"}
+    )
 
 
 @api({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"})

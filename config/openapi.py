@@ -313,7 +313,7 @@ PATHS: Schema = {
     "/api/": {
         "get": _operation(
             "Where to start",
-            {"200": _json("Links", _object({"openapi": STRING, "drops": STRING}))},
+            {"200": _json("Links", _object({"openapi": STRING, "drops": STRING, "catalogue": STRING}))},
         )
     },
     "/api/openapi.json": {
@@ -339,6 +339,12 @@ PATHS: Schema = {
             "Who the credentials belong to",
             {"200": _json("The user", _object({"username": STRING}))},
             login=True,
+        )
+    },
+    "/api/drops": {
+        "get": _operation(
+            "Every drop: live, upcoming, sold out, then ended (most recent first); HEAD too",
+            {"200": _json("The drops", _object({"drops": {"type": "array", "items": _ref("Drop")}}))},
         )
     },
     "/api/drops/{slug}": {

@@ -22,6 +22,7 @@ api_patterns = [
     path("", api_views.index, name="api-index"),
     path("openapi.json", api_views.openapi, name="api-openapi"),
     path("me", shop_api.me, name="api-me"),
+    path("drops", shop_api.drop_list, name="api-drops"),
     path("drops/<slug:slug>", shop_api.drop_detail, name="api-drop"),
     path("drops/<slug:slug>/holds", holds_api.reserve, name="api-reserve"),
     path("drops/<slug:slug>/queue", admission_api.queue, name="api-queue"),

@@ -1,4 +1,4 @@
-"""JSON API of the catalogue: a drop, and who the caller is."""
+"""JSON API of the catalogue: the drops, a drop, and who the caller is."""
 
 from __future__ import annotations
 
@@ -6,6 +6,11 @@ from django.http import HttpRequest, JsonResponse
 
 from core.api import api
 from shop import selectors
+
+
+@api({"GET", "HEAD"})
+def drop_list(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"drops": selectors.catalogue_json()})
 
 
 @api({"GET", "HEAD"})

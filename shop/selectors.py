@@ -98,6 +98,12 @@ def storefront(*, now: datetime | None = None) -> dict[str, list[DropView]]:
     return groups
 
 
+def catalogue_json() -> list[dict[str, object]]:
+    """Every drop as `GET /api/drops` lists it: in the home page's order (live, upcoming, sold out,
+    ended with the most recent first), each as `GET /api/drops/<slug>` answers it."""
+    return [view.as_json() for group in storefront().values() for view in group]
+
+
 def active_drops(now: datetime) -> list[Drop]:
     """Drops a tick looks after: starting within the hour, on sale, or ended in the last ten minutes."""
     return list(

@@ -84,3 +84,21 @@ def test_every_api_route_is_in_the_schema() -> None:
     }
 
     assert routes <= schema_paths, routes - schema_paths
+
+
+def test_the_drop_list_names_every_drop_as_its_own_page_does_live_first() -> None:
+    now = timezone.now()
+    make_drop(slug="list-ended", starts_at=now - timedelta(hours=3), ends_at=now - timedelta(hours=2))
+    make_drop(slug="list-later", starts_at=now + timedelta(hours=1), ends_at=now + timedelta(hours=2))
+    make_drop(slug="list-live", quantity=7)
+    client = Client()
+
+    listed = client.get("/api/drops")
+    refused = client.post("/api/drops", data="garbage", content_type="application/json")
+
+    assert listed.status_code == 200 and listed["Content-Type"] == "application/json"
+    drops = listed.json()["drops"]
+    assert [d["slug"] for d in drops] == ["list-live", "list-later", "list-ended"]
+    assert drops == [client.get(f"/api/drops/{d['slug']}").json() for d in drops]
+    assert refused.status_code == 405 and refused.json()["error"] == "method_not_allowed"
+    assert client.get("/api/").json()["catalogue"] == "/api/drops"
