@@ -9,14 +9,15 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth import get_user_model
-        from django.db.models.signals import post_delete, pre_save
+        from django.db.models.signals import post_delete, post_save, pre_save
 
         from accounts import services
         from shop.models import ApiToken
 
         user = get_user_model()
         # a ban (Active unticked) or a deleted account reaches every web process's caches at once
-        pre_save.connect(services.on_user_saved, sender=user, dispatch_uid="accounts-revoke-deactivated")
+        pre_save.connect(services.on_user_saving, sender=user, dispatch_uid="accounts-note-deactivating")
+        post_save.connect(services.on_user_saved, sender=user, dispatch_uid="accounts-revoke-deactivated")
         post_delete.connect(services.on_user_deleted, sender=user, dispatch_uid="accounts-revoke-deleted")
         # a token deleted in the admin, as a revoked one
         post_delete.connect(services.on_token_deleted, sender=ApiToken, dispatch_uid="accounts-revoke-token")

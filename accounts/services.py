@@ -27,19 +27,26 @@ def credentials_revoked(*, user_id: int) -> None:
     queue tickets to Django, which checks the credential)."""
 
     def tell() -> None:
-        lane.forget_tokens()
+        lane.forget_buyer(user_id)  # this process at once, whatever Redis does
         state.revoke(user_id)
 
     transaction.on_commit(tell)
 
 
-def on_user_saved(sender: type, instance: object, **kwargs: object) -> None:
-    """pre_save of the user model: an account being deactivated (on-call's ban) is revoked."""
+def on_user_saving(sender: type, instance: object, **kwargs: object) -> None:
+    """pre_save of the user model: note an account about to be deactivated (on-call's ban)."""
     pk = getattr(instance, "pk", None)
-    if pk is None or getattr(instance, "is_active", True):
-        return
-    if sender._default_manager.filter(pk=pk, is_active=True).exists():  # type: ignore[attr-defined]
-        credentials_revoked(user_id=pk)
+    deactivating = pk is not None and not getattr(instance, "is_active", True)
+    if deactivating:
+        deactivating = sender._default_manager.filter(pk=pk, is_active=True).exists()  # type: ignore[attr-defined]
+    instance._floodgate_deactivating = deactivating  # type: ignore[attr-defined]
+
+
+def on_user_saved(sender: type, instance: object, **kwargs: object) -> None:
+    """post_save: the deactivation is written, so the announcement cannot come before it."""
+    if getattr(instance, "_floodgate_deactivating", False):
+        instance._floodgate_deactivating = False  # type: ignore[attr-defined]
+        credentials_revoked(user_id=instance.pk)  # type: ignore[attr-defined]
 
 
 def on_user_deleted(sender: type, instance: object, **kwargs: object) -> None:

@@ -60,6 +60,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+# A ticket signed up to this long after a revocation is Django's too: a request authenticated just
+# before the ban may sign its ticket just after it, and hosts' clocks differ a little.
+REVOCATION_GRACE = 5.0
 REDIS_CONNECTIONS = 32  # per process: the edge's Redis reads (a drawn number, a snapshot) are one round trip
 
 
@@ -77,6 +80,8 @@ class Lane(Protocol):
     def warm(self) -> None: ...
 
     def forget_tokens(self) -> None: ...
+
+    def forget_buyer(self, buyer_id: int) -> None: ...
 
 
 log = logging.getLogger(__name__)
@@ -187,18 +192,21 @@ def refusal(known: Known, *, token: str | None, now: float) -> FloodgateError | 
     current = drop["state"]
     if current == "paused":
         return Paused(PAUSED)
+    just_opened = False
     if current == "scheduled":
         if now < known.starts_at.timestamp():
             starts = known.starts_at
             return NotStarted(f"This drop opens at {starts:%H:%M:%S} UTC.", starts_at=starts.isoformat())
-        return None  # it has just opened: the next snapshot says so, Django decides meanwhile
-    if current == "ended" or now >= known.ends_at:
+        just_opened = True  # the next snapshot says so; only the admission is certain meanwhile
+    elif current == "ended" or now >= known.ends_at:
         return Ended(ENDED)
     if drop.get("waiting_room") is True and known.drop_id is not None:
         try:
             tokens.claims(token, drop_id=known.drop_id)  # HMAC only; Django checks the buyer
         except NotAdmitted as error:
             return error
+    if just_opened:
+        return None  # Django decides
     if drop.get("sold_out") is True:
         return SoldOut(SOLD_OUT)
     return None
@@ -584,8 +592,8 @@ class Edge:
         found = tokens.ticket(sent, drop_id=known.drop_id, bound_to=bound_to)
         if found is None or sent is None or bound_to is None:
             return None
-        if found.issued <= self._revoked.get(found.buyer_id, -1.0):
-            return None  # signed before the buyer's credentials were revoked: Django checks them
+        if found.issued <= self._revoked.get(found.buyer_id, -1.0) + REVOCATION_GRACE:
+            return None  # signed before (or as) the buyer's credentials were revoked: Django checks them
         headers = PRIVATE_HEADERS
         if found.number is None and known.queue is not None and known.queue.get("seed") is not None:
             # Drawn since the ticket was signed: the whole line asks at the start, so its number
@@ -738,7 +746,7 @@ class Edge:
             self._revoked = dict(keep)
         self._revoked[buyer] = max(at, self._revoked.get(buyer, at))
         if self.lane is not None:
-            self.lane.forget_tokens()
+            self.lane.forget_buyer(buyer)
 
     def _store(self, slug: str, entry: Entry) -> None:
         if len(self._cache) >= MAX_ENTRIES and slug not in self._cache:

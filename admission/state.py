@@ -60,9 +60,9 @@ def unlikely(position: int | None, *, remaining: int, held: int) -> bool:
     return position - 1 >= remaining + held
 
 
-def revoke(buyer_id: int) -> None:
-    """Tell every web process that this buyer's credentials changed. The database already refuses
-    them; without Redis the edges only hear it late (a ticket's life at most): logged, not raised."""
+def revoke(buyer_id: int) -> bool:
+    """Tell every web process that this buyer's credentials changed; False when Redis could not be
+    told (the database refuses them anyway; the other processes' caches age out)."""
     now = time.time()
     try:
         client = get_redis_connection("default")
@@ -73,6 +73,8 @@ def revoke(buyer_id: int) -> None:
         pipe.execute()
     except RedisError as error:
         log.error("could not announce buyer %s's revoked credentials: %s", buyer_id, error)
+        return False
+    return True
 
 
 async def revocations(client: aioredis.Redis) -> dict[int, float]:

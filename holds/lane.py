@@ -68,8 +68,8 @@ from shop.models import Drop
 
 log = logging.getLogger(__name__)
 
-# A token or session looked up is trusted this long; a revocation anywhere empties every process's
-# cache at once (admission.state.revoke -> the edge -> forget_tokens), and every claim statement
+# A token or session looked up is trusted this long; a revocation anywhere drops that buyer from every
+# process's cache at once (admission.state.revoke -> the edge -> forget_buyer), and every claim statement
 # needs the account active whatever is cached.
 AUTH_SECONDS = 30.0
 SESSION_SECONDS = 10.0  # a session logged out elsewhere still claims for at most this long
@@ -100,6 +100,12 @@ class Who:
 _lanes: weakref.WeakSet[Lane] = weakref.WeakSet()  # this process's lanes (one in a server)
 
 
+def forget_buyer(buyer_id: int) -> None:
+    """Every lane of this process forgets one buyer's tokens and sessions (theirs were revoked)."""
+    for lane in list(_lanes):
+        lane.forget_buyer(buyer_id)
+
+
 def forget_tokens() -> None:
     """Every lane of this process asks the database about each bearer token and session again
     (other processes' lanes hear it through admission.state.revoke)."""
@@ -125,6 +131,8 @@ class Lane:
         self._redis: aioredis.Redis | None = None
         self._users: dict[str, tuple[int | None, float]] = {}
         self._sessions: dict[str, tuple[int | None, float]] = {}
+        # bumped by every forget: a lookup that read the database before it caches nothing
+        self._generation = 0
         self._lookups: dict[str, asyncio.Future[int | None]] = {}  # tokens waiting for _resolve
         self._resolving = False
         self._drops: dict[str, tuple[Drop | None, float]] = {}
@@ -343,6 +351,7 @@ class Lane:
                 batch = dict(list(self._lookups.items())[:MAX_LOOKUPS])
                 for token in batch:
                     del self._lookups[token]
+                generation = self._generation
                 try:
                     found = await self._in_thread(_user_ids, list(batch))
                 except Exception as error:
@@ -357,10 +366,11 @@ class Lane:
                 for token, future in batch.items():
                     user_id = found.get(token)
                     # An unknown token is remembered briefly too: a flood of it costs one query.
-                    self._users[token] = (
-                        user_id,
-                        now + (AUTH_SECONDS if user_id is not None else DROP_SECONDS),
-                    )
+                    if generation == self._generation:  # else read before a revocation: not kept
+                        self._users[token] = (
+                            user_id,
+                            now + (AUTH_SECONDS if user_id is not None else DROP_SECONDS),
+                        )
                     if not future.done():
                         future.set_result(user_id)
         finally:
@@ -372,9 +382,11 @@ class Lane:
         if found is None or found[1] < now:
             if len(self._sessions) >= CACHE_SIZE:
                 self._sessions.clear()
+            generation = self._generation
             user_id = await self._in_thread(_session_user_id, session)
             found = (user_id, now + (SESSION_SECONDS if user_id is not None else DROP_SECONDS))
-            self._sessions[session] = found
+            if generation == self._generation:  # else read before a revocation: not kept
+                self._sessions[session] = found
         return found[0]
 
     def _forget(self, who: Who) -> None:
@@ -409,10 +421,18 @@ class Lane:
         self._drops.clear()
 
     def forget_tokens(self) -> None:
-        """Drop the cached tokens and sessions (credentials were revoked). Safe from another thread:
-        one dict swap each."""
+        """Drop every cached token and session. Safe from another thread: one dict swap each."""
+        self._generation += 1
         self._users = {}
         self._sessions = {}
+
+    def forget_buyer(self, buyer_id: int) -> None:
+        """Drop one buyer's cached tokens and sessions (theirs were revoked); the rest stay cached.
+        Safe from another thread: list() copies a dict under the GIL, then one swap each (an entry
+        cached meanwhile may be dropped too, and is looked up again)."""
+        self._generation += 1
+        self._users = {k: v for k, v in list(self._users.items()) if v[0] != buyer_id}
+        self._sessions = {k: v for k, v in list(self._sessions.items()) if v[0] != buyer_id}
 
     def _sold_out(self, drop: Drop) -> None:
         """This process's edge says "sold out" from now on; the others hear it through Redis."""

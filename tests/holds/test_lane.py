@@ -643,3 +643,34 @@ def test_a_buyer_in_line_who_reserves_before_the_start_hears_when_it_opens_on_bo
     assert (lane.status, lane.json()["error"]) == (425, "not_started"), lane.body
     assert (lane.status, lane.body) == (django.status, django.body)
     assert lane_answered(lane) and "starts_at" in lane.json()
+
+
+def test_a_token_looked_up_while_its_buyer_is_revoked_is_not_kept(monkeypatch) -> None:
+    """The lookup read the database before the revocation's commit; caching its answer would trust
+    the revoked token for AUTH_SECONDS. Only this token's answer is dropped, not the whole cache."""
+    from holds import lane as lane_module
+
+    lane = Lane(threads=1)
+    looking = threading.Event()
+
+    def slow_lookup(tokens: list[str]) -> dict[str, int]:
+        looking.set()
+        time.sleep(0.3)  # the revocation lands meanwhile
+        return dict.fromkeys(tokens, 7)
+
+    async def scene() -> tuple[int | None, int | None]:
+        lane._users["other"] = (8, time.monotonic() + 60)  # another buyer's, cached before
+        monkeypatch.setattr(lane_module, "_user_ids", slow_lookup)
+        lookup = asyncio.ensure_future(lane._user("revoked"))
+        await asyncio.get_running_loop().run_in_executor(None, looking.wait)
+        lane_module.forget_buyer(7)
+        return await lookup, lane._users.get("other", (None,))[0]
+
+    try:
+        answered, other = asyncio.run(scene())
+    finally:
+        lane.settle()
+
+    assert answered == 7  # this request was authenticated before the ban: the claim SQL decides it
+    assert "revoked" not in lane._users  # but the next one looks it up again
+    assert other == 8
