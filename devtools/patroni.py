@@ -71,14 +71,16 @@ class Node:
     def kill(self) -> None:
         """SIGKILL Patroni and its PostgreSQL together, as a machine that dies."""
         assert self.process is not None
-        pid_file = self.folder / "data" / "postmaster.pid"
-        postmaster = int(pid_file.read_text().split()[0]) if pid_file.exists() else None
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        if postmaster is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(postmaster, signal.SIGKILL)
+            os.killpg(self.process.pid, signal.SIGKILL)  # first: it starts no PostgreSQL after this
         self.process.wait()
+        # PostgreSQL runs in a session of its own (Patroni starts it so): killed by its pid
+        pid_file = self.folder / "data" / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid = int(pid_file.read_text().split()[0])
+            # a file left by a postmaster killed before names a pid that may be another's by now
+            if b"postgres" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
 
 
 @dataclass
@@ -156,7 +158,7 @@ class Patroni:
 
     def stop(self) -> None:
         for node in self.nodes:
-            if node.process is not None and node.process.poll() is None:
+            if node.process is not None:  # an exited Patroni may have left its PostgreSQL running
                 node.kill()
         if self.etcd.poll() is None:
             with contextlib.suppress(ProcessLookupError):
