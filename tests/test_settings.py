@@ -26,16 +26,6 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-PRODUCTION = {  # what a production deployment must set
-    "SECRET_KEY": "x" * 32 + "-production-secret-of-enough-length-and-variety-9f3",
-    "ALLOWED_HOSTS": "shop.example",
-    "PAYMENT_PROVIDER_SECRET": "provider-api-key",
-    "PAYMENT_WEBHOOK_SECRET": "provider-webhook-secret",
-    "PAYMENT_PROVIDER_URL": "https://pay.example",
-    "PUBLIC_BASE_URL": "https://shop.example",
-}
-
-
 def test_production_profile_passes_check_deploy() -> None:
     done = manage(
         PRODUCTION,
