@@ -60,9 +60,9 @@ def unlikely(position: int | None, *, remaining: int, held: int) -> bool:
     return position - 1 >= remaining + held
 
 
-def revoke(buyer_id: int) -> bool:
-    """Tell every web process that this buyer's credentials changed; False when Redis could not be
-    told (the database refuses them anyway; the other processes' caches age out)."""
+def revoke(buyer_id: int) -> None:
+    """Tell every web process that this buyer's credentials changed. Without Redis it is logged:
+    the database refuses them anyway, and the other processes' caches age out."""
     now = time.time()
     try:
         client = get_redis_connection("default")
@@ -73,8 +73,6 @@ def revoke(buyer_id: int) -> bool:
         pipe.execute()
     except RedisError as error:
         log.error("could not announce buyer %s's revoked credentials: %s", buyer_id, error)
-        return False
-    return True
 
 
 async def revocations(client: aioredis.Redis) -> dict[int, float]:

@@ -651,11 +651,11 @@ def test_a_token_looked_up_while_its_buyer_is_revoked_is_not_kept(monkeypatch) -
     from holds import lane as lane_module
 
     lane = Lane(threads=1)
-    looking = threading.Event()
+    looking, revoked = threading.Event(), threading.Event()
 
     def slow_lookup(tokens: list[str]) -> dict[str, int]:
         looking.set()
-        time.sleep(0.3)  # the revocation lands meanwhile
+        revoked.wait(10)  # the database was read; the revocation lands before the answer is kept
         return dict.fromkeys(tokens, 7)
 
     async def scene() -> tuple[int | None, int | None]:
@@ -664,6 +664,7 @@ def test_a_token_looked_up_while_its_buyer_is_revoked_is_not_kept(monkeypatch) -
         lookup = asyncio.ensure_future(lane._user("revoked"))
         await asyncio.get_running_loop().run_in_executor(None, looking.wait)
         lane_module.forget_buyer(7)
+        revoked.set()
         return await lookup, lane._users.get("other", (None,))[0]
 
     try:
