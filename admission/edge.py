@@ -734,19 +734,24 @@ class Edge:
 
     def _revocation(self, raw: bytes | str) -> None:
         """A buyer's credentials were revoked (admission.state.revoke): their older tickets go to
-        Django from now on, and the lane looks every token and session up again."""
+        Django from now on, and the lane looks that buyer's tokens and sessions up again."""
         try:
             heard = json.loads(raw)
             buyer, at = int(heard["buyer"]), float(heard["at"])
         except (ValueError, KeyError, TypeError) as error:
             self._trouble("ignored a revocation message: %s", error)
             return
-        if len(self._revoked) >= MAX_ENTRIES:  # a ticket's life of bans: drop the oldest half
+        self._note_revoked(buyer, at)
+        if self.lane is not None:
+            self.lane.forget_buyer(buyer)
+
+    def _note_revoked(self, buyer: int, at: float) -> None:
+        if len(self._revoked) >= MAX_ENTRIES and buyer not in self._revoked:
+            # a ticket's life of bans: the oldest half goes (their polls then reach the edge again,
+            # and Django's checks still refuse them)
             keep = sorted(self._revoked.items(), key=lambda item: item[1])[MAX_ENTRIES // 2 :]
             self._revoked = dict(keep)
         self._revoked[buyer] = max(at, self._revoked.get(buyer, at))
-        if self.lane is not None:
-            self.lane.forget_buyer(buyer)
 
     def _store(self, slug: str, entry: Entry) -> None:
         if len(self._cache) >= MAX_ENTRIES and slug not in self._cache:
@@ -787,7 +792,7 @@ class Edge:
                     await pubsub.subscribe(state.CHANNEL, state.REVOKED_CHANNEL)
                     # what was revoked while this process was not listening (or not yet running)
                     for buyer, at in (await state.revocations(client)).items():
-                        self._revoked[buyer] = max(at, self._revoked.get(buyer, at))
+                        self._note_revoked(buyer, at)
                     if self.lane is not None:
                         self.lane.forget_tokens()
                     self.listening = True
