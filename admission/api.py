@@ -13,7 +13,7 @@ from shop import selectors as catalogue
 def queue(request: HttpRequest, slug: str) -> JsonResponse:
     if request.method == "POST":
         limits.check_buyer(request, scope="queue")  # before the drop is looked up
-    drop = catalogue.drop_for_claim(slug=slug)
+    drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)
     if request.method == "POST":
         place = services.join(drop=drop, buyer_id=request.user.pk, proof=request.headers.get("X-Join-Proof"))
     else:
@@ -30,7 +30,8 @@ def queue(request: HttpRequest, slug: str) -> JsonResponse:
 
 @api({"GET"})
 def draw(request: HttpRequest, slug: str) -> JsonResponse:
-    return JsonResponse(services.draw_entries(drop=catalogue.drop_for_claim(slug=slug)))
+    drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)  # pk None: a visitor
+    return JsonResponse(services.draw_entries(drop=drop))
 
 
 def queue_ticket(request: HttpRequest, place: services.Place) -> str | None:

@@ -151,6 +151,7 @@ class Known:
     at: float  # when it was computed (publisher's wall clock)
     starts_at: datetime
     ends_at: float  # epoch seconds
+    rehearsal: bool = False  # a rehearsal's copy: its state is shown by Django, to its buyers only
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +180,7 @@ def parse(raw: bytes | str) -> Known:
         at=float(snap["at"]),
         starts_at=datetime.fromisoformat(drop["starts_at"]).astimezone(UTC),
         ends_at=datetime.fromisoformat(drop["ends_at"]).timestamp(),
+        rehearsal=snap.get("rehearsal") is True,
     )
 
 
@@ -575,7 +577,7 @@ class Edge:
         if known is None:
             return None
         if kind == STATE:
-            return Answer(200, known.body)
+            return None if known.rehearsal else Answer(200, known.body)
         if kind == QUEUE:
             return await self._place(known, scope)
         why = refusal(known, token=header(scope, b"x-admission-token"), now=time.time())

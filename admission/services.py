@@ -165,6 +165,7 @@ def join(*, drop: Drop, buyer_id: int, proof: str | None = None) -> Place:
     """The buyer's ticket, new or the one they already have (any tab, device or reconnect).
 
     A new place costs the drop's proof of work (admission.work), if it asks for one."""
+    catalogue.check_audience(drop, buyer_id=buyer_id)  # first: a rehearsal's copy says nothing to others
     if not drop.waiting_room:
         raise NoWaitingRoom("This drop has no waiting room; buy from the drop page directly.")
     ticket = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()

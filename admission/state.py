@@ -135,6 +135,7 @@ class Snapshot:
     def as_json(self) -> dict[str, object]:
         return {
             "drop_id": self.drop.pk,  # for the edge's token check; not part of the public drop JSON
+            "rehearsal": self.drop.rehearsal_of_id is not None,  # Django decides who may see it
             "drop": DropView(self.drop, self.state, self.available).as_json(),
             "queue": self.queue_json(),
             "at": self.at,

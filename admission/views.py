@@ -20,7 +20,7 @@ from shop.models import Drop, DropState
 @login_required
 def queue(request: HttpRequest, slug: str) -> HttpResponse:
     try:
-        drop = catalogue.drop_for_claim(slug=slug)
+        drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)
     except NotFound as error:
         raise Http404(error.detail) from None
     if not drop.waiting_room:
@@ -75,7 +75,7 @@ def join(request: HttpRequest, drop: Drop) -> HttpResponse:
 def verify(request: HttpRequest, slug: str) -> HttpResponse:
     """The page that checks the draw in the buyer's browser (static/js/verify.js) from the public JSON."""
     try:
-        drop = catalogue.drop_for_claim(slug=slug)
+        drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)
     except NotFound as error:
         raise Http404(error.detail) from None
     if not drop.waiting_room:

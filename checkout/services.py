@@ -37,6 +37,7 @@ from checkout.providers.base import WebhookEvent as ProviderEvent
 from core.errors import Busy, FloodgateError
 from holds import services as holds
 from holds.models import Hold
+from shop.models import Drop
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +66,18 @@ def _absolute(path: str) -> str:
     return settings.PUBLIC_BASE_URL.rstrip("/") + path
 
 
+def provider_for(drop: Drop) -> str:
+    """The provider a drop's buyers pay with: a rehearsal's copy always the simulator, whatever the
+    shop takes real money with (its stock and its buyers are made up)."""
+    return "simulated" if drop.rehearsal_of_id is not None else settings.PAYMENT_PROVIDER
+
+
 def start_payment(*, hold_id: int, buyer_id: int) -> Started:
     """Extend the hold once and open a payment session; a second call returns the open one."""
-    provider = get_provider(settings.PAYMENT_PROVIDER)
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         quantity, drop_id = holds.hold_for_payment(cursor, hold_id=hold_id, buyer_id=buyer_id)
         hold = Hold.objects.select_related("drop__product").get(pk=hold_id)
+        provider = get_provider(provider_for(hold.drop))
         product = hold.drop.product
         order, _ = Order.objects.get_or_create(
             hold=hold,

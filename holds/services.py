@@ -177,9 +177,12 @@ def _reserve_once(
         cursor.execute(sql.INSERT_HOLD, {**ids, "q": quantity, "index": first, "digest": digest})
         row = cursor.fetchone()
         if row is None:
-            cursor.execute(sql.ACTIVE_BUYERS, {"buyers": [buyer_id]})
-            if cursor.fetchone() is None:
+            cursor.execute(sql.ELIGIBLE_BUYERS, {"drop": drop.pk, "buyers": [buyer_id]})
+            eligible = cursor.fetchone()
+            if eligible is None:
                 raise Unauthenticated("This account is not active: it cannot reserve.")
+            if not eligible[1]:
+                raise catalogue.outsider(drop)
             cursor.execute(sql.FIND_BY_KEY, ids)
             again = cursor.fetchone()
             if again is not None:
@@ -262,11 +265,16 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
     inserted: dict[int, tuple[int, object, object]] = {}  # ask index -> (hold, created, expires)
     try:
         with transaction.atomic(durable=True), connection.cursor() as cursor:
-            cursor.execute(sql.ACTIVE_BUYERS, {"buyers": sorted({ask.buyer_id for ask in asks})})
-            active = {row[0] for row in cursor.fetchall()}
+            cursor.execute(
+                sql.ELIGIBLE_BUYERS, {"drop": drop.pk, "buyers": sorted({ask.buyer_id for ask in asks})}
+            )
+            eligible = dict(cursor.fetchall())
             for i, ask in enumerate(asks):
-                if ask.buyer_id not in active:
+                if ask.buyer_id not in eligible:
                     answers[i] = Unauthenticated("That bearer token is not valid.")
+                elif not eligible[ask.buyer_id]:
+                    answers[i] = catalogue.outsider(drop)
+            active = {buyer for buyer, may in eligible.items() if may}
             claiming = [ask for ask in asks if ask.buyer_id in active]
             params = {
                 "drop": drop.pk,

@@ -12,28 +12,31 @@ distributed by drop a claim is one shard's transaction (docs/SCALING.md, tests/t
 from __future__ import annotations
 
 from inventory import sql as stock
+from shop.sql import AUDIENCE
 
 # Start a hold for a buyer with an idempotency key; expiry from the drop's hold time
 # on the database clock. ON CONFLICT covers both unique rules: the same key again
 # (the caller looks the hold up) and a second active hold of the buyer (refused).
 # 1 row: a new hold; 0 rows: a conflict, or an account deactivated since its token or session
-# was cached (no claim of a banned buyer, whatever a cache still says). Waits only for a
-# concurrent insert of the same key or buyer to commit or roll back.
-INSERT_HOLD = """
+# was cached (no claim of a banned buyer, whatever a cache still says), or one that may not take
+# part in this drop (a rehearsal's). Waits only for a concurrent insert of the same key or buyer
+# to commit or roll back.
+INSERT_HOLD = f"""
 INSERT INTO holds_hold
        (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
         created_at, expires_at, extended)
 SELECT d.id, u.id, %(q)s, %(index)s, 'held', %(key)s, %(digest)s,
        now(), now() + make_interval(secs => d.hold_seconds), false
-  FROM shop_drop d JOIN auth_user u ON u.id = %(buyer)s AND u.is_active
+  FROM shop_drop d JOIN auth_user u ON u.id = %(buyer)s AND u.is_active AND {AUDIENCE}
  WHERE d.id = %(drop)s
 ON CONFLICT DO NOTHING
 RETURNING id, created_at, expires_at
 """
 
-# INSERT_HOLD for a batch of claims, in arrival order. Rows: the holds started; a claim
-# with no row conflicted (its key again, or the buyer's other active hold, also within the
-# batch) and is answered by the single path, which looks it up.
+# INSERT_HOLD for a batch of claims, in arrival order, of the buyers ELIGIBLE_BUYERS let in (in
+# the same transaction). Rows: the holds started; a claim with no row conflicted (its key again,
+# or the buyer's other active hold, also within the batch) and is answered by the single path,
+# which looks it up.
 INSERT_HOLDS = """
 INSERT INTO holds_hold
        (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
@@ -48,9 +51,15 @@ ON CONFLICT DO NOTHING
 RETURNING id, buyer_id, idempotency_key, created_at, expires_at
 """
 
-# The batch's buyers whose accounts exist and are active (the claim lane caches who a bearer
-# token belongs to; an account deleted or deactivated since then is refused here).
-ACTIVE_BUYERS = "SELECT id FROM auth_user WHERE id = ANY(%(buyers)s) AND is_active"
+# The buyers whose accounts exist and are active, each with whether it may take part in the
+# drop (the claim lane caches who a bearer token belongs to; an account deleted or deactivated
+# since then is refused here, and so is a rehearsal's account outside its rehearsal). A drop
+# deleted meanwhile counts as a real one: the insert then fails on it, and Django says 404.
+ELIGIBLE_BUYERS = f"""
+SELECT u.id, {AUDIENCE}
+  FROM auth_user u LEFT JOIN shop_drop d ON d.id = %(drop)s
+ WHERE u.id = ANY(%(buyers)s) AND u.is_active
+"""
 
 # BUYER_UNITS for a batch: the new holds whose buyer now holds or bought more units of the
 # drop than its per-buyer limit, counting the new hold. Read after the insert.

@@ -15,7 +15,8 @@ def drop_list(request: HttpRequest) -> JsonResponse:
 
 @api({"GET", "HEAD"})
 def drop_detail(request: HttpRequest, slug: str) -> JsonResponse:
-    return JsonResponse(selectors.drop_view(slug=slug).as_json())
+    buyer_id = request.user.pk if request.user.is_authenticated else None
+    return JsonResponse(selectors.drop_view(slug=slug, buyer_id=buyer_id).as_json())
 
 
 @api({"GET"}, login=True)

@@ -166,10 +166,18 @@ class Drop(models.Model):
     )
     pause_reason = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set on a rehearsal's copy (ops/rehearsal.py): only the rehearsal's own buyers reach it
+    # (shop.sql.AUDIENCE), no catalogue lists it, and its payments never reach a real provider.
+    rehearsal_of = models.ForeignKey(
+        "self", null=True, blank=True, editable=False, on_delete=models.CASCADE, related_name="rehearsals"
+    )
 
     class Meta:
         ordering = ["starts_at"]
-        permissions = [("pause_drop", "Can pause and resume a drop (kill switch)")]
+        permissions = [
+            ("pause_drop", "Can pause and resume a drop (kill switch)"),
+            ("rehearse_drop", "Can rehearse a drop (a crowd of made-up buyers on a hidden copy)"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(quantity__gt=0),
@@ -265,6 +273,19 @@ class ApiToken(models.Model):
     @staticmethod
     def digest_of(raw: str) -> str:
         return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class RehearsalBuyer(models.Model):
+    """An account made for one rehearsal: it takes part in that rehearsal's copy and nothing else,
+    and goes when the rehearsal ends (ops.rehearsal.end)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="rehearsal"
+    )
+    drop = models.ForeignKey(Drop, on_delete=models.CASCADE, related_name="rehearsal_buyers")
+
+    def __str__(self) -> str:
+        return f"rehearsal buyer {self.user_id} of drop {self.drop_id}"
 
 
 class PauseAction(models.TextChoices):

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db import connection
 from django.utils import timezone
 
-from core.errors import NotFound
+from core.errors import FloodgateError, Forbidden, NotFound, Unauthenticated
 from inventory.selectors import available_by_drop
-from shop.models import ApiToken, Drop, DropState
+from shop import sql
+from shop.models import ApiToken, Drop, DropState, RehearsalBuyer
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,33 @@ def unknown_drop(slug: str) -> NotFound:
     return NotFound(f"There is no drop called {slug!r}.")
 
 
+def outsider(drop: Drop) -> FloodgateError:
+    """The answer to a buyer outside the drop's audience (shop.sql.AUDIENCE): a rehearsal's copy
+    does not exist for anyone but its own buyers; a rehearsal's account buys nothing real."""
+    if drop.rehearsal_of_id is not None:
+        return unknown_drop(drop.slug)
+    return Forbidden("This account was made for a rehearsal; it takes part in that rehearsal only.")
+
+
+def check_audience(drop: Drop, *, buyer_id: int) -> None:
+    """Unauthenticated for an account no longer active; outsider() for one that may not take part.
+    The claim statements check the same rule themselves; this is for the doors before them."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.MAY_TAKE_PART, {"drop": drop.pk, "buyer": buyer_id})
+        row = cursor.fetchone()
+    if row is None:
+        raise Unauthenticated("This account is not active.")
+    if not row[0]:
+        raise outsider(drop)
+
+
+def _visible(drop: Drop, buyer_id: int | None) -> bool:
+    """A rehearsal's copy is seen by its own buyers only (no query for a real drop)."""
+    return drop.rehearsal_of_id is None or (
+        buyer_id is not None and RehearsalBuyer.objects.filter(user_id=buyer_id, drop_id=drop.pk).exists()
+    )
+
+
 def drop_for_claim(*, slug: str) -> Drop:
     """The drop row alone (no stock counts): what the reserve path needs."""
     drop = Drop.objects.filter(slug=slug).first()
@@ -69,11 +98,18 @@ def drop_for_claim(*, slug: str) -> Drop:
     return drop
 
 
-def drop_view(*, slug: str) -> DropView:
+def drop_for_buyer(*, slug: str, buyer_id: int | None) -> Drop:
+    """The drop (product loaded) as a buyer's pages see it (None: a visitor); NotFound for a
+    rehearsal's copy unless it is theirs."""
     drop = Drop.objects.select_related("product").filter(slug=slug).first()
-    if drop is None:
+    if drop is None or not _visible(drop, buyer_id):
         raise unknown_drop(slug)
-    return _views([drop], timezone.now())[0]
+    return drop
+
+
+def drop_view(*, slug: str, buyer_id: int | None) -> DropView:
+    """The drop as its page and `GET /api/drops/<slug>` show it to this buyer."""
+    return _views([drop_for_buyer(slug=slug, buyer_id=buyer_id)], timezone.now())[0]
 
 
 def on_sale(drop: Drop) -> bool:
@@ -82,9 +118,10 @@ def on_sale(drop: Drop) -> bool:
 
 
 def storefront(*, now: datetime | None = None) -> dict[str, list[DropView]]:
-    """Drops grouped for the home page: live, upcoming, sold out, ended (recent first)."""
+    """Drops grouped for the home page: live, upcoming, sold out, ended (recent first). Never a
+    rehearsal's copy."""
     now = now or timezone.now()
-    drops = list(Drop.objects.select_related("product").order_by("starts_at"))
+    drops = list(Drop.objects.select_related("product").filter(rehearsal_of=None).order_by("starts_at"))
     groups: dict[str, list[DropView]] = {"live": [], "upcoming": [], "sold_out": [], "ended": []}
     for view in _views(drops, now):
         if view.state == DropState.ENDED:

@@ -38,7 +38,7 @@ class DropPage:
 
 def drop_page(*, slug: str, buyer_id: int | None) -> DropPage:
     """NotFound for an unknown slug; a buyer of None is a visitor who is not logged in."""
-    view = catalogue.drop_view(slug=slug)
+    view = catalogue.drop_view(slug=slug, buyer_id=buyer_id)
     drop = view.drop
     hold = holds.active_hold(drop_id=drop.pk, buyer_id=buyer_id) if buyer_id is not None else None
     admission_token = None

@@ -25,8 +25,6 @@ from tests.factories import make_drop
 NAMES_THE_DROP = re.compile(r"%\(drops?\)s")
 # Statements that reach rows by something other than the drop, each with the reason.
 NOT_BY_DROP = {
-    # auth_user is a reference table (a copy on every node): no shard to pick.
-    "ACTIVE_BUYERS": "reference table",
     # the sweeper's one scan for drops with overdue holds: a multi-shard read by design, outside
     # any claim; the expiry itself (EXPIRE_DUE_HOLDS) is per drop.
     "DROPS_WITH_DUE_HOLDS": "the sweeper's cross-drop scan",

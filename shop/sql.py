@@ -1,0 +1,18 @@
+"""Raw SQL of the catalogue that other layers' statements build on."""
+
+from __future__ import annotations
+
+# Whether buyer `u` (auth_user) may take part in drop `d` (shop_drop): a rehearsal's own buyers
+# only in its copy, everyone else only in real drops. Part of every claim statement, so a cached
+# page or token never lets a real buyer pay for a rehearsal's made-up stock, nor a rehearsal's
+# account buy real stock. One primary-key probe.
+AUDIENCE = """(SELECT r.drop_id FROM shop_rehearsalbuyer r WHERE r.user_id = u.id)
+       IS NOT DISTINCT FROM (CASE WHEN d.rehearsal_of_id IS NOT NULL THEN d.id END)"""
+
+# The buyer's account, if active: (whether it may take part in the drop,). No row: not active.
+# A drop deleted meanwhile counts as a real one: the insert after this finds it gone.
+MAY_TAKE_PART = f"""
+SELECT {AUDIENCE}
+  FROM auth_user u LEFT JOIN shop_drop d ON d.id = %(drop)s
+ WHERE u.id = %(buyer)s AND u.is_active
+"""
