@@ -229,6 +229,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": float(env.integer("WATCHDOG_EVERY_SECONDS", 5)),
         "options": {"expires": 10},
     },
+    "end-rehearsals": {
+        "task": "ops.end_rehearsals",
+        "schedule": 30.0,
+        "options": {"expires": 30},
+    },
 }
 
 # Web processes run a scheduled duty themselves while Celery's runs of it are late (beat or the
@@ -367,6 +372,9 @@ PUBLIC_BASE_URL = (
 )
 # Where rehearsals (issue 13 §4, devtools/rehearse.py) write their reports; the admin links them.
 REHEARSAL_DIR = Path(os.environ.get("REHEARSAL_DIR") or BASE_DIR / ".data" / "rehearsals")
+# The largest crowd a rehearsal may make. A rehearsal aims that crowd at PUBLIC_BASE_URL, so
+# production allows none until a merchant sets how many the shop can take beside real buyers.
+REHEARSAL_MAX_BUYERS = env.integer("REHEARSAL_MAX_BUYERS", 20_000 if DEV else 0)
 # Buyers are only ever sent to the provider's own pages (no open redirect).
 PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(
     env.listing(

@@ -1,9 +1,10 @@
 """A rehearsal a merchant can run: `python -m devtools.rehearse SLUG --buyers 5000 [--base URL]`.
 
-Copies the drop (same settings, fresh stock, a `-rehearsal-N` slug, starting in a few seconds),
-makes the buyers, runs the Locust crowd (devtools/rehearse_crowd.py, its own process) against the
-running store, samples the copy's invariant and queue from the database while it runs, prints
-progress, and writes a self-contained HTML report (devtools/rehearse_report.py). The real drop
+Copies the drop (same settings, fresh stock, a `-rehearsal-N` slug, starting in a few seconds,
+hidden from everyone but its own buyers: ops/rehearsal.py), makes the buyers, runs the Locust
+crowd (devtools/rehearse_crowd.py, its own process) against the running store, samples the
+copy's invariant and queue from the database while it runs, prints progress, writes a
+self-contained HTML report (devtools/rehearse_report.py), and removes the buyers. The real drop
 is only read. Exit 2 with one line on stderr for bad input.
 """
 
@@ -13,13 +14,17 @@ import argparse
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+STOP = threading.Event()  # set by SIGTERM: the rehearsal ends early, and cleanly
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -45,12 +50,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def rehearse(args: argparse.Namespace) -> Path:
     """Run one rehearsal; return the report's path."""
     from django.conf import settings
-    from django.utils import timezone
 
-    from admission.models import Queue, Ticket
-    from checkout.models import Order
+    from core.errors import InvalidInput
     from inventory.selectors import invariant
-    from shop import services
+    from ops import rehearsal
     from shop.models import Drop
 
     args.out = args.out or settings.REHEARSAL_DIR
@@ -58,16 +61,36 @@ def rehearse(args: argparse.Namespace) -> Path:
     if drop is None:
         sys.exit(f"rehearse: there is no drop {args.slug!r}")
     real_before = invariant(drop_id=drop.pk)
-    # buyers first, so the copy's start counts from when the crowd is ready
-    buyers = services.create_buyers(count=args.buyers, prefix=f"rehearsal-{drop.pk}")
-    say(f"{len(buyers)} buyers made")
-    copy = services.duplicate_drop(
-        drop=drop, starts_in=timedelta(seconds=args.starts_in), slug_word="rehearsal"
-    )
+    try:
+        copy, buyers = rehearsal.begin(
+            drop=drop,
+            buyers=args.buyers,
+            starts_in=timedelta(seconds=args.starts_in),
+            lasts=timedelta(seconds=args.max_seconds),
+        )
+    except InvalidInput as error:
+        sys.exit(f"rehearse: {error.detail}")
     say(
-        f"rehearsal copy {copy.slug} of {drop.slug}: {copy.quantity} units, starts in {args.starts_in:g}s"
-        f"{', waiting room' if copy.waiting_room else ''}"
+        f"{len(buyers)} buyers made; hidden copy {copy.slug} of {drop.slug}: {copy.quantity} units, "
+        f"starts in {args.starts_in:g}s{', waiting room' if copy.waiting_room else ''}"
     )
+    # SIGTERM (the admin's process stopped, a deploy) ends the rehearsal as its end does: the
+    # crowd stops, the copy closes and its buyers go. A SIGKILL leaves that to the
+    # ops.end_rehearsals duty. A flag, not an exception: never in the middle of a query.
+    signal.signal(signal.SIGTERM, lambda *_: STOP.set())
+    try:
+        return run_crowd(args, drop, copy, buyers, real_before)
+    finally:
+        say(f"rehearsal over: {rehearsal.end(copy=copy)} buyers removed")
+
+
+def run_crowd(args: argparse.Namespace, drop: Any, copy: Any, buyers: list[Any], real_before: Any) -> Path:
+    """The crowd against the copy, sampled while it runs; the report written. Returns its path."""
+    from django.utils import timezone
+
+    from checkout.models import Order
+    from inventory.selectors import invariant
+
     work = args.out / copy.slug
     work.mkdir(parents=True, exist_ok=True)
     plan = {
@@ -85,6 +108,57 @@ def rehearse(args: argparse.Namespace) -> Path:
         [sys.executable, "-m", "devtools.rehearse_crowd", str(work / "plan.json"), str(events_path)],
         cwd=ROOT,
     )
+    try:
+        samples = sample(crowd, copy, events_path)
+    finally:
+        if crowd.poll() is None:  # stopped early: the crowd stops with it
+            crowd.terminate()
+            crowd.wait(10)
+        (work / "plan.json").unlink(missing_ok=True)  # the tokens are no longer needed
+    if STOP.is_set():
+        sys.exit("rehearse: stopped (SIGTERM) before the crowd was done; no report")
+    final = invariant(drop_id=copy.pk)  # the crowd is gone: nobody else can buy from the copy
+    database = {
+        "quantity": final.quantity,
+        "available": final.available,
+        "held": final.held,
+        "sold": final.sold,
+        "drift": final.drift,
+        "orders_confirmed": Order.objects.filter(drop=copy, state="confirmed").count(),
+        "real_drop_unchanged": invariant(drop_id=drop.pk) == real_before,
+    }
+    from devtools import rehearse_report
+
+    with open(events_path, newline="") as f:
+        answers = [
+            (float(t), step, int(status), code, float(ms)) for t, step, status, code, ms in csv.reader(f)
+        ]
+    meta = {
+        "drop": drop.slug,
+        "copy": copy.slug,
+        "buyers": args.buyers,
+        "base": args.base,
+        "waiting_room": copy.waiting_room,
+        "crowd_exit": crowd.returncode,
+        "made_at": timezone.now().isoformat(timespec="seconds"),
+    }
+    summary = rehearse_report.summarise(answers, samples, database, meta)
+    (work / "summary.json").write_text(json.dumps(summary, indent=1))
+    report = work / "report.html"
+    report.write_text(rehearse_report.render(answers, samples, summary))
+    latest = args.out / f"{drop.slug}.html"  # the admin links this one
+    latest.write_text(report.read_text())
+    for line in rehearse_report.console_lines(summary):
+        say(line)
+    say(f"report: {report}")
+    return report
+
+
+def sample(crowd: subprocess.Popen[bytes], copy: Any, events_path: Path) -> list[dict[str, float]]:
+    """The copy's invariant and line every half second until the crowd is done, with progress."""
+    from admission.models import Queue, Ticket
+    from inventory.selectors import invariant
+
     samples: list[dict[str, float]] = []
     started = time.monotonic()
     last_say = 0.0
@@ -114,46 +188,10 @@ def rehearse(args: argparse.Namespace) -> Path:
                 f"{t:5.1f}s  answers {answers:7d}  available {now.available}  held {now.held}  "
                 f"sold {now.sold}  waiting {waiting}  invariant {'ok' if now.drift == 0 else now.drift}"
             )
-        if done:
+        if done or STOP.is_set():
             break
         time.sleep(0.5)
-    Drop.objects.filter(pk=copy.pk).update(ends_at=max(timezone.now(), copy.starts_at + timedelta(seconds=1)))
-    final = invariant(drop_id=copy.pk)
-    database = {
-        "quantity": final.quantity,
-        "available": final.available,
-        "held": final.held,
-        "sold": final.sold,
-        "drift": final.drift,
-        "orders_confirmed": Order.objects.filter(drop=copy, state="confirmed").count(),
-        "real_drop_unchanged": invariant(drop_id=drop.pk) == real_before,
-    }
-    from devtools import rehearse_report
-
-    with open(events_path, newline="") as f:
-        answers = [
-            (float(t), step, int(status), code, float(ms)) for t, step, status, code, ms in csv.reader(f)
-        ]
-    meta = {
-        "drop": drop.slug,
-        "copy": copy.slug,
-        "buyers": args.buyers,
-        "base": args.base,
-        "waiting_room": copy.waiting_room,
-        "crowd_exit": crowd.returncode,
-        "made_at": timezone.now().isoformat(timespec="seconds"),
-    }
-    summary = rehearse_report.summarise(answers, samples, database, meta)
-    (work / "summary.json").write_text(json.dumps(summary, indent=1))
-    report = work / "report.html"
-    report.write_text(rehearse_report.render(answers, samples, summary))
-    (work / "plan.json").unlink()  # the tokens are no longer needed
-    latest = args.out / f"{drop.slug}.html"  # the admin links this one
-    latest.write_text(report.read_text())
-    for line in rehearse_report.console_lines(summary):
-        say(line)
-    say(f"report: {report}")
-    return report
+    return samples
 
 
 def count_lines(path: Path) -> int:

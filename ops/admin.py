@@ -346,7 +346,11 @@ class DropAdmin(admin.ModelAdmin):
                 continue
             messages.success(request, f"Created {copy.slug}, starting {copy.starts_at:%Y-%m-%d %H:%M} UTC.")
 
-    @admin.action(description="Rehearse this drop (a copy, in the background)", permissions=["add"])
+    def has_rehearse_permission(self, request: HttpRequest) -> bool:
+        # its own permission: a rehearsal aims a crowd at this shop (settings.REHEARSAL_MAX_BUYERS)
+        return request.user.has_perm("shop.rehearse_drop")
+
+    @admin.action(description="Rehearse this drop (a hidden copy)", permissions=["rehearse"])
     def rehearse_drop(self, request: HttpRequest, queryset: QuerySet[Drop]) -> None:
         drops = list(queryset[:2])
         if len(drops) != 1:

@@ -32,7 +32,7 @@ from checkout import services as checkout
 from checkout.providers.base import ProviderError
 from holds import offers
 from holds import services as holds
-from ops import sql, switch
+from ops import rehearsal, sql, switch
 from shop import selectors as catalogue
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ COVER: dict[str, Callable[[], object]] = {
     "checkout.relay_outbox": outbox.relay_outbox,
     "checkout.sweep": _sweep,
     "checkout.settle_unsettled_payments": _settle,
+    "ops.end_rehearsals": rehearsal.end_overdue,  # a killed rehearsal's buyers go all the same
 }
 
 

@@ -209,3 +209,9 @@ def test_only_the_dev_profile_hashes_passwords_the_fast_way() -> None:
 
     assert fast.stdout.splitlines()[-1] == "django.contrib.auth.hashers.MD5PasswordHasher", fast.stderr
     assert real.stdout.splitlines()[-1] == "django.contrib.auth.hashers.PBKDF2PasswordHasher", real.stderr
+
+
+def test_production_allows_no_rehearsal_until_a_crowd_size_is_set() -> None:
+    assert settings_value(PRODUCTION, "REHEARSAL_MAX_BUYERS") == "0"
+    assert settings_value({**PRODUCTION, "REHEARSAL_MAX_BUYERS": "2000"}, "REHEARSAL_MAX_BUYERS") == "2000"
+    assert settings_value({"FLOODGATE_PROFILE": "dev"}, "REHEARSAL_MAX_BUYERS") == "20000"

@@ -17,7 +17,7 @@ from django.test import Client
 from checkout.models import Order
 from holds.models import Hold
 from inventory.selectors import invariant
-from shop.models import Drop
+from shop.models import ApiToken, Drop
 from tests.conftest import ROOT, Worker, database_url_for_tests
 from tests.factories import make_drop
 
@@ -73,6 +73,12 @@ def test_a_small_rehearsal_report_matches_the_database_and_the_real_drop_is_unto
     )  # self-contained: no address but the store's own, shown as a fact
     assert (tmp_path / f"{drop.slug}.html").read_text() == html  # the admin's "last report"
     assert not (tmp_path / copy.slug / "plan.json").exists()  # bearer tokens not left lying around
+    # and its buyers are gone: the ten who held a unit are kept, deactivated, for their orders
+    assert "rehearsal over: 50 buyers removed" in done.stdout
+    left = get_user_model().objects.filter(rehearsal__drop=copy)
+    assert left.count() == 10 and not left.filter(is_active=True).exists()
+    assert copy.rehearsal_of_id == drop.pk
+    assert not ApiToken.objects.filter(user__rehearsal__drop=copy).exists()
 
 
 def test_the_admin_action_starts_a_rehearsal_and_the_drop_page_links_its_report(
@@ -123,8 +129,9 @@ def test_the_command_refuses_garbage_with_a_clear_error(args: list[str], said: s
 
 @pytest.mark.parametrize(
     ("buyers", "said"),
-    [("abc", "a whole number from 1 to 20000, not 'abc'"), ("0", "from 1 to 20000, not 0"),
-     ("99999", "from 1 to 20000, not 99999")],
+    [("abc", "a whole number from 1 to 20000, not 'abc'"),
+     ("0", "from 1 to 20000 (REHEARSAL_MAX_BUYERS), not 0"),
+     ("99999", "from 1 to 20000 (REHEARSAL_MAX_BUYERS), not 99999")],
 )  # fmt: skip
 def test_the_admin_action_refuses_garbage_and_starts_nothing(
     buyers: str, said: str, tmp_path: Path, settings: object
