@@ -18,7 +18,7 @@ from core.errors import InvalidInput
 from inventory import selectors as stock
 from inventory import services as inventory
 from inventory.models import InventoryMode
-from shop.models import ApiToken, Drop, Product
+from shop.models import ApiToken, Drop, Product, RehearsalBuyer
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,10 @@ def create_drop(
     join_work_bits: int = 0,
     redis_gate: bool = False,
     unit_labels: list[str] | None = None,
+    rehearsal_of: Drop | None = None,
 ) -> Drop:
-    """Create a drop (and its product if new) with its stock rows; InvalidInput writes nothing."""
+    """Create a drop (and its product if new) with its stock rows; InvalidInput writes nothing.
+    With `rehearsal_of`, it is that drop's hidden rehearsal copy from its first commit."""
     if quantity < 1:
         raise InvalidInput(f"Quantity must be at least 1 (got {quantity}).")
     product = Product.objects.filter(sku=product_sku).first() or Product(
@@ -80,6 +82,7 @@ def create_drop(
         draw_beacon=draw_beacon,
         join_work_bits=join_work_bits,
         redis_gate=redis_gate,
+        rehearsal_of=rehearsal_of,
     )
     try:
         drop.full_clean(exclude=["product"])  # the drop's own fields first: a bad slug is the news
@@ -109,11 +112,12 @@ class NewBuyer:
 BUYER_EMAIL_DOMAIN = "buyers.floodgate.invalid"  # RFC 2606: never delivered anywhere
 
 
-def create_buyers(*, count: int, prefix: str = "buyer") -> list[NewBuyer]:
+def create_buyers(*, count: int, prefix: str = "buyer", rehearsal: Drop | None = None) -> list[NewBuyer]:
     """Create `count` buyers with one shared password and a bearer token each, in bulk.
 
     Each gets a verified address at BUYER_EMAIL_DOMAIN, so they can log in to the shop as well
-    (the shop asks for a verified e-mail address) without any mail being sent."""
+    (the shop asks for a verified e-mail address) without any mail being sent. With `rehearsal`
+    (a rehearsal's copy), they take part in that copy and nothing else."""
     if count < 1:
         raise InvalidInput("count must be at least 1.")
     User = get_user_model()
@@ -138,6 +142,10 @@ def create_buyers(*, count: int, prefix: str = "buyer") -> list[NewBuyer]:
             ],
             batch_size=2000,
         )
+        if rehearsal is not None:
+            RehearsalBuyer.objects.bulk_create(
+                [RehearsalBuyer(user=user, drop=rehearsal) for user in users], batch_size=2000
+            )
     return [NewBuyer(name, password, tok) for name, tok in zip(names, tokens, strict=True)]
 
 
@@ -163,11 +171,19 @@ def revoke_api_token(*, user_id: int) -> bool:
     return bool(deleted)
 
 
-def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7), slug_word: str = "next") -> Drop:
-    """A copy of a drop for the next sale (or a rehearsal): same product and rules, fresh stock,
-    a new slug `<slug>-<slug_word>-<n>`. Not the draw's beacon value: a beacon round belongs to
-    one sale's draw."""
+def duplicate_drop(
+    *,
+    drop: Drop,
+    starts_in: timedelta = timedelta(days=7),
+    slug_word: str = "next",
+    rehearsal: bool = False,
+    lasts: timedelta | None = None,
+) -> Drop:
+    """A copy of a drop for the next sale (or, hidden, a rehearsal): same product and rules, fresh
+    stock, a new slug `<slug>-<slug_word>-<n>`, on sale as long as the drop (or `lasts`). Not the
+    draw's beacon value: a beacon round belongs to one sale's draw."""
     starts_at = timezone.now() + starts_in
+    lasts = drop.ends_at - drop.starts_at if lasts is None else lasts
     labels = stock.unit_labels(drop_id=drop.pk) or None
     base = drop.slug[:60]
     stem = f"{base}-{slug_word}"
@@ -177,7 +193,7 @@ def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7), slug
         slug=slug,
         quantity=drop.quantity,
         starts_at=starts_at,
-        ends_at=starts_at + (drop.ends_at - drop.starts_at),
+        ends_at=starts_at + lasts,
         product_sku=drop.product.sku,
         product_name=drop.product.name,
         price_minor=drop.product.price_minor,
@@ -194,4 +210,5 @@ def duplicate_drop(*, drop: Drop, starts_in: timedelta = timedelta(days=7), slug
         join_work_bits=drop.join_work_bits,
         redis_gate=drop.redis_gate,
         unit_labels=labels if drop.inventory_mode == InventoryMode.UNITS else None,
+        rehearsal_of=drop if rehearsal else None,
     )
