@@ -49,9 +49,10 @@ from django.db import connections
 from django.http.cookie import parse_cookie
 from django.http.request import split_domain_port, validate_host
 
-from admission import state, tokens
+from admission import sql, state, tokens
 from core import redis
 from core.errors import Busy, Ended, FloodgateError, NotAdmitted, NotStarted, Paused, SoldOut
+from core.lookups import BatchedLookup
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -63,6 +64,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # A ticket signed up to this long after a revocation is Django's too: a request authenticated just
 # before the ban may sign its ticket just after it, and hosts' clocks differ a little.
 REVOCATION_GRACE = 5.0
+# A ticket looked up for a poll with only a bearer token is kept this long: its number comes from
+# the draw's map once drawn, and a revoked token is forgotten by the lane at once.
+TICKET_SECONDS = 30.0
+TicketKey = tuple[int, int]  # (drop, buyer)
+TicketHeld = tuple[int, int | None]  # (entry, number: None before the draw)
 REDIS_CONNECTIONS = 32  # per process: the edge's Redis reads (a drawn number, a snapshot) are one round trip
 
 
@@ -78,6 +84,10 @@ class Lane(Protocol):
     async def join(self, slug: str, scope: Scope, receive: Receive, send: Send, django: ASGIApp) -> None: ...
 
     def warm(self) -> None: ...
+
+    async def buyer_of(self, token: str) -> int | None:
+        """Whose bearer token this is (the lane's token cache), None for no active account."""
+        ...
 
     def forget_tokens(self) -> None: ...
 
@@ -271,6 +281,15 @@ def credential(scope: Scope) -> str | None:
     return tokens.credential(bearer=None, session_key=cookies(scope).get(settings.SESSION_COOKIE_NAME))
 
 
+def bearer(scope: Scope) -> str | None:
+    """The token of `Authorization: Bearer <token>`; None for no header or another scheme."""
+    raw = header(scope, b"authorization")
+    if not raw:
+        return None
+    scheme, _, value = raw.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
 def cookies(scope: Scope) -> dict[str, str]:
     """The request's cookies as Django parses them (ASGIRequest joins repeated headers with ",")."""
     sent = [bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"cookie"]
@@ -344,6 +363,15 @@ def header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def _tickets_of(keys: list[TicketKey]) -> dict[TicketKey, TicketHeld]:
+    try:
+        with connections["default"].cursor() as cursor:
+            cursor.execute(sql.TICKETS_OF, {"drops": [d for d, _ in keys], "buyers": [b for _, b in keys]})
+            return {(drop, buyer): (entry, number) for drop, buyer, entry, number in cursor.fetchall()}
+    finally:
+        connections.close_all()  # this thread's connection back to the pool
+
+
 def _refresh_drop(drop_id: int) -> None:
     try:
         state.refresh([drop_id])
@@ -412,6 +440,10 @@ class Edge:
         self._rooms_reading: Future[frozenset[str]] | None = None
         self._misses = (float(MISS_BURST), -math.inf)  # token bucket: (tokens, monotonic time)
         self._hosts: dict[str, bool] = {}
+        # (drop, buyer) -> (entry, number): the ticket of a poll that carries only a bearer token
+        self._tickets: BatchedLookup[TicketKey, TicketHeld] = BatchedLookup(
+            self._fetch_tickets, seconds=TICKET_SECONDS, size=MAX_ENTRIES
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redis: aioredis.Redis | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -488,8 +520,9 @@ class Edge:
         self._store(slug, Entry(known, time.monotonic()))
 
     def forget(self) -> None:
-        """Drop every local snapshot (tests; the next request reads Redis)."""
+        """Drop every local snapshot and ticket (tests; the next request reads Redis)."""
         self._cache.clear()
+        self._tickets.forget()
         self._no_room.clear()
         self._rooms_at = -math.inf
         self._misses = (float(MISS_BURST), -math.inf)
@@ -592,6 +625,8 @@ class Edge:
             from_cookie = sent is not None
         bound_to = credential(scope)
         found = tokens.ticket(sent, drop_id=known.drop_id, bound_to=bound_to)
+        if sent is None and bound_to is not None:
+            found, sent = await self._ticket_by_bearer(known.drop_id, scope, bound_to) or (None, None)
         if found is None or sent is None or bound_to is None:
             return None
         if found.issued <= self._revoked.get(found.buyer_id, -1.0) + REVOCATION_GRACE:
@@ -620,6 +655,33 @@ class Edge:
             return None
         self.stats["queue"] += 1
         return Answer(200, json.dumps(body).encode(), headers=headers)
+
+    async def _ticket_by_bearer(
+        self, drop_id: int, scope: Scope, bound_to: str
+    ) -> tuple[tokens.QueueTicket, str] | None:
+        """A poll with only its bearer token (the ticket is optional in the contract): the lane's
+        token cache names the buyer and one batched read their ticket, signed here for the answer.
+        None (Django answers): no lane, no bearer token, no such account, or not in this line."""
+        token = bearer(scope)
+        if token is None or self.lane is None:
+            return None
+        buyer_id = await self.lane.buyer_of(token)
+        if buyer_id is None:
+            return None
+        held = await self._tickets.get((drop_id, buyer_id))
+        if held is None:
+            return None
+        entry, number = held
+        found = tokens.QueueTicket(drop_id, buyer_id, entry, number, issued=time.time())
+        signed = tokens.issue_ticket(
+            drop_id=drop_id, buyer_id=buyer_id, entry=entry, number=number, bound_to=bound_to,
+            issued=found.issued,
+        )  # fmt: skip
+        self.stats["bearer_poll"] += 1
+        return found, signed
+
+    async def _fetch_tickets(self, keys: list[TicketKey]) -> dict[TicketKey, TicketHeld]:
+        return await asyncio.get_running_loop().run_in_executor(DB_THREADS, _tickets_of, keys)
 
     def _may_answer(self, scope: Scope) -> bool:
         """Only where Django would answer too: an allowed Host, and no redirect to HTTPS due."""

@@ -99,3 +99,11 @@ SELECT d.id, d.slug,
   FROM shop_drop d LEFT JOIN admission_queue q ON q.drop_id = d.id
  WHERE d.id = ANY(%(drops)s)
 """
+
+# The tickets of these (drop, buyer) pairs: (drop, buyer, entry, number). The edge answers a poll
+# that carries only a bearer token from them (admission/edge.py, Edge._ticket_by_bearer).
+TICKETS_OF = """
+SELECT t.drop_id, t.buyer_id, t.id, t.number
+  FROM unnest(%(drops)s::bigint[], %(buyers)s::bigint[]) AS k(drop_id, buyer_id)
+  JOIN admission_ticket t ON t.drop_id = k.drop_id AND t.buyer_id = k.buyer_id
+"""

@@ -16,7 +16,8 @@ Scenarios (each a fresh drop of 100 units, each buyer an account with a bearer t
 2. 5,000 buyers, 256 in flight, units mode (seats);
 3. waiting room, polling: join before the start, poll the queue every ~2 s, reserve with the
    admission token once admitted (beat's admission.tick runs the waves);
-4. waiting room over the WebSocket, as static/js/queue.js runs it.
+4. waiting room over the WebSocket, as static/js/queue.js runs it;
+5. scenario 3 by a client that ignores the optional X-Queue-Ticket (its bearer token only).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class Scenario:
     in_flight: int
     mode: str = "buckets"  # buckets | units
     room: str = ""  # "" | poll | ws
+    ticket: bool = True  # pollers send X-Queue-Ticket; False: only their bearer token, as the contract allows
 
 
 def scenarios(quick: bool) -> list[Scenario]:
@@ -84,6 +86,7 @@ def scenarios(quick: bool) -> list[Scenario]:
         Scenario(2, "units (seats)", n or 5000, 256 if not quick else 128, mode="units"),
         Scenario(3, "waiting room, polling", n or 2000, 128, room="poll"),
         Scenario(4, "waiting room, WebSocket", n or 2000, 128, room="ws"),
+        Scenario(5, "waiting room, polling, bearer token only", n or 2000, 128, room="poll", ticket=False),
     ]
 
 
@@ -293,7 +296,7 @@ class Client:
         """GET the queue API: the buyer's place, and the admission token once admitted."""
         url = f"{self.base(buyer.index)}/api/drops/{self.slug}/queue"
         headers = self.headers(buyer.index, token)
-        if buyer.queue_ticket:  # as an API client does (the page's cookie carries the same)
+        if buyer.queue_ticket and self.spec.get("ticket", True):  # as the page's cookie carries it
             headers["X-Queue-Ticket"] = buyer.queue_ticket
         got = await self.call(buyer, "GET", url, headers)
         if got is None:
@@ -868,6 +871,7 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
         "start_at": start + (0.01 if not s.room else 0.0),
         "deadline": start + (ROOM_SECONDS if s.room else 60.0),
         "arrivals": lead * 0.6,  # joins arrive over the first 60% of the lead
+        "ticket": s.ticket,
     }
     servers, others = stack.pids("web"), {"worker": stack.pids("worker"), "beat": stack.pids("beat")}
     pg = postgres_pids()
@@ -1054,7 +1058,7 @@ def server_name() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="bench crowd")
     parser.add_argument("--quick", action="store_true", help="500 buyers per scenario")
-    parser.add_argument("--only", type=int, action="append", help="run this scenario (1-4; repeatable)")
+    parser.add_argument("--only", type=int, action="append", help="run this scenario (1-5; repeatable)")
     parser.add_argument("--clients", type=int, default=1, help="client processes (default 1)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()

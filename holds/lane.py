@@ -56,7 +56,7 @@ from django.http.multipartparser import MultiPartParserError
 from admission import limits, tokens
 from admission import services as admission
 from admission import state as snapshots
-from admission.edge import PRIVATE_HEADERS, Answer, Receive, Scope, Send, cookies, header
+from admission.edge import PRIVATE_HEADERS, Answer, Receive, Scope, Send, bearer, cookies, header
 from core import redis
 from core.api import CSRF_FAILED, LOG_IN, MAX_BODY, TOO_LARGE, csrf_failure, parse_json_body
 from core.errors import Busy, CsrfFailed, FloodgateError, NotFound, SoldOut, TooLarge, Unauthenticated
@@ -161,7 +161,7 @@ class Lane:
             return  # the client left before its request was whole: nothing to answer
         if not whole:
             return await Answer.error(TooLarge(TOO_LARGE), by=LANE).send(send)
-        token = _bearer(scope)
+        token = bearer(scope)
         session = None
         if token is None and header(scope, b"authorization") is None:
             session = cookies(scope).get(settings.SESSION_COOKIE_NAME) or None
@@ -330,6 +330,11 @@ class Lane:
         task.add_done_callback(self._tasks.discard)
 
     # Caches ---------------------------------------------------------------------------------
+
+    async def buyer_of(self, token: str) -> int | None:
+        """Whose bearer token this is, from the token cache (the edge answers their polls by it)."""
+        self._start()
+        return await self._user(token)
 
     async def _user(self, token: str) -> int | None:
         found = self._users.get(token)
@@ -582,12 +587,3 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 def _ip(scope: Scope) -> str:
     remote = (scope.get("client") or ("unknown", 0))[0]
     return limits.address(remote, header(scope, b"x-forwarded-for"))
-
-
-def _bearer(scope: Scope) -> str | None:
-    """The token of `Authorization: Bearer <token>`; None for no header or another scheme."""
-    raw = header(scope, b"authorization")
-    if not raw:
-        return None
-    scheme, _, value = raw.partition(" ")
-    return value.strip() if scheme.lower() == "bearer" and value.strip() else None

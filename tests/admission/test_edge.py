@@ -212,6 +212,7 @@ def fresh_edge(redis: redis_lib.Redis) -> Iterator[None]:
     keys = list(redis.scan_iter("fg:drop:*"))
     if keys:
         redis.delete(*keys)
+    redis.delete(state.REVOKED)  # an earlier test's buyer ids are this test's (the tables are flushed)
     EDGE.forget()
     if EDGE.lane is not None:
         EDGE.lane.forget()  # tokens and drops of an earlier test's (flushed) rows

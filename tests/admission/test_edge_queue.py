@@ -6,6 +6,7 @@ counted on every connection of every thread, Django's requests counted by its si
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from datetime import timedelta
@@ -20,7 +21,7 @@ from django.utils import timezone
 from admission import services, state, tokens
 from holds.models import Hold
 from inventory.selectors import invariant
-from shop.models import Drop
+from shop.models import ApiToken, Drop
 from tests.admission import test_edge as harness
 from tests.factories import make_buyer, make_drop
 
@@ -48,6 +49,11 @@ def poll(slug: str, auth: dict[str, str], ticket: str | None = None, **extra: st
     if ticket is not None:
         headers["x-queue-ticket"] = ticket
     return run(lambda: call("GET", f"/api/drops/{slug}/queue", headers=headers))
+
+
+def django_poll(slug: str, auth: dict[str, str]) -> Reply:
+    """The same poll answered by Django itself (the app behind the edge), for comparison."""
+    return run(lambda: call("GET", f"/api/drops/{slug}/queue", headers=auth, app=EDGE.app))
 
 
 def without(body: dict[str, Any], *keys: str) -> dict[str, Any]:
@@ -84,7 +90,7 @@ def test_a_poll_with_its_ticket_is_answered_at_the_edge_as_django_would(work: Dj
 
     at_edge = [poll("room", auth, j["queue_ticket"]) for auth, j in zip(auths, joined, strict=True)]
     assert (work.queries, work.requests) == ([], 0)
-    from_django = [poll("room", auth) for auth in auths]  # no ticket: Django, as before
+    from_django = [django_poll("room", auth) for auth in auths]
 
     assert all(r.status == 200 and r.edge for r in at_edge), [r.body for r in at_edge]
     assert all(r.status == 200 and not r.edge for r in from_django)
@@ -96,6 +102,41 @@ def test_a_poll_with_its_ticket_is_answered_at_the_edge_as_django_would(work: Dj
     assert [bool(r.json()["admission_token"]) for r in at_edge] == [True, True, False, False]
     assert at_edge[0].headers["cache-control"] == "private"
     assert work.requests == 4
+
+
+def test_a_poll_with_only_its_bearer_token_is_answered_at_the_edge_as_django_would(work: DjangoWork) -> None:
+    """The ticket is optional in the contract: a client that ignores it must not push the line onto
+    Django. The lane's token cache names the buyer; their ticket is read once, batched."""
+    drop = room(quantity=2)
+    auths = [bearer(f"b{i}") for i in range(6)]
+    for auth in auths:
+        join("room", auth)  # through the lane: the tokens are cached
+    admit(drop)
+    work.reset()
+
+    async def everyone() -> list[Reply]:
+        return await asyncio.gather(*(call("GET", "/api/drops/room/queue", headers=a) for a in auths))
+
+    first = run(everyone)
+    first_queries, first_requests = list(work.queries), work.requests
+    work.reset()
+    again = [poll("room", auth) for auth in auths]
+    # the tickets are kept (each run of the harness subscribes afresh, and a new subscription
+    # forgets the lane's tokens, as after a reconnect: those are looked up again)
+    assert work.requests == 0 and not [q for q in work.queries if "admission_ticket" in q]
+    django = [django_poll("room", auth) for auth in auths]
+    ApiToken.objects.filter(user__username="b0").delete()  # revoked: the lane forgets it at once
+    revoked = poll("room", auths[0])
+
+    assert all(r.status == 200 and r.edge for r in first + again), [r.body for r in first]
+    assert first_requests == 0 and 1 <= len(first_queries) <= 2, first_queries  # one, then the rest
+    assert all("admission_ticket" in q for q in first_queries)
+    for edge, answer in zip(again, django, strict=True):
+        assert without(edge.json(), *VOLATILE) == without(answer.json(), *VOLATILE)
+    assert [r.json()["admitted"] for r in again] == [True, True, False, False, False, False]
+    bound = tokens.credential(bearer=auths[2]["authorization"].removeprefix("Bearer "), session_key=None)
+    assert tokens.ticket(again[2].json()["queue_ticket"], drop_id=drop.pk, bound_to=bound).number == 3
+    assert (revoked.status, revoked.edge) == (401, False)
 
 
 def test_an_admitted_buyer_reserves_with_the_token_from_an_edge_poll(work: DjangoWork) -> None:
@@ -200,7 +241,7 @@ def test_a_doubtful_ticket_gets_djangos_answer_for_whoever_asks(
     work.reset()
 
     reply = poll("room", auths[sender], sent)
-    honest = poll("room", auths[sender])  # the same buyer asking Django without any ticket
+    honest = django_poll("room", auths[sender])  # the same buyer asking Django itself
 
     assert reply.status == status and not reply.edge, reply.body[:300]
     assert work.requests == 2
@@ -263,7 +304,7 @@ def test_before_the_draw_an_entry_is_answered_and_after_it_the_edge_knows_the_nu
 
     before = poll("early", auths[0], joined[0]["queue_ticket"])
     assert (work.queries, work.requests) == ([], 0)
-    django_before = poll("early", auths[0])
+    django_before = django_poll("early", auths[0])
     Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
     services.run_wave(Drop.objects.get(pk=drop.pk))  # the start: the draw numbers the entries
     state.refresh([drop.pk])
@@ -272,7 +313,7 @@ def test_before_the_draw_an_entry_is_answered_and_after_it_the_edge_knows_the_nu
     # The whole line polls at the start with number-less tickets: the draw's map answers them.
     drawn = [poll("early", auth, j["queue_ticket"]) for auth, j in zip(auths, joined, strict=True)]
     assert (work.queries, work.requests) == ([], 0)
-    django_drawn = [poll("early", auth) for auth in auths]
+    django_drawn = [django_poll("early", auth) for auth in auths]
     again = poll("early", auths[0], drawn[0].json()["queue_ticket"])  # the new ticket carries it
     redis.delete(state.DRAWN.format(drop=drop.pk))
     work.reset()

@@ -15,7 +15,7 @@ from admission.models import Ticket
 from holds.services import confirm, reserve
 from shop.models import Drop
 from tests.admission import test_edge as harness
-from tests.admission.test_edge_queue import VOLATILE, admit, join, poll, room, without
+from tests.admission.test_edge_queue import VOLATILE, admit, django_poll, join, poll, room, without
 from tests.factories import make_buyer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,7 +26,7 @@ bearer, EDGE = harness.bearer, harness.EDGE
 
 def unlikely_at_edge_and_in_django(auths: list[dict[str, str]], joined: list[dict[str, Any]]) -> list[bool]:
     at_edge = [poll("room", auth, j["queue_ticket"]) for auth, j in zip(auths, joined, strict=True)]
-    from_django = [poll("room", auth) for auth in auths]
+    from_django = [django_poll("room", auth) for auth in auths]
     assert all(r.edge for r in at_edge) and not any(r.edge for r in from_django)
     for edge, django in zip(at_edge, from_django, strict=True):
         assert without(edge.json(), *VOLATILE) == without(django.json(), *VOLATILE)
