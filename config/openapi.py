@@ -554,9 +554,11 @@ def schema() -> Schema:
         "info": {
             "title": "Floodgate",
             "version": "1",
+            # Markdown on the docs page: the example in a code span, so "<code>" is not a tag
             "description": "Limited drops: reserve a unit, pay, confirm. Errors are "
-            '{"error": "<code>", "detail": "<what to do>"} (see Error). Any other path under /api/ '
-            "answers 404 and any other method 405 (with Allow), both with an Error body.",
+            '`{"error": "<code>", "detail": "<what to do>"}` (see Error). Any other path under /api/ '
+            "answers 404 and any other method 405 (with Allow), both with an Error body. The public "
+            "contract, every answer and status, is docs/API.md in the repository.",
         },
         "components": COMPONENTS,
         "paths": PATHS,
