@@ -33,7 +33,7 @@ instead. Then, per run:
   at its end had their answer (each the worst of the run's faults).
 
 The run without a fault ("none") is the baseline the others are read against. The report goes to
-bench/out/faults.{md,json}; the README shows the last one.
+bench/out/faults.{md,json}; docs/FAULTS.md shows the last one.
 """
 
 from __future__ import annotations

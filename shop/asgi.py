@@ -1,4 +1,4 @@
-"""`shop.asgi:application`: the public name (DESIGN §11) of config.asgi's application."""
+"""`shop.asgi:application`: the public name (docs/API.md) of config.asgi's application."""
 
 from config.asgi import application
 

@@ -1,4 +1,4 @@
-"""`shop.celery:app`: the public name (DESIGN §11) of config.celery's app."""
+"""`shop.celery:app`: the public name (docs/API.md) of config.celery's app."""
 
 from config.celery import app
 

@@ -1,3 +1,3 @@
-"""`shop.settings`: the settings' public name (DESIGN §11), kept for outside tools; they live in config."""
+"""`shop.settings`: the settings' public name (docs/API.md), kept for outside tools; they live in config."""
 
 from config.settings import *  # noqa: F403

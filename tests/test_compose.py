@@ -77,7 +77,7 @@ def test_the_web_replicas_run_the_production_server() -> None:
     services = compose()["services"]
 
     assert services["web"]["command"][0] == "floodgate-web"
-    # The public name (DESIGN section 11) still imports, as the very application floodgate-web serves.
+    # The public name (docs/API.md) still imports, as the very application floodgate-web serves.
     assert resolve("shop.asgi:application") is resolve(APP)
 
 
