@@ -51,7 +51,7 @@ from django.http.request import split_domain_port, validate_host
 
 from admission import sql, state, tokens
 from core import redis
-from core.errors import Busy, Ended, FloodgateError, NotAdmitted, NotStarted, Paused, SoldOut
+from core.errors import Busy, Ended, FloodgateError, NotAdmitted, NotStarted, Paused, SoldOut, body_of
 from core.lookups import BatchedLookup
 
 Scope = MutableMapping[str, Any]
@@ -235,41 +235,18 @@ def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> dict[str, A
         return None
     drawn = queue.get("seed") is not None
     number = ticket.number
-    if number is None:
-        if drawn:
-            return None
-        position = None
-    elif number <= int(queue.get("offered_through") or 0):
+    if number is None and drawn:
+        return None  # the caller found no number in the draw's map
+    if number is not None and number <= int(queue.get("offered_through") or 0):
         return None  # offered a returned unit (or passed): Django reads the offer
-    else:
-        position = max(0, number - int(queue["admitted_through"]))
-    admitted = position == 0
+    admitted_through = int(queue["admitted_through"])
     token = None
-    if admitted and number is not None and known.drop["state"] in ADMITTING_STATES:
+    if number is not None and number <= admitted_through and known.drop["state"] in ADMITTING_STATES:
         token = tokens.issue(drop_id=ticket.drop_id, buyer_id=ticket.buyer_id, ticket=number)
-    pace = float(queue["pace_per_minute"]) / 60  # tickets per second, as Place.eta_seconds
-    eta: int | None = None
-    if position == 0:
-        eta = 0
-    elif position is not None and pace > 0:
-        eta = math.ceil(position / pace)
-    return {
-        **queue,
-        "ticket": number,
-        "entry": ticket.entry,
-        "position": position,
-        "admitted": admitted,
-        "admission_token": token,
-        "eta_seconds": eta,
-        "drawn": drawn,
-        "unlikely": state.unlikely(
-            position,
-            remaining=int(queue["remaining"]) + int(queue.get("returning") or 0),
-            held=int(queue["held"]),
-        ),
-        "offer": None,
-        "queue_ticket": sent,
-    }
+    answer = state.place_json(
+        queue, entry=ticket.entry, number=number, admitted_through=admitted_through, drawn=drawn, token=token
+    )
+    return {**answer, "queue_ticket": sent}
 
 
 def credential(scope: Scope) -> str | None:
@@ -307,9 +284,8 @@ class Answer:
 
     @classmethod
     def error(cls, error: FloodgateError, *, by: bytes = b"x-floodgate-edge") -> Answer:
-        """The body core.api.error_response gives the same error."""
-        body = {"error": error.code, "detail": error.detail, **error.extra}
-        return cls(error.status, json.dumps(body).encode(), retry_after=error.retry_after, by=by)
+        """The answer core.api.error_response gives the same error."""
+        return cls(error.status, json.dumps(body_of(error)).encode(), retry_after=error.retry_after, by=by)
 
     async def send(self, send: Send, *, head: bool = False) -> None:
         headers = [

@@ -104,41 +104,16 @@ class Place:
     def number(self) -> int | None:
         return self.ticket.number
 
-    @property
-    def admitted(self) -> bool:
-        return self.number is not None and self.number <= self.queue.admitted_through
-
-    @property
-    def position(self) -> int | None:
-        """1 = next in; 0 = admitted; None before the draw has given the ticket its place."""
-        if self.number is None:
-            return None
-        return max(0, self.number - self.queue.admitted_through)
-
-    @property
-    def eta_seconds(self) -> int | None:
-        pace = self.snapshot.admitted_recently / 120  # tickets per second over two minutes
-        if not self.position:
-            return 0 if self.position == 0 else None
-        return math.ceil(self.position / pace) if pace > 0 else None
-
     def as_json(self) -> dict[str, object]:
-        return {
-            **self.snapshot.queue_json(),
-            "ticket": self.number,
-            "entry": self.ticket.pk,
-            "position": self.position,
-            "admitted": self.admitted,
-            "admission_token": self.token,
-            "eta_seconds": self.eta_seconds,
-            "drawn": self.queue.drawn_at is not None,
-            "unlikely": state.unlikely(
-                self.position,
-                remaining=self.snapshot.available + self.snapshot.returning,
-                held=self.snapshot.held,
-            ),
-            "offer": self.offer.as_json() if self.offer else None,
-        }
+        return state.place_json(
+            self.snapshot.queue_json(),
+            entry=self.ticket.pk,
+            number=self.number,
+            admitted_through=self.queue.admitted_through,
+            drawn=self.queue.drawn_at is not None,
+            token=self.token,
+            offer=self.offer.as_json() if self.offer else None,
+        )
 
 
 def _new_queue(drop_id: int) -> Queue:

@@ -81,11 +81,7 @@ SELECT id, state, expires_at, extended FROM holds_hold
 # The state is computed with the database's clock, like the claim statements. "Available" is
 # what a claim could get (stock.CLAIMABLE); what is returning to the line is counted apart.
 SNAPSHOTS = f"""
-SELECT d.id, d.slug,
-       CASE WHEN d.paused THEN 'paused'
-            WHEN now() < d.starts_at THEN 'scheduled'
-            WHEN now() >= d.ends_at THEN 'ended'
-            ELSE 'live' END,
+SELECT d.id, d.slug, {stock.STATE},
        {stock.CLAIMABLE},
        COALESCE((SELECT sum(h.quantity) FROM holds_hold h
                   WHERE h.drop_id = d.id AND h.state = 'held' AND h.expires_at > now()), 0),

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import redis.asyncio as aioredis
 from asgiref.sync import async_to_sync
@@ -50,11 +53,45 @@ REVOKED = "fg:revoked"
 REVOKED_CHANNEL = "fg:revocations"
 
 
+def place_json(
+    queue: Mapping[str, Any],
+    *,
+    entry: int,
+    number: int | None,
+    admitted_through: int,
+    drawn: bool,
+    token: str | None,
+    offer: dict[str, object] | None = None,
+) -> dict[str, Any]:
+    """The queue API's answer to a buyer (entry, and number once drawn) over a queue message
+    (Snapshot.queue_json): Django's Place.as_json and the edge's place() both return this.
+    `admitted_through` is the freshest mark the caller has (Django's queue row, the edge's snapshot)."""
+    position = None if number is None else max(0, number - admitted_through)
+    pace = float(queue["pace_per_minute"]) / 60  # tickets per second over the last two minutes
+    eta = 0 if position == 0 else (math.ceil(position / pace) if position is not None and pace > 0 else None)
+    return {
+        **queue,
+        "ticket": number,
+        "entry": entry,
+        "position": position,
+        "admitted": position == 0,
+        "admission_token": token,
+        "eta_seconds": eta,
+        "drawn": drawn,
+        "unlikely": unlikely(
+            position,
+            remaining=int(queue["remaining"]) + int(queue.get("returning") or 0),
+            held=int(queue["held"]),
+        ),
+        "offer": offer,
+    }
+
+
 def unlikely(position: int | None, *, remaining: int, held: int) -> bool:
     """Whether a ticket waits behind at least as many buyers as units that could still reach the line
     (the open ones, those returning to the line, and the held ones that may come back; the caller
     adds the first two as `remaining`): the page then says so, early.
-    Place.as_json and the edge's place() both ask this; the page's script computes the same."""
+    place_json asks it for Django and the edge; the page's script computes the same."""
     if not position:
         return False  # admitted, or no place before the draw
     return position - 1 >= remaining + held

@@ -17,6 +17,7 @@ from checkout.models import EVENT_ID_MAX
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook
 from checkout.tasks import process_webhook_event
+from core.api import error_response
 from core.errors import FloodgateError
 from core.text import storable_json
 from holds.services import effective_state
@@ -80,7 +81,7 @@ def webhook(request: HttpRequest, provider: str) -> JsonResponse:
     try:
         event_pk = services.record_webhook(provider_name=provider, event=event, payload=payload)
     except FloodgateError as error:  # the same event id with another body: the first stays
-        return JsonResponse({"error": error.code, "detail": error.detail}, status=error.status)
+        return error_response(error)
     if event_pk is not None:
         process_webhook_event.delay(event_pk)
     return JsonResponse({"received": event.event_id})

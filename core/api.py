@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
-from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, TooLarge, Unauthenticated
+from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, TooLarge, Unauthenticated, body_of
 
 View = Callable[..., HttpResponse]
 log = logging.getLogger(__name__)
@@ -24,8 +24,7 @@ TOO_LARGE = "The request body is too large (16 KB at most)."
 
 
 def error_response(error: FloodgateError) -> JsonResponse:
-    body: dict[str, object] = {"error": error.code, "detail": error.detail, **error.extra}
-    response = JsonResponse(body, status=error.status)
+    response = JsonResponse(body_of(error), status=error.status)
     if error.retry_after is not None:
         response["Retry-After"] = str(error.retry_after)
     return response

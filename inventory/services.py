@@ -90,12 +90,12 @@ def _refusal(cursor: CursorWrapper, *, drop_id: int, quantity: int) -> Floodgate
     """Why a claim found nothing: the sale window, else really no stock, else a busy tail."""
     row = sql.one(cursor, sql.STOCK_AND_WINDOW, {"drop": drop_id})
     assert row is not None
-    available, paused, not_started, ended, _live = row
-    if paused:
+    available, state = row
+    if state == "paused":
         return Paused("This sale is paused. It resumes shortly; your place is kept.")
-    if not_started:
+    if state == "scheduled":
         return NotStarted("This drop has not started yet.")
-    if ended:
+    if state == "ended":
         return Ended("This drop has ended.")
     if available < quantity:
         if available == 0:
@@ -244,8 +244,8 @@ def claim_batch(
         granted = {int(hold): Claim(bucket_index=None, labels=tuple(got)) for hold, got in labels.items()}
     if len(granted) == len(holds):
         return BatchClaim(granted, None)
-    available, paused, not_started, ended, _live = sql.one(cursor, sql.STOCK_AND_WINDOW, {"drop": drop.pk})
-    if paused or not_started or ended:
+    available, state = sql.one(cursor, sql.STOCK_AND_WINDOW, {"drop": drop.pk})
+    if state != "live":
         raise _refusal(cursor, drop_id=drop.pk, quantity=1)
     return BatchClaim(granted, int(available))
 

@@ -12,8 +12,14 @@ from __future__ import annotations
 
 from django.db.backends.utils import CursorWrapper
 
-# The one definition of "on sale" used by every claim below (d = shop_drop).
-LIVE = "NOT d.paused AND d.starts_at <= now() AND now() < d.ends_at"
+# The one definition of a drop's state on the database's clock (d = shop_drop), in the order
+# buyers are told (paused, then not started, then ended): the snapshots publish it, and "on
+# sale" for every claim below is its 'live'. shop.models.Drop.state_at is the same rule for Python.
+STATE = """CASE WHEN d.paused THEN 'paused'
+            WHEN now() < d.starts_at THEN 'scheduled'
+            WHEN now() >= d.ends_at THEN 'ended'
+            ELSE 'live' END"""
+LIVE = f"({STATE}) = 'live'"
 
 # What any claim may take (d = shop_drop): free units in its buckets plus its unit rows in
 # state 'available' (the partial index).
@@ -179,9 +185,9 @@ UPDATE shop_drop SET inventory_mode = %(mode)s, bucket_count = %(buckets)s WHERE
 
 MOVE_QUANTITY = "UPDATE shop_drop SET quantity = quantity + %(delta)s WHERE id = %(drop)s RETURNING quantity"
 
-# Units open to a claim and whether the drop is open, in one snapshot; read only.
+# Units open to a claim and the drop's state (STATE), in one snapshot; read only.
 STOCK_AND_WINDOW = f"""
-SELECT {OPEN}, d.paused, now() < d.starts_at, now() >= d.ends_at, {LIVE}
+SELECT {OPEN}, {STATE}
   FROM shop_drop d WHERE d.id = %(drop)s
 """
 
