@@ -1,15 +1,17 @@
-"""The reserve sequence through Django: the drop page's buy button and the API with a session.
+"""The reserve sequence, written once for both doors into it.
 
-The API with a bearer token takes the claim lane (holds/lane.py), the same checks before Django.
-
-Cheapest refusals first: the drop (one cached row: paused, not started, ended), admission (a
-signature, no query),
-the rate limit (one Redis call); then the claim; a database "sold out" is published so
-the edge answers the next buyers without Django.
+`steps` is the sequence: the cheapest refusals first (the drop row: paused, not started or
+ended; admission: a signature, no query), the rate limit (one Redis call), the request's own
+checks (unit, key, quantity), then the claim. It only says what to do next; a door does it:
+`reserve` here on Django's own path (the drop page's form, and what the lane leaves to Django:
+a drop with a Redis gate, another Authorization scheme), and the claim lane (holds/lane.py)
+with the rate limit awaited and the claim batched. A database "sold out" for everyone is
+published (`sold_out_for_all`), so the edge answers the next buyers without Django.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from admission import limits
@@ -18,7 +20,7 @@ from admission import state as snapshots
 from core.errors import InvalidInput, SoldOut
 from core.text import storable
 from holds import services
-from holds.services import Reservation
+from holds.services import Ask, Reservation
 from inventory.gate import GateSoldOut
 from shop import selectors as catalogue
 from shop.models import Drop
@@ -35,28 +37,63 @@ class ReserveRequest:
     admission_token: str | None = None
 
 
-def reserve(request: ReserveRequest) -> Reservation:
-    """Hold units for the buyer, or raise the refusal (FloodgateError) they should hear.
+@dataclass(frozen=True)
+class Limit:
+    """Next: take a token from the buyer's and the address's reserve buckets (admission.limits)."""
 
-    The steps, in this order, are the lane's too (holds/lane.py awaits the same ones).
-    """
-    drop = catalogue.drop_for_claim(slug=request.slug)
+    ip: str
+    buyer_id: int
+    scope: str = "reserve"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Last: claim for this checked request (a chosen unit, or None)."""
+
+    ask: Ask
+    unit: str | None
+
+
+def steps(drop: Drop, request: ReserveRequest) -> Generator[Limit | Claim, None, None]:
+    """The reserve sequence for one request: raises the refusal the buyer should hear, or yields
+    what the door must do next, in order."""
     check_open_and_admitted(drop, buyer_id=request.buyer_id, token=request.admission_token)
-    limits.check(scope="reserve", ip=request.client_ip, buyer_id=request.buyer_id)
+    yield Limit(ip=request.client_ip, buyer_id=request.buyer_id)
     unit = unit_of(request.unit)
-    try:
-        return services.reserve(
-            drop=drop,
-            buyer_id=request.buyer_id,
-            quantity=request.quantity,
-            idempotency_key=request.idempotency_key,
-            unit=unit,
-        )
-    except GateSoldOut:
-        raise  # the gate's count said so, not the database; the tick publishes within a second
-    except SoldOut:
-        snapshots.note_sold_out(drop)  # the edge answers the next ones
-        raise
+    key = request.idempotency_key
+    ask = services.ask(drop=drop, buyer_id=request.buyer_id, quantity=request.quantity, idempotency_key=key)
+    yield Claim(ask, unit)
+
+
+def reserve(request: ReserveRequest) -> Reservation:
+    """Hold units for the buyer through Django's path, or raise the refusal (FloodgateError)."""
+    drop = catalogue.drop_for_claim(slug=request.slug)
+    for step in steps(drop, request):
+        if isinstance(step, Limit):
+            limits.check(scope=step.scope, ip=step.ip, buyer_id=step.buyer_id)
+            continue
+        try:
+            return services.reserve(
+                drop=drop,
+                buyer_id=step.ask.buyer_id,
+                quantity=step.ask.quantity,
+                idempotency_key=step.ask.key,
+                unit=step.unit,
+            )
+        except SoldOut as error:
+            if sold_out_for_all(error):
+                snapshots.note_sold_out(drop)  # the edge answers the next ones
+            raise
+    raise AssertionError("the reserve steps end with a claim")
+
+
+def sold_out_for_all(answer: object) -> bool:
+    """A refusal that means nothing is left for anyone, as the database said it: worth publishing.
+    Not "only 2 left" (someone asking for fewer may still get them), nor the Redis gate's count
+    (the tick publishes what the database says within a second)."""
+    if not isinstance(answer, SoldOut) or isinstance(answer, GateSoldOut):
+        return False
+    return not answer.extra.get("remaining")
 
 
 def check_open_and_admitted(drop: Drop, *, buyer_id: int, token: str | None) -> None:

@@ -59,7 +59,7 @@ from admission import state as snapshots
 from admission.edge import PRIVATE_HEADERS, Answer, Receive, Scope, Send, bearer, cookies, header
 from core import redis
 from core.api import CSRF_FAILED, LOG_IN, MAX_BODY, TOO_LARGE, csrf_failure, parse_json_body
-from core.errors import Busy, CsrfFailed, FloodgateError, NotFound, SoldOut, TooLarge, Unauthenticated
+from core.errors import Busy, CsrfFailed, FloodgateError, NotFound, TooLarge, Unauthenticated
 from holds import entry, selectors, services
 from holds.services import Ask, Reservation
 from shop import selectors as catalogue
@@ -227,19 +227,29 @@ class Lane:
         return Answer(200, json.dumps(body).encode(), headers=headers, by=LANE)
 
     async def _reserve(self, slug: str, scope: Scope, raw: bytes, who: Who) -> Answer | None:
-        buyer_id = who.buyer_id
         body = parse_json_body(raw)
         drop = await self._drop(slug)
         if drop.redis_gate:
             return None  # the gate's count and give-back live on Django's path
-        # holds.entry.reserve's steps, in its order, with the rate limit awaited
-        entry.check_open_and_admitted(drop, buyer_id=buyer_id, token=header(scope, b"x-admission-token"))
-        assert self._redis is not None
-        await limits.check_async(self._redis, scope="reserve", ip=_ip(scope), buyer_id=buyer_id)
-        unit = entry.unit_of(body.get("unit"))
-        key = header(scope, b"idempotency-key")
-        ask = services.ask(drop=drop, buyer_id=buyer_id, quantity=body.get("quantity"), idempotency_key=key)
-        result = await self._batched(drop, ask) if unit is None else None
+        request = entry.ReserveRequest(
+            slug=slug,
+            buyer_id=who.buyer_id,
+            client_ip=_ip(scope),
+            quantity=body.get("quantity"),
+            idempotency_key=header(scope, b"idempotency-key"),
+            unit=body.get("unit"),
+            admission_token=header(scope, b"x-admission-token"),
+        )
+        for step in entry.steps(drop, request):  # holds.entry's sequence: the limit awaited, claims batched
+            if isinstance(step, entry.Limit):
+                assert self._redis is not None
+                await limits.check_async(self._redis, scope=step.scope, ip=step.ip, buyer_id=step.buyer_id)
+                continue
+            return await self._claim(drop, step, who)
+        raise AssertionError("the reserve steps end with a claim")
+
+    async def _claim(self, drop: Drop, step: entry.Claim, who: Who) -> Answer:
+        result = await self._batched(drop, step.ask) if step.unit is None else None
         if isinstance(result, Unauthenticated):  # the account went away since it was cached
             self._forget(who)
         if isinstance(result, Reservation):  # new: built from the statements, no query
@@ -247,9 +257,9 @@ class Lane:
             return Answer(201, json.dumps(data).encode(), by=LANE)
         if result is None:  # left to the single claim (also every chosen seat)
             self.stats["single"] += 1
-            result = await self._in_thread(_single, drop, ask, unit)
+            result = await self._in_thread(_single, drop, step.ask, step.unit)
         if isinstance(result, FloodgateError):
-            if isinstance(result, SoldOut) and not result.extra.get("remaining"):  # none left at all
+            if entry.sold_out_for_all(result):
                 self._sold_out(drop)
             raise result
         status, data = result
@@ -311,9 +321,7 @@ class Lane:
                 for waiting, answer in zip(batch, answers, strict=True):
                     if not waiting.future.done():
                         waiting.future.set_result(answer)
-                gone = next(
-                    (a for a in answers if isinstance(a, SoldOut) and not a.extra.get("remaining")), None
-                )
+                gone = next((a for a in answers if entry.sold_out_for_all(a)), None)
                 if gone is not None:
                     # Nothing left at all: the claims queued meanwhile hear it now, as the edge
                     # answers those arriving from now on, instead of waiting a batch to learn it.

@@ -211,20 +211,25 @@ def _reserve_once(
         claim = stock.claim(cursor, drop=drop, quantity=quantity, hold_id=hold_id, first=first, unit=unit)
         if claim.bucket_index != first:
             cursor.execute(sql.SET_BUCKET, {"index": claim.bucket_index, "hold": hold_id, "drop": drop.pk})
-    # Built from what the statements returned: no read-back on the hot path.
-    hold = Hold(
+    made = _made(drop, Ask(buyer_id, quantity, key), hold_id, claim.bucket_index, (created_at, expires_at))
+    return Reservation(made, created=True, units=claim.labels)
+
+
+def _made(drop: Drop, ask: Ask, hold_id: int, bucket: int | None, times: tuple[object, object]) -> Hold:
+    """A new hold built from what its statements returned (its id, created_at and expires_at):
+    no read-back on the hot path. The single claim and the batch both make theirs here."""
+    return Hold(
         pk=hold_id,
         drop=drop,
-        buyer_id=buyer_id,
-        quantity=quantity,
-        bucket_index=claim.bucket_index,
+        buyer_id=ask.buyer_id,
+        quantity=ask.quantity,
+        bucket_index=bucket,
         state=HoldState.HELD,
-        idempotency_key=key,
-        created_at=created_at,
-        expires_at=expires_at,
+        idempotency_key=ask.key,
+        created_at=times[0],
+        expires_at=times[1],
         extended=False,
     )
-    return Reservation(hold, created=True, units=claim.labels)
 
 
 @dataclass(frozen=True)
@@ -317,18 +322,7 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
                 f"At most {drop.per_buyer_limit} per buyer in this drop, counting what you bought."
             )
         elif (claim := granted.get(hold)) is not None:
-            made = Hold(
-                pk=hold,
-                drop=drop,
-                buyer_id=ask.buyer_id,
-                quantity=ask.quantity,
-                bucket_index=claim.bucket_index,
-                state=HoldState.HELD,
-                idempotency_key=ask.key,
-                created_at=created_at,
-                expires_at=expires_at,
-                extended=False,
-            )
+            made = _made(drop, ask, hold, claim.bucket_index, (created_at, expires_at))
             answers[i] = Reservation(made, created=True, units=claim.labels)
         elif batch is not None and left < ask.quantity:
             # Free units this claim would fit in (spread over buckets, or left after a larger
