@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from admission import limits, services, state, tokens
-from core.api import api
+from core.api import api, signed_in
 from shop import selectors as catalogue
 
 
@@ -13,15 +13,16 @@ from shop import selectors as catalogue
 def queue(request: HttpRequest, slug: str) -> JsonResponse:
     if request.method == "POST":
         limits.check_buyer(request, scope="queue")  # before the drop is looked up
-    drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)
+    buyer_id = signed_in(request)
+    drop = catalogue.drop_for_buyer(slug=slug, buyer_id=buyer_id)
     if request.method == "POST":
-        place = services.join(drop=drop, buyer_id=request.user.pk, proof=request.headers.get("X-Join-Proof"))
+        place = services.join(drop=drop, buyer_id=buyer_id, proof=request.headers.get("X-Join-Proof"))
     else:
         if drop.waiting_room:
             # A poll that reached Django may have found no fresh snapshot (beat down, key gone):
             # publish the one computed here, so the next polls are answered at the edge.
             state.current(drop, publish_computed=True)
-        place = services.place(drop=drop, buyer_id=request.user.pk)
+        place = services.place(drop=drop, buyer_id=buyer_id)
     ticket = queue_ticket(request, place)
     response = JsonResponse({**place.as_json(), "queue_ticket": ticket})
     remember(response, slug=drop.slug, ticket=ticket)

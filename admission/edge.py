@@ -567,7 +567,7 @@ class Edge:
     async def aclose(self) -> None:
         """Stop the subscriber and close the Redis clients (tests; a server just exits)."""
         # Database work in flight finishes first: it must not outlive its caller (a test's data).
-        busy = [*self._refreshing.values(), *self._looking.values()]
+        busy: list[asyncio.Future[Any]] = [*self._refreshing.values(), *self._looking.values()]
         if busy:
             await asyncio.wait(busy, timeout=10)
         listener = self._listener
@@ -607,7 +607,7 @@ class Edge:
             return None
         if found.issued <= self._revoked.get(found.buyer_id, -1.0) + REVOCATION_GRACE:
             return None  # signed before (or as) the buyer's credentials were revoked: Django checks them
-        headers = PRIVATE_HEADERS
+        headers: tuple[tuple[bytes, bytes], ...] = PRIVATE_HEADERS
         if found.number is None and known.queue is not None and known.queue.get("seed") is not None:
             # Drawn since the ticket was signed: the whole line asks at the start, so its number
             # comes from the draw's published map, with a ticket that carries it from now on.

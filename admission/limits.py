@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
+from core.api import signed_in
 from core.errors import Busy, RateLimited
 
 # KEYS: the buckets; ARGV: capacity and refill per second of each, in the same order.
@@ -101,7 +102,7 @@ def address(remote: str | None, forwarded: str | None) -> str:
 
 def check_buyer(request: HttpRequest, *, scope: str) -> None:
     """Raise RateLimited (429 with Retry-After) when the account or its address goes too fast."""
-    check(scope=scope, ip=client_ip(request), buyer_id=request.user.pk)
+    check(scope=scope, ip=client_ip(request), buyer_id=signed_in(request))
 
 
 def check(*, scope: str, ip: str, buyer_id: int) -> None:

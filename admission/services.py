@@ -160,8 +160,10 @@ def _line_closed(drop: Drop) -> bool:
     """Sold out with none held, as the published snapshot says (one Redis read, no query): nothing can
     come back, so no new place is given. No snapshot, or Redis away: not known to be closed."""
     snap = state.cached(drop.slug)
-    queue = snap.get("queue") if snap else None
-    return isinstance(queue, dict) and snap.get("drop_id") == drop.pk and queue.get("state") == "sold_out"
+    if snap is None or snap.get("drop_id") != drop.pk:
+        return False
+    queue = snap.get("queue")
+    return isinstance(queue, dict) and queue.get("state") == "sold_out"
 
 
 def _new_ticket(drop: Drop, buyer_id: int, queue: Queue) -> Ticket:
@@ -221,7 +223,7 @@ def place_of(*, drop: Drop, ticket: Ticket, queue: Queue | None = None) -> Place
     snapshot = state.current(drop)
     admitted = ticket.number is not None and ticket.number <= queue.admitted_through
     token = None
-    if admitted and snapshot.state in (DropState.LIVE, DropState.PAUSED):
+    if admitted and ticket.number is not None and snapshot.state in (DropState.LIVE, DropState.PAUSED):
         token = tokens.issue(drop_id=drop.pk, buyer_id=ticket.buyer_id, ticket=ticket.number)
     offered = ticket.number is not None and ticket.number <= queue.offered_through
     offer = offer_of(ticket) if offered else None

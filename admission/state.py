@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from asgiref.sync import async_to_sync
@@ -116,7 +116,7 @@ async def revocations(client: aioredis.Redis) -> dict[int, float]:
     """Every buyer revoked within a ticket's life, and when (an edge that just subscribed)."""
     since = time.time() - settings.QUEUE_TICKET_SECONDS
     found = await client.zrangebyscore(REVOKED, since, "+inf", withscores=True)
-    return {int(buyer): float(at) for buyer, at in found}
+    return {int(buyer): float(at) for buyer, at in cast(list[tuple[bytes, float]], found)}
 
 
 def group(drop_id: int) -> str:
@@ -153,7 +153,7 @@ class Snapshot:
             return "admitting"
         return "all_held" if self.held + self.returning > 0 else "sold_out"
 
-    def queue_json(self) -> dict[str, object]:
+    def queue_json(self) -> dict[str, Any]:
         """The WebSocket message (and the shared part of the queue API's answer)."""
         return {
             "admitted_through": self.admitted_through,
@@ -169,7 +169,7 @@ class Snapshot:
             "seed": self.seed,
         }
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> dict[str, Any]:
         return {
             "drop_id": self.drop.pk,  # for the edge's token check; not part of the public drop JSON
             "rehearsal": self.drop.rehearsal_of_id is not None,  # Django decides who may see it
@@ -226,8 +226,8 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
     before = client.mget(keys)
     changed = 0
     pipe = client.pipeline(transaction=False)
-    broadcasts: list[tuple[int, dict[str, object]]] = []
-    quiet: list[tuple[int, dict[str, object]]] = []  # waiting rooms whose line did not move
+    broadcasts: list[tuple[int, dict[str, Any]]] = []
+    quiet: list[tuple[int, dict[str, Any]]] = []  # waiting rooms whose line did not move
     for key, old, snap in zip(keys, before, snapshots, strict=True):
         body = snap.as_json()
         encoded = json.dumps(body, separators=(",", ":"))
@@ -237,7 +237,7 @@ def publish(snapshots: list[Snapshot], *, force: bool = False) -> int:
             # older read must not undo the newer one, for the edges or for the waiting sockets.
             continue
         moved = old_body is None or old_body["queue"] != body["queue"]
-        if force or moved or old_body["drop"] != body["drop"]:
+        if force or old_body is None or moved or old_body["drop"] != body["drop"]:
             changed += 1
             pipe.publish(CHANNEL, encoded)
             if snap.drop.waiting_room and (moved or force):
@@ -283,12 +283,12 @@ async def drawn_number(client: aioredis.Redis, drop_id: int, entry: int) -> int 
     return int(raw) if raw is not None else None
 
 
-def cached(slug: str) -> dict[str, object] | None:
+def cached(slug: str) -> dict[str, Any] | None:
     """The last published snapshot of a drop, or None (never published, expired, or Redis down)."""
     return _read(slug)[0]
 
 
-def _read(slug: str) -> tuple[dict[str, object] | None, bool]:
+def _read(slug: str) -> tuple[dict[str, Any] | None, bool]:
     """(the published snapshot or None, whether Redis answered at all)."""
     try:
         raw = get_redis_connection("default").get(KEY.format(slug=slug))

@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from admission import api, limits, services, state
+from core.api import signed_in
 from core.errors import Busy, FloodgateError, NotFound, RateLimited
 from shop import selectors as catalogue
 from shop.models import Drop, DropState
@@ -20,7 +21,7 @@ from shop.models import Drop, DropState
 @login_required
 def queue(request: HttpRequest, slug: str) -> HttpResponse:
     try:
-        drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)
+        drop = catalogue.drop_for_buyer(slug=slug, buyer_id=signed_in(request))
     except NotFound as error:
         raise Http404(error.detail) from None
     if not drop.waiting_room:
@@ -29,7 +30,7 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
         return join(request, drop)
     # A GET only looks: a link, a prefetch or a cross-site page cannot put anyone in line.
     try:
-        place = services.place(drop=drop, buyer_id=request.user.pk)
+        place = services.place(drop=drop, buyer_id=signed_in(request))
     except services.NotInQueue:
         context = {
             "drop": drop,
@@ -59,7 +60,7 @@ def join(request: HttpRequest, drop: Drop) -> HttpResponse:
     """
     try:
         limits.check_buyer(request, scope="queue")
-        services.join(drop=drop, buyer_id=request.user.pk, proof=request.POST.get("proof"))
+        services.join(drop=drop, buyer_id=signed_in(request), proof=request.POST.get("proof"))
     except (Busy, RateLimited) as error:
         context = {"drop": drop, "detail": error.detail}
         response = render(request, "admission/busy.html", context, status=error.status)

@@ -28,6 +28,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import cast
 
 from django_redis import get_redis_connection
 from prometheus_client import CollectorRegistry, generate_latest
@@ -65,7 +66,7 @@ _health = _Health()
 
 
 def _client() -> Redis:
-    return get_redis_connection("default")
+    return cast(Redis, get_redis_connection("default"))  # django-redis is untyped
 
 
 def _totals_key(drop_id: int) -> str:
@@ -206,7 +207,7 @@ def _quantile(q: float, counts: Sequence[int]) -> float | None:
 
 def latency_quantiles(*, drop_id: int) -> dict[str, float | None]:
     """Median and 99th percentile reserve latency in ms since metrics began; None without data."""
-    counts = _bucket_counts(_client().hgetall(_latency_key(drop_id)))
+    counts = _bucket_counts(cast(dict[bytes, bytes], _client().hgetall(_latency_key(drop_id))))
     return {"p50_ms": _quantile(0.5, counts), "p99_ms": _quantile(0.99, counts)}
 
 
@@ -249,13 +250,11 @@ def _read_store() -> tuple[
 ]:
     """Totals and latency hashes per drop, drift counts and gate refusals, in two round trips."""
     client = _client()
-    raw_ids, raw_drift, raw_gate = (
-        client.pipeline(transaction=False)
-        .smembers(DROPS_KEY)
-        .hgetall(DRIFT_KEY)
-        .hgetall(GATE_REFUSALS_KEY)
-        .execute()
-    )
+    first = client.pipeline(transaction=False)
+    first.smembers(DROPS_KEY)
+    first.hgetall(DRIFT_KEY)
+    first.hgetall(GATE_REFUSALS_KEY)
+    raw_ids, raw_drift, raw_gate = first.execute()
     ids = sorted(int(raw) for raw in raw_ids)
     pipe = client.pipeline(transaction=False)
     for drop_id in ids:

@@ -5,6 +5,8 @@ followed on the next connection."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import redis.asyncio as aioredis
 from django.conf import settings
 from redis.asyncio.connection import BlockingConnectionPool
@@ -18,15 +20,16 @@ class BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
     (as BlockingConnectionPool does) instead of failing at once."""
 
 
-def client(*, url: str | None = None, blocking: int | None = None, **options: object) -> aioredis.Redis:
+def client(*, url: str | None = None, blocking: int | None = None, **options: Any) -> aioredis.Redis:
     """A client of the master; `blocking`: at most that many connections, waited for.
     An explicit `url` (tests) is used as it is."""
     if url is None and settings.REDIS_SENTINELS:
-        sentinel = Sentinel(settings.REDIS_SENTINELS, sentinel_kwargs=SENTINEL_TIMEOUTS)
-        pool = (
+        sentinel = Sentinel(settings.REDIS_SENTINELS, sentinel_kwargs=SENTINEL_TIMEOUTS)  # type: ignore[no-untyped-call]
+        pool: dict[str, Any] = (
             {"connection_pool_class": BlockingSentinelPool, "max_connections": blocking} if blocking else {}
         )
-        return sentinel.master_for(settings.REDIS_SENTINEL_MASTER, db=settings.REDIS_DB, **pool, **options)
+        master = sentinel.master_for(settings.REDIS_SENTINEL_MASTER, db=settings.REDIS_DB, **pool, **options)
+        return cast(aioredis.Redis, master)
     if blocking:
         return aioredis.Redis(
             connection_pool=BlockingConnectionPool.from_url(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 
 from admission import limits
-from core.api import api, json_body
+from core.api import api, json_body, signed_in
 from holds import entry, selectors, services
 
 
@@ -15,7 +15,7 @@ def reserve(request: HttpRequest, slug: str) -> JsonResponse:
     result = entry.reserve(
         entry.ReserveRequest(
             slug=slug,
-            buyer_id=request.user.pk,
+            buyer_id=signed_in(request),
             client_ip=limits.client_ip(request),
             quantity=body.get("quantity"),
             idempotency_key=request.headers.get("Idempotency-Key"),
@@ -29,8 +29,8 @@ def reserve(request: HttpRequest, slug: str) -> JsonResponse:
 
 @api({"GET", "DELETE"}, login=True)
 def hold(request: HttpRequest, hold_id: str) -> JsonResponse:
-    found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=request.user.pk)
+    found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
     if request.method == "DELETE":
-        services.release(hold_id=found.pk, buyer_id=request.user.pk)
+        services.release(hold_id=found.pk, buyer_id=signed_in(request))
         found.refresh_from_db()
     return JsonResponse(selectors.hold_json(found))

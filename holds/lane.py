@@ -43,6 +43,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import import_module
+from typing import NoReturn, TypeVar
 
 import redis.asyncio as aioredis
 from django.conf import settings
@@ -56,7 +57,7 @@ from django.http.multipartparser import MultiPartParserError
 from admission import limits, tokens
 from admission import services as admission
 from admission import state as snapshots
-from admission.edge import PRIVATE_HEADERS, Answer, Receive, Scope, Send, bearer, cookies, header
+from admission.edge import PRIVATE_HEADERS, Answer, Message, Receive, Scope, Send, bearer, cookies, header
 from core import redis
 from core.api import CSRF_FAILED, LOG_IN, MAX_BODY, TOO_LARGE, csrf_failure, parse_json_body
 from core.errors import Busy, CsrfFailed, FloodgateError, NotFound, TooLarge, Unauthenticated
@@ -67,6 +68,7 @@ from shop.auth import users_of_tokens
 from shop.models import Drop
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # A token or session looked up is trusted this long; a revocation anywhere drops that buyer from every
 # process's cache at once (admission.state.revoke -> the edge -> forget_buyer), and every claim statement
@@ -200,7 +202,9 @@ class Lane:
             buyer_id = await self._user(token)
             if buyer_id is None:
                 raise Unauthenticated("That bearer token is not valid.")
-            return Who(buyer_id, tokens.credential(bearer=token, session_key=None), token=token)
+            bound_to = tokens.credential(bearer=token, session_key=None)
+            assert bound_to is not None  # a token was sent
+            return Who(buyer_id, bound_to, token=token)
         assert session is not None
         buyer_id = await self._session_user(session)
         if buyer_id is None:
@@ -218,10 +222,9 @@ class Lane:
         drop = await self._drop(slug)
         proof = header(scope, b"x-join-proof")
         body = await self._in_thread(_join, drop, who.buyer_id, who.bound_to, proof)
-        assert isinstance(body, dict)
         headers: tuple[tuple[bytes, bytes], ...] = PRIVATE_HEADERS
-        if body["queue_ticket"]:
-            cookie = tokens.ticket_cookie(drop.slug, body["queue_ticket"])[tokens.TICKET_COOKIE]
+        if ticket := body["queue_ticket"]:
+            cookie = tokens.ticket_cookie(drop.slug, str(ticket))[tokens.TICKET_COOKIE]
             headers = (*headers, (b"set-cookie", cookie.OutputString().encode("latin-1")))
         self.stats["joins"] += 1
         return Answer(200, json.dumps(body).encode(), headers=headers, by=LANE)
@@ -255,15 +258,19 @@ class Lane:
         if isinstance(result, Reservation):  # new: built from the statements, no query
             data = selectors.hold_json(result.hold, units=result.units, new=True)
             return Answer(201, json.dumps(data).encode(), by=LANE)
-        if result is None:  # left to the single claim (also every chosen seat)
-            self.stats["single"] += 1
-            result = await self._in_thread(_single, drop, step.ask, step.unit)
         if isinstance(result, FloodgateError):
-            if entry.sold_out_for_all(result):
-                self._sold_out(drop)
-            raise result
-        status, data = result
+            self._refused(drop, result)
+        self.stats["single"] += 1  # left to the single claim (also every chosen seat)
+        single = await self._in_thread(_single, drop, step.ask, step.unit)
+        if isinstance(single, FloodgateError):
+            self._refused(drop, single)
+        status, data = single
         return Answer(status, json.dumps(data).encode(), by=LANE)
+
+    def _refused(self, drop: Drop, error: FloodgateError) -> NoReturn:
+        if entry.sold_out_for_all(error):
+            self._sold_out(drop)
+        raise error
 
     # Batches -------------------------------------------------------------------------------
 
@@ -483,7 +490,7 @@ class Lane:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="claim-lane")
 
-    async def _in_thread(self, work: Callable[..., object], *args: object) -> object:
+    async def _in_thread(self, work: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, _job, work, *args)
 
 
@@ -492,7 +499,7 @@ class Lane:
 # thread is gone (a settled lane, a restarted loop), and the pool would run dry.
 
 
-def _job(work: Callable[..., object], *args: object) -> object:
+def _job(work: Callable[..., T], *args: object) -> T:
     close_old_connections()
     try:
         return work(*args)
@@ -582,7 +589,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     """The body once more for Django, then the server's own messages (a disconnect)."""
     sent = False
 
-    async def replay() -> dict[str, object]:
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
@@ -171,7 +172,7 @@ def _reserve_once(
 ) -> Reservation:
     if first is None:
         first = stock.first_pick(drop)
-    ids = {"drop": drop.pk, "buyer": buyer_id, "key": key}
+    ids: dict[str, Any] = {"drop": drop.pk, "buyer": buyer_id, "key": key}
     digest = request_digest(quantity=quantity, unit=unit)
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         cursor.execute(sql.INSERT_HOLD, {**ids, "q": quantity, "index": first, "digest": digest})
@@ -215,7 +216,7 @@ def _reserve_once(
     return Reservation(made, created=True, units=claim.labels)
 
 
-def _made(drop: Drop, ask: Ask, hold_id: int, bucket: int | None, times: tuple[object, object]) -> Hold:
+def _made(drop: Drop, ask: Ask, hold_id: int, bucket: int | None, times: tuple[datetime, datetime]) -> Hold:
     """A new hold built from what its statements returned (its id, created_at and expires_at):
     no read-back on the hot path. The single claim and the batch both make theirs here."""
     return Hold(
@@ -267,7 +268,7 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
         _observe(drop, answers, started)
         return answers
     first = stock.first_pick(drop)
-    inserted: dict[int, tuple[int, object, object]] = {}  # ask index -> (hold, created, expires)
+    inserted: dict[int, tuple[int, datetime, datetime]] = {}  # ask index -> (hold, created, expires)
     try:
         with transaction.atomic(durable=True), connection.cursor() as cursor:
             cursor.execute(

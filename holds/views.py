@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from admission import limits
+from core.api import signed_in
 from core.errors import FloodgateError, NotAdmitted, NotFound
 from holds import entry, selectors, services
 from shop import selectors as catalogue
@@ -28,7 +29,7 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
         result = entry.reserve(
             entry.ReserveRequest(
                 slug=slug,
-                buyer_id=request.user.pk,
+                buyer_id=signed_in(request),
                 client_ip=limits.client_ip(request),
                 quantity=quantity,
                 idempotency_key=request.POST.get("idempotency_key"),
@@ -54,7 +55,7 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def hold(request: HttpRequest, hold_id: int) -> HttpResponse:
     try:
-        found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=request.user.pk)
+        found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
     except NotFound as error:
         raise Http404(error.detail) from None
     state = services.effective_state(found)
@@ -73,10 +74,10 @@ def hold(request: HttpRequest, hold_id: int) -> HttpResponse:
 @login_required
 def release(request: HttpRequest, hold_id: int) -> HttpResponse:
     try:
-        found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=request.user.pk)
+        found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
     except NotFound as error:
         raise Http404(error.detail) from None
-    if services.release(hold_id=found.pk, buyer_id=request.user.pk):
+    if services.release(hold_id=found.pk, buyer_id=signed_in(request)):
         messages.success(request, "Released. The units are back on sale.")
     else:
         messages.info(request, "This hold had already ended.")

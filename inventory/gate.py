@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from django_redis import get_redis_connection
 from redis import Redis
@@ -107,7 +107,7 @@ C = TypeVar("C", bound=Claimed)
 
 
 def _client() -> Redis:
-    return get_redis_connection("default")
+    return cast(Redis, get_redis_connection("default"))  # django-redis is untyped
 
 
 def _keys(drop_id: int) -> list[str]:

@@ -61,7 +61,7 @@ def configure_stock(*, drop: Stocked, unit_labels: list[str] | None = None) -> N
         if unit_labels:
             raise InvalidInput("Unit labels only apply to a drop in units mode.")
         StockBucket.objects.bulk_create(
-            StockBucket(drop=drop, index=i, available=n)
+            StockBucket(drop_id=drop.pk, index=i, available=n)
             for i, n in enumerate(split_evenly(drop.quantity, drop.bucket_count))
         )
         return
@@ -70,7 +70,7 @@ def configure_stock(*, drop: Stocked, unit_labels: list[str] | None = None) -> N
         raise InvalidInput(f"{len(labels)} unit labels given for a quantity of {drop.quantity}.")
     _check_labels(labels)
     Unit.objects.bulk_create(
-        (Unit(drop=drop, label=label, rank=rank) for rank, label in enumerate(labels)),
+        (Unit(drop_id=drop.pk, label=label, rank=rank) for rank, label in enumerate(labels)),
         batch_size=5000,
     )
 
@@ -88,9 +88,7 @@ class Claim:
 
 def _refusal(cursor: CursorWrapper, *, drop_id: int, quantity: int) -> FloodgateError:
     """Why a claim found nothing: the sale window, else really no stock, else a busy tail."""
-    row = sql.one(cursor, sql.STOCK_AND_WINDOW, {"drop": drop_id})
-    assert row is not None
-    available, state = row
+    available, state = sql.single(cursor, sql.STOCK_AND_WINDOW, {"drop": drop_id})
     if state == "paused":
         return Paused("This sale is paused. It resumes shortly; your place is kept.")
     if state == "scheduled":
@@ -240,11 +238,11 @@ def claim_batch(
                 break
             granted |= {hold: Claim(bucket_index=row[2]) for hold in row[0]}
     else:
-        _seen, labels = sql.one(cursor, sql.CLAIM_BATCH_UNITS, {"drop": drop.pk, **_asks(holds)})
+        _seen, labels = sql.single(cursor, sql.CLAIM_BATCH_UNITS, {"drop": drop.pk, **_asks(holds)})
         granted = {int(hold): Claim(bucket_index=None, labels=tuple(got)) for hold, got in labels.items()}
     if len(granted) == len(holds):
         return BatchClaim(granted, None)
-    available, state = sql.one(cursor, sql.STOCK_AND_WINDOW, {"drop": drop.pk})
+    available, state = sql.single(cursor, sql.STOCK_AND_WINDOW, {"drop": drop.pk})
     if state != "live":
         raise _refusal(cursor, drop_id=drop.pk, quantity=1)
     return BatchClaim(granted, int(available))
@@ -259,7 +257,7 @@ def _asks(holds: list[tuple[int, int]]) -> dict[str, list[int]]:
 
 
 def returned_units(cursor: CursorWrapper, *, drop_id: int) -> int:
-    return int(sql.one(cursor, sql.RETURNED_UNITS, {"drop": drop_id})[0])
+    return int(sql.single(cursor, sql.RETURNED_UNITS, {"drop": drop_id})[0])
 
 
 def take_returned(cursor: CursorWrapper, *, drop: Stocked, holds: list[int]) -> dict[int, Claim]:
@@ -286,7 +284,7 @@ def take_returned(cursor: CursorWrapper, *, drop: Stocked, holds: list[int]) -> 
 
 def open_returned(cursor: CursorWrapper, *, drop_id: int) -> int:
     """Make the drop's returned units open to any claim; returns how many."""
-    return int(sql.one(cursor, sql.OPEN_RETURNED, {"drop": drop_id})[0])
+    return int(sql.single(cursor, sql.OPEN_RETURNED, {"drop": drop_id})[0])
 
 
 def change_quantity(*, drop: Stocked, quantity: int, new_labels: list[str] | None = None) -> int:
@@ -301,7 +299,7 @@ def change_quantity(*, drop: Stocked, quantity: int, new_labels: list[str] | Non
         raise InvalidInput(f"Use at least {drop.bucket_count} units, one per bucket.")
     try:
         with transaction.atomic(durable=True), connection.cursor() as cursor:
-            (current,) = sql.one(cursor, sql.LOCK_DROP_QUANTITY, {"drop": drop.pk})
+            (current,) = sql.single(cursor, sql.LOCK_DROP_QUANTITY, {"drop": drop.pk})
             delta = quantity - current
             new_quantity = (
                 _move_stock(cursor, drop=drop, delta=delta, new_labels=new_labels) if delta else current
@@ -324,7 +322,7 @@ def _move_stock(cursor: CursorWrapper, *, drop: Stocked, delta: int, new_labels:
         if len(sql.all_rows(cursor, sql.REMOVE_FREE_UNITS, {"drop": drop.pk, "n": -delta})) < -delta:
             raise short
     else:
-        first = sql.one(cursor, sql.NEXT_UNIT_RANK, ids)[0]
+        first = sql.single(cursor, sql.NEXT_UNIT_RANK, ids)[0]
         labels = new_labels or [str(first + n + 1) for n in range(delta)]
         if len(labels) != delta:
             raise InvalidInput(f"{len(labels)} new labels given for {delta} new units.")
@@ -332,7 +330,7 @@ def _move_stock(cursor: CursorWrapper, *, drop: Stocked, delta: int, new_labels:
         Unit.objects.bulk_create(
             Unit(drop_id=drop.pk, label=label, rank=first + n) for n, label in enumerate(labels)
         )
-    return sql.one(cursor, sql.MOVE_QUANTITY, ids)[0]
+    return int(sql.single(cursor, sql.MOVE_QUANTITY, ids)[0])
 
 
 def relayout_stock(*, drop: Stocked, inventory_mode: str, bucket_count: int) -> None:

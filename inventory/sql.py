@@ -10,6 +10,9 @@ paused, unstarted or ended drop cannot be claimed from, whatever Python thought.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, cast
+
 from django.db.backends.utils import CursorWrapper
 
 # The one definition of a drop's state on the database's clock (d = shop_drop), in the order
@@ -320,14 +323,27 @@ SELECT d.quantity, {AVAILABLE},
 """
 
 
-def one(cursor: CursorWrapper, statement: str, params: dict[str, object]) -> tuple | None:
-    cursor.execute(statement, params)
-    return cursor.fetchone()
+Params = Mapping[str, Any]  # a statement's named parameters
+Row = tuple[Any, ...]
 
 
-def all_rows(cursor: CursorWrapper, statement: str, params: dict[str, object]) -> list[tuple]:
+def one(cursor: CursorWrapper, statement: str, params: Params) -> Row | None:
+    """The statement's row, or None when it matched nothing."""
     cursor.execute(statement, params)
-    return cursor.fetchall()
+    return cast(Row | None, cursor.fetchone())
+
+
+def single(cursor: CursorWrapper, statement: str, params: Params) -> Row:
+    """The row of a statement that always returns exactly one (an aggregate, a RETURNING of a row
+    the caller holds)."""
+    row = one(cursor, statement, params)
+    assert row is not None, "this statement returns one row"
+    return row
+
+
+def all_rows(cursor: CursorWrapper, statement: str, params: Params) -> list[Row]:
+    cursor.execute(statement, params)
+    return cast(list[Row], cursor.fetchall())
 
 
 # Units a claim could get per drop (available plus expired, unreclaimed); read only.
