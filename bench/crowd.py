@@ -34,7 +34,6 @@ import resource
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from devtools.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -98,12 +99,6 @@ def spread(askers: object) -> float:
     """Seconds within which pages told the same news ask the queue API (static/js/queue.js)."""
     count = askers if isinstance(askers, int) else 0
     return min(SPREAD_MAX, max(SPREAD_MIN, count / ASKS_PER_SECOND))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def raise_file_limit() -> None:
@@ -598,15 +593,12 @@ class Stack:
 
 
 def wait_listening(port: int, process: Process) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            if process.popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{process.name} did not start on :{port}; see {process.log}") from None
-            time.sleep(0.1)
+    wait_for_port(
+        port,
+        process=process.popen,
+        seconds=60,
+        failed=lambda: f"{process.name} did not start on :{port}; see {process.log}",
+    )
 
 
 def process_tree(pids: list[int]) -> set[int]:

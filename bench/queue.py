@@ -25,7 +25,6 @@ import json
 import os
 import re
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from devtools.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -63,12 +64,6 @@ def say(message: str) -> None:
 def raise_file_limit() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # The WebSocket clients (a child process) ---------------------------------------------------
@@ -206,15 +201,11 @@ def start_web(port: int, log: Path) -> subprocess.Popen:
         stdout=out,
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return process
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"bench: floodgate-web did not start; see {log}")
-            time.sleep(0.1)
+    try:
+        wait_for_port(port, process=process, failed=lambda: f"bench: floodgate-web did not start; see {log}")
+    except RuntimeError as error:
+        sys.exit(str(error))
+    return process
 
 
 def query(statement: str, params: Any = None) -> list[tuple]:

@@ -31,7 +31,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,7 +43,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.queue import buyers, free_port, new_drop, parse_ms, raise_file_limit, setup_django
+from bench.queue import buyers, new_drop, parse_ms, raise_file_limit, setup_django
+from devtools.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -125,15 +125,15 @@ def start(server: str, app: str, workers: int, log: Path) -> tuple[subprocess.Po
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its workers stop with it
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"bench servers: {server} did not start; see {log}")
-            time.sleep(0.1)
+    try:
+        wait_for_port(
+            port,
+            process=process,
+            seconds=60,
+            failed=lambda: f"bench servers: {server} did not start; see {log}",
+        )
+    except RuntimeError as error:
+        sys.exit(str(error))
     return process, f"http://127.0.0.1:{port}"
 
 

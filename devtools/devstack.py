@@ -12,12 +12,13 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from devtools.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -201,24 +202,6 @@ def run_tests(args: list[str]) -> int:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def free_port() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return str(sock.getsockname()[1])
-
-
-def wait_for_port(port: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", int(port)), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"nothing answers on port {port}") from None
-            time.sleep(0.2)
-
-
 def run_shots(args: list[str]) -> int:
     """`shots [FOLDER]`: the real store on servers of its own, walked by Chromium (devtools/shots.py)."""
     out = (Path(args[0]) if args else ROOT / "shots").resolve()
@@ -227,7 +210,7 @@ def run_shots(args: list[str]) -> int:
         with servers(data) as env:
             say("migrating a fresh database for the screenshots")
             manage(env, "migrate", "--no-input", "-v", "0")
-            port, provider_port = free_port(), free_port()
+            port, provider_port = str(free_port()), str(free_port())
             env |= {
                 "DEBUG": "0",  # the shop's own 404, as `run` serves it
                 "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
@@ -249,8 +232,8 @@ def run_shots(args: list[str]) -> int:
                     )
             say(f"store on :{port}, provider on :{provider_port} (logs in {logs.relative_to(ROOT)}/)")
             try:
-                wait_for_port(port)
-                wait_for_port(provider_port)
+                for each in (port, provider_port):
+                    wait_for_port(each, seconds=60, failed=lambda p=each: f"nothing answers on port {p}")
                 base, provider = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{provider_port}"
                 command = [sys.executable, "-m", "devtools.shots", "--base", base, "--provider", provider]
                 done = subprocess.run([*command, "--out", str(out)], env={**os.environ, **env}, cwd=ROOT)

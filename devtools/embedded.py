@@ -10,24 +10,18 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import socket
 import subprocess
-import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
 
+from devtools.ports import free_port, wait_for_port
+
 log = logging.getLogger(__name__)
 
 DATABASE_NAME = "floodgate"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -101,15 +95,12 @@ def start_redis(data_dir: Path) -> tuple[str, object]:
         stdin=subprocess.DEVNULL,
     )
     url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"embedded Redis did not start; see {folder / 'redis.log'}") from None
-            time.sleep(0.05)
+    wait_for_port(
+        port,
+        process=process,
+        seconds=10,
+        failed=lambda: f"embedded Redis did not start; see {folder / 'redis.log'}",
+    )
 
     port_file.write_text(str(port))
 

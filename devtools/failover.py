@@ -23,13 +23,14 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from devtools.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -39,12 +40,6 @@ SLUG = "failover"
 
 def say(message: str) -> None:
     print(f"failover: {message}", flush=True)  # noqa: T201 (a command's own output)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def pg_bin() -> Path:
@@ -276,15 +271,7 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 
 def wait_listening(port: int, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"floodgate-web did not start; see {log}") from None
-            time.sleep(0.1)
+    wait_for_port(port, process=process, seconds=60, failed=lambda: f"{log.stem} did not start; see {log}")
 
 
 def main(argv: list[str]) -> int:

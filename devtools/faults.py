@@ -62,12 +62,12 @@ from devtools.failover import (
     OUT,
     ROOT,
     Cluster,
-    free_port,
     manage,
     pg_bin,
     server_folder,
     wait_listening,
 )
+from devtools.ports import free_port
 
 SLUG = "fault-run"
 HOLD_SECONDS = 30  # the shortest hold a drop may have (shop.models.HOLD_SECONDS_RANGE)

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devtools.failover import ROOT, Cluster, as_server_user, free_port, pg_bin, server_folder
+from devtools.failover import ROOT, Cluster, as_server_user, pg_bin, server_folder
+from devtools.ports import free_port
 
 ETCD = "/usr/bin/etcd"
 DEBIAN_PYTHON = "/usr/bin/python3"

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+from devtools.ports import free_port, wait_for_port
 
 BINARY = "/usr/sbin/pgbouncer"
 
@@ -27,12 +27,6 @@ class Bouncer:
     port: int
     admin: Callable[[str], list[dict[str, object]]]  # a command on PgBouncer's console (SHOW POOLS)
     stop: Callable[[], None]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def version(binary: str = BINARY) -> tuple[int, int]:
@@ -89,16 +83,12 @@ def start(upstream_url: str, folder: Path, *, pool_size: int = 20, binary: str =
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                said = log.read_text() if log.exists() else ""
-                raise RuntimeError(f"pgbouncer did not start:\n{said}") from None
-            time.sleep(0.05)
+    wait_for_port(
+        port,
+        process=process,
+        seconds=10,
+        failed=lambda: f"pgbouncer did not start:\n{log.read_text() if log.exists() else ''}",
+    )
 
     netloc = f"{user}@127.0.0.1:{port}"
     kept = "&".join(f"{k}={v}" for k, v in query.items() if k != "host")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import redis
 
-from devtools.embedded import free_port
+from devtools.ports import free_port
 
 MASTER_NAME = "floodgate"
 REDIS_SERVER = "/usr/bin/redis-server"

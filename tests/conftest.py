@@ -6,10 +6,8 @@ import contextlib
 import copy
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -21,6 +19,8 @@ from django.db import connections
 from django.http import HttpResponseBase
 from django.test import Client
 
+from devtools import ports
+from devtools.ports import free_port
 from tests.api_schema import ApiSchema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,12 +179,6 @@ def redis() -> Iterator[redis_lib.Redis]:
     client.close()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def database_url_for_tests() -> str:
     """DATABASE_URL with the database swapped for the one pytest-django created."""
     from django.db import connection
@@ -202,15 +196,9 @@ def start_process(name: str, command: list[str], env: dict[str, str]) -> tuple[s
 
 
 def wait_for_port(port: int, process: subprocess.Popen, log: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{log.name} did not start:\n{log.read_text()}") from None
-            time.sleep(0.1)
+    ports.wait_for_port(
+        port, process=process, seconds=timeout, failed=lambda: f"{log.name} did not start:\n{log.read_text()}"
+    )
 
 
 def stop(process: subprocess.Popen) -> None:
