@@ -22,8 +22,11 @@ from django.test import Client
 from devtools import ports
 from devtools.ports import free_port
 from tests.api_schema import ApiSchema
+from tests.harness import edge_alone, fresh_edge, work  # noqa: F401 - fixtures for every test
 
 ROOT = Path(__file__).resolve().parent.parent
+CELERY = str(Path(sys.executable).parent / "celery")  # the venv's console scripts
+WEB = str(Path(sys.executable).parent / "floodgate-web")
 # No web process of a test covers beat's duties on its own (ops/duties.py): it would run ticks,
 # offers and the watchdog under other tests. The servers the takeover tests start turn it on.
 os.environ.setdefault("DUTY_TAKEOVER", "0")

@@ -78,3 +78,11 @@ def merchant() -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def staff(name: str, *groups: str) -> object:
+    """A staff account (password "pw-pw-pw-pw") in these groups (the `roles` fixture makes them)."""
+    user = get_user_model().objects.create_user(username=name, password="pw-pw-pw-pw", is_staff=True)
+    for group in groups:
+        user.groups.add(Group.objects.get(name=group))
+    return user

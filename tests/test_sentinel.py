@@ -43,9 +43,8 @@ from holds.models import Hold
 from inventory.selectors import invariant
 from ops.models import Duty
 from shop import services as shop
-from tests.conftest import ROOT, app_env, free_port, start_process, stop, wait_for_port
+from tests.conftest import CELERY, ROOT, WEB, app_env, free_port, start_process, stop, wait_for_port
 from tests.factories import make_drop
-from tests.ops.test_duties import CELERY, WEB
 
 pytestmark = pytest.mark.django_db(transaction=True)
 logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request of the crowd otherwise

@@ -8,16 +8,10 @@ import pytest
 from django.test import Client
 
 from shop.models import ApiToken
-from tests.admission.test_edge import (  # noqa: F401 - fresh_edge: an autouse fixture
-    BODY,
-    call,
-    fresh_edge,
-    reserve_headers,
-    run,
-)
 from tests.factories import make_buyer, make_drop
+from tests.harness import BODY, call, reserve_headers, run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_edge")]
 
 
 def logged_in_buyer(name: str = "tess") -> tuple[Client, object]:

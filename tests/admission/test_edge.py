@@ -9,25 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import pytest
 import redis as redis_lib
-from django.core.signals import request_started
-from django.db import connection, connections
-from django.db.backends.signals import connection_created
 from django.test import override_settings
 from django.utils import timezone
 
 from admission import state, tokens
 from admission.edge import Edge
-from config.asgi import application
 from devtools.embedded import start_redis
 from holds.models import Hold
 from holds.services import reserve
@@ -35,190 +28,21 @@ from inventory.selectors import invariant
 from ops import switch
 from shop.models import ApiToken
 from tests.factories import make_buyer, make_drop
+from tests.harness import (
+    BODY,
+    EDGE,
+    DjangoWork,
+    Reply,
+    bearer,
+    call,
+    in_thread,
+    lock_stock,
+    lock_waits,
+    reserve_headers,
+    run,
+)
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-EDGE: Edge = application.application_mapping["http"]
-
-
-# Driving the ASGI application --------------------------------------------------------------
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def edge(self) -> bool:
-        return self.headers.get("x-floodgate-edge") == "hit"
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-async def call(
-    method: str,
-    path: str,
-    *,
-    headers: dict[str, str] | None = None,
-    body: bytes = b"",
-    raw_path: bytes | None = None,
-    app: Any = application,
-) -> Reply:
-    """One HTTP request through the ASGI app, as daphne would hand it over."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": raw_path if raw_path is not None else path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (k.lower().encode(), v.encode("latin-1"))
-            for k, v in ({"host": "127.0.0.1"} | (headers or {})).items()
-        ],
-        "client": ("127.0.0.1", 50123),
-        "server": ("127.0.0.1", 8000),
-    }
-    delivered = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Future()  # the client stays connected; Django cancels this when done
-        raise AssertionError("unreachable")
-
-    started: dict[str, Any] = {}
-    chunks: list[bytes] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            started.update(message)
-        else:
-            chunks.append(message.get("body", b""))
-
-    await app(scope, receive, send)
-    found = {k.decode().lower(): v.decode("latin-1") for k, v in started["headers"]}
-    return Reply(started["status"], found, b"".join(chunks))
-
-
-def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
-    """Run an async scenario on a fresh loop; the edge's subscriber and clients close after it."""
-
-    async def main() -> Any:
-        try:
-            return await scenario()
-        finally:
-            await EDGE.aclose()
-
-    return asyncio.run(main())
-
-
-async def in_thread(fn: Callable[[], Any]) -> Any:
-    """ORM work from inside a scenario: on a thread of its own, its connection closed after."""
-
-    def work() -> Any:
-        try:
-            return fn()
-        finally:
-            connections.close_all()
-
-    return await asyncio.to_thread(work)
-
-
-def bearer(username: str) -> dict[str, str]:
-    user = make_buyer(username)
-    ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
-    return {"authorization": f"Bearer token-{username}"}
-
-
-def reserve_headers(auth: dict[str, str], key: str = "k1", **extra: str) -> dict[str, str]:
-    return {**auth, "idempotency-key": key, "content-type": "application/json", **extra}
-
-
-BODY = json.dumps({"quantity": 1}).encode()
-
-
-# Counting Django's work across threads ---------------------------------------------------
-
-
-class DjangoWork:
-    """Queries on any connection of any thread, and requests that entered Django."""
-
-    def __init__(self) -> None:
-        self.queries: list[str] = []
-        self.requests = 0
-        self.active = True
-        self._lock = threading.Lock()
-
-    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        if self.active:
-            with self._lock:
-                self.queries.append(sql)
-        return execute(sql, params, many, context)
-
-    def install(self, sender: Any = None, connection: Any = None, **_: Any) -> None:
-        if self not in connection.execute_wrappers:
-            connection.execute_wrappers.append(self)
-
-    def started(self, **_: Any) -> None:
-        with self._lock:
-            self.requests += 1
-
-    def reset(self) -> None:
-        with self._lock:
-            self.queries.clear()
-            self.requests = 0
-
-
-@pytest.fixture
-def edge_alone() -> Iterator[None]:
-    """The edge straight in front of Django, without the claim lane (tests/holds/test_lane.py):
-    what the edge does not answer must reach Django's own request path."""
-    lane, EDGE.lane = EDGE.lane, None
-    try:
-        yield
-    finally:
-        EDGE.lane = lane
-
-
-@pytest.fixture
-def work() -> Iterator[DjangoWork]:
-    counter = DjangoWork()
-    connection_created.connect(counter.install, weak=False)
-    request_started.connect(counter.started, weak=False)
-    for existing in connections.all():
-        counter.install(connection=existing)
-    yield counter
-    counter.active = False
-    connection_created.disconnect(counter.install)
-    request_started.disconnect(counter.started)
-    for existing in connections.all():
-        if counter in existing.execute_wrappers:
-            existing.execute_wrappers.remove(counter)
-
-
-@pytest.fixture(autouse=True)
-def fresh_edge(redis: redis_lib.Redis) -> Iterator[None]:
-    """No snapshot from an earlier test (same slugs, other drops) in Redis or in the edge; after
-    the test, the lane's background work (a sold-out publish) done before the tables are flushed."""
-    keys = list(redis.scan_iter("fg:drop:*"))
-    if keys:
-        redis.delete(*keys)
-    redis.delete(state.REVOKED)  # an earlier test's buyer ids are this test's (the tables are flushed)
-    EDGE.forget()
-    if EDGE.lane is not None:
-        EDGE.lane.forget()  # tokens and drops of an earlier test's (flushed) rows
-    yield
-    if EDGE.lane is not None:
-        EDGE.lane.settle()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
 
 # The cheap answers -------------------------------------------------------------------------
@@ -442,36 +266,13 @@ def test_a_pause_reaches_the_edge_within_a_second(work: DjangoWork) -> None:
 # The bound on claims in flight -----------------------------------------------------------
 
 
-def _lock_stock(drop_id: int) -> psycopg.Connection:
-    """Hold the drop's stock row in another session: claims that reach it wait."""
-    config = connection.settings_dict
-    blocker = psycopg.connect(
-        dbname=config["NAME"],
-        user=config["USER"] or None,
-        password=config["PASSWORD"] or None,
-        host=config["HOST"] or None,
-        port=config["PORT"] or None,
-    )
-    blocker.execute("SELECT 1 FROM inventory_stockbucket WHERE drop_id = %s FOR UPDATE", [drop_id])
-    return blocker
-
-
-def _lock_waits() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return int(cursor.fetchone()[0])
-
-
 @override_settings(CLAIM_CONCURRENCY=2)
 @pytest.mark.usefixtures("edge_alone")
 def test_claims_beyond_the_bound_are_turned_away_at_once() -> None:
     drop = make_drop(slug="crowd", quantity=20)
     auths = [bearer(f"c{i}") for i in range(10)]
     state.refresh([drop.pk])
-    blocker = _lock_stock(drop.pk)
+    blocker = lock_stock(drop.pk)
 
     async def scenario() -> tuple[list[Reply], list[Reply], int, int]:
         tasks = [
@@ -482,11 +283,11 @@ def test_claims_beyond_the_bound_are_turned_away_at_once() -> None:
         ]
         try:
             deadline = time.monotonic() + 20
-            while sum(t.done() for t in tasks) < 8 or await in_thread(_lock_waits) < 2:
+            while sum(t.done() for t in tasks) < 8 or await in_thread(lock_waits) < 2:
                 assert time.monotonic() < deadline, [t.done() for t in tasks]
                 await asyncio.sleep(0.02)
             early = [t.result() for t in tasks if t.done()]
-            in_flight, waiting = EDGE.in_flight, await in_thread(_lock_waits)
+            in_flight, waiting = EDGE.in_flight, await in_thread(lock_waits)
         finally:
             blocker.rollback()  # the row is free: the two inside finish
         late = await asyncio.gather(*(asyncio.wait_for(t, 20) for t in tasks))

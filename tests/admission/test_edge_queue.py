@@ -22,60 +22,27 @@ from admission import services, state, tokens
 from holds.models import Hold
 from inventory.selectors import invariant
 from shop.models import ApiToken, Drop
-from tests.admission import test_edge as harness
 from tests.factories import make_buyer, make_drop
+from tests.harness import (
+    BODY,
+    EDGE,
+    VOLATILE,
+    DjangoWork,
+    Reply,
+    admit,
+    bearer,
+    call,
+    claims_of,
+    django_poll,
+    join,
+    poll,
+    reserve_headers,
+    room,
+    run,
+    without,
+)
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-EDGE = harness.EDGE
-DjangoWork = harness.DjangoWork
-Reply = harness.Reply
-call, run, bearer = harness.call, harness.run, harness.bearer
-work = harness.work  # the fixtures, shared
-fresh_edge = harness.fresh_edge
-
-VOLATILE = ("admission_token", "queue_ticket")  # signed with a timestamp: differ per answer
-
-
-def join(slug: str, auth: dict[str, str]) -> dict[str, Any]:
-    """POST the queue API (Django) and return its answer."""
-    reply = run(lambda: call("POST", f"/api/drops/{slug}/queue", headers=auth))
-    assert reply.status == 200 and not reply.edge, reply.body
-    return reply.json()
-
-
-def poll(slug: str, auth: dict[str, str], ticket: str | None = None, **extra: str) -> Reply:
-    headers = {**auth, **extra}
-    if ticket is not None:
-        headers["x-queue-ticket"] = ticket
-    return run(lambda: call("GET", f"/api/drops/{slug}/queue", headers=headers))
-
-
-def django_poll(slug: str, auth: dict[str, str]) -> Reply:
-    """The same poll answered by Django itself (the app behind the edge), for comparison."""
-    return run(lambda: call("GET", f"/api/drops/{slug}/queue", headers=auth, app=EDGE.app))
-
-
-def without(body: dict[str, Any], *keys: str) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k not in keys}
-
-
-def room(slug: str = "room", quantity: int = 3, **options: object) -> Drop:
-    """A live waiting-room drop whose start (the draw of nobody) has run: joiners get numbers."""
-    drop = make_drop(slug=slug, quantity=quantity, waiting_room=True, admission_percent=100, **options)
-    services.run_wave(drop)
-    return drop
-
-
-def admit(drop: Drop) -> int:
-    """A wave as if the last admitted buyers' token lifetime were over."""
-    later = timezone.now() + timedelta(seconds=1000)
-    wave = services.run_wave(Drop.objects.get(pk=drop.pk), now=later, force=True)
-    assert wave is not None
-    state.refresh([drop.pk])
-    EDGE.forget()  # no subscriber between scenarios: the next poll reads the new snapshot
-    return wave.admitted_through
-
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
 # Answered at the edge --------------------------------------------------------------------
 
@@ -154,8 +121,8 @@ def test_an_admitted_buyer_reserves_with_the_token_from_an_edge_poll(work: Djang
         lambda: call(
             "POST",
             "/api/drops/room/holds",
-            headers=harness.reserve_headers(auth, **{"x-admission-token": token}),
-            body=harness.BODY,
+            headers=reserve_headers(auth, **{"x-admission-token": token}),
+            body=BODY,
         )
     )
 
@@ -190,10 +157,6 @@ def test_the_page_sets_a_cookie_that_its_polls_carry_to_the_edge(work: DjangoWor
 
 
 # Anything doubtful goes to Django, which ignores tickets ------------------------------------
-
-
-def claims_of(ticket: str) -> dict[str, Any]:
-    return json.loads(signing.b64_decode(ticket.split(":")[0].encode()))
 
 
 def _forged(ticket: str, **_: Any) -> str:

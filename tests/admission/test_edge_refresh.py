@@ -13,17 +13,14 @@ import redis as redis_lib
 from admission import state
 from admission.edge import Edge
 from holds.services import reserve
-from tests.admission import test_edge as harness
-from tests.admission import test_edge_queue as queue_tests
+from tests import harness
 from tests.factories import make_buyer, make_drop
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
 EDGE = harness.EDGE
 DjangoWork = harness.DjangoWork
 call, run = harness.call, harness.run
-work = harness.work  # the fixtures, shared
-fresh_edge = harness.fresh_edge
 
 
 def age(redis: redis_lib.Redis, slug: str, seconds: float) -> dict[str, Any]:
@@ -94,32 +91,32 @@ def test_a_poll_django_had_to_compute_publishes_it_for_the_edge(
     work: DjangoWork, redis: redis_lib.Redis
 ) -> None:
     """The key expired (beat down for a minute): the first poll through Django puts it back."""
-    queue_tests.room(quantity=2)
+    harness.room(quantity=2)
     auth = harness.bearer("back")
-    ticket = queue_tests.join("room", auth)["queue_ticket"]
+    ticket = harness.join("room", auth)["queue_ticket"]
     redis.delete("fg:drop:room", state.REFRESH_LOCK.format(slug="room"))
     EDGE.forget()
     work.reset()
 
-    first = queue_tests.poll("room", auth, ticket)
+    first = harness.poll("room", auth, ticket)
     EDGE.forget()
-    second = queue_tests.poll("room", auth, ticket)
+    second = harness.poll("room", auth, ticket)
 
     assert (first.status, first.edge) == (200, False)
     assert (second.status, second.edge) == (200, True)
     assert work.requests == 1
-    assert queue_tests.without(first.json(), *queue_tests.VOLATILE) == queue_tests.without(
-        second.json(), *queue_tests.VOLATILE
+    assert harness.without(first.json(), *harness.VOLATILE) == harness.without(
+        second.json(), *harness.VOLATILE
     )
 
 
 def test_an_older_read_published_late_never_undoes_a_newer_one(redis: redis_lib.Redis) -> None:
     """A web process's refresh read before a wave, published after it: the wave's mark stays."""
-    drop = queue_tests.room(quantity=2)
+    drop = harness.room(quantity=2)
     for i in range(3):
-        queue_tests.join("room", harness.bearer(f"r{i}"))
+        harness.join("room", harness.bearer(f"r{i}"))
     older = state.compute([drop])  # read now (mark 0) ...
-    assert queue_tests.admit(drop) == 2  # ... then a wave publishes mark 2
+    assert harness.admit(drop) == 2  # ... then a wave publishes mark 2
 
     assert state.publish(older) == 0  # ... and the older read arrives last
     published = json.loads(redis.get("fg:drop:room"))

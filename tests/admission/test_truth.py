@@ -14,13 +14,12 @@ from admission import state
 from admission.models import Ticket
 from holds.services import confirm, reserve
 from shop.models import Drop
-from tests.admission import test_edge as harness
-from tests.admission.test_edge_queue import VOLATILE, admit, django_poll, join, poll, room, without
+from tests import harness
 from tests.factories import make_buyer
+from tests.harness import VOLATILE, admit, django_poll, join, poll, room, without
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-work = harness.work
 bearer, EDGE = harness.bearer, harness.EDGE
 
 

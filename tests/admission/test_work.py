@@ -10,15 +10,10 @@ from django.utils import timezone
 
 from admission import work
 from admission.models import Ticket
-from tests.admission.test_edge import (  # noqa: F401 - fixtures: work (as django_work), fresh_edge
-    bearer,
-    call,
-    fresh_edge,
-    run,
-)
 from tests.factories import make_buyer, make_drop
+from tests.harness import bearer, call, run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
 BITS = 10
 

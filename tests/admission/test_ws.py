@@ -13,12 +13,12 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.utils import timezone
-from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from admission import services, state
 from shop.models import ApiToken, Drop
 from tests.factories import make_buyer, make_drop
+from tests.harness import close_code, message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,10 +26,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def socket(base: str, slug: str) -> ClientConnection:
     url = base.replace("http://", "ws://") + f"/ws/drops/{slug}/queue/"
     return connect(url, origin=base, open_timeout=10)  # type: ignore[arg-type]
-
-
-def message(client: ClientConnection) -> dict[str, object]:
-    return json.loads(client.recv(timeout=10))
 
 
 def mark_after(client: ClientConnection, mark: int) -> dict[str, object]:
@@ -53,13 +49,6 @@ def state_becomes(client: ClientConnection, wanted: str) -> dict[str, object]:
         if found["state"] == wanted:
             return found
     raise AssertionError(f"never heard {wanted!r}")
-
-
-def close_code(client: ClientConnection) -> int | None:
-    with pytest.raises(ConnectionClosed) as closed:
-        for _ in range(5):
-            client.recv(timeout=10)
-    return closed.value.rcvd.code if closed.value.rcvd else None
 
 
 def wave(drop: Drop, later: timedelta) -> int:

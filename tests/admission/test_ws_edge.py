@@ -20,17 +20,15 @@ from websockets.sync.client import ClientConnection, connect
 from admission import state
 from admission.edge import MISS_BURST
 from config.asgi import application
-from tests.admission import test_edge as harness
-from tests.admission.test_ws import close_code, message
+from tests import harness
 from tests.conftest import app_env, database_url_for_tests, free_port, start_process, stop, wait_for_port
 from tests.factories import make_drop
+from tests.harness import close_code, message
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
 EDGE = harness.EDGE
 DjangoWork = harness.DjangoWork
-work = harness.work  # the fixtures, shared
-fresh_edge = harness.fresh_edge
 ORIGIN = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
 
 

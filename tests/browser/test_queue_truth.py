@@ -9,7 +9,7 @@ from admission import services, state
 from holds import offers
 from holds import services as holds
 from shop.models import Drop
-from tests.browser.test_waiting_room import join_from_the_link, off_the_loop
+from tests.browser.helpers import join_from_the_link, off_the_loop
 from tests.factories import make_buyer, make_drop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -11,7 +11,7 @@ from django.utils import timezone
 from admission import services
 from admission.models import Queue, Ticket
 from shop.models import Drop
-from tests.browser.test_waiting_room import off_the_loop
+from tests.browser.helpers import off_the_loop
 from tests.factories import make_buyer, make_drop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

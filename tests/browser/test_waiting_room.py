@@ -1,37 +1,22 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TypeVar
 
 import pytest
-from django.db import connections
 from django.utils import timezone
 
 from admission import services
 from admission.models import Ticket
 from holds.models import Hold
 from shop.models import Drop
+from tests.browser.helpers import join_from_the_link, off_the_loop
 from tests.factories import make_buyer, make_drop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 T = TypeVar("T")
-
-
-def off_the_loop(job: Callable[[], T]) -> T:
-    """Run in another thread: a wave publishes through async_to_sync, which refuses Playwright's loop."""
-
-    def run() -> T:
-        try:
-            return job()
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(run).result()
 
 
 def wave(drop_id: int, later_s: int) -> int:
@@ -43,18 +28,6 @@ def wave(drop_id: int, later_s: int) -> int:
     )
     assert done is not None
     return done.admitted_through
-
-
-def join_from_the_link(page: object, base: str, username: str, slug: str = "wr-live") -> None:
-    page.goto(f"{base}/drops/{slug}/")
-    page.get_by_role("link", name="Join the waiting room").click()
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "correct horse battery")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(re.compile(rf"/drops/{slug}/queue/$"))
-    page.get_by_role("button", name="Join the waiting room").click()  # a POST: joining changes state
-    page.wait_for_selector("#queue")
-    page.evaluate("window.stayedOnThePage = true")  # gone if the page reloads
 
 
 def position_is(page: object, n: int) -> None:

@@ -9,7 +9,7 @@ from checkout import services as checkout
 from checkout.models import OutboxMessage
 from checkout.outbox import LATE_VOIDED_TOPIC, relay_outbox
 from holds import services as holds
-from tests.checkout.test_saga_races import pending_sales
+from tests.checkout.helpers import pending_sales
 from tests.factories import expire_in, make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,10 +5,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import pytest
 from django.db import connection, connections, transaction
@@ -16,12 +14,12 @@ from django.db import connection, connections, transaction
 from checkout import services as checkout
 from checkout.models import Order, OrderState, OutboxMessage, Payment, PaymentState, WebhookEvent
 from checkout.outbox import LATE_VOIDED_TOPIC
-from checkout.providers.base import WebhookEvent as ProviderEvent
 from config.celery import app as celery_app
 from holds import services as holds
 from holds.models import Hold
 from inventory.selectors import invariant
 from shop.models import Drop
+from tests.checkout.helpers import Sale, pending_sales
 from tests.concurrency import run_spread
 from tests.factories import expire_in, make_drop
 
@@ -32,62 +30,11 @@ ROUNDS = 5
 SWEEPS = 20
 
 
-@dataclass(frozen=True)
-class Sale:
-    hold: int
-    order: int
-    payment: int
-    event: int
-
-
 @pytest.fixture(autouse=True)
 def empty_queue_afterwards() -> Iterator[None]:
     """process_event enqueues settle and relay tasks; nobody consumes them here."""
     yield
     celery_app.control.purge()
-
-
-def pending_sales(drop: Drop, buyers: list[int]) -> list[Sale]:
-    """A hold, an order, a pending payment and its recorded authorisation per buyer."""
-    sales = []
-    for buyer in buyers:
-        hold = holds.reserve(drop=drop, buyer_id=buyer, quantity=1, idempotency_key="k").hold
-        order = Order.objects.create(
-            hold=hold, buyer_id=buyer, drop=drop, quantity=1, amount_minor=4900, currency="EUR"
-        )
-        session = f"ses_{uuid.uuid4().hex}"
-        payment = Payment.objects.create(
-            order=order,
-            provider="simulated",
-            session_id=session,
-            state=PaymentState.PENDING,
-            amount_minor=4900,
-            currency="EUR",
-        )
-        payload = {
-            "id": f"evt_{session}",
-            "type": "payment.authorized",
-            "session_id": session,
-            "reference": str(payment.reference),
-            "amount_minor": 4900,
-            "currency": "EUR",
-            "reason": "",
-        }
-        event_pk = checkout.record_webhook(
-            provider_name="simulated",
-            event=ProviderEvent(
-                event_id=payload["id"],
-                type="payment.authorized",
-                session_id=session,
-                reference=payload["reference"],
-                amount_minor=4900,
-                currency="EUR",
-            ),
-            payload=payload,
-        )
-        assert event_pk is not None
-        sales.append(Sale(hold=hold.pk, order=order.pk, payment=payment.pk, event=event_pk))
-    return sales
 
 
 def race(

@@ -19,6 +19,7 @@ from inventory.selectors import invariant
 from shop.models import Drop
 from tests.concurrency import run_concurrently
 from tests.factories import make_drop
+from tests.harness import lock_waits
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -197,7 +198,10 @@ def test_a_batch_waiting_on_a_bucket_while_a_unit_comes_back_takes_what_it_grant
             )
         )
         batch.start()
-        time.sleep(0.5)  # the batch's statement has its snapshot and waits for the row
+        deadline = time.monotonic() + 30
+        while lock_waits() < 1:  # the batch's statement has its snapshot and waits for the row
+            assert time.monotonic() < deadline and batch.is_alive()
+            time.sleep(0.01)
         releaser.commit()
         batch.join()
     finally:

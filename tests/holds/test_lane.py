@@ -33,22 +33,22 @@ from holds.models import Hold, HoldState
 from inventory.selectors import invariant
 from shop.models import Drop
 from shop.services import create_buyers
-from tests.admission.test_edge import (  # noqa: F401 - fixtures: work, fresh_edge
+from tests.conftest import app_env, free_port, start_process, wait_for_port
+from tests.factories import make_buyer, make_drop
+from tests.harness import (
     BODY,
     EDGE,
     Reply,
-    _lock_stock,
     bearer,
     call,
-    fresh_edge,
+    in_thread,
+    lock_stock,
+    lock_waits,
     reserve_headers,
     run,
-    work,
 )
-from tests.conftest import app_env, free_port, start_process, wait_for_port
-from tests.factories import make_buyer, make_drop
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
 LANE: Lane = EDGE.lane  # type: ignore[assignment]
 
@@ -232,7 +232,7 @@ def test_claims_wait_for_their_batch_and_busy_comes_only_past_the_deadline() -> 
     drop = make_drop(slug="slow", quantity=50, per_buyer_limit=1)
     state.refresh([drop.pk])
     tokens = [buyer.token for buyer in create_buyers(count=120, prefix="slow")]
-    blocker = _lock_stock(drop.pk)  # the first batch waits at the stock row
+    blocker = lock_stock(drop.pk)  # the first batch waits at the stock row
 
     async def scenario() -> tuple[list[Reply], list[Reply]]:
         # Tokens resolved first, as a warm process has them: on a loaded machine 60 cold lookups
@@ -267,7 +267,7 @@ def test_a_web_process_killed_mid_batch_leaves_no_half_made_hold(payment_provide
     process, log = start_process(
         f"lane-{port}", [daphne, "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"], env
     )
-    blocker = _lock_stock(drop.pk)
+    blocker = lock_stock(drop.pk)
     try:
         wait_for_port(port, process, log)
 
@@ -488,13 +488,16 @@ def test_claims_queued_when_a_batch_learns_nothing_is_left_hear_it_without_anoth
     tokens = [buyer.token for buyer in create_buyers(count=40, prefix="late")]
     run(lambda: asyncio.gather(*(LANE._user(token) for token in tokens)))  # warm: no token waits
     before = LANE.stats["batches"]
-    blocker = _lock_stock(drop.pk)  # the first batch waits at the stock row; the rest queue
+    blocker = lock_stock(drop.pk)  # the first batch waits at the stock row; the rest queue
 
     async def scenario() -> list[Reply]:
         first = asyncio.ensure_future(
             call("POST", "/api/drops/last/holds", headers=headers_of(tokens[0]), body=BODY)
         )
-        await asyncio.sleep(0.05)  # its batch is waiting at the row, well within the deadline
+        deadline = time.monotonic() + 30
+        while await in_thread(lock_waits) < 1:  # its batch is waiting at the row
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
         queued = [
             asyncio.ensure_future(call("POST", "/api/drops/last/holds", headers=headers_of(t), body=BODY))
             for t in tokens[1:]

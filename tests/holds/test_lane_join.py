@@ -19,19 +19,10 @@ from admission.models import Ticket
 from holds.lane import Lane
 from shop.models import Drop
 from shop.services import create_buyers
-from tests.admission.test_edge import (  # noqa: F401 - fixtures: work, fresh_edge
-    EDGE,
-    Reply,
-    bearer,
-    call,
-    fresh_edge,
-    run,
-    work,
-)
-from tests.admission.test_edge_queue import claims_of, without
 from tests.factories import make_drop
+from tests.harness import EDGE, Reply, bearer, call, claims_of, run, without
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
 LANE: Lane = EDGE.lane  # type: ignore[assignment]
 VOLATILE = ("admission_token", "queue_ticket")  # signed with a timestamp: differ per answer

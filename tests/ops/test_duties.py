@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,14 +37,11 @@ from holds.models import Hold
 from inventory.selectors import invariant
 from ops import duties
 from ops.models import Duty
-from tests.conftest import ROOT, app_env, free_port, start_process, stop, wait_for_port
-from tests.factories import expire_in, make_drop
-from tests.shop.test_kill_switch import staff
+from tests.conftest import CELERY, ROOT, WEB, app_env, free_port, start_process, stop, wait_for_port
+from tests.factories import expire_in, make_drop, staff
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CELERY = str(Path(sys.executable).parent / "celery")
-WEB = str(Path(sys.executable).parent / "floodgate-web")
 QUICK = {"RECLAIM_EVERY_SECONDS": "1", "WATCHDOG_EVERY_SECONDS": "1"}  # late after 3 s, not 11
 # The duties a sale of this test needs, each late within seconds (the payment nets are in
 # test_authorised_hold.py: they wait 21 and 61 s before anyone is late).

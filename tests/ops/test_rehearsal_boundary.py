@@ -28,19 +28,11 @@ from holds import services as holds
 from holds.models import Hold
 from ops import rehearsal
 from shop.models import ApiToken, Drop, RehearsalBuyer
-from tests.admission.test_edge import (  # noqa: F401 - fixture: fresh_edge
-    BODY,
-    Reply,
-    bearer,
-    call,
-    fresh_edge,
-    reserve_headers,
-    run,
-)
 from tests.conftest import PROVIDER_SECRET, ROOT, WEBHOOK_SECRET, database_url_for_tests
 from tests.factories import make_buyer, make_drop, merchant
+from tests.harness import BODY, Reply, bearer, call, reserve_headers, run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
 User = get_user_model()
 

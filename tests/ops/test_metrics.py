@@ -336,14 +336,14 @@ def test_what_on_call_is_alerted_on_moves_in_the_scrape() -> None:
     from admission import state
     from checkout.models import OutboxMessage
     from inventory.models import StockBucket
-    from tests.admission.test_edge import _lock_stock
+    from tests.harness import lock_stock
 
     drop = make_drop(slug="on-call", quantity=10, buckets=4, per_buyer_limit=4)
     StockBucket.objects.filter(drop=drop).update(available=2)  # 8 left, no bucket holds 4
     OutboxMessage.objects.create(topic="email", key="k", payload={})
     OutboxMessage.objects.filter(key="k").update(created_at=timezone.now() - timedelta(minutes=5))
     state.refresh([drop.pk])
-    blocker = _lock_stock(drop.pk)
+    blocker = lock_stock(drop.pk)
     waiter = Thread(target=_wait_for_stock, args=(drop.pk,))
     waiter.start()
     try:

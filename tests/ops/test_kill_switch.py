@@ -11,7 +11,6 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
-from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.db import connection, connections
 from django.test import Client
@@ -22,16 +21,9 @@ from holds.models import Hold
 from inventory.selectors import invariant
 from ops import switch
 from shop.models import Drop, PauseAction, PauseEvent
-from tests.factories import make_drop
+from tests.factories import make_drop, staff
 
 User = get_user_model()
-
-
-def staff(name: str, *groups: str) -> User:
-    user = User.objects.create_user(username=name, password="pw-pw-pw-pw", is_staff=True)
-    for group in groups:
-        user.groups.add(Group.objects.get(name=group))
-    return user
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,0 +1,37 @@
+"""What the browser tests share: a page's way into the line, and database work off Playwright's loop."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from django.db import connections
+
+T = TypeVar("T")
+
+
+def off_the_loop(job: Callable[[], T]) -> T:
+    """Run in another thread: a wave publishes through async_to_sync, which refuses Playwright's loop."""
+
+    def run() -> T:
+        try:
+            return job()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
+
+
+def join_from_the_link(page: object, base: str, username: str, slug: str = "wr-live") -> None:
+    page.goto(f"{base}/drops/{slug}/")
+    page.get_by_role("link", name="Join the waiting room").click()
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "correct horse battery")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(re.compile(rf"/drops/{slug}/queue/$"))
+    page.get_by_role("button", name="Join the waiting room").click()  # a POST: joining changes state
+    page.wait_for_selector("#queue")
+    page.evaluate("window.stayedOnThePage = true")  # gone if the page reloads
