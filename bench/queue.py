@@ -12,7 +12,7 @@
    Django endpoint (/healthz), the sold-out answer of the reserve API and the drop's state,
    and a sold-out drop with no snapshot yet (Django answers and publishes one), with
    the database transactions each run caused; and a waiting buyer's poll of their place,
-   with the queue ticket (the edge answers) and without (Django answers).
+   with the queue ticket and with the bearer token only (the edge answers both).
 """
 
 from __future__ import annotations
@@ -465,7 +465,7 @@ def no_path(base: str, seconds: int) -> list[Load]:
             headers={**poll, "X-Queue-Ticket": ticket},
         ),
         wrk(
-            "queue poll without a ticket (Django)",
+            "queue poll with the bearer token only (the edge names the buyer)",
             f"{base}/api/drops/{room.slug}/queue",
             seconds=seconds,
             headers=poll,
