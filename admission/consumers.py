@@ -23,6 +23,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from admission import edge, limits, state
+from core import asgi
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class QueueConsumer(NoDatabase):
 
 def _address(scope: dict[str, Any]) -> str:
     """The client's address, as the rate limits take it (X-Forwarded-For behind a trusted proxy)."""
-    return limits.address((scope.get("client") or ("unknown", 0))[0], edge.header(scope, b"x-forwarded-for"))
+    return limits.address((scope.get("client") or ("unknown", 0))[0], asgi.header(scope, b"x-forwarded-for"))
 
 
 class NoRoute(NoDatabase):

@@ -57,9 +57,9 @@ from django.http.multipartparser import MultiPartParserError
 from admission import limits, tokens
 from admission import services as admission
 from admission import state as snapshots
-from admission.edge import PRIVATE_HEADERS, Answer, Message, Receive, Scope, Send, bearer, cookies, header
 from core import redis
 from core.api import CSRF_FAILED, LOG_IN, MAX_BODY, TOO_LARGE, csrf_failure, parse_json_body
+from core.asgi import PRIVATE_HEADERS, Answer, Message, Receive, Scope, Send, bearer, cookies, header
 from core.errors import Busy, CsrfFailed, FloodgateError, NotFound, TooLarge, Unauthenticated
 from holds import entry, selectors, services
 from holds.services import Ask, Reservation

@@ -1,0 +1,100 @@
+"""Raw ASGI for the answers given before Django (the admission edge, the claim lane): the types,
+the request's headers, cookies and bearer token read as Django reads them, and a JSON answer
+with the headers Django's middleware would add."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.http.cookie import parse_cookie
+
+from core.errors import FloodgateError, body_of
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+# Django's answers carry these (SecurityMiddleware, XFrameOptionsMiddleware); so do ours.
+COMMON_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+def strict_transport() -> bytes | None:
+    """The Strict-Transport-Security value Django's SecurityMiddleware sends, or None. The edge and
+    the lane answer only what Django would serve (with SECURE_SSL_REDIRECT, secure requests), and a
+    browser ignores the header over plain HTTP anyway."""
+    if not settings.SECURE_HSTS_SECONDS:
+        return None
+    value = f"max-age={settings.SECURE_HSTS_SECONDS}"
+    if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
+        value += "; includeSubDomains"
+    if settings.SECURE_HSTS_PRELOAD:
+        value += "; preload"
+    return value.encode()
+
+
+# A buyer's own place: like Django's session answers, not for shared caches.
+PRIVATE_HEADERS = ((b"vary", b"Cookie"), (b"cache-control", b"private"))
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def bearer(scope: Scope) -> str | None:
+    """The token of `Authorization: Bearer <token>`; None for no header or another scheme."""
+    raw = header(scope, b"authorization")
+    if not raw:
+        return None
+    scheme, _, value = raw.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def cookies(scope: Scope) -> dict[str, str]:
+    """The request's cookies as Django parses them (ASGIRequest joins repeated headers with ",")."""
+    sent = [bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"cookie"]
+    return parse_cookie(",".join(sent)) if sent else {}
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: bytes
+    content_type: bytes = b"application/json"
+    retry_after: int | None = None
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    by: bytes = b"x-floodgate-edge"  # who answered: the edge, or the claim lane (x-floodgate-lane)
+
+    @classmethod
+    def error(cls, error: FloodgateError, *, by: bytes = b"x-floodgate-edge") -> Answer:
+        """The answer core.api.error_response gives the same error."""
+        return cls(error.status, json.dumps(body_of(error)).encode(), retry_after=error.retry_after, by=by)
+
+    async def send(self, send: Send, *, head: bool = False) -> None:
+        headers = [
+            (b"content-type", self.content_type),
+            (b"content-length", str(len(self.body)).encode()),
+            (self.by, b"hit"),
+            *COMMON_HEADERS,
+            *self.headers,
+        ]
+        if self.retry_after is not None:
+            headers.append((b"retry-after", str(self.retry_after).encode()))
+        if hsts := strict_transport():
+            headers.append((b"strict-transport-security", hsts))
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if head else self.body})
