@@ -5,7 +5,8 @@ hidden from everyone but its own buyers: ops/rehearsal.py), makes the buyers, ru
 crowd (devtools/rehearse_crowd.py, its own process) against the running store, samples the
 copy's invariant and queue from the database while it runs, prints progress, writes a
 self-contained HTML report (devtools/rehearse_report.py), and removes the buyers. The real drop
-is only read. Exit 2 with one line on stderr for bad input.
+is only read. Bad arguments exit 2, an unknown drop or a crowd over REHEARSAL_MAX_BUYERS 1, each
+with one line on stderr.
 """
 
 from __future__ import annotations
