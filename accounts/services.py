@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.db import transaction
 
 from admission import state
-from holds import lane
-from shop import services as catalogue
+from catalogue import services as catalogue
+from sale import lane
 
 
 def create_token(*, user_id: int) -> str:

@@ -10,7 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from accounts import services
-from shop import selectors
+from catalogue import selectors
 
 ACTIONS = {"create", "revoke"}
 

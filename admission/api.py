@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from admission import limits, services, state, tokens
+from catalogue import selectors as catalogue
 from core.api import api, signed_in
-from shop import selectors as catalogue
 
 
 @api({"GET", "POST"}, login=True)

@@ -77,7 +77,7 @@ REDIS_CONNECTIONS = 32  # per process: the edge's Redis reads (a drawn number, a
 
 class Lane(Protocol):
     """Who answers the reserve API's claims the edge lets through, and the API's waiting-room
-    joins (holds.lane.Lane, wired by config.asgi); `django` is the way into Django for what it
+    joins (sale.lane.Lane, wired by config.asgi); `django` is the way into Django for what it
     leaves (for claims, the bounded one)."""
 
     async def __call__(
@@ -311,7 +311,7 @@ class Edge:
         self,
         app: ASGIApp,
         *,
-        lane: Lane | None = None,  # takes the reserve API's claims (holds.lane.Lane)
+        lane: Lane | None = None,  # takes the reserve API's claims (sale.lane.Lane)
         claim_limit: int | None = None,  # None: settings.CLAIM_CONCURRENCY, read per request
         redis_url: str | None = None,  # None: settings.REDIS_URL
         max_age: float = MAX_AGE,

@@ -21,7 +21,7 @@ class Queue(models.Model):
     entries_sha256 = models.CharField(max_length=64, blank=True, default="")
     beacon = models.CharField(max_length=200, blank=True, default="")
     admitted_through = models.PositiveIntegerField(default=0, help_text="Tickets up to this are admitted.")
-    # Returned units go to the next tickets in number order (holds/offers.py): the highest ticket
+    # Returned units go to the next tickets in number order (sale/offers.py): the highest ticket
     # offered one so far (what the pages and the edge go by; the offerer asks the tickets themselves).
     offered_through = models.PositiveIntegerField(
         default=0, help_text="Tickets up to this have been offered a returned unit or had one."

@@ -24,10 +24,10 @@ from redis.exceptions import RedisError
 from admission import sql, state, tokens, work
 from admission.draw import RULE, draw_order, entries_digest, seed_digest
 from admission.models import Queue, Ticket, Wave
+from catalogue import selectors as catalogue
 from core import locks
 from core.errors import Busy, Ended, FloodgateError, SoldOut
-from inventory import gate
-from shop import selectors as catalogue
+from holds import gate
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class NotInQueue(FloodgateError):
 
 @dataclass(frozen=True)
 class Offer:
-    """The returned unit held for a ticket (holds/offers.py): yours until `expires_at`, unless
+    """The returned unit held for a ticket (sale/offers.py): yours until `expires_at`, unless
     paying has started (then the hold's full time); lapsed, it went to the next ticket."""
 
     hold: int
@@ -409,7 +409,7 @@ def tick(*, now: datetime | None = None) -> dict[str, int]:
     return {"drops": len(drops), "waves": waves, "changed": changed}
 
 
-# Returned units, in line order (holds/offers.py makes the offers; the line is kept here) -----
+# Returned units, in line order (sale/offers.py makes the offers; the line is kept here) -----
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from inventory import sql as stock
+from holds import sql as holds
+from shop.sql import STATE
 
 # Join before the draw: insert a ticket without a number only while the queue is undrawn.
 # FOR SHARE on the queue row makes the draw (FOR UPDATE) wait for joins in flight, and a
@@ -54,7 +55,7 @@ SELECT count(*)
    AND NOT EXISTS (SELECT 1 FROM holds_hold h WHERE h.drop_id = t.drop_id AND h.buyer_id = t.buyer_id)
 """
 
-# A ticket's offer is the hold made for it under this key (holds/offers.py); one per ticket, ever.
+# A ticket's offer is the hold made for it under this key (sale/offers.py); one per ticket, ever.
 OFFER_KEY = "offer:{ticket}"
 
 # The line's next tickets for returned units, in number order: drawn, the buyer's account
@@ -79,10 +80,10 @@ SELECT id, state, expires_at, extended FROM holds_hold
 
 # Everything a snapshot of a drop needs, for every drop on sale or about to be, in one read.
 # The state is computed with the database's clock, like the claim statements. "Available" is
-# what a claim could get (stock.CLAIMABLE); what is returning to the line is counted apart.
+# what a claim could get (holds.CLAIMABLE); what is returning to the line is counted apart.
 SNAPSHOTS = f"""
-SELECT d.id, d.slug, {stock.STATE},
-       {stock.CLAIMABLE},
+SELECT d.id, d.slug, {STATE},
+       {holds.CLAIMABLE},
        COALESCE((SELECT sum(h.quantity) FROM holds_hold h
                   WHERE h.drop_id = d.id AND h.state = 'held' AND h.expires_at > now()), 0),
        COALESCE(q.admitted_through, 0),
@@ -91,7 +92,7 @@ SELECT d.id, d.slug, {stock.STATE},
        q.seed_sha256, CASE WHEN q.drawn_at IS NOT NULL THEN q.seed END,
        (SELECT COALESCE(sum(w.admitted), 0) FROM admission_wave w
          WHERE w.drop_id = d.id AND w.at > now() - interval '2 minutes'),
-       {stock.RETURNING}, COALESCE(q.offered_through, 0)
+       {holds.RETURNING}, COALESCE(q.offered_through, 0)
   FROM shop_drop d LEFT JOIN admission_queue q ON q.drop_id = d.id
  WHERE d.id = ANY(%(drops)s)
 """

@@ -27,10 +27,10 @@ from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from admission import sql
+from catalogue import selectors as catalogue
+from catalogue.selectors import DropView
 from core.metrics import Gauge
-from shop import selectors as catalogue
 from shop.models import Drop, DropState
-from shop.selectors import DropView
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from admission import api, limits, services, state
+from catalogue import selectors as catalogue
 from core.api import signed_in
 from core.errors import Busy, FloodgateError, NotFound, RateLimited
-from shop import selectors as catalogue
 from shop.models import Drop, DropState
 
 

@@ -11,7 +11,7 @@ Scenarios, each run on a fresh drop (so the per-drop unique rules start empty):
   row      reserve() on a drop with one conditional stock row (bucket_count=1).
   buckets  reserve() on a drop split over 16 bucket rows.
   batch    reserve_batch() on the one-row drop, 100 buyers' claims per call: what the claim
-           lane sends when a crowd arrives together (holds/lane.py).
+           lane sends when a crowd arrives together (sale/lane.py).
   pgbench  the same statements reserve() sends in its transaction (see pgbench_script).
   units    reserve() in units mode (SKIP LOCKED over unit rows), 32 clients until sold out.
 
@@ -286,7 +286,7 @@ def ensure_buyers() -> tuple[int, int]:
 def new_drop(name: str, *, quantity: int, mode: str = "buckets", buckets: int = 1) -> Any:
     from django.utils import timezone
 
-    from shop.services import create_drop
+    from catalogue.services import create_drop
 
     now = timezone.now()
     return create_drop(

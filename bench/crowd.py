@@ -697,8 +697,8 @@ def retire_old_drops() -> None:
 
 
 def new_drop(s: Scenario, starts_at: dt.datetime) -> Any:
-    from inventory.models import InventoryMode
-    from shop.services import create_drop
+    from catalogue.services import create_drop
+    from shop.models import InventoryMode
 
     return create_drop(
         slug=f"{SLUG_PREFIX}{s.number}-{time.time_ns()}",
@@ -751,7 +751,7 @@ def run_crowd(spec: dict[str, Any], tokens: list[str], clients: int) -> tuple[li
 
 
 def new_buyers(n: int) -> list[str]:
-    from shop.services import create_buyers
+    from catalogue.services import create_buyers
 
     return [b.token for b in create_buyers(count=n, prefix="crowd")]
 
@@ -844,8 +844,8 @@ def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured
 def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> Measured:
     from django.utils import timezone
 
+    from holds.counts import invariant
     from holds.models import Hold
-    from inventory.selectors import invariant
 
     say(f"scenario {s.number} ({s.title}): {s.buyers:,} buyers, {s.in_flight} in flight")
     tokens = new_buyers(s.buyers)

@@ -236,7 +236,7 @@ def buyers(n: int) -> list[int]:
 def new_drop(name: str, *, quantity: int, waiting_room: bool) -> Any:
     from django.utils import timezone
 
-    from shop.services import create_drop
+    from catalogue.services import create_drop
 
     now = timezone.now()
     return create_drop(

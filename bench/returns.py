@@ -140,7 +140,7 @@ def buyer_ids(names: list[str]) -> list[int]:
 
 
 def new_drop(room: bool, starts_at: dt.datetime) -> Any:
-    from shop.services import create_drop
+    from catalogue.services import create_drop
 
     return create_drop(
         slug=f"{SLUG_PREFIX}returns-{'room' if room else 'open'}-{time.time_ns()}",
@@ -162,7 +162,7 @@ async def run_returns(run: Run, bases: list[str], returns: int) -> None:
     from django.utils import timezone
 
     from admission import services as line
-    from shop.services import create_buyers
+    from catalogue.services import create_buyers
 
     buyers = create_buyers(count=UNITS + returns + 200, prefix="crowd")
     names = [b.username for b in buyers]
@@ -228,7 +228,7 @@ async def run_returns(run: Run, bases: list[str], returns: int) -> None:
             [drop.pk],
         )
         run.waits = [(o[0] - r[0]).total_seconds() for r, o in zip(released, offered, strict=False)]
-    from inventory.selectors import invariant
+    from holds.counts import invariant
 
     run.drift = invariant(drop_id=drop.pk).drift
     retire_old_drops()

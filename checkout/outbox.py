@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from checkout.models import Order, OutboxMessage
 from core import formatting
-from inventory.selectors import claimable_by_drop
+from holds.counts import claimable_by_drop
 from shop.models import DropState
 
 log = logging.getLogger(__name__)

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from catalogue import selectors as catalogue
 from checkout import selectors, services
 from checkout.models import EVENT_ID_MAX
 from checkout.providers import get_provider
@@ -21,7 +22,6 @@ from core.api import error_response
 from core.errors import FloodgateError
 from core.text import storable_json
 from holds.services import effective_state
-from shop import selectors as catalogue
 
 MAX_WEBHOOK_BODY = 64 * 1024
 

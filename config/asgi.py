@@ -1,7 +1,7 @@
 """The ASGI application (`config.asgi:application`) that daphne serves: HTTP and WebSocket.
 
 HTTP goes through the admission edge (cheap answers from process-local snapshots), then
-the claim lane for the reserve API (holds/lane.py: claims batched per drop), then Django.
+the claim lane for the reserve API (sale/lane.py: claims batched per drop), then Django.
 WebSockets are the waiting room's live position, opened from the same snapshots. No auth
 middleware on them: the queue's message is public, and loading a session and a user per
 handshake would be two queries on Django's one sync thread for nothing.
@@ -22,8 +22,8 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from admission import edge as admission_edge  # noqa: E402
 from admission.routing import websocket_urlpatterns  # noqa: E402
-from holds.lane import Lane  # noqa: E402
 from ops.duties import keeper  # noqa: E402
+from sale.lane import Lane  # noqa: E402
 
 lane = Lane()
 # keeper.start: this process covers beat's duties while Celery is late with them (ops/duties.py).

@@ -51,9 +51,11 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # only its static files: Swagger UI for /docs/api/
     "shop",
     "inventory",
+    "catalogue",
     "holds",
-    "checkout",
     "admission",
+    "sale",
+    "checkout",
     "ops",
     "storefront",
     "accounts",

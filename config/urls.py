@@ -8,26 +8,26 @@ from django.views.generic import RedirectView
 from accounts import views as accounts_views
 from admission import api as admission_api
 from admission import views as admission_views
+from catalogue import api as catalogue_api
 from checkout import api as checkout_api
 from checkout import views as checkout_views
 from config import api_views
-from holds import api as holds_api
-from holds import views as holds_views
 from ops import api as ops_api
 from ops import views as ops_views
-from shop import api as shop_api
+from sale import api as sale_api
+from sale import views as sale_views
 from storefront import views
 
 api_patterns = [
     path("", api_views.index, name="api-index"),
     path("openapi.json", api_views.openapi, name="api-openapi"),
-    path("me", shop_api.me, name="api-me"),
-    path("drops", shop_api.drop_list, name="api-drops"),
-    path("drops/<slug:slug>", shop_api.drop_detail, name="api-drop"),
-    path("drops/<slug:slug>/holds", holds_api.reserve, name="api-reserve"),
+    path("me", catalogue_api.me, name="api-me"),
+    path("drops", catalogue_api.drop_list, name="api-drops"),
+    path("drops/<slug:slug>", catalogue_api.drop_detail, name="api-drop"),
+    path("drops/<slug:slug>/holds", sale_api.reserve, name="api-reserve"),
     path("drops/<slug:slug>/queue", admission_api.queue, name="api-queue"),
     path("drops/<slug:slug>/queue/draw", admission_api.draw, name="api-queue-draw"),
-    path("holds/<str:hold_id>", holds_api.hold, name="api-hold"),
+    path("holds/<str:hold_id>", sale_api.hold, name="api-hold"),
     path("holds/<str:hold_id>/payment", checkout_api.start_payment, name="api-payment"),
     path("orders", checkout_api.orders, name="api-orders"),
     path("orders/<str:order_id>", checkout_api.order, name="api-order"),
@@ -54,9 +54,9 @@ urlpatterns = [
     path("drops/<slug:slug>/", views.drop, name="drop"),
     path("drops/<slug:slug>/queue/", admission_views.queue, name="drop-queue"),
     path("drops/<slug:slug>/queue/verify", admission_views.verify, name="drop-queue-verify"),
-    path("drops/<slug:slug>/buy", holds_views.buy, name="buy"),
-    path("holds/<int:hold_id>/", holds_views.hold, name="hold"),
-    path("holds/<int:hold_id>/release", holds_views.release, name="release"),
+    path("drops/<slug:slug>/buy", sale_views.buy, name="buy"),
+    path("holds/<int:hold_id>/", sale_views.hold, name="hold"),
+    path("holds/<int:hold_id>/release", sale_views.release, name="release"),
     path("holds/<int:hold_id>/pay", checkout_views.pay, name="pay"),
     path("orders/", checkout_views.orders, name="orders"),
     path("orders/<int:order_id>/", checkout_views.order, name="order"),

@@ -10,7 +10,7 @@ Keys (bounded: per-second data expires, the rest is one small hash per drop):
     fg:m:drops                         set of drop ids that have reserve metrics
     fg:m:drift                         hash drop id -> times drift was detected
     fg:m:gate:refused                  hash drop id -> reserves the Redis gate answered "sold out"
-                                       (written by inventory.gate's Lua, in the refusal's own call)
+                                       (written by holds.gate's Lua, in the refusal's own call)
     fg:m:reserve:total:<drop>          hash outcome -> reserve answers
     fg:m:reserve:latency:<drop>        hash "c:<le>" / "r:<le>" -> claims / refusals in that bucket
                                        (not cumulative), "c:sum_us" / "r:sum_us"

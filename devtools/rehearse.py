@@ -53,7 +53,7 @@ def rehearse(args: argparse.Namespace) -> Path:
     from django.conf import settings
 
     from core.errors import InvalidInput
-    from inventory.selectors import invariant
+    from holds.counts import invariant
     from ops import rehearsal
     from shop.models import Drop
 
@@ -90,7 +90,7 @@ def run_crowd(args: argparse.Namespace, drop: Any, copy: Any, buyers: list[Any],
     from django.utils import timezone
 
     from checkout.models import Order
-    from inventory.selectors import invariant
+    from holds.counts import invariant
 
     work = args.out / copy.slug
     work.mkdir(parents=True, exist_ok=True)
@@ -158,7 +158,7 @@ def run_crowd(args: argparse.Namespace, drop: Any, copy: Any, buyers: list[Any],
 def sample(crowd: subprocess.Popen[bytes], copy: Any, events_path: Path) -> list[dict[str, float]]:
     """The copy's invariant and line every half second until the crowd is done, with progress."""
     from admission.models import Queue, Ticket
-    from inventory.selectors import invariant
+    from holds.counts import invariant
 
     samples: list[dict[str, float]] = []
     started = time.monotonic()

@@ -52,9 +52,9 @@ def seed() -> int:
     django.setup()
     from django.contrib.auth import get_user_model
     from django.utils import timezone
-
-    from shop import services
     from shop.management.commands.seed_demo import DEMO_DESCRIPTION, DEMO_SKU
+
+    from catalogue import services
     from shop.models import Product
 
     now = timezone.now()

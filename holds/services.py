@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
+from catalogue import selectors as catalogue
 from core import locks, metrics
 from core.errors import (
     Ended,
@@ -37,11 +38,9 @@ from core.errors import (
     Unauthenticated,
     UnitTaken,
 )
-from holds import sql
+from holds import gate, sql
 from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
-from inventory import gate
 from inventory import services as stock
-from shop import selectors as catalogue
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ distributed by drop a claim is one shard's transaction (docs/SCALING.md, tests/t
 from __future__ import annotations
 
 from inventory import sql as stock
-from shop.sql import AUDIENCE
+from shop.sql import AUDIENCE, LIVE
 
 # Start a hold for a buyer with an idempotency key; expiry from the drop's hold time
 # on the database clock. ON CONFLICT covers both unique rules: the same key again
@@ -176,7 +176,7 @@ UPDATE holds_hold SET expires_at = greatest(expires_at, %(since)s + make_interva
 RETURNING id
 """
 
-# A returned unit offered to each of the line's next tickets (holds/offers.py): a hold of the
+# A returned unit offered to each of the line's next tickets (sale/offers.py): a hold of the
 # drop's offer_seconds under the ticket's offer key, in ticket order, only while the drop is live.
 # A buyer who meanwhile started a hold of their own conflicts (one active hold): no offer, they
 # have a unit. Rows: (hold, buyer) made. Stock is taken after, as every claim's.
@@ -186,7 +186,7 @@ INSERT INTO holds_hold
         created_at, expires_at, extended)
 SELECT d.id, o.buyer, 1, NULL, 'held', o.key, '', now(), now() + make_interval(secs => d.offer_seconds), false
   FROM unnest(%(buyers)s::bigint[], %(keys)s::text[]) WITH ORDINALITY AS o(buyer, key, ord)
-  JOIN shop_drop d ON d.id = %(drop)s AND {stock.LIVE}
+  JOIN shop_drop d ON d.id = %(drop)s AND {LIVE}
  ORDER BY o.ord
 ON CONFLICT DO NOTHING
 RETURNING id, buyer_id
@@ -195,3 +195,39 @@ RETURNING id, buyer_id
 # An offer's statements never wait long for a buyer's claim (whose hold insert or bucket lock
 # it may meet): it gives way and the next tick tries again, so a claim is never the deadlock's victim.
 OFFER_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '200ms'"
+
+
+# Units of held holds whose time is up and that nobody has reclaimed yet (d = shop_drop):
+# a claim that finds no stock reclaims them inline, so a filter in front counts them too.
+EXPIRED_UNRECLAIMED = """COALESCE((SELECT sum(eh.quantity) FROM holds_hold eh
+   WHERE eh.drop_id = d.id AND eh.state = 'held' AND eh.expires_at <= now()), 0)"""
+
+# What a claim could get right now: open units, plus expired, unreclaimed ones where a
+# reclaim makes them open (in a waiting-room drop it makes them the line's instead).
+CLAIMABLE = f"({stock.OPEN} + CASE WHEN d.waiting_room THEN 0 ELSE {EXPIRED_UNRECLAIMED} END)"
+
+# What is on its way to a waiting room's line: returned units and expired holds' units.
+RETURNING = f"({stock.RETURNED} + CASE WHEN d.waiting_room THEN {EXPIRED_UNRECLAIMED} ELSE 0 END)"
+
+# Units a claim could get per drop (available plus expired, unreclaimed); read only.
+CLAIMABLE_BY_DROP = f"SELECT d.id, {CLAIMABLE} FROM shop_drop d WHERE d.id = ANY(%(drops)s)"
+
+# available + held + sold = quantity, all terms from one statement, so one snapshot.
+# Read only. Units mode counts unit rows; the hold sums must agree with them.
+INVARIANT = f"""
+SELECT d.quantity, {stock.AVAILABLE},
+       COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.expired_unreclaimed, 0),
+       COALESCE(h.expired_holds, 0),
+       (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'held'),
+       (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'sold'),
+       d.inventory_mode
+  FROM shop_drop d
+  LEFT JOIN LATERAL (
+       SELECT sum(quantity) FILTER (WHERE state = 'held') AS held,
+              sum(quantity) FILTER (WHERE state = 'sold') AS sold,
+              sum(quantity) FILTER (WHERE state = 'held' AND expires_at <= now()) AS expired_unreclaimed,
+              count(*) FILTER (WHERE state = 'expired') AS expired_holds
+         FROM holds_hold WHERE drop_id = d.id
+  ) h ON true
+ WHERE d.id = %(drop)s
+"""

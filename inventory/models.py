@@ -6,11 +6,6 @@ from django.db import models
 from django.db.models import Q
 
 
-class InventoryMode(models.TextChoices):
-    BUCKETS = "buckets", "Buckets (identical units)"
-    UNITS = "units", "Units (labelled, e.g. seats)"
-
-
 class StockBucket(models.Model):
     """One slice of a drop's stock; a drop's quantity is split over `bucket_count` of these."""
 
@@ -18,7 +13,7 @@ class StockBucket(models.Model):
     index = models.PositiveSmallIntegerField()
     available = models.IntegerField()
     # Units given back in a waiting-room drop: they go to the line's next tickets one by one
-    # (holds/offers.py), never to whoever claims first, so no claim reads this column.
+    # (sale/offers.py), never to whoever claims first, so no claim reads this column.
     returned = models.IntegerField(db_default=0, default=0)
 
     class Meta:

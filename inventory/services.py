@@ -27,7 +27,8 @@ from core.errors import (
     UnitTaken,
 )
 from inventory import sql
-from inventory.models import InventoryMode, StockBucket, Unit
+from inventory.models import StockBucket, Unit
+from shop.models import InventoryMode
 
 MAX_LABEL_LENGTH = 40
 
@@ -252,7 +253,7 @@ def _asks(holds: list[tuple[int, int]]) -> dict[str, list[int]]:
     return {"holds": [hold for hold, _ in holds], "qs": [quantity for _, quantity in holds]}
 
 
-# Returned units (a waiting-room drop's, GIVE_BACK): only holds/offers.py takes them, under
+# Returned units (a waiting-room drop's, GIVE_BACK): only sale/offers.py takes them, under
 # the drop's WAVE lock, one to each of the line's next tickets.
 
 

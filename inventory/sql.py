@@ -15,14 +15,7 @@ from typing import Any, cast
 
 from django.db.backends.utils import CursorWrapper
 
-# The one definition of a drop's state on the database's clock (d = shop_drop), in the order
-# buyers are told (paused, then not started, then ended): the snapshots publish it, and "on
-# sale" for every claim below is its 'live'. shop.models.Drop.state_at is the same rule for Python.
-STATE = """CASE WHEN d.paused THEN 'paused'
-            WHEN now() < d.starts_at THEN 'scheduled'
-            WHEN now() >= d.ends_at THEN 'ended'
-            ELSE 'live' END"""
-LIVE = f"({STATE}) = 'live'"
+from shop.sql import LIVE, STATE
 
 # What any claim may take (d = shop_drop): free units in its buckets plus its unit rows in
 # state 'available' (the partial index).
@@ -36,23 +29,11 @@ RETURNED = """(COALESCE((SELECT sum(rb.returned) FROM inventory_stockbucket rb W
 # The one definition of a drop's available units (neither held nor sold), whatever its mode.
 AVAILABLE = f"({OPEN} + {RETURNED})"
 
-# Units of held holds whose time is up and that nobody has reclaimed yet (d = shop_drop):
-# a claim that finds no stock reclaims them inline, so a filter in front counts them too.
-EXPIRED_UNRECLAIMED = """COALESCE((SELECT sum(eh.quantity) FROM holds_hold eh
-   WHERE eh.drop_id = d.id AND eh.state = 'held' AND eh.expires_at <= now()), 0)"""
-
-# What a claim could get right now: open units, plus expired, unreclaimed ones where a
-# reclaim makes them open (in a waiting-room drop it makes them the line's instead).
-CLAIMABLE = f"({OPEN} + CASE WHEN d.waiting_room THEN 0 ELSE {EXPIRED_UNRECLAIMED} END)"
-
-# What is on its way to a waiting room's line: returned units and expired holds' units.
-RETURNING = f"({RETURNED} + CASE WHEN d.waiting_room THEN {EXPIRED_UNRECLAIMED} ELSE 0 END)"
-
 # Giving units back, as CTEs that follow a CTE named `ended` (id, drop_id, quantity,
 # bucket_index) of holds that the same statement has just ended: the hold transition and
 # the credit are one statement, so a unit comes back exactly once. Buckets are locked in
 # index order. A waiting-room drop's units come back as 'returned' (offered to the line in
-# ticket order, holds/offers.py); another drop's are open to any claim at once.
+# ticket order, sale/offers.py); another drop's are open to any claim at once.
 GIVE_BACK = """credit AS (
     SELECT b.id, c.units, c.line FROM inventory_stockbucket b
       JOIN (SELECT e.drop_id, e.bucket_index, sum(e.quantity) AS units, bool_or(gd.waiting_room) AS line
@@ -174,11 +155,11 @@ SELECT index, available FROM inventory_stockbucket WHERE drop_id = %(drop)s
  ORDER BY available DESC, index LIMIT 1
 """
 
-# Lock a drop that has not started and has no holds; no row: its layout is fixed.
-LOCK_UNSTARTED_UNCLAIMED_DROP = """
+# Lock a drop that has not started and whose every unit is still open (none held, sold or
+# returned); no row: its layout is fixed.
+LOCK_UNSTARTED_UNCLAIMED_DROP = f"""
 SELECT id FROM shop_drop d
- WHERE d.id = %(drop)s AND now() < d.starts_at
-   AND NOT EXISTS (SELECT 1 FROM holds_hold WHERE drop_id = d.id)
+ WHERE d.id = %(drop)s AND now() < d.starts_at AND {OPEN} = d.quantity
    FOR NO KEY UPDATE
 """
 
@@ -302,26 +283,6 @@ RETURNING u.label
 
 UNIT_LABEL_EXISTS = "SELECT 1 FROM inventory_unit WHERE drop_id = %(drop)s AND label = %(label)s"
 
-# available + held + sold = quantity, all terms from one statement, so one snapshot.
-# Read only. Units mode counts unit rows; the hold sums must agree with them.
-INVARIANT = f"""
-SELECT d.quantity, {AVAILABLE},
-       COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.expired_unreclaimed, 0),
-       COALESCE(h.expired_holds, 0),
-       (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'held'),
-       (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'sold'),
-       d.inventory_mode
-  FROM shop_drop d
-  LEFT JOIN LATERAL (
-       SELECT sum(quantity) FILTER (WHERE state = 'held') AS held,
-              sum(quantity) FILTER (WHERE state = 'sold') AS sold,
-              sum(quantity) FILTER (WHERE state = 'held' AND expires_at <= now()) AS expired_unreclaimed,
-              count(*) FILTER (WHERE state = 'expired') AS expired_holds
-         FROM holds_hold WHERE drop_id = d.id
-  ) h ON true
- WHERE d.id = %(drop)s
-"""
-
 
 Params = Mapping[str, Any]  # a statement's named parameters
 Row = tuple[Any, ...]
@@ -345,9 +306,6 @@ def all_rows(cursor: CursorWrapper, statement: str, params: Params) -> list[Row]
     cursor.execute(statement, params)
     return cast(list[Row], cursor.fetchall())
 
-
-# Units a claim could get per drop (available plus expired, unreclaimed); read only.
-CLAIMABLE_BY_DROP = f"SELECT d.id, {CLAIMABLE} FROM shop_drop d WHERE d.id = ANY(%(drops)s)"
 
 AVAILABLE_BY_DROP = f"SELECT d.id, {AVAILABLE} FROM shop_drop d WHERE d.id = ANY(%(drops)s)"
 

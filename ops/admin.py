@@ -24,15 +24,15 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
+from catalogue import services
 from checkout import selectors as checkout_selectors
 from core.errors import FloodgateError
 from core.http import safe_next
+from holds.counts import invariant
 from inventory import services as inventory
-from inventory.models import InventoryMode
-from inventory.selectors import invariant
 from ops import dashboard, rehearsal, switch
-from shop import pictures, services
-from shop.models import ApiToken, Drop, DropState, PauseEvent, Product
+from shop import pictures
+from shop.models import ApiToken, Drop, DropState, InventoryMode, PauseEvent, Product
 
 admin.site.site_header = "Floodgate"
 admin.site.site_title = "Floodgate admin"
@@ -443,7 +443,7 @@ class DropAdmin(admin.ModelAdmin):
         return self._changeform_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request: HttpRequest, obj: Drop, form: forms.ModelForm, change: bool) -> None:
-        """New drop: created by shop.services. Changed drop: stock moves with quantity and layout."""
+        """New drop: created by catalogue.services. Changed drop: stock moves with quantity and layout."""
         if not change:
             data = form.cleaned_data
             product = data["product"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
+from catalogue import selectors
 from core.api import api, json_body
 from core.errors import Forbidden, InvalidInput
-from inventory.selectors import invariant
+from holds.counts import invariant
 from ops import switch
-from shop import selectors
 
 
 def _require(request: HttpRequest, permission: str | None) -> None:

@@ -14,8 +14,9 @@ from redis.exceptions import RedisError
 from admission import state
 from checkout.selectors import payments_needing_attention
 from core import metrics
-from inventory import gate
-from inventory.selectors import bucket_levels, invariant, stranded_units
+from holds import gate
+from holds.counts import invariant
+from inventory.selectors import bucket_levels, stranded_units
 from ops import duties
 from ops.metrics import lock_waits
 from shop.models import Drop, PauseEvent

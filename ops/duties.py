@@ -26,14 +26,14 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from admission import services as admission
+from catalogue import selectors as catalogue
 from checkout import outbox
 from checkout import selectors as payments
 from checkout import services as checkout
 from checkout.providers.base import ProviderError
-from holds import offers
 from holds import services as holds
 from ops import rehearsal, sql, switch
-from shop import selectors as catalogue
+from sale import offers
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ from django.utils import timezone
 from checkout.selectors import outbox_backlog
 from core.errors import NotFound
 from core.metrics import Gauge
-from inventory.selectors import invariant, stranded_units
+from holds.counts import invariant
+from inventory.selectors import stranded_units
 from ops import duties, sql
 from shop.models import Drop
 

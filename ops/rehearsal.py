@@ -31,9 +31,9 @@ from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Least
 from django.utils import timezone
 
+from catalogue import services
 from core.errors import InvalidInput
 from holds.models import Hold
-from shop import services
 from shop.models import ApiToken, Drop
 
 log = logging.getLogger(__name__)

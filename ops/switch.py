@@ -14,7 +14,7 @@ from admission import state
 from core import metrics
 from core.errors import InvalidInput
 from core.text import storable
-from inventory.selectors import invariant
+from holds.counts import invariant
 from ops import sql
 from shop.models import Drop, PauseAction
 

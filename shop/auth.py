@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.backends import BaseBackend
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 
 from shop.models import ApiToken
 
 
 class BearerTokenBackend(BaseBackend):
-    def authenticate(
-        self, request: HttpRequest | None, bearer_token: str | None = None, **_: object
-    ) -> object:
-        """The active user whose API token this is; None for anything else (other backends' turn)."""
-        if not bearer_token:
+    def authenticate(self, request: HttpRequest | None, **credentials: Any) -> User | None:
+        """The active user whose API token (`bearer_token=`) this is; None for anything else
+        (other backends' turn)."""
+        bearer_token = credentials.get("bearer_token")
+        if not isinstance(bearer_token, str) or not bearer_token:
             return None
         token = _token(bearer_token)
         return token.user if token is not None else None

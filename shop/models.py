@@ -14,7 +14,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core import formatting
-from inventory.models import InventoryMode
 
 SLUG_RULE = RegexValidator(
     r"^[a-z0-9]+(?:-[a-z0-9]+)*$",
@@ -89,6 +88,13 @@ class DropState(models.TextChoices):
     LIVE = "live"
     PAUSED = "paused"
     ENDED = "ended"
+
+
+class InventoryMode(models.TextChoices):
+    """How a drop's stock is kept (inventory/): counters of identical units, or a row per unit."""
+
+    BUCKETS = "buckets", "Buckets (identical units)"
+    UNITS = "units", "Units (labelled, e.g. seats)"
 
 
 class Drop(models.Model):

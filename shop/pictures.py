@@ -21,7 +21,7 @@ EXTENSIONS = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}  # Pillow's format ->
 SERVED = tuple(f".{ext}" for ext in (*EXTENSIONS.values(), "jpeg"))  # what /media/ serves at all
 
 
-def cleaned(upload: UploadedFile) -> ContentFile:
+def cleaned(upload: UploadedFile[bytes]) -> ContentFile[bytes]:
     """The picture re-encoded in its own format; InvalidInput says what to upload instead."""
     if upload.size is not None and upload.size > MAX_BYTES:
         raise InvalidInput("The picture is larger than 5 MB; save a smaller one.")
@@ -34,10 +34,11 @@ def cleaned(upload: UploadedFile) -> ContentFile:
                 if picture.width * picture.height > MAX_PIXELS:
                     raise InvalidInput("The picture has more than 40 million pixels; save a smaller one.")
                 picture.load()
+                encoded: Image.Image = picture
                 if kind == "JPEG" and picture.mode not in ("RGB", "L"):
-                    picture = picture.convert("RGB")
+                    encoded = picture.convert("RGB")
                 out = io.BytesIO()
-                picture.save(out, format=kind)  # no exif= or icc_profile=: the metadata stays behind
+                encoded.save(out, format=kind)  # no exif= or icc_profile=: the metadata stays behind
     except (UnidentifiedImageError, Image.DecompressionBombWarning, Image.DecompressionBombError, OSError):
         raise InvalidInput("This file is not a JPEG, PNG or WebP picture; save it as one of those.") from None
     stem = slugify(PurePath(upload.name or "").stem)[:80] or "picture"

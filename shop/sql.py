@@ -16,3 +16,12 @@ SELECT {AUDIENCE}
   FROM auth_user u LEFT JOIN shop_drop d ON d.id = %(drop)s
  WHERE u.id = %(buyer)s AND u.is_active
 """
+
+# The one definition of a drop's state on the database's clock (d = shop_drop), in the order
+# buyers are told (paused, then not started, then ended): the snapshots publish it, and "on
+# sale" for every claim below is its 'live'. shop.models.Drop.state_at is the same rule for Python.
+STATE = """CASE WHEN d.paused THEN 'paused'
+            WHEN now() < d.starts_at THEN 'scheduled'
+            WHEN now() >= d.ends_at THEN 'ended'
+            ELSE 'live' END"""
+LIVE = f"({STATE}) = 'live'"

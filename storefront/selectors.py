@@ -6,13 +6,12 @@ import contextlib
 from dataclasses import dataclass
 
 from admission import services as admission
+from catalogue import selectors as catalogue
+from catalogue.selectors import DropView
 from holds import selectors as holds
 from holds.models import Hold
-from inventory.models import InventoryMode
 from inventory.selectors import Seat, seat_map
-from shop import selectors as catalogue
-from shop.models import DropState
-from shop.selectors import DropView
+from shop.models import DropState, InventoryMode
 
 # Up to this many units the page draws every seat to pick from; beyond it, a list of the free ones.
 SEAT_GRID_MAX = 300

@@ -11,9 +11,9 @@ from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.views.static import serve
 
+from catalogue import selectors as catalogue
 from core.errors import NotFound
 from shop import pictures
-from shop import selectors as catalogue
 from storefront import selectors
 
 

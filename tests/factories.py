@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
-from shop import services
+from catalogue import services
 from shop.models import Drop
 
 _seq = itertools.count(1)

@@ -176,7 +176,7 @@ class DjangoWork:
 
 @pytest.fixture
 def edge_alone() -> Iterator[None]:
-    """The edge straight in front of Django, without the claim lane (tests/holds/test_lane.py):
+    """The edge straight in front of Django, without the claim lane (tests/sale/test_lane.py):
     what the edge does not answer must reach Django's own request path."""
     lane, EDGE.lane = EDGE.lane, None
     try:

@@ -38,11 +38,11 @@ from websockets.sync.client import connect
 
 from admission import state
 from admission.models import Queue, Ticket
+from catalogue import services as shop
 from devtools import sentinel
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from ops.models import Duty
-from shop import services as shop
 from tests.conftest import CELERY, ROOT, WEB, app_env, free_port, start_process, stop, wait_for_port
 from tests.factories import make_drop
 

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core import mail
 from django.test import Client
 
-from shop.services import create_buyers
+from catalogue.services import create_buyers
 from tests.factories import make_buyer
 
 pytestmark = pytest.mark.django_db

@@ -22,9 +22,9 @@ from django.utils import timezone
 from admission import state, tokens
 from admission.edge import Edge
 from devtools.embedded import start_redis
+from holds.counts import invariant
 from holds.models import Hold
 from holds.services import reserve
-from inventory.selectors import invariant
 from ops import switch
 from shop.models import ApiToken
 from tests.factories import make_buyer, make_drop

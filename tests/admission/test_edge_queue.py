@@ -19,8 +19,8 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from admission import services, state, tokens
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from shop.models import ApiToken, Drop
 from tests.factories import make_buyer, make_drop
 from tests.harness import (

@@ -13,8 +13,8 @@ from django.test import Client, override_settings
 from admission import services as admission
 from admission.models import Ticket
 from devtools.embedded import start_redis
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from shop.models import ApiToken
 from tests.factories import make_buyer, make_drop
 

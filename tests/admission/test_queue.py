@@ -197,7 +197,7 @@ def test_units_of_expired_unreclaimed_holds_go_to_the_line_not_to_waves_or_the_e
 
     expire_in([hold.pk], -1)  # over, and no sweeper has run
 
-    # A waiting room gives it to the next ticket (holds/offers.py): no wave admits for it, and a
+    # A waiting room gives it to the next ticket (sale/offers.py): no wave admits for it, and a
     # claim at the edge is told there is nothing to take, while the line is told it may come.
     snap = state.compute([drop])[0]
     assert (snap.available, snap.returning, snap.held, snap.queue_state) == (0, 1, 0, "all_held")

@@ -27,10 +27,9 @@ from django_redis import get_redis_connection
 from admission import limits
 from core import metrics
 from core.errors import Busy, SoldOut
-from holds import services
+from holds import gate, services
+from holds.counts import invariant
 from holds.models import Hold, HoldState
-from inventory import gate
-from inventory.selectors import invariant
 from shop.models import ApiToken, Drop
 from tests.concurrency import run_concurrently
 from tests.conftest import free_port

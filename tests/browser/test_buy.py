@@ -5,8 +5,8 @@ import re
 import pytest
 
 from holds import services
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from tests.factories import make_buyer, make_drop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -6,8 +6,8 @@ import httpx
 import pytest
 
 from checkout.models import Payment
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from tests.conftest import PROVIDER_SECRET, Worker
 from tests.factories import expire_in, make_buyer, make_drop
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from admission import services, state
-from holds import offers
 from holds import services as holds
+from sale import offers
 from shop.models import Drop
 from tests.browser.helpers import join_from_the_link, off_the_loop
 from tests.factories import make_buyer, make_drop

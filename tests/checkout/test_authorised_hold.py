@@ -25,8 +25,8 @@ from checkout.providers.base import WebhookEvent as ProviderEvent
 from checkout.providers.signing import SIGNATURE_HEADER, sign
 from config.celery import app as celery_app
 from holds import services as holds
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from ops import duties
 from tests.conftest import PROVIDER_SECRET, WEBHOOK_SECRET
 from tests.factories import expire_in, make_buyer, make_drop

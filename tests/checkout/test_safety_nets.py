@@ -16,7 +16,7 @@ from checkout.models import Order, Payment, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
-from inventory.selectors import invariant
+from holds.counts import invariant
 from ops import dashboard
 from tests.factories import make_buyer, make_drop
 

@@ -12,8 +12,8 @@ from django.db import connection, transaction
 
 from checkout.models import Order, OutboxMessage, Payment, WebhookEvent
 from holds import services as holds
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from shop.models import ApiToken
 from tests.conftest import PROVIDER_SECRET, Worker
 from tests.factories import make_buyer, make_drop

@@ -16,8 +16,8 @@ from checkout.models import Order, OrderState, OutboxMessage, Payment, PaymentSt
 from checkout.outbox import LATE_VOIDED_TOPIC
 from config.celery import app as celery_app
 from holds import services as holds
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from shop.models import Drop
 from tests.checkout.helpers import Sale, pending_sales
 from tests.concurrency import run_spread

@@ -12,10 +12,10 @@ from django.db import connections
 from core.errors import LimitReached, Paused, SoldOut
 from holds import services
 from holds import sql as holds_sql
+from holds.counts import invariant
 from holds.models import Hold, HoldState
 from holds.services import Ask, Reservation
 from inventory import sql as stock_sql
-from inventory.selectors import invariant
 from shop.models import Drop
 from tests.concurrency import run_concurrently
 from tests.factories import make_drop

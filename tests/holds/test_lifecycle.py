@@ -11,9 +11,9 @@ from django.db import connection
 
 from core.errors import Ended, HoldNotActive, NotStarted, Paused, SoldOut, UnitTaken
 from holds import services
+from holds.counts import invariant
 from holds.models import Hold
 from inventory.models import Unit
-from inventory.selectors import invariant
 from shop.models import Drop
 from tests.concurrency import run_concurrently, run_spread
 from tests.factories import expire_in, make_drop

@@ -36,9 +36,8 @@ from core.errors import (
     Paused,
     SoldOut,
 )
-from holds import services
+from holds import counts, services
 from holds.models import Hold
-from inventory import selectors
 from inventory import services as stock
 from ops import switch
 from shop.models import Drop
@@ -213,7 +212,7 @@ class HoldLifecycle(RuleBasedStateMachine):
         if not hasattr(self, "drop"):
             return
         self._sync_overdue()
-        state = selectors.invariant(drop_id=self.drop.pk)
+        state = counts.invariant(drop_id=self.drop.pk)
         assert state.drift == 0, state
         assert state.quantity == self.quantity
         assert state.sold == self._units("sold")

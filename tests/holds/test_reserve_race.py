@@ -12,8 +12,8 @@ from django.db import IntegrityError, connection, transaction
 
 from core.errors import SoldOut
 from holds import services, sql
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from tests.concurrency import run_concurrently
 from tests.factories import make_drop
 

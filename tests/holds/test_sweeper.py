@@ -13,8 +13,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from holds import services
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from tests.factories import make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)

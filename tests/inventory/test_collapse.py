@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from holds.counts import invariant
 from inventory.models import StockBucket
-from inventory.selectors import bucket_levels, invariant
+from inventory.selectors import bucket_levels
 from inventory.services import collapse_buckets
 from tests.factories import make_drop
 

@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from core.errors import InvalidInput
 from holds import services as holds
+from holds.counts import invariant
 from inventory import services, sql
 from inventory.models import StockBucket, Unit
-from inventory.selectors import invariant
 from shop.models import Drop
 from tests.concurrency import run_concurrently
 from tests.factories import make_buyer, make_drop

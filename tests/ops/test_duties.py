@@ -33,8 +33,8 @@ from admission import services as admission
 from admission import state
 from admission.models import Queue, Ticket
 from holds import services as holds
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from ops import duties
 from ops.models import Duty
 from tests.conftest import CELERY, ROOT, WEB, app_env, free_port, start_process, stop, wait_for_port

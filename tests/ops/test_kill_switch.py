@@ -17,8 +17,8 @@ from django.test import Client
 
 from core.errors import FloodgateError
 from holds import services as holds
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from ops import switch
 from shop.models import Drop, PauseAction, PauseEvent
 from tests.factories import make_drop, staff

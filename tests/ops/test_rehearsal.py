@@ -15,8 +15,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from checkout.models import Order
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from shop.models import ApiToken, Drop
 from tests.conftest import ROOT, Worker, database_url_for_tests
 from tests.factories import make_drop

@@ -10,8 +10,8 @@ from django.apps import apps
 from django.db import IntegrityError, connection, transaction
 from django.test import Client
 
+from catalogue.services import InvalidInput, create_drop
 from shop.models import SKU_MESSAGE, Product
-from shop.services import InvalidInput, create_drop
 from tests.factories import make_drop, merchant
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ import httpx
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from admission import draw, services
+from catalogue import selectors as catalogue
 from core.errors import FloodgateError
-from shop import selectors as catalogue
 
 
 class Command(BaseCommand):

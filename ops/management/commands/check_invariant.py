@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from inventory.selectors import invariant
+from holds.counts import invariant
 from shop.models import Drop
 
 

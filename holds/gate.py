@@ -29,7 +29,7 @@ from redis.exceptions import RedisError
 
 from core.errors import Busy, SoldOut
 from core.metrics import GATE_REFUSALS_KEY
-from inventory.selectors import claimable_by_drop
+from holds.counts import claimable_by_drop
 
 log = logging.getLogger(__name__)
 

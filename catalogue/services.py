@@ -17,8 +17,7 @@ from django.utils import timezone
 from core.errors import InvalidInput
 from inventory import selectors as stock
 from inventory import services as inventory
-from inventory.models import InventoryMode
-from shop.models import ApiToken, Drop, Product, RehearsalBuyer
+from shop.models import ApiToken, Drop, InventoryMode, Product, RehearsalBuyer
 
 log = logging.getLogger(__name__)
 

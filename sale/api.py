@@ -6,7 +6,8 @@ from django.http import HttpRequest, JsonResponse
 
 from admission import limits
 from core.api import api, json_body, signed_in
-from holds import entry, selectors, services
+from holds import selectors, services
+from sale import entry
 
 
 @api({"POST"}, login=True)

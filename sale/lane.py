@@ -57,13 +57,14 @@ from django.http.multipartparser import MultiPartParserError
 from admission import limits, tokens
 from admission import services as admission
 from admission import state as snapshots
+from catalogue import selectors as catalogue
 from core import redis
 from core.api import CSRF_FAILED, LOG_IN, MAX_BODY, TOO_LARGE, csrf_failure, parse_json_body
 from core.asgi import PRIVATE_HEADERS, Answer, Message, Receive, Scope, Send, bearer, cookies, header
 from core.errors import Busy, CsrfFailed, FloodgateError, NotFound, TooLarge, Unauthenticated
-from holds import entry, selectors, services
+from holds import selectors, services
 from holds.services import Ask, Reservation
-from shop import selectors as catalogue
+from sale import entry
 from shop.auth import users_of_tokens
 from shop.models import Drop
 
@@ -243,7 +244,7 @@ class Lane:
             unit=body.get("unit"),
             admission_token=header(scope, b"x-admission-token"),
         )
-        for step in entry.steps(drop, request):  # holds.entry's sequence: the limit awaited, claims batched
+        for step in entry.steps(drop, request):  # sale.entry's sequence: the limit awaited, claims batched
             if isinstance(step, entry.Limit):
                 assert self._redis is not None
                 await limits.check_async(self._redis, scope=step.scope, ip=step.ip, buyer_id=step.buyer_id)

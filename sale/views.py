@@ -11,10 +11,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from admission import limits
+from catalogue import selectors as catalogue
 from core.api import signed_in
 from core.errors import FloodgateError, NotAdmitted, NotFound
-from holds import entry, selectors, services
-from shop import selectors as catalogue
+from holds import selectors, services
+from sale import entry
 
 
 @require_POST

@@ -25,14 +25,14 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from admission import state
+from catalogue.services import create_buyers
 from config.asgi import application
 from core.api import MAX_BODY
 from holds import services as holds
-from holds.lane import Lane
+from holds.counts import invariant
 from holds.models import Hold, HoldState
-from inventory.selectors import invariant
+from sale.lane import Lane
 from shop.models import Drop
-from shop.services import create_buyers
 from tests.conftest import app_env, free_port, start_process, wait_for_port
 from tests.factories import make_buyer, make_drop
 from tests.harness import (
@@ -478,7 +478,7 @@ def test_an_account_or_drop_deleted_while_cached_gets_djangos_answer_and_spoils_
 
 @override_settings(IP_RATE_LIMIT_BURST=100_000)
 def test_claims_queued_when_a_batch_learns_nothing_is_left_hear_it_without_another_batch(monkeypatch) -> None:
-    from holds import lane as lane_module
+    from sale import lane as lane_module
 
     # The subject is the fan-out, not the deadline: on a loaded machine a claim queued behind a
     # batch held at the row would otherwise be told "busy" before the row is let go.
@@ -658,7 +658,7 @@ def test_a_buyer_in_line_who_reserves_before_the_start_hears_when_it_opens_on_bo
 def test_a_token_looked_up_while_its_buyer_is_revoked_is_not_kept(monkeypatch) -> None:
     """The lookup read the database before the revocation's commit; caching its answer would trust
     the revoked token for AUTH_SECONDS. Only this token's answer is dropped, not the whole cache."""
-    from holds import lane as lane_module
+    from sale import lane as lane_module
 
     lane = Lane(threads=1)
     looking, revoked = threading.Event(), threading.Event()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from catalogue import services
 from core.errors import InvalidInput
-from inventory.models import InventoryMode
-from shop import services
+from shop.models import InventoryMode
 
 
 class Command(BaseCommand):
@@ -52,7 +53,7 @@ class Command(BaseCommand):
         parser.add_argument("--title", default="")
         parser.add_argument("--labels", default=None, help="units mode: comma-separated labels")
 
-    def handle(self, *args: object, **opts: object) -> None:
+    def handle(self, *args: object, **opts: Any) -> None:  # argparse's values
         now = timezone.now()
         starts_at = now + timedelta(seconds=int(opts["starts_in"]))
         ends_in = opts["ends_in"]

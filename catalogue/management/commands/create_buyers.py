@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from catalogue import services
 from core.errors import InvalidInput
-from shop import services
 
 
 class Command(BaseCommand):
@@ -17,7 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--count", type=int, required=True)
         parser.add_argument("--prefix", default="buyer")
 
-    def handle(self, *args: object, **opts: object) -> None:
+    def handle(self, *args: object, **opts: Any) -> None:  # argparse's values
         try:
             buyers = services.create_buyers(count=int(opts["count"]), prefix=str(opts["prefix"]))
         except InvalidInput as error:

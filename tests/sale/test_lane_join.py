@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from admission import services, state, tokens
 from admission.models import Ticket
-from holds.lane import Lane
+from catalogue.services import create_buyers
+from sale.lane import Lane
 from shop.models import Drop
-from shop.services import create_buyers
 from tests.factories import make_drop
 from tests.harness import EDGE, Reply, bearer, call, claims_of, run, without
 

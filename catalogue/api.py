@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
+from catalogue import selectors
 from core.api import api
-from shop import selectors
 
 
 @api({"GET", "HEAD"})

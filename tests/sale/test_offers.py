@@ -21,12 +21,12 @@ from django.db import connection, connections, transaction
 from admission import services as line
 from admission.models import Queue, Ticket
 from core.errors import FloodgateError, HoldNotActive, SoldOut, UnitTaken
-from holds import offers
 from holds import services as holds
+from holds.counts import invariant
 from holds.models import Hold
 from inventory import services as stock
 from inventory.models import Unit
-from inventory.selectors import invariant
+from sale import offers
 from shop.models import Drop
 from tests.factories import expire_in, make_drop
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from shop import services
+from catalogue import services
 from shop.models import Drop, Product
 
 DEMO_SLUG = "demo-sneaker"
@@ -37,7 +38,7 @@ class Command(BaseCommand):
         parser.add_argument("--starts-in", type=int, default=60)
         parser.add_argument("--new", action="store_true", help="Add another demo drop even if one exists.")
 
-    def handle(self, *args: object, **opts: object) -> None:
+    def handle(self, *args: object, **opts: Any) -> None:  # argparse's values
         User = get_user_model()
         admin, created = User.objects.get_or_create(
             username="admin", defaults={"is_staff": True, "is_superuser": True}

@@ -18,10 +18,9 @@ from admission import services as admission
 from admission.models import Ticket
 from core import metrics
 from core.errors import Busy, FloodgateError, HoldExists, SoldOut
-from holds import services
+from holds import gate, services
+from holds.counts import invariant
 from holds.models import Hold
-from inventory import gate
-from inventory.selectors import invariant
 from ops.admin import DropAdmin
 from ops.metrics import drop_slugs
 from shop.models import Drop

@@ -4,7 +4,7 @@
 ended; admission: a signature, no query), the rate limit (one Redis call), the request's own
 checks (unit, key, quantity), then the claim. It only says what to do next; a door does it:
 `reserve` here on Django's own path (the drop page's form, and what the lane leaves to Django:
-a drop with a Redis gate, another Authorization scheme), and the claim lane (holds/lane.py)
+a drop with a Redis gate, another Authorization scheme), and the claim lane (sale/lane.py)
 with the rate limit awaited and the claim batched. A database "sold out" for everyone is
 published (`sold_out_for_all`), so the edge answers the next buyers without Django.
 """
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from admission import limits
 from admission import services as admission
 from admission import state as snapshots
+from catalogue import selectors as catalogue
 from core.errors import InvalidInput, SoldOut
 from core.text import storable
 from holds import services
+from holds.gate import GateSoldOut
 from holds.services import Ask, Reservation
-from inventory.gate import GateSoldOut
-from shop import selectors as catalogue
 from shop.models import Drop
 
 

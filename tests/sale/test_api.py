@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from holds.counts import invariant
 from holds.models import Hold
-from inventory.selectors import invariant
 from shop.models import ApiToken, Drop
 from tests.factories import make_buyer, make_drop
 

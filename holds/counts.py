@@ -1,0 +1,56 @@
+"""What stock and holds say together: the units a claim could get, and the invariant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from core.errors import NotFound
+from holds import sql
+from inventory import sql as stock
+from inventory.selectors import per_drop
+
+
+def claimable_by_drop(drop_ids: list[int]) -> dict[int, int]:
+    """Units a claim could get per drop: open ones, plus those in expired, unreclaimed holds
+    (in a waiting-room drop those go to the line, not to a claim)."""
+    return per_drop(sql.CLAIMABLE_BY_DROP, drop_ids)
+
+
+@dataclass(frozen=True)
+class Invariant:
+    quantity: int
+    available: int
+    held: int
+    sold: int
+    expired_unreclaimed: int
+    expired_holds: int
+    drift: int
+
+    def as_json(self) -> dict[str, int]:
+        return {
+            "quantity": self.quantity,
+            "available": self.available,
+            "held": self.held,
+            "sold": self.sold,
+            "expired_unreclaimed": self.expired_unreclaimed,
+            "expired_holds": self.expired_holds,
+            "drift": self.drift,
+        }
+
+
+def invariant(*, drop_id: int) -> Invariant:
+    """available + held + sold = quantity, from one statement (one snapshot).
+
+    In units mode the unit rows must also agree with the holds; any disagreement is drift.
+    """
+    with connection.cursor() as cursor:
+        row = stock.one(cursor, sql.INVARIANT, {"drop": drop_id})
+    if row is None:
+        raise NotFound(f"There is no drop with id {drop_id}.")
+    quantity, available, held, sold, expired_unreclaimed, expired_holds, units_held, units_sold, mode = row
+    drift = quantity - (available + held + sold)
+    if mode == "units":
+        drift += abs(units_held - held) + abs(units_sold - sold)
+    return Invariant(quantity, available, held, sold, expired_unreclaimed, expired_holds, drift)
