@@ -471,7 +471,7 @@ def test_a_crowd_of_polls_waits_for_the_edges_redis_connections_instead_of_being
             await client.aclose()
 
     edge = Edge(django, redis_url=settings.REDIS_URL)
-    through_edge = asyncio.run(lookups(edge._client()))
+    through_edge = asyncio.run(lookups(edge.snapshots.client()))
     plain = asyncio.run(lookups(redis_clients.client(url=settings.REDIS_URL, socket_timeout=0.5)))
 
     assert through_edge == [None] * 400  # every lookup answered (no entry is in this map)

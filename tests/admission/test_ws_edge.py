@@ -18,7 +18,7 @@ from channels.testing import WebsocketCommunicator
 from websockets.sync.client import ClientConnection, connect
 
 from admission import state
-from admission.edge import MISS_BURST
+from admission.rooms import MISS_BURST
 from config.asgi import application
 from tests import harness
 from tests.conftest import app_env, database_url_for_tests, free_port, start_process, stop, wait_for_port

@@ -203,7 +203,8 @@ def test_the_first_sold_out_flips_this_processs_edge_at_once(work, monkeypatch) 
     flipped: list[tuple[str, bool]] = []
 
     def note(slug: str) -> None:  # what the edge knew when the lane told it
-        known = EDGE._cache[slug].known
+        entry = EDGE.snapshots.entry(slug)
+        known = entry.known if entry is not None else None
         flipped.append((slug, known is not None and known.drop.get("sold_out") is True))
         EDGE.note_sold_out(slug)
 

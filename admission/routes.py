@@ -1,0 +1,31 @@
+"""Which requests the edge looks at, by path and method; everything else goes straight to Django."""
+
+from __future__ import annotations
+
+import re
+
+from core.asgi import Scope
+
+STATE, CLAIM_JSON, CLAIM_PAGE, QUEUE, JOIN = "state", "claim_json", "claim_page", "queue", "join"
+STATE_PATH = re.compile(r"/api/drops/([^/]+)")
+QUEUE_PATH = re.compile(r"/api/drops/([^/]+)/queue")
+CLAIM_JSON_PATH = re.compile(r"/api/drops/([^/]+)/holds")
+CLAIM_PAGE_PATH = re.compile(r"/drops/([^/]+)/buy")
+SLUG = re.compile(r"[-a-zA-Z0-9_]{1,80}")  # Django's slug converter, within Drop.slug's length
+
+
+def route(scope: Scope) -> tuple[str, str] | None:
+    """(what, slug) for the requests the edge looks at; None for everything else."""
+    path, method = scope.get("path", ""), scope.get("method", "")
+    if method == "POST":
+        if found := CLAIM_JSON_PATH.fullmatch(path):
+            return CLAIM_JSON, found[1]
+        if found := CLAIM_PAGE_PATH.fullmatch(path):
+            return CLAIM_PAGE, found[1]
+        if found := QUEUE_PATH.fullmatch(path):
+            return JOIN, found[1]
+    elif method in ("GET", "HEAD") and (found := STATE_PATH.fullmatch(path)):
+        return STATE, found[1]
+    elif method == "GET" and (found := QUEUE_PATH.fullmatch(path)):
+        return QUEUE, found[1]
+    return None
