@@ -70,6 +70,38 @@ def cookies(scope: Scope) -> dict[str, str]:
     return parse_cookie(",".join(sent)) if sent else {}
 
 
+async def read_body(receive: Receive, *, limit: int) -> tuple[bytes | None, bool]:
+    """The request body (None: the client left before it was whole), and False when it is
+    longer than `limit` (what was read is then dropped)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None, True
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return b"", False
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A body already read, once more for the next application, then the server's own messages
+    (a disconnect)."""
+    sent = False
+
+    async def again() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     status: int

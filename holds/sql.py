@@ -218,8 +218,7 @@ INVARIANT = f"""
 SELECT d.quantity, {stock.AVAILABLE},
        COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.expired_unreclaimed, 0),
        COALESCE(h.expired_holds, 0),
-       (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'held'),
-       (SELECT count(*) FROM inventory_unit WHERE drop_id = d.id AND state = 'sold'),
+       {stock.UNITS_HELD}, {stock.UNITS_SOLD},
        d.inventory_mode
   FROM shop_drop d
   LEFT JOIN LATERAL (

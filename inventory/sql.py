@@ -26,6 +26,10 @@ OPEN = """(COALESCE((SELECT sum(sb.available) FROM inventory_stockbucket sb WHER
 RETURNED = """(COALESCE((SELECT sum(rb.returned) FROM inventory_stockbucket rb WHERE rb.drop_id = d.id), 0)
    + (SELECT count(*) FROM inventory_unit ru WHERE ru.drop_id = d.id AND ru.state = 'returned'))"""
 
+# Unit rows held and sold (units mode; the invariant checks them against the holds).
+UNITS_HELD = "(SELECT count(*) FROM inventory_unit uh WHERE uh.drop_id = d.id AND uh.state = 'held')"
+UNITS_SOLD = "(SELECT count(*) FROM inventory_unit us WHERE us.drop_id = d.id AND us.state = 'sold')"
+
 # The one definition of a drop's available units (neither held nor sold), whatever its mode.
 AVAILABLE = f"({OPEN} + {RETURNED})"
 

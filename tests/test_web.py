@@ -165,7 +165,7 @@ def test_a_revoked_token_and_a_ban_hold_at_once_in_every_worker(web: tuple[str, 
 
     from accounts.services import revoke_token
     from catalogue import services as catalogue
-    from sale.lane import AUTH_SECONDS
+    from sale.who import AUTH_SECONDS
 
     base, _ = web
     make_drop(slug="web-ban", quantity=40)

@@ -51,3 +51,47 @@ def test_a_failed_fetch_reaches_its_waiters_and_the_next_ask_tries_again() -> No
         return await lookup.get("a")
 
     assert asyncio.run(scene()) == 1
+
+
+def test_an_unknown_key_is_kept_only_as_long_as_asked() -> None:
+    calls: list[list[str]] = []
+
+    async def fetch(keys: list[str]) -> dict[str, int]:
+        calls.append(keys)
+        return {}
+
+    remembering: BatchedLookup[str, int] = BatchedLookup(fetch, seconds=60, miss_seconds=60, size=10)
+    forgetting: BatchedLookup[str, int] = BatchedLookup(fetch, seconds=60, size=10)
+
+    async def scene() -> list[int | None]:
+        return [await lookup.get("nobody") for lookup in (remembering, remembering, forgetting, forgetting)]
+
+    assert asyncio.run(scene()) == [None] * 4
+    assert calls == [["nobody"], ["nobody"], ["nobody"]]  # the remembering one asked once
+
+
+def test_a_fetch_that_began_before_a_forget_answers_but_keeps_nothing() -> None:
+    """What it read may predate the reason for forgetting (a token revoked meanwhile)."""
+    calls: list[list[str]] = []
+
+    async def scene() -> tuple[int | None, int | None, int | None]:
+        reading, go = asyncio.Event(), asyncio.Event()
+
+        async def fetch(keys: list[str]) -> dict[str, int]:
+            calls.append(keys)
+            reading.set()
+            await go.wait()
+            return dict.fromkeys(keys, 7)
+
+        lookup: BatchedLookup[str, int] = BatchedLookup(fetch, seconds=60, size=10)
+        pending = asyncio.ensure_future(lookup.get("revoked"))
+        await reading.wait()
+        lookup.forget_where(lambda buyer: buyer == 7)
+        go.set()
+        answered = await pending
+        kept = lookup.kept("revoked")
+        go.set()
+        return answered, kept, await lookup.get("revoked")
+
+    assert asyncio.run(scene()) == (7, None, 7)
+    assert calls == [["revoked"], ["revoked"]]  # asked again, not served from what was read before

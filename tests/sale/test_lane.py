@@ -238,7 +238,7 @@ def test_claims_wait_for_their_batch_and_busy_comes_only_past_the_deadline() -> 
     async def scenario() -> tuple[list[Reply], list[Reply]]:
         # Tokens resolved first, as a warm process has them: on a loaded machine 60 cold lookups
         # can outlast the deadline themselves, and the last of "the first" would arrive late.
-        await asyncio.gather(*(LANE._user(token) for token in tokens))
+        await asyncio.gather(*(LANE.buyer_of(token) for token in tokens))
         first = [asyncio.ensure_future(one(token)) for token in tokens[:60]]
         await asyncio.sleep(0.6)  # that batch has now run longer than the deadline
         late = await asyncio.gather(*(one(token) for token in tokens[60:]))
@@ -479,15 +479,15 @@ def test_an_account_or_drop_deleted_while_cached_gets_djangos_answer_and_spoils_
 
 @override_settings(IP_RATE_LIMIT_BURST=100_000)
 def test_claims_queued_when_a_batch_learns_nothing_is_left_hear_it_without_another_batch(monkeypatch) -> None:
-    from sale import lane as lane_module
+    from sale import batcher
 
     # The subject is the fan-out, not the deadline: on a loaded machine a claim queued behind a
     # batch held at the row would otherwise be told "busy" before the row is let go.
-    monkeypatch.setattr(lane_module, "DEADLINE", 30.0)
+    monkeypatch.setattr(batcher, "DEADLINE", 30.0)
     drop = make_drop(slug="last", quantity=1, per_buyer_limit=1)
     holds.reserve(drop=drop, buyer_id=make_buyer("first").pk, quantity=1, idempotency_key="k")  # none left
     tokens = [buyer.token for buyer in create_buyers(count=40, prefix="late")]
-    run(lambda: asyncio.gather(*(LANE._user(token) for token in tokens)))  # warm: no token waits
+    run(lambda: asyncio.gather(*(LANE.buyer_of(token) for token in tokens)))  # warm: no token waits
     before = LANE.stats["batches"]
     blocker = lock_stock(drop.pk)  # the first batch waits at the stock row; the rest queue
 
@@ -504,7 +504,7 @@ def test_claims_queued_when_a_batch_learns_nothing_is_left_hear_it_without_anoth
             for t in tokens[1:]
         ]
         deadline = time.monotonic() + 30
-        while len(LANE._queues.get(drop.pk, [])) < len(queued) and time.monotonic() < deadline:
+        while LANE.batcher.queued(drop.pk) < len(queued) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)  # every one queued behind the batch held at the row
         await asyncio.to_thread(blocker.rollback)
         return [await first, *await asyncio.gather(*queued)]
@@ -660,23 +660,26 @@ def test_a_token_looked_up_while_its_buyer_is_revoked_is_not_kept(monkeypatch) -
     """The lookup read the database before the revocation's commit; caching its answer would trust
     the revoked token for AUTH_SECONDS. Only this token's answer is dropped, not the whole cache."""
     from sale import lane as lane_module
+    from sale import workers
 
     lane = Lane(threads=1)
     looking, revoked = threading.Event(), threading.Event()
 
     def slow_lookup(tokens: list[str]) -> dict[str, int]:
+        if tokens == ["other"]:
+            return {"other": 8}
         looking.set()
         revoked.wait(10)  # the database was read; the revocation lands before the answer is kept
         return dict.fromkeys(tokens, 7)
 
     async def scene() -> tuple[int | None, int | None]:
-        lane._users["other"] = (8, time.monotonic() + 60)  # another buyer's, cached before
-        monkeypatch.setattr(lane_module, "_user_ids", slow_lookup)
-        lookup = asyncio.ensure_future(lane._user("revoked"))
+        monkeypatch.setattr(workers, "users_of_tokens", slow_lookup)
+        await lane.buyer_of("other")  # another buyer's, cached before
+        lookup = asyncio.ensure_future(lane.buyer_of("revoked"))
         await asyncio.get_running_loop().run_in_executor(None, looking.wait)
         lane_module.forget_buyer(7)
         revoked.set()
-        return await lookup, lane._users.get("other", (None,))[0]
+        return await lookup, lane.credentials.tokens.kept("other")
 
     try:
         answered, other = asyncio.run(scene())
@@ -684,5 +687,5 @@ def test_a_token_looked_up_while_its_buyer_is_revoked_is_not_kept(monkeypatch) -
         lane.settle()
 
     assert answered == 7  # this request was authenticated before the ban: the claim SQL decides it
-    assert "revoked" not in lane._users  # but the next one looks it up again
+    assert lane.credentials.tokens.kept("revoked") is None  # but the next one looks it up again
     assert other == 8
