@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods
 
 from accounts import services
 from catalogue import selectors
+from core.api import signed_in
 
 ACTIONS = {"create", "revoke"}
 
@@ -27,12 +28,12 @@ def api_access(request: HttpRequest) -> HttpResponse:
             messages.error(request, "Choose 'Create a token' or 'Revoke the token'; nothing was changed.")
             return redirect("api-access")
         if action == "create":
-            token = services.create_token(user_id=request.user.pk)
-        elif services.revoke_token(user_id=request.user.pk):
+            token = services.create_token(user_id=signed_in(request))
+        elif services.revoke_token(user_id=signed_in(request)):
             messages.success(request, "Your API token is revoked; it no longer works.")
             return redirect("api-access")
         else:
             messages.info(request, "You had no API token; nothing was changed.")
             return redirect("api-access")
-    created_at = selectors.api_token_created_at(user_id=request.user.pk)
+    created_at = selectors.api_token_created_at(user_id=signed_in(request))
     return render(request, "accounts/api_access.html", {"token": token, "created_at": created_at})

@@ -10,11 +10,13 @@ from django.http import HttpRequest
 from checkout import services
 from checkout.models import Order, OutboxMessage, Payment
 
+PAYMENT_FIELDS = ("provider", "session_id", "state", "amount_minor", "currency", "last_error", "created_at")
+
 
 class PaymentInline(admin.TabularInline):
     model = Payment
-    fields = ["provider", "session_id", "state", "amount_minor", "currency", "last_error", "created_at"]
-    readonly_fields = fields
+    fields = PAYMENT_FIELDS
+    readonly_fields = PAYMENT_FIELDS
     extra = 0
     can_delete = False
 

@@ -8,7 +8,7 @@ from django.http import HttpRequest, JsonResponse
 
 from checkout import selectors, services
 from checkout.models import Order
-from core.api import api
+from core.api import api, signed_in
 from core.errors import NotFound
 from holds import selectors as holds
 
@@ -17,8 +17,8 @@ ORDER_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is Tr
 
 @api({"POST"}, login=True)
 def start_payment(request: HttpRequest, hold_id: str) -> JsonResponse:
-    hold = holds.hold_of_buyer(hold_id=hold_id, buyer_id=request.user.pk)
-    started = services.start_payment(hold_id=hold.pk, buyer_id=request.user.pk)
+    hold = holds.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
+    started = services.start_payment(hold_id=hold.pk, buyer_id=signed_in(request))
     body = {
         "payment": started.payment.pk,
         "state": started.payment.state,
@@ -31,7 +31,7 @@ def start_payment(request: HttpRequest, hold_id: str) -> JsonResponse:
 @api({"GET"}, login=True)
 def orders(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
-        {"orders": [selectors.order_json(o) for o in selectors.orders_of(buyer_id=request.user.pk)]}
+        {"orders": [selectors.order_json(o) for o in selectors.orders_of(buyer_id=signed_in(request))]}
     )
 
 
@@ -39,7 +39,7 @@ def orders(request: HttpRequest) -> JsonResponse:
 def order(request: HttpRequest, order_id: str) -> JsonResponse:
     found = (
         Order.objects.select_related("drop")
-        .filter(pk=int(order_id) if ORDER_ID.fullmatch(order_id) else 0, buyer_id=request.user.pk)
+        .filter(pk=int(order_id) if ORDER_ID.fullmatch(order_id) else 0, buyer_id=signed_in(request))
         .first()
     )
     if found is None:

@@ -89,7 +89,7 @@ def relay_outbox(*, limit: int = 200) -> int:
     A crash loses nothing (the message stays unsent) and can repeat only the one message in
     flight, with the same key, which its consumer uses to drop the repeat.
     """
-    sent, failed = 0, []
+    sent, failed = 0, list[int]()
     for _ in range(limit):
         with transaction.atomic(durable=True):
             message = (

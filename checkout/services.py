@@ -18,6 +18,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from celery import current_app
 from django.conf import settings
@@ -156,7 +157,7 @@ def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[st
 
     The first delivery is kept whole; the same id with another body raises EventConflict.
     """
-    params = {
+    params: dict[str, Any] = {
         "provider": provider_name,
         "event": event.event_id,
         "type": event.type,
@@ -308,7 +309,7 @@ def settle_payment(*, payment_pk: int) -> str:
     }
     if payment.state not in steps:
         return f"nothing_to_do_{payment.state}"
-    action, done, refused = steps[payment.state]
+    action, done, refused = steps[PaymentState(payment.state)]
     provider = get_provider(payment.provider)
     try:
         getattr(provider, action)(session_id=payment.session_id)
@@ -340,7 +341,7 @@ def fail_abandoned_orders() -> int:
     """
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         cursor.execute(sql.FAIL_ABANDONED_ORDERS, {"reason": ABANDONED})
-        return cursor.rowcount
+        return int(cursor.rowcount)
 
 
 ABANDONED = "The time to pay ran out before a payment arrived; the units went back on sale."

@@ -18,7 +18,7 @@ from checkout.models import EVENT_ID_MAX
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook
 from checkout.tasks import process_webhook_event
-from core.api import error_response
+from core.api import error_response, signed_in
 from core.errors import FloodgateError
 from core.text import storable_json
 from holds.services import effective_state
@@ -30,7 +30,7 @@ MAX_WEBHOOK_BODY = 64 * 1024
 @login_required
 def pay(request: HttpRequest, hold_id: int) -> HttpResponse:
     try:
-        started = services.start_payment(hold_id=hold_id, buyer_id=request.user.pk)
+        started = services.start_payment(hold_id=hold_id, buyer_id=signed_in(request))
     except FloodgateError as error:
         messages.error(request, error.detail)
         return redirect("hold", hold_id=hold_id)
@@ -39,7 +39,7 @@ def pay(request: HttpRequest, hold_id: int) -> HttpResponse:
 
 @login_required
 def order(request: HttpRequest, order_id: int) -> HttpResponse:
-    found = selectors.order_of_buyer(order_id=order_id, buyer_id=request.user.pk)
+    found = selectors.order_of_buyer(order_id=order_id, buyer_id=signed_in(request))
     if found is None:
         raise Http404("There is no such order among yours.")
     hold_state = effective_state(found.hold)
@@ -56,7 +56,9 @@ def order(request: HttpRequest, order_id: int) -> HttpResponse:
 
 @login_required
 def orders(request: HttpRequest) -> HttpResponse:
-    return render(request, "checkout/orders.html", {"orders": selectors.orders_of(buyer_id=request.user.pk)})
+    return render(
+        request, "checkout/orders.html", {"orders": selectors.orders_of(buyer_id=signed_in(request))}
+    )
 
 
 @csrf_exempt

@@ -10,6 +10,7 @@ handshake would be two queries on Django's one sync thread for nothing.
 from __future__ import annotations
 
 import os
+from typing import cast
 
 from django.core.asgi import get_asgi_application
 
@@ -22,12 +23,13 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from admission import edge as admission_edge  # noqa: E402
 from admission.routing import websocket_urlpatterns  # noqa: E402
+from core.asgi import ASGIApp  # noqa: E402
 from ops.duties import keeper  # noqa: E402
 from sale.lane import Lane  # noqa: E402
 
 lane = Lane()
 # keeper.start: this process covers beat's duties while Celery is late with them (ops/duties.py).
-edge = admission_edge.serve(django_asgi_app, lane=lane, on_start=keeper.start)
+edge = admission_edge.serve(cast(ASGIApp, django_asgi_app), lane=lane, on_start=keeper.start)
 lane.on_sold_out = edge.note_sold_out
 
 application = ProtocolTypeRouter(

@@ -69,7 +69,7 @@ def _error(description: str, *, retry: bool = False) -> Schema:
 
 SLUG = {"name": "slug", "in": "path", "required": True, "schema": {"type": "string"}}
 ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
-SECURED = [{"bearer": []}, {"session": []}]
+SECURED: list[dict[str, list[str]]] = [{"bearer": []}, {"session": []}]
 
 
 def _operation(

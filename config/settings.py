@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from csp.constants import NONCE, NONE, SELF
 from django.conf import global_settings
@@ -129,7 +130,7 @@ REDIS_SENTINEL_MASTER = env.sentinel_master(
     "REDIS_SENTINEL_MASTER", redis_url=REDIS_URL, used=bool(REDIS_SENTINELS)
 )
 REDIS_DB = env.redis_db(REDIS_URL) if REDIS_SENTINELS else 0
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": REDIS_URL,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -103,7 +104,7 @@ def redis_db(url: str) -> int:
     return int(path or 0)
 
 
-def database(url: str) -> dict[str, object]:
+def database(url: str) -> dict[str, Any]:
     """Turn postgres://user:password@host:port/name?host=/socket/dir into Django's dict.
 
     Several hosts (`@primary:5432,standby:5432/name?target_session_attrs=read-write`) pass

@@ -190,7 +190,7 @@ def run_tests(args: list[str]) -> int:
         with servers(data_dir) as env:
             env["DB_POOL_MAX_SIZE"] = os.environ.get("DB_POOL_MAX_SIZE", "60")
             env["FAST_PASSWORD_HASHING"] = "1"  # config/settings.py: MD5 first, for the suite only
-            # The types next ([tool.mypy]: strict on core, inventory, holds and admission); its
+            # The types next ([tool.mypy]: strict on every package but devtools); its
             # Django plugin imports the settings, so it runs with the suite's environment.
             typed = subprocess.run([str(BIN / "mypy")], env={**os.environ, **env}, cwd=ROOT)
             # pytest's exit 5 (no tests ran) fails the run like any failure.

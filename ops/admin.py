@@ -6,6 +6,7 @@ import csv
 import json
 from decimal import Decimal
 from functools import partial
+from typing import Any
 
 from csp.constants import SELF, UNSAFE_INLINE
 from csp.decorators import csp_replace
@@ -18,10 +19,12 @@ from django.core.files.uploadedfile import UploadedFile
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import QuerySet
+from django.forms.utils import ErrorDict
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 
 from catalogue import services
@@ -72,8 +75,9 @@ class ProductForm(forms.ModelForm):
         except FloodgateError as error:
             raise forms.ValidationError(error.detail) from None
 
-    def clean(self) -> dict[str, object]:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         price = data.get("price")
         if isinstance(price, Decimal):
             self.instance.price_minor = int(price * MINOR_PER_MAJOR)  # exact: two decimal places
@@ -144,8 +148,9 @@ class DropForm(forms.ModelForm):
             "redis_gate",
         ]
 
-    def clean(self) -> dict[str, object]:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         text = str(data.get("unit_labels") or "")
         upload = data.get("unit_labels_file")
         if upload is not None:
@@ -172,9 +177,11 @@ class DropForm(forms.ModelForm):
         data["labels"] = labels
         return data
 
+    # Django's private hook after the model's validation (django-stubs leaves it and _errors out).
     def _post_clean(self) -> None:
-        super()._post_clean()  # the model's constraints; Django puts their errors at the top
-        top = self._errors.get(NON_FIELD_ERRORS) if self._errors is not None else None
+        super()._post_clean()  # type: ignore[misc]  # the model's constraints; errors at the top
+        errors: ErrorDict | None = self._errors  # type: ignore[attr-defined]
+        top = errors.get(NON_FIELD_ERRORS) if errors is not None else None
         if not top:
             return
         beside = {
@@ -188,11 +195,11 @@ class DropForm(forms.ModelForm):
             if field is not None and field in self.fields:
                 top.data.remove(error)
                 self.add_error(field, message)
-        if not top.data:
-            del self._errors[NON_FIELD_ERRORS]
+        if not top.data and errors is not None:
+            del errors[NON_FIELD_ERRORS]
 
-    def clean_quantity(self) -> int:
-        quantity = self.cleaned_data["quantity"]
+    def clean_quantity(self) -> int | None:
+        quantity: int | None = self.cleaned_data["quantity"]
         if self.instance.pk is not None:
             numbers = invariant(drop_id=self.instance.pk)
             if quantity is not None and quantity < numbers.held + numbers.sold:
@@ -369,8 +376,8 @@ class DropAdmin(admin.ModelAdmin):
         )
 
     # the report is a file with its own <style>, which no response nonce can reach
-    @csp_replace({"style-src": [SELF, UNSAFE_INLINE]})
-    def rehearsal_view(self, request: HttpRequest, drop_id: int) -> HttpResponse:
+    @method_decorator(csp_replace({"style-src": [SELF, UNSAFE_INLINE]}))
+    def rehearsal_view(self, request: HttpRequest, drop_id: int) -> FileResponse:
         drop = get_object_or_404(Drop, pk=drop_id)
         if not self.has_view_permission(request, drop):
             raise PermissionDenied
@@ -427,7 +434,7 @@ class DropAdmin(admin.ModelAdmin):
             return [*self.readonly_fields, "inventory_mode", "bucket_count"]
         return list(self.readonly_fields)
 
-    @csrf_protect_m  # as on Django's own changeform_view, which the add no longer goes through
+    @csrf_protect_m  # type: ignore[untyped-decorator]  # as on Django's own changeform_view
     def changeform_view(
         self,
         request: HttpRequest,
@@ -440,7 +447,10 @@ class DropAdmin(admin.ModelAdmin):
             return super().changeform_view(request, object_id, form_url, extra_context)
         # create_drop owns its durable transaction, which the admin's atomic block around the add
         # would nest. The form is validated before it runs, so a refused drop writes nothing.
-        return self._changeform_view(request, object_id, form_url, extra_context)
+        view: HttpResponse = self._changeform_view(  # type: ignore[attr-defined]  # Django's, private
+            request, object_id, form_url, extra_context
+        )
+        return view
 
     def save_model(self, request: HttpRequest, obj: Drop, form: forms.ModelForm, change: bool) -> None:
         """New drop: created by catalogue.services. Changed drop: stock moves with quantity and layout."""
@@ -465,17 +475,17 @@ class DropAdmin(admin.ModelAdmin):
         # this transaction); the kill switch's columns are never written from a stale form.
         wanted = {f: form.cleaned_data[f] for f in STOCK_FIELDS if f in form.cleaned_data}
         columns = {f.name for f in Drop._meta.concrete_fields}
-        fields = [f for f in form.changed_data if f in columns and f not in STOCK_FIELDS | PAUSE_FIELDS]
-        if fields:
-            obj.save(update_fields=fields)
+        changed = [f for f in form.changed_data if f in columns and f not in STOCK_FIELDS | PAUSE_FIELDS]
+        if changed:
+            obj.save(update_fields=changed)
         if wanted:
             transaction.on_commit(partial(self._move_stock, request, obj.pk, **wanted))
 
     def _move_stock(self, request: HttpRequest, drop_id: int, **wanted: object) -> None:
         drop = Drop.objects.get(pk=drop_id)
         mode = str(wanted.get("inventory_mode", drop.inventory_mode))
-        buckets = int(wanted.get("bucket_count", drop.bucket_count))
-        quantity = int(wanted.get("quantity", drop.quantity))
+        buckets = int(str(wanted.get("bucket_count", drop.bucket_count)))
+        quantity = int(str(wanted.get("quantity", drop.quantity)))
         try:
             if (mode, buckets) != (drop.inventory_mode, drop.bucket_count):
                 inventory.relayout_stock(drop=drop, inventory_mode=mode, bucket_count=buckets)

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, connections
@@ -99,7 +100,7 @@ def duties() -> dict[str, Duty]:
 def ensure() -> None:
     """A row per duty, its period as this process's settings have it."""
     known = list(duties().values())
-    params = {
+    params: dict[str, Any] = {
         "names": [d.name for d in known],
         "periods": [d.period for d in known],
         "lates": [d.late_after for d in known],

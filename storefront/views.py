@@ -7,6 +7,7 @@ import uuid
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.views.static import serve
@@ -47,12 +48,12 @@ def favicon(request: HttpRequest) -> HttpResponse:
     return redirect(static("img/favicon.svg"), permanent=True)
 
 
-def media(request: HttpRequest, path: str) -> HttpResponse:
+def media(request: HttpRequest, path: str) -> HttpResponseBase:
     """An uploaded product picture from MEDIA_ROOT (Django's file view: it refuses paths outside).
     Only the picture types an upload is kept as: any other file there is not served, inline or not."""
     if not path.lower().endswith(pictures.SERVED):
         raise Http404("Only product pictures (JPEG, PNG, WebP) are served here.")
-    return serve(request, path, document_root=settings.MEDIA_ROOT)
+    return serve(request, path, document_root=str(settings.MEDIA_ROOT))
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

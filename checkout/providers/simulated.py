@@ -36,12 +36,12 @@ class SimulatedProvider:
         webhook_secret: str | None = None,
         tolerance_seconds: int | None = None,
     ) -> None:
-        self.base_url = (
+        self.base_url = str(
             base_url or getattr(settings, "PAYMENT_PROVIDER_URL", "http://127.0.0.1:8701")
         ).rstrip("/")
-        self.secret: str = secret or getattr(settings, "PAYMENT_PROVIDER_SECRET", "sim-secret-dev")
-        self.webhook_secret: str = webhook_secret or getattr(
-            settings, "PAYMENT_WEBHOOK_SECRET", "sim-webhook-secret-dev"
+        self.secret = str(secret or getattr(settings, "PAYMENT_PROVIDER_SECRET", "sim-secret-dev"))
+        self.webhook_secret = str(
+            webhook_secret or getattr(settings, "PAYMENT_WEBHOOK_SECRET", "sim-webhook-secret-dev")
         )
         self.tolerance_seconds: int = (
             tolerance_seconds
