@@ -34,13 +34,24 @@ _TRY = "SELECT pg_try_advisory_xact_lock(%(namespace)s, (%(key)s %% 2147483647):
 _WAIT = "SELECT pg_advisory_xact_lock(%(namespace)s, (%(key)s %% 2147483647)::int)"
 
 
+class NotInTransaction(RuntimeError):
+    """A transaction-scoped lock asked for under autocommit: it would end with its own statement."""
+
+
+def _in_transaction(cursor: CursorWrapper) -> None:
+    if not cursor.db.in_atomic_block:
+        raise NotInTransaction("an advisory xact lock outside transaction.atomic() protects nothing")
+
+
 def try_lock(cursor: CursorWrapper, namespace: Namespace, key: int) -> bool:
     """Take the lock for this transaction if free; False: another transaction has it."""
+    _in_transaction(cursor)
     cursor.execute(_TRY, {"namespace": int(namespace), "key": key})
     return bool(cursor.fetchone()[0])
 
 
 def lock(cursor: CursorWrapper, namespace: Namespace, key: int) -> None:
     """Wait for the lock and hold it until this transaction ends."""
+    _in_transaction(cursor)
     cursor.execute(_WAIT, {"namespace": int(namespace), "key": key})
     cursor.fetchone()
