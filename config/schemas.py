@@ -8,10 +8,10 @@ states are the models' own TextChoices, so a state added there is in the schema 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue, SkipJsonSchema
 from pydantic_core import CoreSchema
 
 from admission.services import OfferState
@@ -20,6 +20,9 @@ from checkout.models import OrderState, PaymentState
 from holds.models import HoldState
 from shop.models import DropState
 
+T = TypeVar("T")
+# A field an answer may leave out, typed honestly: None is its default, not a value the schema allows.
+Omittable = T | SkipJsonSchema[None]
 Slug = Annotated[str, Field(description="The drop's slug")]
 Quantity = Annotated[int, Field(ge=1)]
 
@@ -31,14 +34,16 @@ class Closed(BaseModel):
 class Error(Closed):
     error: str = Field(description="A stable code, e.g. sold_out")
     detail: str = Field(description="What to do, for a person")
-    remaining: NonNegativeInt = Field(None, description="sold_out: how many are left to ask for")
+    remaining: Omittable[NonNegativeInt] = Field(None, description="sold_out: how many are left to ask for")
     hold: int | None = Field(
         None, description="hold_exists: the buyer's active hold (null: one is being made)"
     )
-    queue: Literal[True] = Field(None, description="not_admitted: go through the waiting room")
-    starts_at: datetime = Field(None, description="not_started: when the drop opens")
-    challenge: str = Field(None, description="proof_of_work_required: what to solve")
-    bits: NonNegativeInt = Field(None, description="proof_of_work_required: leading zero bits asked")
+    queue: Omittable[Literal[True]] = Field(None, description="not_admitted: go through the waiting room")
+    starts_at: Omittable[datetime] = Field(None, description="not_started: when the drop opens")
+    challenge: Omittable[str] = Field(None, description="proof_of_work_required: what to solve")
+    bits: Omittable[NonNegativeInt] = Field(
+        None, description="proof_of_work_required: leading zero bits asked"
+    )
 
 
 class Drop(Closed):
@@ -154,17 +159,19 @@ class Draw(Closed):
 
     seed_sha256: str
     drawn: bool
-    seed: str = None
-    drawn_at: datetime = None
-    entries: list[int] = Field(None, description="The closed entry list, ascending")
-    entries_sha256: str = Field(
+    seed: Omittable[str] = None
+    drawn_at: Omittable[datetime] = None
+    entries: Omittable[list[int]] = Field(None, description="The closed entry list, ascending")
+    entries_sha256: Omittable[str] = Field(
         None, description="SHA-256 of the entries, ascending, joined by ','; fixed at the draw"
     )
-    beacon: str = Field(None, description="The public randomness beacon value mixed in ('' if none)")
-    order: list[int] = Field(
+    beacon: Omittable[str] = Field(
+        None, description="The public randomness beacon value mixed in ('' if none)"
+    )
+    order: Omittable[list[int]] = Field(
         None, description="The entries by the ticket numbers they hold (the first has ticket 1)"
     )
-    rule: str = None
+    rule: Omittable[str] = None
 
 
 class Invariant(Closed):
@@ -206,7 +213,7 @@ class Document(Closed):
 # Request bodies: open objects (a field the view does not read is ignored), inlined in the operation.
 class ReserveBody(BaseModel):
     quantity: Quantity
-    unit: str = None
+    unit: Omittable[str] = None
 
 
 class PauseBody(BaseModel):
