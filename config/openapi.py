@@ -14,12 +14,41 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue, models_json_schema
+from pydantic_core import CoreSchema
 
 from config import schemas
-from config.schemas import OpenApiJsonSchema
 
 Schema = dict[str, Any]
+
+
+class OpenApiJsonSchema(GenerateJsonSchema):
+    """JSON Schema as the published document writes it: no titles, no `default: null` for a field
+    that may be left out, and `{"type": [t, "null"]}` for a nullable scalar."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def generate(self, schema: CoreSchema, mode: JsonSchemaMode = "validation") -> JsonSchemaValue:
+        json_schema = super().generate(schema, mode)
+        json_schema.pop("title", None)
+        return json_schema
+
+    def generate_definitions(self, inputs: Any) -> tuple[Any, dict[str, JsonSchemaValue]]:
+        keys, definitions = super().generate_definitions(inputs)
+        for definition in definitions.values():
+            definition.pop("title", None)  # the component's name says it
+        return keys, definitions
+
+    def default_schema(self, schema: Any) -> JsonSchemaValue:
+        # An answer leaves an Omittable field out rather than sending its default.
+        return self.generate_inner(schema["schema"])
+
+    def nullable_schema(self, schema: Any) -> JsonSchemaValue:
+        inner = self.generate_inner(schema["schema"])
+        if isinstance(inner.get("type"), str):
+            return {**inner, "type": [inner["type"], "null"]}
+        return super().nullable_schema(schema)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Every answer of `/api/` as a typed model: config/openapi.py generates the published schema from these.
 
 Answers are closed objects (extra="forbid": additionalProperties false) and a field without a
-default is one the answer always carries (required); one defaulting to None may be left out. The
-states are the models' own TextChoices, so a state added there is in the schema too.
+default is one the answer always carries (required); an Omittable one may be left out, a `| None`
+one may be null. The states are the models' own TextChoices, so a state added there is in the
+schema too.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue, SkipJsonSchema
-from pydantic_core import CoreSchema
+from pydantic.json_schema import SkipJsonSchema
 
 from admission.services import OfferState
 from admission.state import QueueState
@@ -218,31 +218,3 @@ class ReserveBody(BaseModel):
 
 class PauseBody(BaseModel):
     reason: str = Field(min_length=1)
-
-
-class OpenApiJsonSchema(GenerateJsonSchema):
-    """JSON Schema as the published document writes it: no titles, no `default: null` for a field
-    that may be left out, and `{"type": [t, "null"]}` for a nullable scalar."""
-
-    def field_title_should_be_set(self, schema: Any) -> bool:
-        return False
-
-    def generate(self, schema: CoreSchema, mode: JsonSchemaMode = "validation") -> JsonSchemaValue:
-        json_schema = super().generate(schema, mode)
-        json_schema.pop("title", None)
-        return json_schema
-
-    def generate_definitions(self, inputs: Any) -> tuple[Any, dict[str, JsonSchemaValue]]:
-        keys, definitions = super().generate_definitions(inputs)
-        for definition in definitions.values():
-            definition.pop("title", None)  # the component's name says it
-        return keys, definitions
-
-    def default_schema(self, schema: Any) -> JsonSchemaValue:
-        return self.generate_inner(schema["schema"])
-
-    def nullable_schema(self, schema: CoreSchema) -> JsonSchemaValue:
-        inner = self.generate_inner(schema["schema"])  # type: ignore[typeddict-item]
-        if isinstance(inner.get("type"), str):
-            return {**inner, "type": [inner["type"], "null"]}
-        return super().nullable_schema(schema)  # type: ignore[arg-type]
