@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from celery import current_app
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Max
 from django.utils import timezone
 from django_redis import get_redis_connection
@@ -28,6 +28,7 @@ from catalogue import selectors as catalogue
 from core import locks
 from core.errors import Busy, Ended, FloodgateError, SoldOut
 from holds import gate
+from holds.models import HoldState
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,14 @@ class NotInQueue(FloodgateError):
     code, status = "not_in_queue", 404
 
 
+class OfferState(models.TextChoices):
+    """An offer as its ticket's buyer sees it: still theirs, paid for, or gone to the next ticket."""
+
+    HELD = "held"
+    SOLD = "sold"
+    LAPSED = "lapsed"
+
+
 @dataclass(frozen=True)
 class Offer:
     """The returned unit held for a ticket (sale/offers.py): yours until `expires_at`, unless
@@ -71,7 +80,9 @@ class Offer:
     def as_json(self) -> dict[str, object]:
         return {
             "hold": self.hold,
-            "state": "held" if self.open else ("sold" if self.state == "sold" else "lapsed"),
+            "state": OfferState.HELD
+            if self.open
+            else (OfferState.SOLD if self.state == HoldState.SOLD else OfferState.LAPSED),
             "expires_at": self.expires_at.isoformat(),
             "paying": self.paying,
         }

@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import connection
+from django.db import connection, models
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
@@ -124,6 +124,17 @@ def group(drop_id: int) -> str:
     return f"queue.{drop_id}"
 
 
+class QueueState(models.TextChoices):
+    """What a waiting buyer is told of the line (the API's Place.state)."""
+
+    SCHEDULED = "scheduled"
+    ADMITTING = "admitting"
+    ALL_HELD = "all_held"  # nothing left to admit, but held units may come back
+    SOLD_OUT = "sold_out"
+    PAUSED = "paused"
+    CLOSED = "closed"
+
+
 @dataclass(frozen=True)
 class Snapshot:
     drop: Drop
@@ -141,17 +152,17 @@ class Snapshot:
     at: float = 0.0  # when it was read: a later publish of an older read never wins at the edge
 
     @property
-    def queue_state(self) -> str:
+    def queue_state(self) -> QueueState:
         """What a waiting buyer is told: admitting, all_held (units may come back), sold_out, ..."""
         if self.state == DropState.PAUSED:
-            return "paused"
+            return QueueState.PAUSED
         if self.state == DropState.SCHEDULED:
-            return "scheduled"
+            return QueueState.SCHEDULED
         if self.state == DropState.ENDED:
-            return "closed"
+            return QueueState.CLOSED
         if self.available > 0:
-            return "admitting"
-        return "all_held" if self.held + self.returning > 0 else "sold_out"
+            return QueueState.ADMITTING
+        return QueueState.ALL_HELD if self.held + self.returning > 0 else QueueState.SOLD_OUT
 
     def queue_json(self) -> dict[str, Any]:
         """The WebSocket message (and the shared part of the queue API's answer)."""

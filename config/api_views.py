@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from config.openapi import schema
+from config.schemas import Links
 from core.api import api
 from core.errors import NotFound
 
@@ -19,9 +20,8 @@ def openapi(request: HttpRequest) -> JsonResponse:
 
 @api({"GET"})
 def index(request: HttpRequest) -> JsonResponse:
-    return JsonResponse(
-        {"openapi": "/api/openapi.json", "drops": "/api/drops/<slug>", "catalogue": "/api/drops"}
-    )
+    links = Links(openapi="/api/openapi.json", drops="/api/drops/<slug>", catalogue="/api/drops")
+    return JsonResponse(links.model_dump(mode="json"))
 
 
 @api({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"})

@@ -1,566 +1,395 @@
-"""The OpenAPI 3.1 description of `/api/`, served at `/api/openapi.json`.
+"""The OpenAPI 3.1 description of `/api/`, served at `/api/openapi.json`, generated.
 
-Kept by hand next to plain Django views, and held to them: the test suite checks every /api/
-answer it sees against this document (tests/api_schema.py), so an answer that gains, loses or
-retypes a field, or a status that is not listed here, fails a test. Objects therefore list every
-field they always carry as required and allow no others (additionalProperties: false).
+Its schemas are the JSON Schema of the answer models in config/schemas.py; its operations come
+from the table below (path, method, summary, parameters, and each status's model). The test suite
+checks every /api/ answer it sees against this document (tests/api_schema.py), so an answer that
+gains, loses or retypes a field, or a status not listed here, fails a test.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+from pydantic.json_schema import (
+    DefsRef,
+    GenerateJsonSchema,
+    JsonSchemaKeyT,
+    JsonSchemaMode,
+    JsonSchemaValue,
+    models_json_schema,
+)
+from pydantic_core import CoreSchema
+
+from config import schemas
 
 Schema = dict[str, Any]
 
-DROP_STATES = ["scheduled", "live", "paused", "ended"]
-HOLD_STATES = ["held", "sold", "released", "expired"]
-ORDER_STATES = ["pending", "confirmed", "failed"]
-PAYMENT_STATES = [
-    "created",
-    "pending",
-    "capture_pending",
-    "captured",
-    "void_pending",
-    "voided",
-    "failed",
-    "capture_failed",
-    "void_failed",
-]
-QUEUE_STATES = ["scheduled", "admitting", "all_held", "sold_out", "paused", "closed"]
 
-INTEGER: Schema = {"type": "integer"}
-COUNT: Schema = {"type": "integer", "minimum": 0}
-STRING: Schema = {"type": "string"}
-BOOLEAN: Schema = {"type": "boolean"}
-DATE_TIME: Schema = {"type": "string", "format": "date-time"}
+class OpenApiJsonSchema(GenerateJsonSchema):
+    """JSON Schema as the published document writes it: no titles, no `default: null` for a field
+    that may be left out, and `{"type": [t, "null"]}` for a nullable scalar."""
 
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
 
-def _ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
+    def generate(self, schema: CoreSchema, mode: JsonSchemaMode = "validation") -> JsonSchemaValue:
+        json_schema = super().generate(schema, mode)
+        json_schema.pop("title", None)
+        return json_schema
 
+    def generate_definitions(
+        self, inputs: Sequence[tuple[JsonSchemaKeyT, JsonSchemaMode, CoreSchema]]
+    ) -> tuple[dict[tuple[JsonSchemaKeyT, JsonSchemaMode], JsonSchemaValue], dict[DefsRef, JsonSchemaValue]]:
+        keys, definitions = super().generate_definitions(inputs)
+        for definition in definitions.values():
+            definition.pop("title", None)  # the component's name says it
+        return keys, definitions
 
-def _object(properties: Schema, *, optional: tuple[str, ...] = (), **more: Any) -> Schema:
-    """A closed object: every property required unless named optional, no others allowed."""
-    return {
-        "type": "object",
-        "required": [name for name in properties if name not in optional],
-        "properties": properties,
-        "additionalProperties": False,
-        **more,
-    }
+    def default_schema(self, schema: Any) -> JsonSchemaValue:
+        # An answer leaves an Omittable field out rather than sending its default.
+        return self.generate_inner(schema["schema"])
+
+    def nullable_schema(self, schema: Any) -> JsonSchemaValue:
+        inner = self.generate_inner(schema["schema"])
+        if isinstance(inner.get("type"), str):
+            return {**inner, "type": [inner["type"], "null"]}
+        return super().nullable_schema(schema)
 
 
-RETRY_AFTER = {
-    "Retry-After": {"description": "Seconds to wait before trying again", "schema": {"type": "integer"}}
+@dataclass(frozen=True)
+class Answer:
+    description: str
+    model: type[BaseModel] = schemas.Error
+    retry: bool = False  # carries Retry-After
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    where: Literal["path", "header"] = "path"
+    type: Any = str
+    required: bool = True
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Operation:
+    summary: str
+    answers: dict[int, Answer]
+    params: tuple[Param, ...] = ()
+    login: bool = False
+    unsafe: bool = False  # a write: the CSRF check and the body size limit apply
+    body: type[BaseModel] | None = None
+
+
+def error(description: str) -> Answer:
+    return Answer(description)
+
+
+def busy(description: str) -> Answer:
+    return Answer(description, retry=True)
+
+
+SLUG = Param("slug")
+ID = Param("id", type=int)
+QUEUE_ERRORS = {
+    404: error("No such drop (or, for GET, not in its queue: not_in_queue)"),
+    409: error("no_waiting_room; sold_out (POST, a new buyer: sold out with none held, the line is closed)"),
+    410: error("ended: the queue is closed"),
 }
 
-
-def _json(description: str, schema: Schema, *, retry: bool = False) -> Schema:
-    answer: Schema = {"description": description, "content": {"application/json": {"schema": schema}}}
-    if retry:
-        answer["headers"] = RETRY_AFTER
-    return answer
-
-
-def _error(description: str, *, retry: bool = False) -> Schema:
-    return _json(description, _ref("Error"), retry=retry)
-
-
-SLUG = {"name": "slug", "in": "path", "required": True, "schema": {"type": "string"}}
-ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
-SECURED: list[dict[str, list[str]]] = [{"bearer": []}, {"session": []}]
-
-
-def _operation(
-    summary: str,
-    responses: Schema,
-    *,
-    parameters: list[Schema] | None = None,
-    login: bool = False,
-    unsafe: bool = False,
-    body: Schema | None = None,
-) -> Schema:
-    """One operation with the answers core.api.api gives every view besides the view's own."""
-    common: Schema = {
-        # A malformed or unknown bearer token is refused on every call; login views also refuse none.
-        "401": _error("Not logged in, or a bad bearer token" if login else "A bad bearer token"),
-        # The database said "not now" (lock or statement timeout, pool exhausted).
-        "503": _error("busy; see Retry-After", retry=True),
-    }
-    if unsafe:
-        common["403"] = _error("csrf_failed: a session needs the CSRF token")
-        # A body the view (or a session's CSRF check) reads: past 16 KB for JSON, 2.5 MB for a form.
-        common["413"] = _error("too_large: the request body is too large")
-    if body is not None:
-        common["422"] = _error("invalid: the body is not a JSON object")
-    operation: Schema = {"summary": summary, "responses": {**common, **responses}}
-    if parameters:
-        operation["parameters"] = parameters
-    if login:
-        operation["security"] = SECURED
-    if body is not None:
-        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
-    return operation
-
-
-COMPONENTS: Schema = {
-    "securitySchemes": {
-        "bearer": {"type": "http", "scheme": "bearer"},
-        "session": {"type": "apiKey", "in": "cookie", "name": "sessionid"},
-    },
-    "schemas": {
-        "Error": _object(
-            {
-                "error": {"type": "string", "description": "A stable code, e.g. sold_out"},
-                "detail": {"type": "string", "description": "What to do, for a person"},
-                "remaining": {**COUNT, "description": "sold_out: how many are left to ask for"},
-                "hold": {
-                    "type": ["integer", "null"],
-                    "description": "hold_exists: the buyer's active hold (null: one is being made)",
-                },
-                "queue": {"const": True, "description": "not_admitted: go through the waiting room"},
-                "starts_at": {**DATE_TIME, "description": "not_started: when the drop opens"},
-                "challenge": {"type": "string", "description": "proof_of_work_required: what to solve"},
-                "bits": {**COUNT, "description": "proof_of_work_required: leading zero bits asked"},
-            },
-            optional=("remaining", "hold", "queue", "starts_at", "challenge", "bits"),
-        ),
-        "Drop": _object(
-            {
-                "slug": STRING,
-                "title": STRING,
-                "state": {"enum": DROP_STATES},
-                "quantity": COUNT,
-                "remaining": {**COUNT, "description": "may be approximate"},
-                "sold_out": BOOLEAN,
-                "starts_at": DATE_TIME,
-                "ends_at": DATE_TIME,
-                "waiting_room": BOOLEAN,
-                "price_minor": COUNT,
-                "currency": STRING,
-                "per_buyer_limit": {"type": "integer", "minimum": 1},
-            }
-        ),
-        "Hold": _object(
-            {
-                "id": INTEGER,
-                "drop": {"type": "string", "description": "The drop's slug"},
-                "state": {"enum": HOLD_STATES},
-                "quantity": {"type": "integer", "minimum": 1},
-                "expires_at": DATE_TIME,
-                "extended": {"type": "boolean", "description": "Paying extends a hold once"},
-                "units": {
-                    "type": "array",
-                    "items": STRING,
-                    "description": "Unit labels (seats); empty for identical units",
-                },
-                "order": {
-                    "description": "The order once payment has started",
-                    "oneOf": [
-                        {"type": "null"},
-                        _object({"id": INTEGER, "state": {"enum": ORDER_STATES}}),
-                    ],
-                },
-            }
-        ),
-        "Order": _object(
-            {
-                "id": INTEGER,
-                "hold": INTEGER,
-                "drop": {"type": "string", "description": "The drop's slug"},
-                "state": {"enum": ORDER_STATES},
-                "quantity": {"type": "integer", "minimum": 1},
-                "amount_minor": COUNT,
-                "currency": STRING,
-                "failure_reason": {"type": "string", "description": "Empty unless failed"},
-                "refunded": BOOLEAN,
-                "created_at": DATE_TIME,
-            }
-        ),
-        "Invariant": _object(
-            {
-                "quantity": COUNT,
-                "available": COUNT,
-                "held": COUNT,
-                "sold": COUNT,
-                "expired_unreclaimed": COUNT,
-                "expired_holds": COUNT,
-                "drift": {"type": "integer", "description": "quantity - (available + held + sold); 0"},
-            }
-        ),
-        "Place": _object(
-            {
-                "ticket": {"type": ["integer", "null"], "description": "Place in line; null until the draw"},
-                "entry": {"type": "integer", "description": "Entry number (the draw sorts these)"},
-                "position": {"type": ["integer", "null"], "minimum": 0, "description": "1 = next; 0 = in"},
-                "admitted": BOOLEAN,
-                "admission_token": {
-                    "type": ["string", "null"],
-                    "description": "Send as X-Admission-Token when reserving; short-lived: GET again",
-                },
-                "eta_seconds": {"type": ["integer", "null"], "minimum": 0},
-                "drawn": BOOLEAN,
-                "unlikely": {
-                    "type": "boolean",
-                    "description": "As many ahead as units left and held, or more: unlikely to get one",
-                },
-                "admitted_through": COUNT,
-                "state": {"enum": QUEUE_STATES},
-                "remaining": COUNT,
-                "returning": {**COUNT, "description": "Units given back, being offered to the next tickets"},
-                "held": COUNT,
-                "offered_through": {
-                    **COUNT,
-                    "description": "Tickets up to this one have been offered a returned unit (or had one)",
-                },
-                "offer": {
-                    "type": ["object", "null"],
-                    "description": "A returned unit held for you: pay for its hold before expires_at, or it "
-                    "goes to the next ticket (state lapsed)",
-                    "properties": {
-                        "hold": INTEGER,
-                        "state": {"enum": ["held", "sold", "lapsed"]},
-                        "expires_at": DATE_TIME,
-                        "paying": BOOLEAN,
-                    },
-                    "required": ["hold", "state", "expires_at", "paying"],
-                    "additionalProperties": False,
-                },
-                "last_ticket": COUNT,
-                "waiting": COUNT,
-                "pace_per_minute": {"type": "number", "minimum": 0},
-                "seed_sha256": {"type": ["string", "null"]},
-                "seed": {"type": ["string", "null"], "description": "Revealed after the draw"},
-                "queue_ticket": {
-                    "type": ["string", "null"],
-                    "description": "Send back as X-Queue-Ticket on GET (the page's cookie carries it): "
-                    "the edge answers that poll from its snapshot",
-                },
-            }
-        ),
-        "Draw": _object(
-            {
-                "seed_sha256": STRING,
-                "drawn": BOOLEAN,
-                "seed": STRING,
-                "drawn_at": DATE_TIME,
-                "entries": {
-                    "type": "array",
-                    "items": INTEGER,
-                    "description": "The closed entry list, ascending",
-                },
-                "entries_sha256": {
-                    "type": "string",
-                    "description": "SHA-256 of the entries, ascending, joined by ','; fixed at the draw",
-                },
-                "beacon": {
-                    "type": "string",
-                    "description": "The public randomness beacon value mixed in ('' if none)",
-                },
-                "order": {
-                    "type": "array",
-                    "items": INTEGER,
-                    "description": "The entries by the ticket numbers they hold (the first has ticket 1)",
-                },
-                "rule": STRING,
-            },
-            optional=("seed", "drawn_at", "entries", "entries_sha256", "beacon", "order", "rule"),
-            # The seed and entries come with the draw, never before it.
-            **{
-                "if": {"properties": {"drawn": {"const": True}}},
-                "then": {
-                    "required": ["seed", "drawn_at", "entries", "entries_sha256", "beacon", "order", "rule"]
-                },
-                "else": {
-                    "not": {
-                        "anyOf": [
-                            {"required": [k]}
-                            for k in (
-                                "seed",
-                                "drawn_at",
-                                "entries",
-                                "entries_sha256",
-                                "beacon",
-                                "order",
-                                "rule",
-                            )
-                        ]
-                    }
-                },
-            },
-        ),
-        "PaymentStarted": _object(
-            {
-                "payment": INTEGER,
-                "state": {"enum": PAYMENT_STATES},
-                "redirect_url": {"type": "string", "description": "Send the buyer here to pay"},
-                "order": _ref("Order"),
-            }
-        ),
-    },
-}
-
-QUEUE_ERRORS: Schema = {
-    "404": _error("No such drop (or, for GET, not in its queue: not_in_queue)"),
-    "409": _error(
-        "no_waiting_room; sold_out (POST, a new buyer: sold out with none held, the line is closed)"
-    ),
-    "410": _error("ended: the queue is closed"),
-}
-
-PATHS: Schema = {
-    "/api/": {
-        "get": _operation(
-            "Where to start",
-            {"200": _json("Links", _object({"openapi": STRING, "drops": STRING, "catalogue": STRING}))},
-        )
-    },
-    "/api/openapi.json": {
-        "get": _operation(
-            "This document",
-            {
-                "200": _json(
-                    "OpenAPI 3.1",
-                    _object(
-                        {
-                            "openapi": {"const": "3.1.0"},
-                            "info": {"type": "object"},
-                            "components": {"type": "object"},
-                            "paths": {"type": "object"},
-                        }
-                    ),
-                )
-            },
-        )
-    },
+OPERATIONS: dict[str, dict[str, Operation]] = {
+    "/api/": {"get": Operation("Where to start", {200: Answer("Links", schemas.Links)})},
+    "/api/openapi.json": {"get": Operation("This document", {200: Answer("OpenAPI 3.1", schemas.Document)})},
     "/api/me": {
-        "get": _operation(
-            "Who the credentials belong to",
-            {"200": _json("The user", _object({"username": STRING}))},
-            login=True,
-        )
+        "get": Operation("Who the credentials belong to", {200: Answer("The user", schemas.Me)}, login=True)
     },
     "/api/drops": {
-        "get": _operation(
+        "get": Operation(
             "Every drop: live, upcoming, sold out, then ended (most recent first); HEAD too",
-            {"200": _json("The drops", _object({"drops": {"type": "array", "items": _ref("Drop")}}))},
+            {200: Answer("The drops", schemas.DropList)},
         )
     },
     "/api/drops/{slug}": {
-        "get": _operation(
+        "get": Operation(
             "A drop and how much of it is left (HEAD too)",
-            {"200": _json("The drop", _ref("Drop")), "404": _error("No such drop")},
-            parameters=[SLUG],
+            {200: Answer("The drop", schemas.Drop), 404: error("No such drop")},
+            (SLUG,),
         )
     },
     "/api/drops/{slug}/holds": {
-        "post": _operation(
+        "post": Operation(
             "Reserve units: they are yours until expires_at",
             {
-                "201": _json("Reserved", _ref("Hold")),
-                "200": _json("The same Idempotency-Key again: the hold it made", _ref("Hold")),
-                "400": _error("invalid_idempotency_key: missing or malformed Idempotency-Key"),
-                "403": _error("not_admitted (waiting-room drops), or csrf_failed"),
-                "404": _error("No such drop"),
-                "409": _error("sold_out (with remaining), unit_taken or hold_exists (with hold)"),
-                "410": _error("ended"),
-                "422": _error(
+                201: Answer("Reserved", schemas.Hold),
+                200: Answer("The same Idempotency-Key again: the hold it made", schemas.Hold),
+                400: error("invalid_idempotency_key: missing or malformed Idempotency-Key"),
+                403: error("not_admitted (waiting-room drops), or csrf_failed"),
+                404: error("No such drop"),
+                409: error("sold_out (with remaining), unit_taken or hold_exists (with hold)"),
+                410: error("ended"),
+                422: error(
                     "invalid_quantity, limit_reached, invalid (body, unit), or idempotency_key_reused "
                     "(the key was used for another quantity or unit)"
                 ),
-                "423": _error("paused"),
-                "425": _error("not_started"),
-                "429": _error("rate_limited; see Retry-After", retry=True),
-                "503": _error(
-                    "busy: the database, Redis or this process' claim slots; see Retry-After", retry=True
-                ),
+                423: error("paused"),
+                425: error("not_started"),
+                429: busy("rate_limited; see Retry-After"),
+                503: busy("busy: the database, Redis or this process' claim slots; see Retry-After"),
             },
-            parameters=[
+            (
                 SLUG,
-                {
-                    "name": "Idempotency-Key",
-                    "in": "header",
-                    "required": True,
-                    "schema": {"type": "string", "minLength": 1, "maxLength": 64},
-                },
-                {"name": "X-Admission-Token", "in": "header", "required": False, "schema": STRING},
-            ],
+                Param("Idempotency-Key", "header", Annotated[str, Field(min_length=1, max_length=64)]),
+                Param("X-Admission-Token", "header", required=False),
+            ),
             login=True,
             unsafe=True,
-            body={
-                "type": "object",
-                "required": ["quantity"],
-                "properties": {"quantity": {"type": "integer", "minimum": 1}, "unit": STRING},
-            },
+            body=schemas.ReserveBody,
         )
     },
     "/api/drops/{slug}/queue": {
-        "post": _operation(
+        "post": Operation(
             "Join the waiting room; joining again returns the same ticket",
             {
-                "200": _json("Your place", _ref("Place")),
+                200: Answer("Your place", schemas.Place),
                 **QUEUE_ERRORS,
-                "428": _error(
+                428: error(
                     "proof_of_work_required: a new place in this drop's line needs a nonce whose "
                     "sha256('<challenge>:<nonce>') starts with `bits` zero bits, sent as X-Join-Proof"
                 ),
-                "429": _error("rate_limited; see Retry-After", retry=True),
-                "503": _error("busy (Redis down or the line is catching up); see Retry-After", retry=True),
+                429: busy("rate_limited; see Retry-After"),
+                503: busy("busy (Redis down or the line is catching up); see Retry-After"),
             },
-            parameters=[
+            (
                 SLUG,
-                {
-                    "name": "X-Join-Proof",
-                    "in": "header",
-                    "required": False,
-                    "schema": {"type": "string", "pattern": "^[0-9a-z]{1,32}$"},
-                    "description": "The proof of work's nonce, for drops that ask one (see 428)",
-                },
-            ],
+                Param(
+                    "X-Join-Proof",
+                    "header",
+                    Annotated[str, Field(pattern="^[0-9a-z]{1,32}$")],
+                    required=False,
+                    description="The proof of work's nonce, for drops that ask one (see 428)",
+                ),
+            ),
             login=True,
             unsafe=True,
         ),
-        "get": _operation(
+        "get": Operation(
             "Your place in the waiting room (a fresh admission token once admitted)",
-            {"200": _json("Your place", _ref("Place")), **QUEUE_ERRORS},
-            parameters=[
+            {200: Answer("Your place", schemas.Place), **QUEUE_ERRORS},
+            (
                 SLUG,
-                {
-                    "name": "X-Queue-Ticket",
-                    "in": "header",
-                    "required": False,
-                    "schema": STRING,
-                    "description": "The queue_ticket of an earlier answer, sent with the same credential",
-                },
-            ],
+                Param(
+                    "X-Queue-Ticket",
+                    "header",
+                    required=False,
+                    description="The queue_ticket of an earlier answer, sent with the same credential",
+                ),
+            ),
             login=True,
         ),
     },
     "/api/drops/{slug}/queue/draw": {
-        "get": _operation(
+        "get": Operation(
             "Check the draw: the seed's hash before the start; seed and entries after",
             {
-                "200": _json(
-                    "Sort the entries by sha256('<seed>:<entry>'); the first gets ticket 1", _ref("Draw")
+                200: Answer(
+                    "Sort the entries by sha256('<seed>:<entry>'); the first gets ticket 1", schemas.Draw
                 ),
-                "404": _error("No such drop"),
-                "409": _error("no_waiting_room"),
+                404: error("No such drop"),
+                409: error("no_waiting_room"),
             },
-            parameters=[SLUG],
+            (SLUG,),
         )
     },
     "/api/holds/{id}": {
-        "get": _operation(
+        "get": Operation(
             "One of your holds",
-            {"200": _json("The hold", _ref("Hold")), "404": _error("Not yours or none")},
-            parameters=[ID],
+            {200: Answer("The hold", schemas.Hold), 404: error("Not yours or none")},
+            (ID,),
             login=True,
         ),
-        "delete": _operation(
+        "delete": Operation(
             "Release a hold; its units go back to stock once",
-            {"200": _json("The hold after release", _ref("Hold")), "404": _error("Not yours or none")},
-            parameters=[ID],
+            {200: Answer("The hold after release", schemas.Hold), 404: error("Not yours or none")},
+            (ID,),
             login=True,
             unsafe=True,
         ),
     },
     "/api/holds/{id}/payment": {
-        "post": _operation(
+        "post": Operation(
             "Start paying a hold: extends it once; send the buyer to redirect_url",
             {
-                "202": _json("The payment and its order", _ref("PaymentStarted")),
-                "404": _error("Not yours or none"),
-                "409": _error("hold_not_active: expired or released"),
-                "503": _error("busy, payment_unavailable or payment_opening; see Retry-After", retry=True),
+                202: Answer("The payment and its order", schemas.PaymentStarted),
+                404: error("Not yours or none"),
+                409: error("hold_not_active: expired or released"),
+                503: busy("busy, payment_unavailable or payment_opening; see Retry-After"),
             },
-            parameters=[ID],
+            (ID,),
             login=True,
             unsafe=True,
         )
     },
     "/api/orders": {
-        "get": _operation(
-            "Your orders, newest first",
-            {"200": _json("Your orders", _object({"orders": {"type": "array", "items": _ref("Order")}}))},
-            login=True,
+        "get": Operation(
+            "Your orders, newest first", {200: Answer("Your orders", schemas.OrderList)}, login=True
         )
     },
     "/api/orders/{id}": {
-        "get": _operation(
+        "get": Operation(
             "One of your orders",
-            {"200": _json("The order", _ref("Order")), "404": _error("Not yours or none")},
-            parameters=[ID],
+            {200: Answer("The order", schemas.Order), 404: error("Not yours or none")},
+            (ID,),
             login=True,
         )
     },
     "/api/ops/drops/{slug}/invariant": {
-        "get": _operation(
+        "get": Operation(
             "available + held + sold = quantity, from one snapshot (staff)",
             {
-                "200": _json("The numbers", _ref("Invariant")),
-                "403": _error("Staff only"),
-                "404": _error("No such drop"),
+                200: Answer("The numbers", schemas.Invariant),
+                403: error("Staff only"),
+                404: error("No such drop"),
             },
-            parameters=[SLUG],
+            (SLUG,),
             login=True,
         )
     },
     "/api/ops/drops/{slug}/pause": {
-        "post": _operation(
+        "post": Operation(
             "Kill switch: no claim succeeds after this returns (needs shop.pause_drop)",
             {
-                "200": _json(
+                200: Answer(
                     "drained false: claims begun before the pause were still running when it returned",
-                    _object({"state": {"enum": DROP_STATES}, "changed": BOOLEAN, "drained": BOOLEAN}),
+                    schemas.Paused,
                 ),
-                "403": _error("Needs shop.pause_drop, or csrf_failed"),
-                "404": _error("No such drop"),
-                "422": _error("invalid: no reason, or one too long"),
+                403: error("Needs shop.pause_drop, or csrf_failed"),
+                404: error("No such drop"),
+                422: error("invalid: no reason, or one too long"),
             },
-            parameters=[SLUG],
+            (SLUG,),
             login=True,
             unsafe=True,
-            body={
-                "type": "object",
-                "required": ["reason"],
-                "properties": {"reason": {"type": "string", "minLength": 1}},
-            },
+            body=schemas.PauseBody,
         )
     },
     "/api/ops/drops/{slug}/resume": {
-        "post": _operation(
+        "post": Operation(
             "Resume a paused drop (needs shop.pause_drop); the body and its reason are optional",
             {
-                "200": _json(
-                    "The drop's state", _object({"state": {"enum": DROP_STATES}, "changed": BOOLEAN})
-                ),
-                "403": _error("Needs shop.pause_drop, or csrf_failed"),
-                "404": _error("No such drop"),
-                "422": _error("invalid: the body is not a JSON object"),
+                200: Answer("The drop's state", schemas.Resumed),
+                403: error("Needs shop.pause_drop, or csrf_failed"),
+                404: error("No such drop"),
+                422: error("invalid: the body is not a JSON object"),
             },
-            parameters=[SLUG],
+            (SLUG,),
             login=True,
             unsafe=True,
         )
     },
 }
 
+INFO: Schema = {
+    "title": "Floodgate",
+    "version": "1",
+    # Markdown on the docs page: the example in a code span, so "<code>" is not a tag
+    "description": "Limited drops: reserve a unit, pay, confirm. Errors are "
+    '`{"error": "<code>", "detail": "<what to do>"}` (see Error). Any other path under /api/ '
+    "answers 404 and any other method 405 (with Allow), both with an Error body. The public "
+    "contract, every answer and status, is docs/API.md in the repository.",
+}
+SECURITY_SCHEMES: Schema = {
+    "bearer": {"type": "http", "scheme": "bearer"},
+    "session": {"type": "apiKey", "in": "cookie", "name": "sessionid"},
+}
+SECURED: list[dict[str, list[str]]] = [{"bearer": []}, {"session": []}]
+RETRY_AFTER: Schema = {
+    "Retry-After": {"description": "Seconds to wait before trying again", "schema": {"type": "integer"}}
+}
+
+
+def _common(operation: Operation) -> dict[int, Answer]:
+    """The answers core.api.api gives every view besides the view's own."""
+    common = {
+        # A malformed or unknown bearer token is refused on every call; login views also refuse none.
+        401: error("Not logged in, or a bad bearer token" if operation.login else "A bad bearer token"),
+        # The database said "not now" (lock or statement timeout, pool exhausted).
+        503: busy("busy; see Retry-After"),
+    }
+    if operation.unsafe:
+        common[403] = error("csrf_failed: a session needs the CSRF token")
+        # A body the view (or a session's CSRF check) reads: past 16 KB for JSON, 2.5 MB for a form.
+        common[413] = error("too_large: the request body is too large")
+    if operation.body is not None:
+        common[422] = error("invalid: the body is not a JSON object")
+    return common
+
+
+def _type_schema(annotation: Any) -> Schema:
+    return TypeAdapter(annotation).json_schema(schema_generator=OpenApiJsonSchema)
+
+
+def _parameter(param: Param) -> Schema:
+    described = {"description": param.description} if param.description else {}
+    return {
+        "name": param.name,
+        "in": param.where,
+        "required": param.required,
+        "schema": _type_schema(param.type),
+        **described,
+    }
+
+
+def _operation(operation: Operation, refs: dict[type[BaseModel], Schema]) -> Schema:
+    responses: Schema = {}
+    for status, answer in {**_common(operation), **operation.answers}.items():
+        response: Schema = {
+            "description": answer.description,
+            "content": {"application/json": {"schema": refs[answer.model]}},
+        }
+        if answer.retry:
+            response["headers"] = RETRY_AFTER
+        responses[str(status)] = response
+    generated: Schema = {"summary": operation.summary, "responses": responses}
+    if operation.params:
+        generated["parameters"] = [_parameter(param) for param in operation.params]
+    if operation.login:
+        generated["security"] = SECURED
+    if operation.body is not None:
+        body = operation.body.model_json_schema(schema_generator=OpenApiJsonSchema)
+        generated["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    return generated
+
+
+@functools.cache
+def _document() -> Schema:
+    # Error is every operation's through _common; the table names the rest.
+    operations = [op for item in OPERATIONS.values() for op in item.values()]
+    answers = [answer for op in operations for answer in op.answers.values()]
+    named: set[type[BaseModel]] = {schemas.Error, *(answer.model for answer in answers)}
+    models = sorted(named, key=lambda model: model.__name__)
+    keys, definitions = models_json_schema(
+        [(model, "serialization") for model in models],
+        ref_template="#/components/schemas/{model}",
+        schema_generator=OpenApiJsonSchema,
+    )
+    refs = {model: keys[(model, "serialization")] for model in models}
+    return {
+        "openapi": "3.1.0",
+        "info": INFO,
+        "components": {"securitySchemes": SECURITY_SCHEMES, "schemas": definitions["$defs"]},
+        "paths": {
+            path: {method: _operation(op, refs) for method, op in item.items()}
+            for path, item in OPERATIONS.items()
+        },
+    }
+
 
 def schema() -> Schema:
     """A fresh copy each call: a caller that edits it (a test, a view) cannot change the next answer."""
-    doc: Schema = {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "Floodgate",
-            "version": "1",
-            # Markdown on the docs page: the example in a code span, so "<code>" is not a tag
-            "description": "Limited drops: reserve a unit, pay, confirm. Errors are "
-            '`{"error": "<code>", "detail": "<what to do>"}` (see Error). Any other path under /api/ '
-            "answers 404 and any other method 405 (with Allow), both with an Error body. The public "
-            "contract, every answer and status, is docs/API.md in the repository.",
-        },
-        "components": COMPONENTS,
-        "paths": PATHS,
-    }
-    return copy.deepcopy(doc)
+    return copy.deepcopy(_document())

@@ -1,17 +1,26 @@
-"""The published schema, and the check that holds the API's answers to it."""
+"""The published schema, generated from the answer models, and the check that holds answers to it."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.db import models
 from django.test import Client
 from jsonschema import Draft202012Validator
 
+import config.openapi
+import config.schemas
+import shop.models
+from admission.services import OfferState
+from admission.state import QueueState
+from checkout.models import OrderState, PaymentState
 from config.openapi import schema
-from shop.models import ApiToken
+from holds.models import HoldState
+from shop.models import ApiToken, DropState
 from tests.api_schema import ApiSchema, SchemaMismatch
 from tests.factories import make_buyer, make_drop
 
@@ -88,6 +97,43 @@ def test_every_operation_lists_what_every_api_view_may_answer() -> None:
     for path, item in schema()["paths"].items():
         for method, operation in item.items():
             assert {"401", "503"} <= set(operation["responses"]), f"{method} {path}"
+
+
+def test_every_state_in_the_schema_is_a_models_choices() -> None:
+    enums = {name: s["enum"] for name, s in schema()["components"]["schemas"].items() if "enum" in s}
+
+    assert enums == {
+        choices.__name__: choices.values
+        for choices in (DropState, HoldState, OrderState, PaymentState, QueueState, OfferState)
+    }
+
+
+def test_a_state_added_to_the_models_choices_is_in_the_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    archived = models.TextChoices(
+        "DropState", [*((state.name, state.value) for state in DropState), ("ARCHIVED", "archived")]
+    )
+    monkeypatch.setattr(shop.models, "DropState", archived)
+    try:
+        importlib.reload(config.schemas)
+        doc = importlib.reload(config.openapi).schema()
+    finally:
+        monkeypatch.undo()
+        importlib.reload(config.schemas)
+        importlib.reload(config.openapi)
+
+    assert doc["components"]["schemas"]["DropState"]["enum"] == [*DropState.values, "archived"]
+    assert "archived" not in config.openapi.schema()["components"]["schemas"]["DropState"]["enum"]
+
+
+def test_a_field_the_answer_model_does_not_list_fails_the_check() -> None:
+    make_drop(slug="extra")
+    created = answer_of(reserve("extra", bearer("extra")))
+    published = ApiSchema(schema())
+    published.check(**created)
+
+    body = {**json.loads(created["body"]), "gift_wrap": True}
+    with pytest.raises(SchemaMismatch, match="gift_wrap"):
+        published.check(**{**created, "body": json.dumps(body).encode()})
 
 
 def drifted(change: str) -> ApiSchema:

@@ -1,0 +1,223 @@
+"""Every answer of `/api/` as a typed model: config/openapi.py generates the published schema from these.
+
+Answers are closed objects (extra="forbid": additionalProperties false) and a field without a
+default is one the answer always carries (required); an Omittable one may be left out, a `| None`
+one may be null. The states are the models' own TextChoices, so a state added there is in the
+schema too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
+from pydantic.json_schema import SkipJsonSchema
+
+from admission.services import OfferState
+from admission.state import QueueState
+from checkout.models import OrderState, PaymentState
+from holds.models import HoldState
+from shop.models import DropState
+
+T = TypeVar("T")
+# A field an answer may leave out, typed honestly: None is its default, not a value the schema allows.
+if TYPE_CHECKING:  # mypy cannot read SkipJsonSchema[None] as a type; to it, this is Optional
+    Omittable: TypeAlias = T | None
+else:
+    Omittable = T | SkipJsonSchema[None]
+Slug = Annotated[str, Field(description="The drop's slug")]
+Quantity = Annotated[int, Field(ge=1)]
+
+
+class Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Error(Closed):
+    error: str = Field(description="A stable code, e.g. sold_out")
+    detail: str = Field(description="What to do, for a person")
+    remaining: Omittable[NonNegativeInt] = Field(None, description="sold_out: how many are left to ask for")
+    hold: int | None = Field(
+        None, description="hold_exists: the buyer's active hold (null: one is being made)"
+    )
+    queue: Omittable[Literal[True]] = Field(None, description="not_admitted: go through the waiting room")
+    starts_at: Omittable[datetime] = Field(None, description="not_started: when the drop opens")
+    challenge: Omittable[str] = Field(None, description="proof_of_work_required: what to solve")
+    bits: Omittable[NonNegativeInt] = Field(
+        None, description="proof_of_work_required: leading zero bits asked"
+    )
+
+
+class Drop(Closed):
+    slug: str
+    title: str
+    state: DropState
+    quantity: NonNegativeInt
+    remaining: NonNegativeInt = Field(description="may be approximate")
+    sold_out: bool
+    starts_at: datetime
+    ends_at: datetime
+    waiting_room: bool
+    price_minor: NonNegativeInt
+    currency: str
+    per_buyer_limit: Quantity
+
+
+class DropList(Closed):
+    drops: list[Drop]
+
+
+class HoldOrder(Closed):
+    id: int
+    state: OrderState
+
+
+class Hold(Closed):
+    id: int
+    drop: Slug
+    state: HoldState
+    quantity: Quantity
+    expires_at: datetime
+    extended: bool = Field(description="Paying extends a hold once")
+    units: list[str] = Field(description="Unit labels (seats); empty for identical units")
+    order: HoldOrder | None = Field(description="The order once payment has started")
+
+
+class Order(Closed):
+    id: int
+    hold: int
+    drop: Slug
+    state: OrderState
+    quantity: Quantity
+    amount_minor: NonNegativeInt
+    currency: str
+    failure_reason: str = Field(description="Empty unless failed")
+    refunded: bool
+    created_at: datetime
+
+
+class OrderList(Closed):
+    orders: list[Order]
+
+
+class PaymentStarted(Closed):
+    payment: int
+    state: PaymentState
+    redirect_url: str = Field(description="Send the buyer here to pay")
+    order: Order
+
+
+class Offer(Closed):
+    hold: int
+    state: OfferState
+    expires_at: datetime
+    paying: bool
+
+
+class Place(Closed):
+    ticket: int | None = Field(description="Place in line; null until the draw")
+    entry: int = Field(description="Entry number (the draw sorts these)")
+    position: NonNegativeInt | None = Field(description="1 = next; 0 = in")
+    admitted: bool
+    admission_token: str | None = Field(
+        description="Send as X-Admission-Token when reserving; short-lived: GET again"
+    )
+    eta_seconds: NonNegativeInt | None
+    drawn: bool
+    unlikely: bool = Field(description="As many ahead as units left and held, or more: unlikely to get one")
+    admitted_through: NonNegativeInt
+    state: QueueState
+    remaining: NonNegativeInt
+    returning: NonNegativeInt = Field(description="Units given back, being offered to the next tickets")
+    held: NonNegativeInt
+    offered_through: NonNegativeInt = Field(
+        description="Tickets up to this one have been offered a returned unit (or had one)"
+    )
+    offer: Offer | None = Field(
+        description="A returned unit held for you: pay for its hold before expires_at, or it goes to "
+        "the next ticket (state lapsed)"
+    )
+    last_ticket: NonNegativeInt
+    waiting: NonNegativeInt
+    pace_per_minute: NonNegativeFloat
+    seed_sha256: str | None
+    seed: str | None = Field(description="Revealed after the draw")
+    queue_ticket: str | None = Field(
+        description="Send back as X-Queue-Ticket on GET (the page's cookie carries it): the edge "
+        "answers that poll from its snapshot"
+    )
+
+
+def _drawn_only(schema: dict[str, Any]) -> None:
+    """The seed and entries come with the draw, never before it: the optional fields, all or none."""
+    later = [name for name in schema["properties"] if name not in schema["required"]]
+    schema["if"] = {"properties": {"drawn": {"const": True}}}
+    schema["then"] = {"required": later}
+    schema["else"] = {"not": {"anyOf": [{"required": [name]} for name in later]}}
+
+
+class Draw(Closed):
+    model_config = ConfigDict(json_schema_extra=_drawn_only)
+
+    seed_sha256: str
+    drawn: bool
+    seed: Omittable[str] = None
+    drawn_at: Omittable[datetime] = None
+    entries: Omittable[list[int]] = Field(None, description="The closed entry list, ascending")
+    entries_sha256: Omittable[str] = Field(
+        None, description="SHA-256 of the entries, ascending, joined by ','; fixed at the draw"
+    )
+    beacon: Omittable[str] = Field(
+        None, description="The public randomness beacon value mixed in ('' if none)"
+    )
+    order: Omittable[list[int]] = Field(
+        None, description="The entries by the ticket numbers they hold (the first has ticket 1)"
+    )
+    rule: Omittable[str] = None
+
+
+class Invariant(Closed):
+    quantity: NonNegativeInt
+    available: NonNegativeInt
+    held: NonNegativeInt
+    sold: NonNegativeInt
+    expired_unreclaimed: NonNegativeInt
+    expired_holds: NonNegativeInt
+    drift: int = Field(description="quantity - (available + held + sold); 0")
+
+
+class Resumed(Closed):
+    state: DropState
+    changed: bool
+
+
+class Paused(Resumed):
+    drained: bool
+
+
+class Me(Closed):
+    username: str
+
+
+class Links(Closed):
+    openapi: str
+    drops: str
+    catalogue: str
+
+
+class Document(Closed):
+    openapi: Literal["3.1.0"]
+    info: dict[str, Any]
+    components: dict[str, Any]
+    paths: dict[str, Any]
+
+
+# Request bodies: open objects (a field the view does not read is ignored), inlined in the operation.
+class ReserveBody(BaseModel):
+    quantity: Quantity
+    unit: Omittable[str] = None
+
+
+class PauseBody(BaseModel):
+    reason: str = Field(min_length=1)
