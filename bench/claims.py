@@ -1051,7 +1051,8 @@ def check_connections(peak: int) -> None:
     if peak > free:
         sys.exit(
             f"bench: PostgreSQL max_connections={limit} cannot take {peak} clients + this process "
-            f"({in_use} connections in use, {free} free{'' if superuser else f', {reserved} reserved'}); "
+            f"({in_use} connections in use, this one included, {free} free"
+            f"{'' if superuser else f', {reserved} reserved'}); "
             "lower --clients"
         )
 
