@@ -328,7 +328,17 @@ def ensure_buyers(wanted: int) -> tuple[int, int]:
         query("ANALYZE auth_user")
         return ensure_buyers(wanted)
     if count < wanted or last - first + 1 != count:
-        sys.exit(f"bench: the {count} bench buyers are not {wanted} consecutive ids; remove .data/bench")
+        # Fewer (a smoke run made them) or not consecutive: made again; their holds went with the drops.
+        from django.db import DatabaseError
+
+        print(
+            f"bench: {count:,} bench buyers are not {wanted:,} consecutive ids; making them again", flush=True
+        )
+        try:
+            query("DELETE FROM auth_user WHERE username LIKE %s", [BUYER_PREFIX + "%"])
+        except DatabaseError as error:
+            sys.exit(f"bench: cannot remove the {count:,} bench buyers ({error}); remove .data/bench")
+        return ensure_buyers(wanted)
     return first, last + 1
 
 
@@ -1021,6 +1031,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="every client and pgbench through a real PgBouncer in transaction mode (Debian's pgbouncer)",
     )
+    parser.add_argument("--out", type=Path, default=OUT, help="where the report goes (default bench/out)")
     # The control of tests/test_bench.py: pgbench's script without the digest, as it was broken.
     parser.add_argument("--break-pgbench", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1120,10 +1131,10 @@ def main(argv: list[str] | None = None) -> None:
         pgbench=pgbench or "-",
     )
     print("\n" + text)
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"claims-{started:%Y-%m-%d-%H%M%S}.md"
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"claims-{started:%Y-%m-%d-%H%M%S}.md"
     path.write_text(text)
-    print(f"bench: written to {path.relative_to(OUT.parent.parent)}")
+    print(f"bench: written to {path}")
     failed = failures(runs, args.counts, units)
     if failed:
         sys.exit(f"bench claims: FAILED: {len(failed)} run(s): " + " | ".join(failed))
