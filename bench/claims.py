@@ -617,8 +617,10 @@ def pgbench_sql(statement: str, *, unchecked: bool = False, **literals: str) -> 
         if name in literals:
             return literals[name]
         if name not in known and not unchecked:
+            head = " ".join(statement.split()[:3])
             raise UnsetParameter(
-                f"pgbench's script sets no {name!r} for %({name})s in: {statement.split()[:4]}"
+                f"pgbench's script sets no {name!r} for %({name})s of `{head} ...`; "
+                "set it in pgbench_script (as reserve() derives it) or pass a literal"
             )
         return f":{name}"
 
@@ -1089,6 +1091,11 @@ def main(argv: list[str] | None = None) -> None:
         atexit.register(bouncer.stop)
         os.environ |= {"DATABASE_URL": bouncer.url, "DB_POOLER": "pgbouncer"}
     setup_django()
+    try:  # before any run: a statement's parameter that pgbench's script does not set
+        for buckets in (1, 16):
+            pgbench_script(buckets, broken=args.break_pgbench)
+    except UnsetParameter as error:
+        sys.exit(f"bench claims: FAILED: {error}")
     size = max(*args.counts, args.units_clients)
     if not args.through_pgbouncer:  # PgBouncer queues its clients onto its own 20 connections
         check_connections(size)
