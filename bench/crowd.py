@@ -1066,7 +1066,7 @@ def main() -> None:
     stack = Stack(env)
     results: list[Measured] = []
     ceilings: dict[tuple[int, int], Measured] = {}
-    failed = False
+    failed = ""
     try:
         rushes = [s for s in chosen if not s.room]
         if rushes:
@@ -1090,19 +1090,31 @@ def main() -> None:
     except KeyboardInterrupt:
         say("interrupted; stopping the servers")
     except Exception as error:  # report what was measured before it
-        say(f"stopped by {type(error).__name__}: {error}")
-        failed = True
+        failed = f"stopped by {type(error).__name__}: {error}"
+        say(failed)
     finally:
         stack.stop()
     if not results:
-        sys.exit(1)
+        sys.exit(f"bench crowd: FAILED: no scenario measured ({failed or 'interrupted'})")
     text = report(results, list(ceilings.values()), server_name(), args.clients, args.quick)
     path = OUT / f"crowd-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}.txt"
     path.write_text(text)
     print(text)
     say(f"report written to {path.relative_to(ROOT)}")
-    if failed or any(m.holds_db != QUANTITY or m.drift != 0 for m in results):
+    if reasons := failures(results, failed):
+        print(f"bench crowd: FAILED: {'; '.join(reasons)}", file=sys.stderr)
         sys.exit(2)
+
+
+def failures(results: list[Measured], stopped: str) -> list[str]:
+    """Why the run failed: it stopped, sold other than exactly 100, or a rush has no bare ceiling
+    (its baseline: the share of it would be a dash beside its goal)."""
+    reasons = [stopped] if stopped else []
+    if wrong := [m.scenario.number for m in results if m.holds_db != QUANTITY or m.drift != 0]:
+        reasons.append(f"CORRECTNESS in scenario(s) {wrong}")
+    if bare := [m.scenario.number for m in results if not m.scenario.room and not m.ceiling]:
+        reasons.append(f"no bare-ASGI ceiling measured for scenario(s) {bare}")
+    return reasons
 
 
 if __name__ == "__main__":

@@ -379,11 +379,24 @@ def parse_ms(text: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}[unit]
 
 
+FAILED: list[str] = []  # endpoints that did not give the answer they are measured for
+
+
 def wrk(
-    name: str, url: str, *, seconds: int, method: str = "GET", headers: dict[str, str] | None = None
+    name: str,
+    url: str,
+    *,
+    seconds: int,
+    expect: str,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
 ) -> Load:
+    """One wrk run; `expect` is the status the endpoint must answer (else the run fails, named)."""
     headers = headers or {}
     status, edge = probe(url, method, headers)
+    if status.split()[0] != expect:
+        FAILED.append(f"{name}: {status}, not {expect}")
+        say(f"FAILED {FAILED[-1]}")
     script = OUT / "wrk-request.lua"
     lines = [f'wrk.method = "{method}"', f"wrk.body = '{BODY.decode()}'" if method == "POST" else ""]
     lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()]
@@ -442,19 +455,21 @@ def no_path(base: str, seconds: int) -> list[Load]:
     poll = {"Authorization": auth["Authorization"]}
     PUBLISHER.start(list(Drop.objects.select_related("product").filter(pk__in=[gone.pk, room.pk])))
     runs = [
-        wrk("trivial Django endpoint (GET /healthz)", f"{base}/healthz", seconds=seconds),
+        wrk("trivial Django endpoint (GET /healthz)", f"{base}/healthz", seconds=seconds, expect="200"),
         wrk(
             "sold out: POST /api/drops/<slug>/holds",
             f"{base}/api/drops/{gone.slug}/holds",
             seconds=seconds,
+            expect="409",
             method="POST",
             headers=auth,
         ),
-        wrk("state: GET /api/drops/<slug>", f"{base}/api/drops/{gone.slug}", seconds=seconds),
+        wrk("state: GET /api/drops/<slug>", f"{base}/api/drops/{gone.slug}", seconds=seconds, expect="200"),
         wrk(
             "sold out, no snapshot yet (Django answers, then publishes one)",
             f"{base}/api/drops/{hidden.slug}/holds",
             seconds=seconds,
+            expect="409",
             method="POST",
             headers=auth,
         ),
@@ -462,12 +477,14 @@ def no_path(base: str, seconds: int) -> list[Load]:
             "queue poll with its ticket: GET /api/drops/<slug>/queue",
             f"{base}/api/drops/{room.slug}/queue",
             seconds=seconds,
+            expect="200",
             headers={**poll, "X-Queue-Ticket": ticket},
         ),
         wrk(
             "queue poll with the bearer token only (the edge names the buyer)",
             f"{base}/api/drops/{room.slug}/queue",
             seconds=seconds,
+            expect="200",
             headers=poll,
         ),
     ]
@@ -481,6 +498,7 @@ def report(fan: list[FanOut], loads: list[Load], machine: str) -> str:
         "",
         f"Machine: {machine}. floodgate-web, 2 workers; clients and wrk on the same machine.",
         "",
+        *(["**FAILED** (not the answer measured for): " + "; ".join(FAILED), ""] if FAILED else []),
         "## Fan-out: wave to client (ms), one broadcast per wave",
         "",
         "| clients | connected | waves | p50 | p99 | max | missed | run_wave (ms, median) |",
@@ -548,6 +566,8 @@ def main() -> None:
     text = report(fan, loads, machine)
     (OUT / "queue.md").write_text(text)
     print(text)
+    if FAILED:  # the trivial endpoint is every ratio's baseline: a wrong answer there is no measure
+        sys.exit("bench queue: FAILED: " + "; ".join(FAILED))
 
 
 if __name__ == "__main__":

@@ -361,8 +361,20 @@ def main() -> None:
     path.write_text(text)
     print(text)
     say(f"report written to {path.relative_to(ROOT)}")
-    if "MISS" in text or any(r.drift for r in runs):
+    if reasons := failures(runs, text):
+        print(f"bench returns: FAILED: {'; '.join(reasons)}", file=sys.stderr)
         sys.exit(2)
+
+
+def failures(runs: list[Run], text: str) -> list[str]:
+    """Why the run failed: drift, the room's MISS, or a run that measured nothing (the baseline
+    with no unit back or no crowd shows nothing to set the room against)."""
+    reasons = [f"{r.name}: drift {r.drift}" for r in runs if r.drift]
+    reasons += [f"{r.name}: no unit came back" for r in runs if not r.returns]
+    reasons += [f"{r.name}: the crowd got no answer" for r in runs if not sum(r.crowd_statuses.values())]
+    if "MISS" in text:
+        reasons.append("the waiting room's returns did not go to exactly the next tickets (MISS)")
+    return reasons
 
 
 if __name__ == "__main__":

@@ -378,9 +378,9 @@ def report(cells: list[Cell], servers: list[str], args: argparse.Namespace, mach
         ratios = [median_ratio(cells, server, e) for e in ENDPOINTS[1:]]
         lines.append(
             f"| {label(server, args.workers)} | "
-            + " | ".join("-" if r is None else f"{r:,.0f}" for r in rates)
+            + " | ".join("FAILED" if r is None else f"{r:,.0f}" for r in rates)
             + " | "
-            + " | ".join("-" if r is None else f"{r:.2f}" for r in ratios)
+            + " | ".join("FAILED" if r is None else f"{r:.2f}" for r in ratios)
             + " |"
         )
     if "daphne" in servers:
@@ -395,7 +395,7 @@ def report(cells: list[Cell], servers: list[str], args: argparse.Namespace, mach
             cols = []
             for e in ENDPOINTS:
                 mine, theirs = median_rate(cells, server, e), median_rate(cells, "daphne", e)
-                cols.append("-" if not mine or not theirs else f"{mine / theirs:.1f}x")
+                cols.append("FAILED" if not mine or not theirs else f"{mine / theirs:.1f}x")
             lines.append(f"| {label(server, args.workers)} | " + " | ".join(cols) + " |")
     mixed = [c for c in cells if ", then " in c.answer]
     if mixed:
@@ -451,6 +451,21 @@ def main() -> None:
     (OUT / "servers.md").write_text(text)
     (OUT / "servers.json").write_text(json.dumps([asdict(c) for c in cells], indent=1))
     print(text)
+    if failed := missing_cells(cells, servers, args.workers):
+        sys.exit("bench servers: FAILED: no measured cell for " + "; ".join(failed))
+
+
+def missing_cells(cells: list[Cell], servers: list[str], workers: int) -> list[str]:
+    """The server and endpoint pairs with no cell (every probe got another answer): the bare
+    callable is every ratio's baseline, so a missing one is a failed run, not a dash."""
+    why = {s.split(": ")[0].split(" ", 2)[2]: s.split(": ", 1)[1] for s in SKIPPED}
+    return [
+        f"{label(server, workers)} {endpoint}"
+        + (f" ({why[key]})" if (key := f"{server} {endpoint}") in why else "")
+        for server in servers
+        for endpoint in ENDPOINTS
+        if median_rate(cells, server, endpoint) is None
+    ]
 
 
 if __name__ == "__main__":
