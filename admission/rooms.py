@@ -1,5 +1,8 @@
 """Which slugs have a waiting room, for the queue's WebSocket: from the snapshot when there is a
-fresh one, else one lookup per slug at a time, and a flood of made-up slugs costs no query each."""
+fresh one, else one lookup per slug at a time, and a flood of made-up slugs costs no query each.
+
+A rehearsal's copy has none: the socket knows nobody (it opens from the snapshot, no query), the
+copy does not exist for anyone but its own buyers, and its crowd polls over HTTP."""
 
 from __future__ import annotations
 
@@ -26,7 +29,11 @@ def _open_room(slug: str) -> Room | None:
     from shop.models import Drop  # the models need Django set up; the edge is imported before
 
     try:
-        drop = Drop.objects.select_related("product").filter(slug=slug, waiting_room=True).first()
+        drop = (
+            Drop.objects.select_related("product")
+            .filter(slug=slug, waiting_room=True, rehearsal_of__isnull=True)
+            .first()
+        )
         if drop is None:
             return None
         return drop.pk, state.current(drop, publish_computed=True).queue_json()
@@ -39,7 +46,8 @@ def _waiting_rooms() -> frozenset[str]:
     from shop.models import Drop  # as _open_room: the models need Django set up
 
     try:
-        return frozenset(Drop.objects.filter(waiting_room=True).values_list("slug", flat=True))
+        rooms = Drop.objects.filter(waiting_room=True, rehearsal_of__isnull=True)
+        return frozenset(rooms.values_list("slug", flat=True))
     finally:
         close_connections()
 
@@ -77,7 +85,9 @@ class Rooms:
         except Exception as error:
             self._trouble("cannot read the snapshot of %r for a socket: %s", slug, error)
         if known is not None and known.drop_id is not None and known.queue is not None:
-            return (known.drop_id, known.queue) if known.drop.get("waiting_room") is True else None
+            if known.rehearsal or known.drop.get("waiting_room") is not True:
+                return None
+            return known.drop_id, known.queue
         until = self._no_room.get(slug)
         if until is not None and time.monotonic() < until:
             return None

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -15,11 +16,13 @@ import pytest
 import redis as redis_lib
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.utils import timezone
 from websockets.sync.client import ClientConnection, connect
 
 from admission import state
 from admission.rooms import MISS_BURST
 from config.asgi import application
+from ops import rehearsal
 from tests import harness
 from tests.conftest import app_env, database_url_for_tests, free_port, start_process, stop, wait_for_port
 from tests.factories import make_drop
@@ -204,3 +207,27 @@ def test_with_the_database_unreachable_a_socket_still_opens_from_the_snapshot(
     assert first["remaining"] == 6 and first["state"] == "admitting" and first["admitted_through"] == 0
     assert plain_code == 4404
     assert unknown_code == 4503  # try again later, not a crash
+
+
+def test_a_rehearsals_copy_has_no_queue_socket_for_anyone(work: DjangoWork) -> None:
+    """The copy's line does not exist outside its own buyers, and a socket knows no buyer: its
+    counts are not pushed to whoever guesses the slug (the crowd polls over HTTP)."""
+    later = timezone.now() + timedelta(minutes=5)
+    drop = make_drop(slug="real-room", quantity=5, waiting_room=True, starts_at=later)
+    copy, _ = rehearsal.begin(drop=drop, buyers=2, starts_in=timedelta(minutes=5), lasts=timedelta(minutes=5))
+
+    async def opened(slug: str) -> dict[str, object] | int:
+        first, client = await first_message(slug)
+        await client.disconnect()
+        return first
+
+    async def scenario() -> list[dict[str, object] | int]:
+        cold = await opened(copy.slug)  # no snapshot yet: looked up
+        await harness.in_thread(lambda: state.refresh([copy.pk, drop.pk]))
+        EDGE.forget()
+        return [cold, await opened(copy.slug), await opened(drop.slug)]  # from the snapshots
+
+    cold, published, real = harness.run(scenario)
+
+    assert (cold, published) == (4404, 4404)
+    assert isinstance(real, dict) and real["remaining"] == 5  # the drop it copies still has one
