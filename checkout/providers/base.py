@@ -1,8 +1,9 @@
 """What the payment saga needs from a payment provider; a real one plugs in here.
 
-The saga never talks HTTP itself: it asks the adapter to open a hosted payment
-session, to verify and parse a webhook, and to capture or void an authorisation.
-Every call is idempotent on the provider's side (keyed by the session id).
+The saga never talks HTTP itself: it asks the adapter to open a payment session, to
+verify and parse a webhook, to capture or void an authorisation and to refund a capture.
+Every call is idempotent on the provider's side (keyed by the session id, or for a
+refund by the key the saga derives from its refund row).
 """
 
 from __future__ import annotations
@@ -30,17 +31,26 @@ class Session:
 
 
 @dataclass(frozen=True)
+class Refunded:
+    """The provider's answer to a refund: its id, and whether the money has gone back yet."""
+
+    refund_id: str
+    state: str  # "succeeded", "pending" (a refund.* webhook will tell) or "failed"
+
+
+@dataclass(frozen=True)
 class WebhookEvent:
     event_id: str
-    type: str  # "payment.authorized" or "payment.failed"
+    type: str  # one of EVENT_TYPES
     session_id: str
-    reference: str
+    reference: str  # the payment's reference, or for a refund.* event the refund's key
     amount_minor: int
     currency: str
     reason: str = ""
+    refund_id: str = ""  # refund.* events: the provider's refund id
 
 
-EVENT_TYPES = frozenset({"payment.authorized", "payment.failed"})
+EVENT_TYPES = frozenset({"payment.authorized", "payment.failed", "refund.succeeded", "refund.failed"})
 
 
 class PaymentProvider(Protocol):
@@ -57,3 +67,8 @@ class PaymentProvider(Protocol):
     def capture(self, *, session_id: str) -> None: ...
 
     def void(self, *, session_id: str) -> None: ...
+
+    def refund(self, *, session_id: str, amount_minor: int, currency: str, key: str) -> Refunded:
+        """Refund part or all of a captured session; the same key is the same refund, however often
+        it is sent. Raises ProviderError (retry) or PermanentProviderError (e.g. more than captured)."""
+        ...
