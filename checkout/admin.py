@@ -1,14 +1,23 @@
-"""Merchants see orders per drop; the saga writes them, so the admin only reads (and on-call
-records a refused capture or void it settled by hand at the provider)."""
+"""Merchants see orders per drop; the saga writes them, so the admin only reads, but for two
+acts: a refund (whole or some units, from the order's page) and on-call recording a refused
+capture or void it settled by hand at the provider."""
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 
-from checkout import services
-from checkout.models import Order, OutboxMessage, Payment
+from checkout import refunds, services
+from checkout.models import Order, OutboxMessage, Payment, Refund
+from core import formatting
+from core.errors import FloodgateError
+from shop.models import money
 
 PAYMENT_FIELDS = ("provider", "session_id", "state", "amount_minor", "currency", "last_error", "created_at")
 
@@ -24,14 +33,116 @@ class PaymentInline(admin.TabularInline):
         return False
 
 
+REFUND_FIELDS = (
+    "quantity",
+    "amount_display",
+    "restock",
+    "state",
+    "reason",
+    "requested_by",
+    "last_error",
+    "created_at",
+)
+
+
+class RefundInline(admin.TabularInline):
+    model = Refund
+    fields = REFUND_FIELDS
+    readonly_fields = REFUND_FIELDS
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Order | None = None) -> bool:
+        return False
+
+
+REFUND_WORDS = {
+    "succeeded": "refunded.",
+    "pending": "accepted by the provider, on its way to the buyer.",
+    "requested": "the provider did not answer yet; it is retried in the background.",
+    "failed": "the provider refused the refund (see the order's refunds for why).",
+}
+
+
+class RefundForm(forms.Form):
+    quantity = forms.IntegerField(min_value=1, help_text="Units to refund.")
+    amount = forms.DecimalField(
+        min_value=0,
+        required=False,
+        help_text="In the order's currency; empty: these units' share of what was paid.",
+    )
+    restock = forms.BooleanField(required=False, label="Put the units back on sale")
+    reason = forms.CharField(max_length=refunds.REASON_MAX, required=False, help_text="Shown to the buyer.")
+
+
 @admin.register(Order)
 class OrderAdmin(admin.ModelAdmin):
-    list_display = ["id", "drop", "buyer", "quantity", "amount_display", "state", "refunded", "created_at"]
+    list_display = [
+        "id",
+        "drop",
+        "buyer",
+        "quantity",
+        "amount_display",
+        "state",
+        "refunded_quantity",
+        "refunded",
+        "created_at",
+    ]
     list_filter = ["state", "refunded", "drop"]
     search_fields = ["buyer__username", "drop__slug", "id"]
     list_select_related = ["drop", "buyer"]
     readonly_fields = [f.name for f in Order._meta.fields]
-    inlines = [PaymentInline]
+    inlines = [PaymentInline, RefundInline]
+    change_form_template = "admin/checkout/order/change_form.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.refund_view)
+        return [path("<int:order_id>/refund/", view, name="checkout_order_refund"), *super().get_urls()]
+
+    def refund_view(self, request: HttpRequest, order_id: int) -> HttpResponse:
+        """A refund form: the provider is asked on submit, and the answer shown on the order's page."""
+        if not request.user.has_perm("checkout.refund_order"):
+            raise PermissionDenied
+        order = get_object_or_404(Order, pk=order_id)
+        left = order.quantity - order.refunded_quantity
+        form = RefundForm(request.POST or None, initial={"quantity": left, "restock": True})
+        if request.method == "POST" and form.is_valid():
+            amount = form.cleaned_data["amount"]
+            try:
+                amount_minor = None if amount is None else formatting.minor_units(amount, order.currency)
+                asked = refunds.request_refund(
+                    order_id=order.pk,
+                    quantity=form.cleaned_data["quantity"],
+                    amount_minor=amount_minor,
+                    restock=form.cleaned_data["restock"],
+                    reason=form.cleaned_data["reason"],
+                    by=request.user.pk,
+                )
+            except ValueError as error:
+                form.add_error("amount", str(error))
+            except FloodgateError as error:
+                form.add_error(None, error.detail)
+            else:
+                refund = refunds.send_now_or_later(asked.refund)
+                self.log_change(
+                    request, order, f"Refund {refund.pk}: {refund.amount_display}, {refund.state}."
+                )
+                self.message_user(
+                    request,
+                    f"{refund.amount_display}: {REFUND_WORDS[refund.state]}",
+                    messages.ERROR if refund.state == "failed" else messages.SUCCESS,
+                )
+                return redirect(reverse("admin:checkout_order_change", args=[order.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Refund order {order.pk}",
+            "order": order,
+            "form": form,
+            "left": left,
+            "left_money": money(order.amount_minor - order.refunded_minor, order.currency),
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/checkout/order/refund.html", context)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

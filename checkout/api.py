@@ -1,4 +1,4 @@
-"""JSON API of checkout: start paying a hold, list orders."""
+"""JSON API of checkout: start paying a hold, list orders, cancel one not yet charged."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 from django.http import HttpRequest, JsonResponse
 
-from checkout import selectors, services
+from checkout import refunds, selectors, services
 from checkout.models import Order
 from core.api import api, signed_in
 from core.errors import NotFound
@@ -44,4 +44,13 @@ def order(request: HttpRequest, order_id: str) -> JsonResponse:
     )
     if found is None:
         raise NotFound("There is no such order among yours.")
+    return JsonResponse(selectors.order_json(found))
+
+
+@api({"POST"}, login=True)
+def cancel(request: HttpRequest, order_id: str) -> JsonResponse:
+    """The buyer cancels before the money is taken; 409 not_cancellable after."""
+    found = refunds.cancel_order(
+        order_id=int(order_id) if ORDER_ID.fullmatch(order_id) else 0, buyer_id=signed_in(request)
+    )
     return JsonResponse(selectors.order_json(found))

@@ -13,10 +13,16 @@ from django.urls import reverse
 from shop.models import money
 
 
+def _refund_key() -> str:
+    return f"floodgate-refund-{uuid.uuid4()}"
+
+
 class OrderState(models.TextChoices):
     PENDING = "pending"
     CONFIRMED = "confirmed"
     FAILED = "failed"
+    REFUNDED = "refunded"  # confirmed, then every unit refunded
+    CANCELLED = "cancelled"  # by the buyer before the money was taken
 
 
 class Order(models.Model):
@@ -31,12 +37,22 @@ class Order(models.Model):
     state = models.CharField(max_length=10, choices=OrderState.choices, default=OrderState.PENDING)
     failure_reason = models.CharField(max_length=300, blank=True)
     refunded = models.BooleanField(default=False, help_text="An authorisation that came too late was voided.")
+    # Units and money of refunds asked for and not failed: the bound every new refund is checked against.
+    refunded_quantity = models.PositiveIntegerField(default=0, db_default=0)
+    refunded_minor = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [("refund_order", "Can refund orders and put their units back on sale")]
         constraints = [
+            # Never more refunded than was paid for, whatever two refunds did at once.
+            models.CheckConstraint(
+                condition=Q(refunded_quantity__lte=models.F("quantity"), refunded_minor__gte=0)
+                & Q(refunded_minor__lte=models.F("amount_minor")),
+                name="checkout_order_refunds_within_paid",
+            ),
             models.CheckConstraint(
                 condition=Q(state__in=OrderState.values), name="checkout_order_state_valid"
             ),
@@ -104,6 +120,63 @@ class Payment(models.Model):
         return f"payment {self.pk} ({self.state})"
 
 
+class RefundState(models.TextChoices):
+    REQUESTED = "requested"  # row written; the provider has not answered yet (retried until it does)
+    PENDING = "pending"  # the provider accepted it; the money is on its way back (a webhook confirms)
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # refused for good: its units and amount count as unrefunded again
+
+
+REFUND_KEY_MAX = 64
+
+
+class Refund(models.Model):
+    """Money (and units) given back for a paid order, whole or in part."""
+
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="refunds")
+    payment = models.ForeignKey(Payment, on_delete=models.PROTECT, related_name="refunds")
+    quantity = models.PositiveIntegerField(help_text="Units refunded.")
+    amount_minor = models.BigIntegerField()
+    currency = models.CharField(max_length=3)
+    restock = models.BooleanField(help_text="The units go back on sale.")
+    state = models.CharField(max_length=10, choices=RefundState.choices, default=RefundState.REQUESTED)
+    # Sent to the provider as its idempotency key: a retried call is this one refund.
+    key = models.CharField(max_length=REFUND_KEY_MAX, unique=True, default=_refund_key, editable=False)
+    # The caller's Idempotency-Key, if any: the same request twice is this refund, answered again.
+    request_key = models.CharField(max_length=REFUND_KEY_MAX, blank=True)
+    provider_refund_id = models.CharField(max_length=100, blank=True)
+    reason = models.CharField(max_length=300, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_error = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=RefundState.values), name="checkout_refund_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(quantity__gte=1, amount_minor__gte=1), name="checkout_refund_positive"
+            ),
+            models.UniqueConstraint(
+                fields=["order", "request_key"],
+                condition=~Q(request_key=""),
+                name="checkout_refund_request_once",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"refund {self.pk} of order {self.order_id} ({self.state})"
+
+    @property
+    def amount_display(self) -> str:
+        return money(self.amount_minor, self.currency)
+
+
 EVENT_ID_MAX = 100
 
 
@@ -114,6 +187,9 @@ class WebhookEvent(models.Model):
     event_id = models.CharField(max_length=EVENT_ID_MAX)
     type = models.CharField(max_length=50)
     payload = models.JSONField()
+    # The adapter's reading of the payload (base.WebhookEvent's fields): what the saga acts on,
+    # whatever shape the provider's own body has. Empty for events stored before it was kept.
+    facts = models.JSONField(default=dict, db_default={})
     received_at = models.DateTimeField(db_default=Now())
     processed_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=100, blank=True)

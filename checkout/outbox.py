@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from checkout.models import Order, OutboxMessage
+from checkout.models import Order, OutboxMessage, Refund
 from core import formatting
 from holds.counts import claimable_by_drop
 from shop.models import DropState
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 EMAIL_TOPIC = "order_confirmed.email"
 MERCHANT_TOPIC = "order_confirmed.merchant_webhook"
 LATE_VOIDED_TOPIC = "late_payment_voided.email"
+REFUND_TOPIC = "refund.email"
+CANCELLED_TOPIC = "order_cancelled.email"
 MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
 
 
@@ -64,6 +66,48 @@ def announce_late_void(order: Order) -> None:
         ignore_conflicts=True,
     )
     transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
+
+
+def _announce_once(topic: str, key: str, order: Order, **extra: object) -> None:
+    payload = {"order": order.pk, "drop": order.drop_id, "buyer": order.buyer_id, **extra}
+    OutboxMessage.objects.bulk_create(
+        [OutboxMessage(topic=topic, key=key, payload=payload)], ignore_conflicts=True
+    )
+    transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
+
+
+def announce_refund(refund: Refund) -> None:
+    """In the transaction that records the provider's yes: the buyer hears of it once per refund."""
+    _announce_once(REFUND_TOPIC, f"refund-{refund.pk}", refund.order, refund=refund.pk)
+
+
+def announce_cancel(order: Order) -> None:
+    """In the cancelling transaction: the buyer's own cancel confirmed, once per order."""
+    _announce_once(CANCELLED_TOPIC, f"order-{order.pk}-cancelled", order)
+
+
+def refund_text(refund: Refund) -> str:
+    return render_to_string(
+        "checkout/refund_email.txt",
+        {
+            "refund": refund,
+            "order": refund.order,
+            "units": formatting.units(refund.quantity),
+            "total": formatting.money(refund.amount_minor, refund.currency),
+            "url": settings.PUBLIC_BASE_URL.rstrip("/") + refund.order.get_absolute_url(),
+        },
+    )
+
+
+def cancel_text(order: Order) -> str:
+    return render_to_string(
+        "checkout/cancelled_email.txt",
+        {
+            "order": order,
+            "units": formatting.units(order.quantity),
+            "total": formatting.money(order.amount_minor, order.currency),
+        },
+    )
 
 
 def late_void_text(order: Order) -> str:
@@ -154,6 +198,19 @@ def _deliver(message: OutboxMessage) -> None:
             to=[order.buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},
         ).send()
+    elif message.topic == REFUND_TOPIC:
+        refund = Refund.objects.select_related("order__buyer", "order__drop__product").get(
+            pk=message.payload["refund"]
+        )
+        _mail(
+            refund.order,
+            message,
+            f"Order {refund.order.pk}: {formatting.money(refund.amount_minor, refund.currency)} refunded",
+            refund_text(refund),
+        )
+    elif message.topic == CANCELLED_TOPIC:
+        order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
+        _mail(order, message, f"Your order {order.pk} is cancelled: you are not charged", cancel_text(order))
     elif message.topic == MERCHANT_TOPIC:
         url = getattr(settings, "MERCHANT_WEBHOOK_URL", "")
         if not url:
@@ -162,3 +219,13 @@ def _deliver(message: OutboxMessage) -> None:
         answer.raise_for_status()
     else:
         raise ValueError(f"unknown outbox topic {message.topic}")
+
+
+def _mail(order: Order, message: OutboxMessage, subject: str, body: str) -> None:
+    if order.buyer.email:  # else nobody to write to: delivered as far as it can be
+        EmailMessage(
+            subject=subject,
+            body=body,
+            to=[order.buyer.email],
+            headers={"Message-ID": f"<{message.key}@floodgate>"},
+        ).send()

@@ -7,7 +7,16 @@ from datetime import timedelta
 from django.db.models import Count, Min
 from django.utils import timezone
 
-from checkout.models import Order, OutboxMessage, Payment, PaymentState, WebhookEvent
+from checkout.models import (
+    Order,
+    OrderState,
+    OutboxMessage,
+    Payment,
+    PaymentState,
+    Refund,
+    RefundState,
+    WebhookEvent,
+)
 
 NEEDS_ATTENTION = [PaymentState.CAPTURE_FAILED, PaymentState.VOID_FAILED]
 
@@ -32,6 +41,8 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
             order.currency,
             order.state,
             order.refunded,
+            order.refunded_quantity,
+            f"{order.refunded_minor / 100:.2f}",
             order.created_at.isoformat(),
             order.failure_reason,
         ]
@@ -85,13 +96,54 @@ def order_json(order: Order) -> dict[str, object]:
         "currency": order.currency,
         "failure_reason": order.failure_reason,
         "refunded": order.refunded,
+        "refunded_quantity": order.refunded_quantity,
+        "refunded_minor": order.refunded_minor,
         "created_at": order.created_at.isoformat(),
+    }
+
+
+def cancellable(order: Order) -> bool:
+    """Whether the buyer may still cancel: paying, or confirmed with the money not taken yet."""
+    if order.state == OrderState.PENDING:
+        return True
+    return (
+        order.state == OrderState.CONFIRMED
+        and order.payments.filter(state=PaymentState.CAPTURE_PENDING).exists()
+    )
+
+
+def refund_json(refund: Refund) -> dict[str, object]:
+    return {
+        "id": refund.pk,
+        "order": refund.order_id,
+        "state": refund.state,
+        "quantity": refund.quantity,
+        "amount_minor": refund.amount_minor,
+        "currency": refund.currency,
+        "restock": refund.restock,
+        "reason": refund.reason,
+        "created_at": refund.created_at.isoformat(),
     }
 
 
 def unsettled_payment_ids(*, limit: int = 100) -> list[int]:
     return list(
         Payment.objects.filter(state__in=[PaymentState.CAPTURE_PENDING, PaymentState.VOID_PENDING])
+        .order_by("updated_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+UNSENT_REFUND_AFTER = timedelta(seconds=60)
+
+
+def unsent_refund_ids(*, limit: int = 100) -> list[int]:
+    """Refunds still waiting for the provider's first answer a while after they were asked:
+    their task was lost (each resend carries the same key: one refund at the provider)."""
+    return list(
+        Refund.objects.filter(
+            state=RefundState.REQUESTED, updated_at__lt=timezone.now() - UNSENT_REFUND_AFTER
+        )
         .order_by("updated_at")
         .values_list("pk", flat=True)[:limit]
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -30,7 +30,7 @@ from django.db.models.functions import Now
 from django.urls import reverse
 from psycopg.types.json import Jsonb
 
-from checkout import outbox, redirects, sql
+from checkout import outbox, redirects, refunds, sql
 from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import PermanentProviderError, ProviderError
@@ -162,6 +162,7 @@ def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[st
         "event": event.event_id,
         "type": event.type,
         "payload": Jsonb(payload),
+        "facts": Jsonb(asdict(event)),
     }
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         cursor.execute(sql.RECORD_EVENT, params)
@@ -170,7 +171,7 @@ def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[st
             # The buyer paid in time: the hold must not run out while the event waits for a
             # worker (late, or down: the web processes then apply it, ops/duties.py). Only an
             # authorisation that will confirm: of an open attempt, for the price asked.
-            payment = _payment_for(provider_name, payload).first()
+            payment = _payment_for(provider_name, asdict(event)).first()
             if (
                 payment is not None
                 and payment.state in {PaymentState.CREATED, PaymentState.PENDING}
@@ -215,7 +216,14 @@ def process_event(*, event_pk: int) -> str:
 
 def _payment_of(event: WebhookEvent) -> Payment | None:
     """The payment an event is about, locked."""
-    return _payment_for(event.provider, event.payload).select_for_update(of=("self",)).first()
+    return _payment_for(event.provider, _facts(event)).select_for_update(of=("self",)).first()
+
+
+def _facts(event: WebhookEvent) -> dict[str, Any]:
+    """What the adapter read from the event (an event stored before facts were kept: its body,
+    which then had the same fields)."""
+    facts: dict[str, Any] = event.facts or event.payload
+    return facts
 
 
 def _payment_for(provider: str, payload: dict[str, object]) -> QuerySet[Payment]:
@@ -236,23 +244,23 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
             return f"ignored_failure_after_{payment.state}"
         # The attempt failed, not the hold: it runs on, so the buyer can try another card; its
         # units come back when it expires or is released (issue 12).
-        reason = str(event.payload.get("reason") or "declined").replace("_", " ")
+        reason = str(_facts(event).get("reason") or "declined").replace("_", " ")
         _set(payment, PaymentState.FAILED)
         if order.state == OrderState.PENDING:  # a later attempt may have confirmed it meanwhile
             _finish(order, OrderState.FAILED, f"The payment was declined ({reason}).")
         return "declined"
+    if event.type.startswith("refund."):
+        return refunds.apply_event_in(cursor, payment=payment, facts=_facts(event))
     # payment.authorized
     if payment.state not in {PaymentState.CREATED, PaymentState.PENDING, PaymentState.FAILED}:
         return f"ignored_authorisation_after_{payment.state}"
-    if (event.payload.get("amount_minor"), event.payload.get("currency")) != (
-        payment.amount_minor,
-        payment.currency,
-    ):
+    facts = _facts(event)
+    if (facts.get("amount_minor"), facts.get("currency")) != (payment.amount_minor, payment.currency):
         log.error(
             "payment %s authorised for %s %s, not %s %s",
             payment.pk,
-            event.payload.get("amount_minor"),
-            event.payload.get("currency"),
+            facts.get("amount_minor"),
+            facts.get("currency"),
             payment.amount_minor,
             payment.currency,
         )
@@ -301,33 +309,42 @@ def _finish(order: Order, state: str, reason: str) -> None:
 
 
 def settle_payment(*, payment_pk: int) -> str:
-    """Capture a sold order's authorisation, or void a late one; idempotent at both ends."""
-    payment = Payment.objects.get(pk=payment_pk)
+    """Capture a sold order's authorisation, or void a late one; idempotent at both ends.
+
+    The payment row stays locked while the provider is asked, so a buyer's cancel
+    (refunds.cancel_order) waits for the capture's answer instead of crossing it.
+    """
     steps = {
         PaymentState.CAPTURE_PENDING: ("capture", PaymentState.CAPTURED, PaymentState.CAPTURE_FAILED),
         PaymentState.VOID_PENDING: ("void", PaymentState.VOIDED, PaymentState.VOID_FAILED),
     }
-    if payment.state not in steps:
-        return f"nothing_to_do_{payment.state}"
-    action, done, refused = steps[PaymentState(payment.state)]
-    provider = get_provider(payment.provider)
-    try:
-        getattr(provider, action)(session_id=payment.session_id)
-    except PermanentProviderError as error:
-        # Retrying cannot help: stop, keep why, and tell on-call (the admin filters on this state).
-        Payment.objects.filter(pk=payment.pk, state=payment.state).update(
-            state=refused, last_error=f"{action}: {error}"[:300], updated_at=Now()
-        )
-        log.error("payment %s: the provider refused the %s for good: %s", payment.pk, action, error)
-        return refused
-    except ProviderError as error:
-        # Kept for on-call, and updated_at moves so the safety net sweeps the others first.
-        Payment.objects.filter(pk=payment.pk).update(last_error=f"{action}: {error}"[:300], updated_at=Now())
-        log.error("payment %s: %s failed: %s", payment.pk, action, error)
-        raise
-    Payment.objects.filter(pk=payment.pk, state=payment.state).update(
-        state=done, last_error="", updated_at=Now()
-    )
+    failure: ProviderError | None = None
+    with transaction.atomic(durable=True):
+        payment = Payment.objects.select_for_update().get(pk=payment_pk)
+        if payment.state not in steps:
+            return f"nothing_to_do_{payment.state}"
+        action, done, refused = steps[PaymentState(payment.state)]
+        provider = get_provider(payment.provider)
+        try:
+            getattr(provider, action)(session_id=payment.session_id)
+        except PermanentProviderError as error:
+            # Retrying cannot help: stop, keep why, and tell on-call (the admin filters on this state).
+            Payment.objects.filter(pk=payment.pk).update(
+                state=refused, last_error=f"{action}: {error}"[:300], updated_at=Now()
+            )
+            log.error("payment %s: the provider refused the %s for good: %s", payment.pk, action, error)
+            return refused
+        except ProviderError as error:
+            failure = error
+            # Kept for on-call, and updated_at moves so the safety net sweeps the others first.
+            Payment.objects.filter(pk=payment.pk).update(
+                last_error=f"{action}: {error}"[:300], updated_at=Now()
+            )
+        else:
+            Payment.objects.filter(pk=payment.pk).update(state=done, last_error="", updated_at=Now())
+    if failure is not None:
+        log.error("payment %s: %s failed: %s", payment.pk, action, failure)
+        raise failure
     return done
 
 

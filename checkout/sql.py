@@ -7,8 +7,8 @@ from __future__ import annotations
 # yet processed (its task may have been lost); 0 rows: already processed, or a different
 # body under a known id (SAME_EVENT tells which).
 RECORD_EVENT = """
-INSERT INTO checkout_webhookevent (provider, event_id, type, payload, received_at, outcome)
-VALUES (%(provider)s, %(event)s, %(type)s, %(payload)s, now(), '')
+INSERT INTO checkout_webhookevent (provider, event_id, type, payload, facts, received_at, outcome)
+VALUES (%(provider)s, %(event)s, %(type)s, %(payload)s, %(facts)s, now(), '')
 ON CONFLICT (provider, event_id) DO UPDATE SET type = checkout_webhookevent.type
   WHERE checkout_webhookevent.processed_at IS NULL
     AND checkout_webhookevent.type = EXCLUDED.type AND checkout_webhookevent.payload = EXCLUDED.payload

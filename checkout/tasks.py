@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from checkout import outbox, selectors, services
+from checkout import outbox, refunds, selectors, services
 from checkout.providers.base import ProviderError
 
 
@@ -46,6 +46,19 @@ def settle_unsettled_payments() -> int:
     return len(ids)
 
 
+@shared_task(
+    name="checkout.send_refund",
+    acks_late=True,
+    time_limit=30,
+    max_retries=10,
+    autoretry_for=(ProviderError,),
+    retry_backoff=2,
+    retry_backoff_max=60,
+)
+def send_refund(refund_pk: int) -> str:
+    return refunds.send_refund(refund_pk=refund_pk)
+
+
 @shared_task(name="checkout.relay_outbox", acks_late=True, time_limit=60)
 def relay_outbox() -> int:
     return outbox.relay_outbox()
@@ -53,8 +66,15 @@ def relay_outbox() -> int:
 
 @shared_task(name="checkout.sweep", time_limit=30)
 def sweep() -> dict[str, int]:
-    """Beat safety net: re-run events whose task was lost; fail orders nobody paid for."""
+    """Beat safety net: re-run events and refunds whose task was lost; fail orders nobody paid for."""
     events = selectors.stale_event_ids()
     for event_pk in events:
         process_webhook_event.delay(event_pk)
-    return {"events_requeued": len(events), "orders_abandoned": services.fail_abandoned_orders()}
+    unsent = selectors.unsent_refund_ids()
+    for refund_pk in unsent:
+        send_refund.delay(refund_pk)
+    return {
+        "events_requeued": len(events),
+        "refunds_resent": len(unsent),
+        "orders_abandoned": services.fail_abandoned_orders(),
+    }

@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from catalogue import selectors as catalogue
-from checkout import selectors, services
+from checkout import refunds, selectors, services
 from checkout.models import EVENT_ID_MAX
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook
@@ -50,8 +50,22 @@ def order(request: HttpRequest, order_id: int) -> HttpResponse:
         # After a decline: another card while the hold runs, else "reserve again" if units are left.
         "hold_state": hold_state,
         "on_sale": hold_state in {"released", "expired"} and catalogue.on_sale(found.drop),
+        "refunds": list(found.refunds.all()),
+        "cancellable": selectors.cancellable(found),
     }
     return render(request, "checkout/order.html", context)
+
+
+@require_POST
+@login_required
+def cancel(request: HttpRequest, order_id: int) -> HttpResponse:
+    try:
+        refunds.cancel_order(order_id=order_id, buyer_id=signed_in(request))
+    except FloodgateError as error:
+        messages.error(request, error.detail)
+    else:
+        messages.success(request, "Your order is cancelled: you are not charged.")
+    return redirect("order", order_id=order_id)
 
 
 @login_required

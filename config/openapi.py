@@ -248,9 +248,45 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
             login=True,
         )
     },
+    "/api/orders/{id}/cancel": {
+        "post": Operation(
+            "Cancel your order before the money is taken: its units go back on sale, you are not charged",
+            {
+                200: Answer("The order, cancelled (again: the same answer)", schemas.Order),
+                403: error("csrf_failed"),
+                404: error("Not yours or none"),
+                409: error("not_cancellable: the payment was taken (ask for a refund), or nothing to cancel"),
+            },
+            (ID,),
+            login=True,
+            unsafe=True,
+        )
+    },
+    "/api/ops/orders/{id}/refund": {
+        "post": Operation(
+            "Refund an order, whole or some units, optionally back on sale (needs checkout.refund_order)",
+            {
+                201: Answer("The refund, as the provider answered it", schemas.Refund),
+                200: Answer("The same Idempotency-Key again: the refund it made", schemas.Refund),
+                403: error("Needs checkout.refund_order, or csrf_failed"),
+                404: error("No such order"),
+                409: error(
+                    "not_refundable (not paid, refunded already) or capture_pending (try again shortly)"
+                ),
+                422: error("invalid (quantity, amount_minor, restock, reason), or idempotency_key_reused"),
+            },
+            (
+                ID,
+                Param("Idempotency-Key", "header", Annotated[str, Field(min_length=1, max_length=64)], False),
+            ),
+            login=True,
+            unsafe=True,
+            body=schemas.RefundBody,
+        )
+    },
     "/api/ops/drops/{slug}/invariant": {
         "get": Operation(
-            "available + held + sold = quantity, from one snapshot (staff)",
+            "available + held + sold + refunded = quantity, from one snapshot (staff)",
             {
                 200: Answer("The numbers", schemas.Invariant),
                 403: error("Staff only"),

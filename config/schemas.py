@@ -11,12 +11,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 from pydantic.json_schema import SkipJsonSchema
 
 from admission.services import OfferState
 from admission.state import QueueState
-from checkout.models import OrderState, PaymentState
+from checkout.models import OrderState, PaymentState, RefundState
 from holds.models import HoldState
 from shop.models import DropState
 
@@ -93,8 +93,29 @@ class Order(Closed):
     amount_minor: NonNegativeInt
     currency: str
     failure_reason: str = Field(description="Empty unless failed")
-    refunded: bool
+    refunded: bool = Field(description="An authorisation that came too late was voided")
+    refunded_quantity: NonNegativeInt = Field(description="Units refunded (or being refunded)")
+    refunded_minor: NonNegativeInt = Field(description="Money refunded (or being refunded), minor units")
     created_at: datetime
+
+
+class Refund(Closed):
+    id: int
+    order: int
+    state: RefundState = Field(description="requested: the provider has not answered yet (retried)")
+    quantity: Quantity
+    amount_minor: PositiveInt
+    currency: str
+    restock: bool = Field(description="The units went back on sale")
+    reason: str
+    created_at: datetime
+
+
+class RefundBody(BaseModel):
+    quantity: Omittable[Quantity] = Field(None, description="Default: every unit not refunded yet")
+    amount_minor: Omittable[PositiveInt] = Field(None, description="Default: those units' share of the price")
+    restock: bool = Field(False, description="Put the units back on sale")
+    reason: str = Field("", max_length=300, description="Shown to the buyer")
 
 
 class OrderList(Closed):
@@ -182,9 +203,10 @@ class Invariant(Closed):
     available: NonNegativeInt
     held: NonNegativeInt
     sold: NonNegativeInt
+    refunded: NonNegativeInt = Field(description="Refunded units kept off sale (put back: available)")
     expired_unreclaimed: NonNegativeInt
     expired_holds: NonNegativeInt
-    drift: int = Field(description="quantity - (available + held + sold); 0")
+    drift: int = Field(description="quantity - (available + held + sold + refunded); 0")
 
 
 class Resumed(Closed):

@@ -31,6 +31,8 @@ api_patterns = [
     path("holds/<str:hold_id>/payment", checkout_api.start_payment, name="api-payment"),
     path("orders", checkout_api.orders, name="api-orders"),
     path("orders/<str:order_id>", checkout_api.order, name="api-order"),
+    path("orders/<str:order_id>/cancel", checkout_api.cancel, name="api-order-cancel"),
+    path("ops/orders/<str:order_id>/refund", ops_api.refund, name="api-ops-refund"),
     path("ops/drops/<slug:slug>/invariant", ops_api.drop_invariant, name="api-ops-invariant"),
     path("ops/drops/<slug:slug>/pause", ops_api.pause, name="api-ops-pause"),
     path("ops/drops/<slug:slug>/resume", ops_api.resume, name="api-ops-resume"),
@@ -60,6 +62,7 @@ urlpatterns = [
     path("holds/<int:hold_id>/pay", checkout_views.pay, name="pay"),
     path("orders/", checkout_views.orders, name="orders"),
     path("orders/<int:order_id>/", checkout_views.order, name="order"),
+    path("orders/<int:order_id>/cancel", checkout_views.cancel, name="order-cancel"),
     path("checkout/webhooks/<str:provider>", checkout_views.webhook, name="webhook"),
     # Buyer accounts are allauth's; the names `login`, `logout` and `signup` stay for our templates.
     path("accounts/login/", allauth_views.login, name="login"),

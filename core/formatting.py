@@ -40,6 +40,15 @@ def money(amount_minor: int, currency: str, locale: str = DEFAULT_LOCALE) -> str
         return format_currency(amount, currency, locale=DEFAULT_LOCALE)
 
 
+def minor_units(amount: Decimal, currency: str) -> int:
+    """Decimal("12.50"), "EUR" -> 1250; ValueError for more decimals than the currency has."""
+    digits = get_currency_precision(currency)
+    value = amount.scaleb(digits)
+    if value != value.to_integral_value():
+        raise ValueError(f"{currency} amounts have {digits} decimals at most.")
+    return int(value)
+
+
 def plural(count: int, one: str, many: str | None = None) -> str:
     """1, "unit" -> "1 unit"; 2 -> "2 units"; thousands grouped ("1,200 units")."""
     return f"{count:,} {one if count == 1 else (many or one + 's')}"

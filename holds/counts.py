@@ -24,6 +24,7 @@ class Invariant:
     available: int
     held: int
     sold: int
+    refunded: int  # refunded units kept off sale (those put back on sale are available)
     expired_unreclaimed: int
     expired_holds: int
     drift: int
@@ -34,6 +35,7 @@ class Invariant:
             "available": self.available,
             "held": self.held,
             "sold": self.sold,
+            "refunded": self.refunded,
             "expired_unreclaimed": self.expired_unreclaimed,
             "expired_holds": self.expired_holds,
             "drift": self.drift,
@@ -41,7 +43,7 @@ class Invariant:
 
 
 def invariant(*, drop_id: int) -> Invariant:
-    """available + held + sold = quantity, from one statement (one snapshot).
+    """available + held + sold + refunded = quantity, from one statement (one snapshot).
 
     In units mode the unit rows must also agree with the holds; any disagreement is drift.
     """
@@ -49,8 +51,19 @@ def invariant(*, drop_id: int) -> Invariant:
         row = stock.one(cursor, sql.INVARIANT, {"drop": drop_id})
     if row is None:
         raise NotFound(f"There is no drop with id {drop_id}.")
-    quantity, available, held, sold, expired_unreclaimed, expired_holds, units_held, units_sold, mode = row
-    drift = quantity - (available + held + sold)
+    (
+        quantity,
+        available,
+        held,
+        sold,
+        refunded,
+        expired_unreclaimed,
+        expired_holds,
+        units_held,
+        units_sold,
+        mode,
+    ) = row
+    drift = quantity - (available + held + sold + refunded)
     if mode == "units":
-        drift += abs(units_held - held) + abs(units_sold - sold)
-    return Invariant(quantity, available, held, sold, expired_unreclaimed, expired_holds, drift)
+        drift += abs(units_held - held) + abs(units_sold - (sold + refunded))
+    return Invariant(quantity, available, held, sold, refunded, expired_unreclaimed, expired_holds, drift)

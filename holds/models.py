@@ -33,6 +33,10 @@ class Hold(models.Model):
     expires_at = models.DateTimeField()
     extended = models.BooleanField(default=False)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # Of a sold hold's units: how many were refunded, and of those how many went back on sale
+    # (the rest are counted apart, so available + held + sold + refunded = quantity still holds).
+    refunded = models.PositiveIntegerField(default=0, db_default=0)
+    restocked = models.PositiveIntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [
@@ -56,6 +60,12 @@ class Hold(models.Model):
                 condition=Q(state=HoldState.HELD, ended_at__isnull=True)
                 | (~Q(state=HoldState.HELD) & Q(ended_at__isnull=False)),
                 name="holds_hold_ended_matches_state",
+            ),
+            # A unit is refunded once, and only a refunded unit can go back on sale.
+            models.CheckConstraint(
+                condition=Q(restocked__lte=models.F("refunded"), refunded__lte=models.F("quantity"))
+                & (Q(refunded=0) | Q(state=HoldState.SOLD)),
+                name="holds_hold_refunds_within_sold",
             ),
         ]
         indexes = [

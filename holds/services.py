@@ -400,6 +400,17 @@ def release_in(cursor: CursorWrapper, *, hold_id: int) -> bool:
     return bool(cursor.fetchone()[0])
 
 
+def refund_units_in(cursor: CursorWrapper, *, hold_id: int, units: int, restock: bool) -> bool:
+    """Count `units` more of a sold hold as refunded and, with restock, put them back on sale,
+    inside the caller's transaction; False if the hold is not sold or has fewer left unrefunded."""
+    assert connection.in_atomic_block
+    cursor.execute(sql.REFUND_UNITS, {"hold": hold_id, "units": units, "restock": restock})
+    changed, back = cursor.fetchone()
+    if changed:
+        log.info("hold %s: %s units refunded, %s back on sale", hold_id, units, back)
+    return bool(changed)
+
+
 def reclaim_expired(*, drop_id: int, limit: int = RECLAIM_BATCH) -> int:
     """Expire up to `limit` of the drop's overdue holds and credit their units; 0 if another
     reclaimer holds this drop right now (it is doing the same work)."""

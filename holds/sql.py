@@ -129,6 +129,21 @@ WITH sold AS (
 SELECT (SELECT count(*) FROM sold)
 """
 
+# Refund `units` more of a sold hold's units, and with restock put them back on sale
+# (inventory's RESTOCK). Locks the hold row, then its stock rows. Returns (holds changed, units
+# back): (1, n) done; (0, 0) not sold, or more than its unrefunded units.
+# Protects: a unit is refunded once and comes back once (also holds_hold_refunds_within_sold).
+REFUND_UNITS = f"""
+WITH back AS (
+    UPDATE holds_hold
+       SET refunded = refunded + %(units)s,
+           restocked = restocked + CASE WHEN %(restock)s THEN %(units)s ELSE 0 END
+     WHERE id = %(hold)s AND state = 'sold' AND refunded + %(units)s <= quantity
+    RETURNING id, drop_id, CASE WHEN %(restock)s THEN %(units)s ELSE 0 END AS units, bucket_index
+), {stock.RESTOCK}
+SELECT (SELECT count(*) FROM back), {stock.RESTOCKED}
+"""
+
 # HELD -> EXPIRED for up to `limit` holds of a drop whose time is up, crediting their
 # units back. Skips hold rows a confirm or release has locked (that one decides
 # them), so it never blocks a buyer. Runs under the drop's RECLAIM advisory lock.
@@ -212,18 +227,21 @@ RETURNING = f"({stock.RETURNED} + CASE WHEN d.waiting_room THEN {EXPIRED_UNRECLA
 # Units a claim could get per drop (available plus expired, unreclaimed); read only.
 CLAIMABLE_BY_DROP = f"SELECT d.id, {CLAIMABLE} FROM shop_drop d WHERE d.id = ANY(%(drops)s)"
 
-# available + held + sold = quantity, all terms from one statement, so one snapshot.
-# Read only. Units mode counts unit rows; the hold sums must agree with them.
+# available + held + sold + refunded = quantity, all terms from one statement, so one snapshot.
+# A refunded unit leaves `sold`; put back on sale it is available again, else it counts as
+# refunded. Read only. Units mode counts unit rows; the hold sums must agree with them (a unit
+# refunded and kept off sale keeps its sold row).
 INVARIANT = f"""
 SELECT d.quantity, {stock.AVAILABLE},
-       COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.expired_unreclaimed, 0),
+       COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.refunded, 0), COALESCE(h.expired_unreclaimed, 0),
        COALESCE(h.expired_holds, 0),
        {stock.UNITS_HELD}, {stock.UNITS_SOLD},
        d.inventory_mode
   FROM shop_drop d
   LEFT JOIN LATERAL (
        SELECT sum(quantity) FILTER (WHERE state = 'held') AS held,
-              sum(quantity) FILTER (WHERE state = 'sold') AS sold,
+              sum(quantity - refunded) FILTER (WHERE state = 'sold') AS sold,
+              sum(refunded - restocked) FILTER (WHERE state = 'sold') AS refunded,
               sum(quantity) FILTER (WHERE state = 'held' AND expires_at <= now()) AS expired_unreclaimed,
               count(*) FILTER (WHERE state = 'expired') AS expired_holds
          FROM holds_hold WHERE drop_id = d.id

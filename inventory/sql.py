@@ -69,6 +69,35 @@ MARK_SOLD = """units AS (
     RETURNING u.id
 )"""
 
+# Putting refunded units of sold holds back on sale, as CTEs after a CTE named `back` (id, drop_id,
+# units, bucket_index) of holds whose `units` the same statement has just marked restocked: a
+# bucket is credited, or that many of the hold's sold unit rows are freed (its first by rank). As
+# GIVE_BACK: a waiting-room drop's units go to the line, another drop's to any claim.
+# Protects: a refunded unit comes back once (the hold's restocked counter moves in the same statement).
+RESTOCK = """credit AS (
+    SELECT b.id, back.units, gd.waiting_room AS line FROM inventory_stockbucket b
+      JOIN back ON b.drop_id = back.drop_id AND b.index = back.bucket_index
+      JOIN shop_drop gd ON gd.id = back.drop_id
+       FOR UPDATE OF b
+), bucket AS (
+    UPDATE inventory_stockbucket b
+       SET available = b.available + CASE WHEN credit.line THEN 0 ELSE credit.units END,
+           returned = b.returned + CASE WHEN credit.line THEN credit.units ELSE 0 END
+      FROM credit WHERE b.id = credit.id
+    RETURNING credit.units
+), freed AS (
+    SELECT u.id FROM inventory_unit u JOIN back ON u.drop_id = back.drop_id AND u.hold_id = back.id
+     WHERE u.state = 'sold' ORDER BY u.rank LIMIT (SELECT units FROM back)
+       FOR UPDATE OF u
+), units AS (
+    UPDATE inventory_unit u
+       SET state = CASE WHEN gd.waiting_room THEN 'returned' ELSE 'available' END, hold_id = NULL,
+           sold_at = NULL
+      FROM freed, shop_drop gd WHERE u.id = freed.id AND gd.id = u.drop_id
+    RETURNING u.id
+)"""
+RESTOCKED = "COALESCE((SELECT sum(units) FROM bucket), 0) + (SELECT count(*) FROM units)"
+
 # Take q units from one chosen bucket of a live drop. Locks that bucket row until commit.
 # 1 row: claimed (the bucket's new level); 0 rows: bucket short, or drop not live.
 # Protects: available >= 0 (also the CHECK inventory_stockbucket_available_nonnegative).

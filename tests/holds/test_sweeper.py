@@ -59,6 +59,7 @@ def test_check_invariant_prints_json_and_fails_on_drift() -> None:
         "available": 7,
         "held": 0,
         "sold": 0,
+        "refunded": 0,
         "expired_unreclaimed": 0,
         "expired_holds": 0,
         "drift": 0,

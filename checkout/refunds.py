@@ -1,0 +1,305 @@
+"""Refunds and cancellations: money back for a paid order, its units back on sale if the merchant says.
+
+1. request_refund: in one transaction, lock the order, check what is left to refund, write the
+   refund row and count it on the order (a CHECK keeps the counts within what was paid).
+2. send_refund (inline, then a Celery task until the provider answers): ask the provider with the
+   refund's own key, so a repeat is the same refund; record its answer once, and with it count the
+   units refunded on the hold and put them back on sale if asked (holds.refund_units_in).
+3. A refund.* webhook confirms a pending refund (apply_event_in, from the saga's process_event).
+
+cancel_order: the buyer's, before the money is taken: an open payment's hold is released, a
+confirmed but uncaptured one is voided and its units come back.
+
+Lock order: order row, payment row, refund row, hold row, stock rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from celery import current_app
+from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
+from django.db.models import F
+from django.db.models.functions import Now
+
+from checkout import outbox
+from checkout.models import REFUND_KEY_MAX, Order, OrderState, Payment, PaymentState, Refund, RefundState
+from checkout.providers import get_provider
+from checkout.providers.base import PermanentProviderError, ProviderError
+from core.errors import FloodgateError, IdempotencyKeyReused, InvalidInput, NotFound
+from core.text import storable
+from holds import services as holds
+
+log = logging.getLogger(__name__)
+
+REASON_MAX = 300
+
+
+class NotRefundable(FloodgateError):
+    code, status = "not_refundable", 409
+
+
+class CapturePending(FloodgateError):
+    """Confirmed, the capture not done yet: a refund now could cross it (asked again in a moment)."""
+
+    code, status = "capture_pending", 409
+
+
+class NotCancellable(FloodgateError):
+    code, status = "not_cancellable", 409
+
+
+@dataclass(frozen=True)
+class Asked:
+    refund: Refund
+    created: bool  # False: the same Idempotency-Key again, answered with the refund it made
+
+
+def _whole(value: object, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{what} must be a whole number.")
+    return value
+
+
+def request_refund(
+    *,
+    order_id: int,
+    quantity: object = None,
+    amount_minor: object = None,
+    restock: object = False,
+    reason: object = "",
+    by: int | None,
+    request_key: str = "",
+) -> Asked:
+    """Write a refund of `quantity` units (default: all not yet refunded) for `amount_minor`
+    (default: their share of what was paid; the last units get the remainder, so the parts add
+    up to the whole). Raises InvalidInput, NotFound, NotRefundable or CapturePending; changes
+    nothing then."""
+    units, amount = _whole(quantity, "quantity"), _whole(amount_minor, "amount_minor")
+    if not isinstance(restock, bool):
+        raise InvalidInput("restock must be true or false.")
+    if not isinstance(reason, str) or len(reason) > REASON_MAX or not storable(reason):
+        raise InvalidInput(f"reason must be text of at most {REASON_MAX} characters.")
+    if len(request_key) > REFUND_KEY_MAX or not request_key.isprintable():
+        raise InvalidInput(f"The Idempotency-Key must be printable, at most {REFUND_KEY_MAX} characters.")
+    with transaction.atomic(durable=True):
+        order = Order.objects.select_for_update(of=("self",)).filter(pk=order_id).first()
+        if order is None:
+            raise NotFound(f"There is no order {order_id}.")
+        if request_key and (same := order.refunds.filter(request_key=request_key).first()):
+            asked = (units or same.quantity, amount or same.amount_minor, restock)
+            if asked != (same.quantity, same.amount_minor, same.restock):
+                raise IdempotencyKeyReused("This Idempotency-Key was used for another refund of this order.")
+            return Asked(same, created=False)
+        payment = _captured_payment(order)
+        left_units = order.quantity - order.refunded_quantity
+        left_money = order.amount_minor - order.refunded_minor
+        if left_units <= 0:
+            raise NotRefundable(f"Every unit of order {order.pk} is refunded already.")
+        units = left_units if units is None else units
+        if not 1 <= units <= left_units:
+            raise InvalidInput(f"quantity must be between 1 and {left_units}, the units not refunded yet.")
+        if amount is None:
+            # The last units take what is left, so rounded shares still add up to the amount paid.
+            amount = left_money if units == left_units else order.amount_minor * units // order.quantity
+        if not 1 <= amount <= left_money:
+            raise InvalidInput(
+                f"amount_minor must be between 1 and {left_money}, what is left of {order.amount_minor} paid."
+                if left_money
+                else "Nothing is left to refund of what was paid."
+            )
+        refund = Refund.objects.create(
+            order=order,
+            payment=payment,
+            quantity=units,
+            amount_minor=amount,
+            currency=order.currency,
+            restock=restock,
+            reason=reason,
+            requested_by_id=by,
+            request_key=request_key,
+        )
+        Order.objects.filter(pk=order.pk).update(
+            refunded_quantity=F("refunded_quantity") + units,
+            refunded_minor=F("refunded_minor") + amount,
+            updated_at=Now(),
+        )
+    log.info(
+        "order %s: refund %s of %s units (%s) requested", order.pk, refund.pk, units, refund.amount_display
+    )
+    return Asked(refund, created=True)
+
+
+def _captured_payment(order: Order) -> Payment:
+    """The payment whose money a refund gives back, locked; refuses any other state clearly."""
+    if order.state not in {OrderState.CONFIRMED}:
+        words = {
+            OrderState.REFUNDED: "is refunded already",
+            OrderState.CANCELLED: "was cancelled: nothing was charged",
+            OrderState.FAILED: "was never paid (or its payment was cancelled)",
+            OrderState.PENDING: "is not paid yet",
+        }
+        raise NotRefundable(f"Order {order.pk} {words.get(OrderState(order.state), order.state)}.")
+    payment = (
+        Payment.objects.select_for_update()
+        .filter(order=order, state__in=[PaymentState.CAPTURED, PaymentState.CAPTURE_PENDING])
+        .first()
+    )
+    if payment is None:
+        raise NotRefundable(f"Order {order.pk} has no captured payment to refund; see its payments.")
+    if payment.state == PaymentState.CAPTURE_PENDING:
+        raise CapturePending("The payment is still being captured; try the refund again in a minute.")
+    return payment
+
+
+def send_refund(*, refund_pk: int) -> str:
+    """Ask the provider for a requested refund and record its answer; safe to run twice (the key
+    makes it one refund at the provider; only one run records it). Raises ProviderError to retry."""
+    refund = Refund.objects.select_related("payment").get(pk=refund_pk)
+    if refund.state != RefundState.REQUESTED:
+        return f"nothing_to_do_{refund.state}"
+    provider = get_provider(refund.payment.provider)
+    try:
+        answer = provider.refund(
+            session_id=str(refund.payment.session_id),
+            amount_minor=refund.amount_minor,
+            currency=refund.currency,
+            key=refund.key,
+        )
+    except PermanentProviderError as error:
+        return _record(refund, RefundState.FAILED, "", f"{error}")
+    except ProviderError as error:
+        Refund.objects.filter(pk=refund.pk).update(last_error=str(error)[:300], updated_at=Now())
+        log.warning("refund %s: the provider did not answer: %s", refund.pk, error)
+        raise
+    return _record(refund, answer.state, answer.refund_id, "")
+
+
+def _record(refund: Refund, state: str, provider_refund_id: str, error: str) -> str:
+    """Record the provider's first answer to a requested refund, once (a second run finds it
+    recorded). An accepted refund counts its units on the hold (and puts them back on sale);
+    a refused one gives its units and amount back to the order's refundable."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        order = Order.objects.select_for_update(of=("self",)).get(pk=refund.order_id)
+        moved = Refund.objects.filter(pk=refund.pk, state=RefundState.REQUESTED).update(
+            state=state, provider_refund_id=provider_refund_id, last_error=error[:300], updated_at=Now()
+        )
+        if not moved:
+            return "already_recorded"
+        if state == RefundState.FAILED:
+            Order.objects.filter(pk=order.pk).update(
+                refunded_quantity=F("refunded_quantity") - refund.quantity,
+                refunded_minor=F("refunded_minor") - refund.amount_minor,
+                updated_at=Now(),
+            )
+            log.error("refund %s refused by the provider: %s", refund.pk, error)
+            return "failed"
+        if not holds.refund_units_in(
+            cursor, hold_id=order.hold_id, units=refund.quantity, restock=refund.restock
+        ):
+            # Cannot happen while the order's counts bound the hold's; loud if it ever does.
+            raise RuntimeError(f"refund {refund.pk}: hold {order.hold_id} has fewer sold units than refunded")
+        if state == RefundState.SUCCEEDED:
+            _mark_refunded_if_whole(order.pk)
+        outbox.announce_refund(refund)
+    return state
+
+
+def _mark_refunded_if_whole(order_pk: int) -> None:
+    """CONFIRMED -> REFUNDED once every unit's refund has gone through."""
+    order = Order.objects.get(pk=order_pk)
+    done = sum(r.quantity for r in order.refunds.filter(state=RefundState.SUCCEEDED))
+    if done >= order.quantity:
+        Order.objects.filter(pk=order_pk, state=OrderState.CONFIRMED).update(
+            state=OrderState.REFUNDED, updated_at=Now()
+        )
+
+
+def apply_event_in(cursor: CursorWrapper, *, payment: Payment, facts: dict[str, Any]) -> str:
+    """A refund.succeeded or refund.failed webhook, inside process_event's transaction: it settles
+    the pending refund it names (a refund the provider answered at once is already recorded)."""
+    refund_id, kind = str(facts.get("refund_id") or ""), str(facts.get("type"))
+    refunds = Refund.objects.select_for_update().filter(payment=payment)
+    refund = refunds.filter(provider_refund_id=refund_id).first() if refund_id else None
+    if refund is None and not refund_id:
+        # The provider did not name the refund (a charge-level event): the oldest pending one.
+        refund = refunds.filter(state=RefundState.PENDING).order_by("created_at").first()
+    if refund is None:
+        log.warning("payment %s: a %s for a refund Floodgate did not make (%r)", payment.pk, kind, refund_id)
+        return "refund_unknown"
+    if refund.state != RefundState.PENDING:
+        return f"refund_already_{refund.state}"
+    if kind == "refund.succeeded":
+        Refund.objects.filter(pk=refund.pk).update(state=RefundState.SUCCEEDED, updated_at=Now())
+        _mark_refunded_if_whole(refund.order_id)
+        return "refund_succeeded"
+    # Accepted, then failed: its units may be on sale again already, so on-call decides (admin filter).
+    Refund.objects.filter(pk=refund.pk).update(
+        state=RefundState.FAILED, last_error="the provider reported the refund failed", updated_at=Now()
+    )
+    log.error(
+        "refund %s failed at the provider after it was accepted; the buyer has no money back", refund.pk
+    )
+    return "refund_failed"
+
+
+def enqueue(refund: Refund) -> None:
+    """Send the refund in a task after this transaction (a lost task: the beat sweep resends)."""
+    transaction.on_commit(lambda: current_app.send_task("checkout.send_refund", args=(refund.pk,)))
+
+
+def send_now_or_later(refund: Refund) -> Refund:
+    """Try the provider at once, so the merchant sees the answer; if it does not answer, a task
+    keeps trying with the same key. Returns the refund as recorded."""
+    try:
+        send_refund(refund_pk=refund.pk)
+    except ProviderError:
+        enqueue(refund)
+    refund.refresh_from_db()
+    return refund
+
+
+def cancel_order(*, order_id: int, buyer_id: int) -> Order:
+    """The buyer's cancel, before the money is taken: a pending order's hold is released (a late
+    authorisation is then voided); a confirmed one's authorisation is voided and its units come
+    back. NotFound for another's order; NotCancellable once captured (a refund is the way then)."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        order = Order.objects.select_for_update(of=("self",)).filter(pk=order_id, buyer_id=buyer_id).first()
+        if order is None:
+            raise NotFound("There is no such order among yours.")
+        if order.state == OrderState.CANCELLED:
+            return order
+        if order.state == OrderState.PENDING:
+            holds.release_in(cursor, hold_id=order.hold_id)
+            # An authorisation that still comes for this attempt is then voided (the saga's
+            # declined-then-authorised path): the buyer is not charged for a cancelled order.
+            Payment.objects.filter(
+                order=order, state__in=[PaymentState.CREATED, PaymentState.PENDING]
+            ).update(state=PaymentState.FAILED, last_error="the buyer cancelled the order", updated_at=Now())
+        elif order.state == OrderState.CONFIRMED:
+            # Locked: settle_payment holds this row while it captures, so this waits for its answer.
+            payment = Payment.objects.select_for_update().filter(
+                order=order, state=PaymentState.CAPTURE_PENDING
+            )
+            if not payment.update(state=PaymentState.VOID_PENDING, updated_at=Now()):
+                raise NotCancellable("The payment has been taken already; ask the shop for a refund.")
+            holds.refund_units_in(cursor, hold_id=order.hold_id, units=order.quantity, restock=True)
+            transaction.on_commit(lambda: _send_settle(order.pk))
+        else:
+            raise NotCancellable(f"This order is {order.state}: there is nothing to cancel.")
+        Order.objects.filter(pk=order.pk).update(state=OrderState.CANCELLED, updated_at=Now())
+        outbox.announce_cancel(order)
+    order.refresh_from_db()
+    return order
+
+
+def _send_settle(order_pk: int) -> None:
+    for payment_pk in Payment.objects.filter(order_id=order_pk, state=PaymentState.VOID_PENDING).values_list(
+        "pk", flat=True
+    ):
+        current_app.send_task("checkout.settle_payment", args=(payment_pk,))
