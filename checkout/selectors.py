@@ -41,10 +41,10 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
             order.currency,
             order.state,
             order.refunded,
-            order.refunded_quantity,
-            f"{order.refunded_minor / 100:.2f}",
             order.created_at.isoformat(),
             order.failure_reason,
+            order.refunded_quantity,
+            f"{order.refunded_minor / 100:.2f}",
         ]
         for order in orders
     ]

@@ -416,6 +416,8 @@ class DropAdmin(admin.ModelAdmin):
                 "refunded",
                 "created_at",
                 "failure_reason",
+                "refunded_units",
+                "refunded_amount",
             ]
         )
         writer.writerows(

@@ -47,6 +47,7 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
         holds += [
             ({"drop": slug, "state": "held"}, state.held),
             ({"drop": slug, "state": "sold"}, state.sold),
+            ({"drop": slug, "state": "refunded"}, state.refunded),
             ({"drop": slug, "state": "expired"}, state.expired_holds),
         ]
         expired_unsold.append(({"drop": slug}, state.expired_unreclaimed))
@@ -55,7 +56,7 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
     return [
         Gauge(
             "floodgate_holds",
-            "Units in held and in sold holds, and the number of expired holds, per drop.",
+            "Units held, sold, and refunded (kept off sale), and the number of expired holds, per drop.",
             holds,
         ),
         Gauge(
@@ -63,7 +64,9 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
             "Units in holds past their expiry that the sweeper has not reclaimed yet.",
             expired_unsold,
         ),
-        Gauge("floodgate_invariant_drift", "quantity - (available + held + sold); must be 0.", drift),
+        Gauge(
+            "floodgate_invariant_drift", "quantity - (available + held + sold + refunded); must be 0.", drift
+        ),
         Gauge(
             "floodgate_stranded_units",
             "Units a full-limit claim cannot reach (no bucket holds that many); 0 when healthy.",

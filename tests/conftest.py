@@ -326,6 +326,7 @@ def roles(db: None) -> None:
     from django.apps import apps
 
     importlib.import_module("shop.migrations.0003_roles").create_groups(apps, None)
+    importlib.import_module("checkout.migrations.0004_merchants_refund").grant(apps, None)
 
 
 class Worker:

@@ -17,7 +17,7 @@ import config.schemas
 import shop.models
 from admission.services import OfferState
 from admission.state import QueueState
-from checkout.models import OrderState, PaymentState
+from checkout.models import OrderState, PaymentState, RefundState
 from config.openapi import schema
 from holds.models import HoldState
 from shop.models import ApiToken, DropState
@@ -104,7 +104,7 @@ def test_every_state_in_the_schema_is_a_models_choices() -> None:
 
     assert enums == {
         choices.__name__: choices.values
-        for choices in (DropState, HoldState, OrderState, PaymentState, QueueState, OfferState)
+        for choices in (DropState, HoldState, OrderState, PaymentState, RefundState, QueueState, OfferState)
     }
 
 

@@ -1,15 +1,22 @@
-"""What the saga's tests share: sales waiting for their payment's authorisation to be applied."""
+"""What the saga's tests share: sales waiting for their payment's authorisation to be applied, and
+a buyer driving the saga over HTTP against the provider's process."""
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import httpx
 
 from checkout import services as checkout
 from checkout.models import Order, Payment, PaymentState
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
-from shop.models import Drop
+from shop.models import ApiToken, Drop
+from tests.conftest import PROVIDER_SECRET
+from tests.factories import make_buyer
 
 
 @dataclass(frozen=True)
@@ -61,3 +68,48 @@ def pending_sales(drop: Drop, buyers: list[int]) -> list[Sale]:
         assert event_pk is not None
         sales.append(Sale(hold=hold.pk, order=order.pk, payment=payment.pk, event=event_pk))
     return sales
+
+
+def buyer_token(name: str) -> str:
+    user = make_buyer(name)
+    token = f"token-{name}-{uuid.uuid4().hex[:6]}"
+    ApiToken.objects.create(user=user, digest=ApiToken.digest_of(token))
+    return token
+
+
+def api(base: str, token: str) -> httpx.Client:
+    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+
+
+def provider_config(provider: str, **config: object) -> None:
+    answer = httpx.post(
+        f"{provider}/api/config", json=config, headers={"Authorization": f"Bearer {PROVIDER_SECRET}"}
+    )
+    answer.raise_for_status()
+
+
+def provider_session(provider: str, session_id: str) -> dict:
+    headers = {"Authorization": f"Bearer {PROVIDER_SECRET}"}
+    return httpx.get(f"{provider}/api/sessions/{session_id}", headers=headers).json()
+
+
+def reserve_and_start_paying(base: str, token: str, slug: str) -> tuple[int, dict]:
+    with api(base, token) as client:
+        hold = client.post(f"/api/drops/{slug}/holds", json={"quantity": 1}, headers={"Idempotency-Key": "k"})
+        assert hold.status_code == 201, hold.text
+        started = client.post(f"/api/holds/{hold.json()['id']}/payment")
+        assert started.status_code == 202, started.text
+    return hold.json()["id"], started.json()
+
+
+def pay_at_provider(redirect_url: str, action: str = "pay") -> httpx.Response:
+    answer = httpx.post(redirect_url, data={"action": action}, follow_redirects=False, timeout=10)
+    assert answer.status_code == 303, answer.text
+    return answer
+
+
+def wait_until(check: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)

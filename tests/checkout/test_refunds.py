@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.test import Client
 
 from checkout import refunds, services
 from checkout.models import Order, OrderState, Payment, PaymentState, Refund
@@ -351,3 +352,25 @@ def test_a_cancel_racing_the_capture_waits_for_it_and_one_of_them_wins() -> None
     assert isinstance(outcome["cancel"], refunds.NotCancellable)
     assert Payment.objects.get(pk=payment.pk).state == "captured"
     assert invariant(drop_id=order.drop_id).sold == 2
+
+
+def test_the_order_page_offers_the_cancel_until_the_money_is_taken_and_lists_refunds() -> None:
+    drop = make_drop(quantity=2, per_buyer_limit=1)
+    waiting = confirmed_order(drop, quantity=1, captured=False)
+    paid = confirmed_order(drop, quantity=1)
+    accepted(refunds.request_refund(order_id=paid.pk, by=None, reason="late delivery").refund)
+    buyer, other = Client(), Client()
+    buyer.force_login(waiting.buyer)
+    other.force_login(paid.buyer)
+
+    page = buyer.get(f"/orders/{waiting.pk}/").content.decode()
+    assert 'id="cancel-order"' in page
+    assert other.post(f"/orders/{waiting.pk}/cancel").status_code == 302  # told, and nothing changes
+    assert Order.objects.get(pk=waiting.pk).state == "confirmed"
+    assert buyer.post(f"/orders/{waiting.pk}/cancel").status_code == 302
+    assert Order.objects.get(pk=waiting.pk).state == "cancelled"
+    assert "Cancelled" in buyer.get(f"/orders/{waiting.pk}/").content.decode()
+
+    refunded = other.get(f"/orders/{paid.pk}/").content.decode()
+    assert 'id="cancel-order"' not in refunded and "refunded" in refunded and "€10.00" in refunded
+    assert buyer.get("/orders/notanumber/cancel").status_code == 404

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable
 
-import httpx
 import pytest
 from django.db import connection, transaction
 
@@ -14,56 +11,19 @@ from checkout.models import Order, OutboxMessage, Payment, WebhookEvent
 from holds import services as holds
 from holds.counts import invariant
 from holds.models import Hold
-from shop.models import ApiToken
-from tests.conftest import PROVIDER_SECRET, Worker
+from tests.checkout.helpers import (
+    api,
+    buyer_token,
+    pay_at_provider,
+    provider_config,
+    provider_session,
+    reserve_and_start_paying,
+    wait_until,
+)
+from tests.conftest import Worker
 from tests.factories import make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def buyer_token(name: str) -> str:
-    user = make_buyer(name)
-    token = f"token-{name}-{uuid.uuid4().hex[:6]}"
-    ApiToken.objects.create(user=user, digest=ApiToken.digest_of(token))
-    return token
-
-
-def api(base: str, token: str) -> httpx.Client:
-    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10)
-
-
-def provider_config(provider: str, **config: object) -> None:
-    answer = httpx.post(
-        f"{provider}/api/config", json=config, headers={"Authorization": f"Bearer {PROVIDER_SECRET}"}
-    )
-    answer.raise_for_status()
-
-
-def provider_session(provider: str, session_id: str) -> dict:
-    headers = {"Authorization": f"Bearer {PROVIDER_SECRET}"}
-    return httpx.get(f"{provider}/api/sessions/{session_id}", headers=headers).json()
-
-
-def reserve_and_start_paying(base: str, token: str, slug: str) -> tuple[int, dict]:
-    with api(base, token) as client:
-        hold = client.post(f"/api/drops/{slug}/holds", json={"quantity": 1}, headers={"Idempotency-Key": "k"})
-        assert hold.status_code == 201, hold.text
-        started = client.post(f"/api/holds/{hold.json()['id']}/payment")
-        assert started.status_code == 202, started.text
-    return hold.json()["id"], started.json()
-
-
-def pay_at_provider(redirect_url: str, action: str = "pay") -> httpx.Response:
-    answer = httpx.post(redirect_url, data={"action": action}, follow_redirects=False, timeout=10)
-    assert answer.status_code == 303, answer.text
-    return answer
-
-
-def wait_until(check: Callable[[], bool], seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 @pytest.fixture(autouse=True)
