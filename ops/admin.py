@@ -33,7 +33,7 @@ from core.errors import FloodgateError
 from core.http import safe_next
 from holds.counts import invariant
 from inventory import services as inventory
-from ops import dashboard, rehearsal, switch
+from ops import dashboard, rehearsal, sales, switch
 from shop import pictures
 from shop.models import ApiToken, Drop, DropState, InventoryMode, PauseEvent, Product
 
@@ -286,6 +286,7 @@ class DropAdmin(admin.ModelAdmin):
             path("<int:drop_id>/pause/", wrap(self.pause_view), name="shop_drop_pause"),
             path("<int:drop_id>/resume/", wrap(self.resume_view), name="shop_drop_resume"),
             path("<int:drop_id>/rehearsal/", wrap(self.rehearsal_view), name="shop_drop_rehearsal"),
+            path("<int:drop_id>/sales/", wrap(self.sales_view), name="shop_drop_sales"),
             *super().get_urls(),
         ]
 
@@ -305,6 +306,20 @@ class DropAdmin(admin.ModelAdmin):
             "snapshot_json": json.dumps(snapshot, cls=DjangoJSONEncoder).replace("<", "\\u003c"),
         }
         return TemplateResponse(request, "admin/shop/drop/dashboard.html", context)
+
+    def sales_view(self, request: HttpRequest, drop_id: int) -> HttpResponse:
+        """Units sold and revenue over the drop's first minutes, drawn, with the table beneath."""
+        drop = get_object_or_404(Drop.objects.select_related("product"), pk=drop_id)
+        if not self.has_view_permission(request, drop):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Sales of {drop.display_title}",
+            "drop": drop,
+            "sales": sales.sales(drop),
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/shop/drop/sales.html", context)
 
     def dashboard_data(self, request: HttpRequest) -> JsonResponse:
         self._may_watch(request)

@@ -1,4 +1,4 @@
-"""Raw statements of the kill switch."""
+"""Raw statements of the kill switch and the merchant's sales page."""
 
 from __future__ import annotations
 
@@ -109,4 +109,28 @@ SELECT name, period_seconds, late_after_seconds,
        scheduled_ran_at < now() - make_interval(secs => late_after_seconds),
        ran_by, covered_runs, last_error
   FROM ops_duty ORDER BY name
+"""
+
+
+# Seconds from the drop's start to its last sale, and the money refunded (not failed) for it.
+# Read only.
+SALES_SPAN = """
+SELECT (SELECT extract(epoch FROM max(h.ended_at) - d.starts_at)::float FROM holds_hold h
+         WHERE h.drop_id = d.id AND h.state = 'sold'),
+       (SELECT sum(r.amount_minor) FROM checkout_refund r JOIN checkout_order o ON o.id = r.order_id
+         WHERE o.drop_id = d.id AND r.state <> 'failed')
+  FROM shop_drop d WHERE d.id = %(drop)s
+"""
+
+# Units sold and revenue per slot of `step` seconds after the drop's start (slot 0 also takes
+# a sale before the start, which a rehearsal's clock can make). A sale is its hold's end (the
+# confirm); its revenue what the order charged. Read only.
+SALES_OVER_TIME = """
+SELECT greatest(0, floor(extract(epoch FROM h.ended_at - d.starts_at) / %(step)s))::int AS slot,
+       sum(h.quantity)::int, sum(o.amount_minor)::bigint
+  FROM holds_hold h
+  JOIN shop_drop d ON d.id = h.drop_id
+  JOIN checkout_order o ON o.hold_id = h.id
+ WHERE h.drop_id = %(drop)s AND h.state = 'sold'
+ GROUP BY 1 ORDER BY 1
 """
