@@ -17,6 +17,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from celery import current_app
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
@@ -352,11 +353,25 @@ def _observe(drop: Drop, answers: Sequence[Answer], started: float) -> None:
 def release(*, hold_id: int, buyer_id: int | None) -> bool:
     """HELD -> RELEASED and its units back to stock; False if it was no longer held."""
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(sql.RELEASE_HOLD, {"hold": hold_id, "buyer": buyer_id})
-        changed, credited = cursor.fetchone()
+        changed = _release(cursor, hold_id=hold_id, buyer_id=buyer_id)
+    return changed
+
+
+def _release(cursor: CursorWrapper, *, hold_id: int, buyer_id: int | None) -> bool:
+    cursor.execute(sql.RELEASE_HOLD, {"hold": hold_id, "buyer": buyer_id})
+    changed, credited, line = cursor.fetchone()
     if changed:
         log.info("hold %s released, %s units back", hold_id, credited)
+        _offer_after_commit(line)
     return bool(changed)
+
+
+def _offer_after_commit(line_drop_id: int | None) -> None:
+    """Units just went back to a waiting room's line: have them offered to the next tickets as
+    soon as this commits (sale.offer_now), not on beat's next tick. Sent by name: the flow that
+    offers builds on this layer. A lost message costs only the tick's wait."""
+    if line_drop_id is not None:
+        transaction.on_commit(lambda: current_app.send_task("sale.offer_now", args=(line_drop_id,)))
 
 
 def confirm(*, hold_id: int) -> bool:
@@ -396,8 +411,7 @@ def pin_for_settlement_in(cursor: CursorWrapper, *, hold_id: int, since: datetim
 def release_in(cursor: CursorWrapper, *, hold_id: int) -> bool:
     """HELD -> RELEASED with its units back, inside the caller's transaction."""
     assert connection.in_atomic_block
-    cursor.execute(sql.RELEASE_HOLD, {"hold": hold_id, "buyer": None})
-    return bool(cursor.fetchone()[0])
+    return _release(cursor, hold_id=hold_id, buyer_id=None)
 
 
 def refund_units_in(cursor: CursorWrapper, *, hold_id: int, units: int, restock: bool) -> bool:
@@ -405,9 +419,10 @@ def refund_units_in(cursor: CursorWrapper, *, hold_id: int, units: int, restock:
     inside the caller's transaction; False if the hold is not sold or has fewer left unrefunded."""
     assert connection.in_atomic_block
     cursor.execute(sql.REFUND_UNITS, {"hold": hold_id, "units": units, "restock": restock})
-    changed, back = cursor.fetchone()
+    changed, back, line = cursor.fetchone()
     if changed:
         log.info("hold %s: %s units refunded, %s back on sale", hold_id, units, back)
+        _offer_after_commit(line if back else None)
     return bool(changed)
 
 

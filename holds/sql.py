@@ -104,7 +104,8 @@ UPDATE holds_hold h SET bucket_index = v.index
 
 # HELD -> RELEASED for the hold's buyer (or anyone, with buyer NULL), crediting its
 # units back (inventory's GIVE_BACK). Locks the hold row, then its stock rows.
-# Returns (holds changed, units credited): (1, q) released; (0, 0) not held any more.
+# Returns (holds changed, units credited, the drop if they went to its waiting room's line):
+# (1, q, drop or NULL) released; (0, 0, NULL) not held any more.
 # Protects: stock credited once per hold.
 RELEASE_HOLD = f"""
 WITH ended AS (
@@ -113,7 +114,8 @@ WITH ended AS (
        AND (%(buyer)s::bigint IS NULL OR buyer_id = %(buyer)s::bigint)
     RETURNING id, drop_id, quantity, bucket_index
 ), {stock.GIVE_BACK}
-SELECT (SELECT count(*) FROM ended), {stock.GIVEN_BACK}
+SELECT (SELECT count(*) FROM ended), {stock.GIVEN_BACK},
+       (SELECT ld.id FROM ended JOIN shop_drop ld ON ld.id = ended.drop_id AND ld.waiting_room)
 """
 
 # HELD -> SOLD while the hold has not expired: clock_timestamp(), not now(), so a confirm
@@ -131,7 +133,8 @@ SELECT (SELECT count(*) FROM sold)
 
 # Refund `units` more of a sold hold's units, and with restock put them back on sale
 # (inventory's RESTOCK). Locks the hold row, then its stock rows. Returns (holds changed, units
-# back): (1, n) done; (0, 0) not sold, or more than its unrefunded units.
+# back, the drop if they went to its waiting room's line): (1, n, drop or NULL) done; (0, 0, NULL)
+# not sold, or more than its unrefunded units.
 # Protects: a unit is refunded once and comes back once (also holds_hold_refunds_within_sold).
 REFUND_UNITS = f"""
 WITH back AS (
@@ -141,7 +144,8 @@ WITH back AS (
      WHERE id = %(hold)s AND state = 'sold' AND refunded + %(units)s <= quantity
     RETURNING id, drop_id, CASE WHEN %(restock)s THEN %(units)s ELSE 0 END AS units, bucket_index
 ), {stock.RESTOCK}
-SELECT (SELECT count(*) FROM back), {stock.RESTOCKED}
+SELECT (SELECT count(*) FROM back), {stock.RESTOCKED},
+       (SELECT ld.id FROM back JOIN shop_drop ld ON ld.id = back.drop_id AND ld.waiting_room)
 """
 
 # HELD -> EXPIRED for up to `limit` holds of a drop whose time is up, crediting their

@@ -77,6 +77,12 @@ def _offer(cursor: CursorWrapper, drop: Drop, queue: Queue, waiting: list[line.W
     return len(holds)
 
 
+def offer_now(drop_id: int) -> int:
+    """offer_returns for one drop by id, as soon as units came back (0 for a drop gone since)."""
+    drop = Drop.objects.filter(pk=drop_id).first()
+    return offer_returns(drop) if drop is not None else 0
+
+
 def offer_all(drops: list[Drop]) -> int:
     """The beat task's work: every given drop's returned units offered (or opened)."""
     total = 0

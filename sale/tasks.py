@@ -14,3 +14,10 @@ from sale import offers
 def offer_returns() -> int:
     """Returned units of waiting-room drops to the next tickets in line (beat: every second)."""
     return offers.offer_all(catalogue.active_drops(timezone.now()))
+
+
+@shared_task(name="sale.offer_now", time_limit=20, soft_time_limit=15, max_retries=0, ignore_result=True)
+def offer_now(drop_id: int) -> int:
+    """Units just came back to this drop's line (a release, a refund put back on sale): offer
+    them now rather than on beat's next tick. Another offerer holding the line: the tick does it."""
+    return offers.offer_now(drop_id)

@@ -34,6 +34,7 @@ NOT_BY_DROP = {
     "CONFIRM_HOLD": "by hold id (docs/SCALING.md, what changes)",
     "HOLD_FOR_PAYMENT": "by hold id (docs/SCALING.md, what changes)",
     "PIN_FOR_SETTLEMENT": "by hold id (docs/SCALING.md, what changes)",
+    "REFUND_UNITS": "by hold id (docs/SCALING.md, what changes)",
 }
 
 

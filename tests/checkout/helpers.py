@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import httpx
 
+from checkout import refunds
 from checkout import services as checkout
-from checkout.models import Order, Payment, PaymentState
+from checkout.models import Order, Payment, PaymentState, Refund
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
 from shop.models import ApiToken, Drop
@@ -113,3 +114,41 @@ def wait_until(check: Callable[[], bool], seconds: float = 30) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
+
+
+def confirmed_order(drop: Drop, *, quantity: int = 2, captured: bool = True) -> Order:
+    """An order sold through the saga (its authorisation applied by process_event); its payment
+    marked captured, as settle_payment leaves it, unless captured=False."""
+    buyer = make_buyer()
+    hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=quantity, idempotency_key="k").hold
+    order = Order.objects.create(
+        hold=hold, buyer=buyer, drop=drop, quantity=quantity, amount_minor=1000 * quantity, currency="EUR"
+    )
+    session = f"ses_{uuid.uuid4().hex}"
+    payment = Payment.objects.create(
+        order=order,
+        provider="simulated",
+        session_id=session,
+        state="pending",
+        amount_minor=order.amount_minor,
+        currency="EUR",
+    )
+    event = ProviderEvent(
+        event_id=f"evt_{session}",
+        type="payment.authorized",
+        session_id=session,
+        reference=str(payment.reference),
+        amount_minor=order.amount_minor,
+        currency="EUR",
+    )
+    event_pk = checkout.record_webhook(provider_name="simulated", event=event, payload={"id": event.event_id})
+    assert event_pk is not None and checkout.process_event(event_pk=event_pk) == "confirmed"
+    if captured:
+        Payment.objects.filter(pk=payment.pk).update(state=PaymentState.CAPTURED)
+    order.refresh_from_db()
+    return order
+
+
+def accepted(refund: Refund) -> str:
+    """Record the provider's yes the way send_refund does, for tests about our side of a refund."""
+    return refunds._record(refund, "succeeded", f"re_{refund.pk}", "")

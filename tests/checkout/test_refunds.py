@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -18,50 +17,12 @@ from holds import services as holds
 from holds.counts import invariant
 from holds.models import Hold
 from inventory.models import StockBucket, Unit
-from shop.models import Drop
+from tests.checkout.helpers import accepted, confirmed_order
 from tests.concurrency import run_concurrently
 from tests.factories import make_buyer, make_drop
 from tests.harness import lock_waits
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def confirmed_order(drop: Drop, *, quantity: int = 2, captured: bool = True) -> Order:
-    """An order sold through the saga (its authorisation applied by process_event); its payment
-    marked captured, as settle_payment leaves it, unless captured=False."""
-    buyer = make_buyer()
-    hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=quantity, idempotency_key="k").hold
-    order = Order.objects.create(
-        hold=hold, buyer=buyer, drop=drop, quantity=quantity, amount_minor=1000 * quantity, currency="EUR"
-    )
-    session = f"ses_{uuid.uuid4().hex}"
-    payment = Payment.objects.create(
-        order=order,
-        provider="simulated",
-        session_id=session,
-        state="pending",
-        amount_minor=order.amount_minor,
-        currency="EUR",
-    )
-    event = ProviderEvent(
-        event_id=f"evt_{session}",
-        type="payment.authorized",
-        session_id=session,
-        reference=str(payment.reference),
-        amount_minor=order.amount_minor,
-        currency="EUR",
-    )
-    event_pk = services.record_webhook(provider_name="simulated", event=event, payload={"id": event.event_id})
-    assert event_pk is not None and services.process_event(event_pk=event_pk) == "confirmed"
-    if captured:
-        Payment.objects.filter(pk=payment.pk).update(state=PaymentState.CAPTURED)
-    order.refresh_from_db()
-    return order
-
-
-def accepted(refund: Refund) -> str:
-    """Record the provider's yes the way send_refund does, for tests about our side of a refund."""
-    return refunds._record(refund, "succeeded", f"re_{refund.pk}", "")
 
 
 @pytest.mark.parametrize("mode", ["buckets", "units"])

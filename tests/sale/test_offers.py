@@ -27,8 +27,8 @@ from holds.models import Hold
 from inventory import services as stock
 from inventory.models import Unit
 from sale import offers
-from shop.models import Drop
 from tests.factories import expire_in, make_drop
+from tests.sale.helpers import current, in_line, offer_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,20 +36,6 @@ UNITS = 40
 RETURNS = 1_000
 CONTROL_RETURNS = 200
 LAPSE_EVERY = 7  # one return in seven is an offer (or hold) left to run out rather than released
-
-
-def in_line(drop_id: int, buyers: list[int]) -> dict[int, int]:
-    """Every buyer joins before the draw; the draw numbers them. {number: buyer}."""
-    drop = current(drop_id)
-    for buyer in buyers:
-        line.join(drop=drop, buyer_id=buyer)
-    line.run_wave(drop, force=True)
-    return dict(Ticket.objects.filter(drop_id=drop_id).values_list("number", "buyer_id"))
-
-
-def current(drop_id: int) -> Drop:
-    """The drop as a request reads it (each claim sees its current settings)."""
-    return Drop.objects.select_related("product").get(pk=drop_id)
 
 
 def received_in_order(drop_id: int, *, after_hold: int) -> list[int]:
@@ -188,10 +174,6 @@ def test_control_returns_open_to_any_claim_go_to_whoever_clicks_first(make_buyer
     assert crowd["single"] + crowd["batch"] == len(got) > 0  # the clicks took them
     assert not in_ticket_order(got, first=UNITS + 1), got[:20]  # so the order check catches it
     assert invariant(drop_id=drop.pk).drift == 0
-
-
-def offer_of(drop_id: int, number: int) -> line.Offer | None:
-    return line.offer_of(Ticket.objects.get(drop_id=drop_id, number=number))
 
 
 def test_an_offer_lapses_to_the_next_ticket_and_paying_keeps_it_for_the_hold_time(make_buyers) -> None:
