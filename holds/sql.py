@@ -215,6 +215,10 @@ RETURNING id, buyer_id
 # it may meet): it gives way and the next tick tries again, so a claim is never the deadlock's victim.
 OFFER_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '200ms'"
 
+# An offer sent the moment units came back waits this long for the line's lock (a wave, another
+# offerer), then leaves them to the next tick.
+OFFER_WAIT_TIMEOUT = "SET LOCAL lock_timeout = '2s'"
+
 
 # Units of held holds whose time is up and that nobody has reclaimed yet (d = shop_drop):
 # a claim that finds no stock reclaims them inline, so a filter in front counts them too.

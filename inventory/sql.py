@@ -33,12 +33,22 @@ UNITS_SOLD = "(SELECT count(*) FROM inventory_unit us WHERE us.drop_id = d.id AN
 # The one definition of a drop's available units (neither held nor sold), whatever its mode.
 AVAILABLE = f"({OPEN} + {RETURNED})"
 
+# Crediting buckets, as a CTE after a CTE named `credit` (id, units, line) of bucket rows locked:
+# their units to the line in a waiting-room drop (`returned`), else to any claim (`available`).
+CREDIT = """bucket AS (
+    UPDATE inventory_stockbucket b
+       SET available = b.available + CASE WHEN credit.line THEN 0 ELSE credit.units END,
+           returned = b.returned + CASE WHEN credit.line THEN credit.units ELSE 0 END
+      FROM credit WHERE b.id = credit.id
+    RETURNING credit.units
+)"""
+
 # Giving units back, as CTEs that follow a CTE named `ended` (id, drop_id, quantity,
 # bucket_index) of holds that the same statement has just ended: the hold transition and
 # the credit are one statement, so a unit comes back exactly once. Buckets are locked in
 # index order. A waiting-room drop's units come back as 'returned' (offered to the line in
 # ticket order, sale/offers.py); another drop's are open to any claim at once.
-GIVE_BACK = """credit AS (
+GIVE_BACK = f"""credit AS (
     SELECT b.id, c.units, c.line FROM inventory_stockbucket b
       JOIN (SELECT e.drop_id, e.bucket_index, sum(e.quantity) AS units, bool_or(gd.waiting_room) AS line
               FROM ended e JOIN shop_drop gd ON gd.id = e.drop_id
@@ -46,13 +56,7 @@ GIVE_BACK = """credit AS (
         ON b.drop_id = c.drop_id AND b.index = c.bucket_index
      ORDER BY b.index
        FOR UPDATE OF b
-), bucket AS (
-    UPDATE inventory_stockbucket b
-       SET available = b.available + CASE WHEN credit.line THEN 0 ELSE credit.units END,
-           returned = b.returned + CASE WHEN credit.line THEN credit.units ELSE 0 END
-      FROM credit WHERE b.id = credit.id
-    RETURNING credit.units
-), units AS (
+), {CREDIT}, units AS (
     UPDATE inventory_unit u
        SET state = CASE WHEN gd.waiting_room THEN 'returned' ELSE 'available' END, hold_id = NULL
       FROM ended e JOIN shop_drop gd ON gd.id = e.drop_id
@@ -74,18 +78,12 @@ MARK_SOLD = """units AS (
 # bucket is credited, or that many of the hold's sold unit rows are freed (its first by rank). As
 # GIVE_BACK: a waiting-room drop's units go to the line, another drop's to any claim.
 # Protects: a refunded unit comes back once (the hold's restocked counter moves in the same statement).
-RESTOCK = """credit AS (
+RESTOCK = f"""credit AS (
     SELECT b.id, back.units, gd.waiting_room AS line FROM inventory_stockbucket b
       JOIN back ON b.drop_id = back.drop_id AND b.index = back.bucket_index
       JOIN shop_drop gd ON gd.id = back.drop_id
        FOR UPDATE OF b
-), bucket AS (
-    UPDATE inventory_stockbucket b
-       SET available = b.available + CASE WHEN credit.line THEN 0 ELSE credit.units END,
-           returned = b.returned + CASE WHEN credit.line THEN credit.units ELSE 0 END
-      FROM credit WHERE b.id = credit.id
-    RETURNING credit.units
-), freed AS (
+), {CREDIT}, freed AS (
     SELECT u.id FROM inventory_unit u JOIN back ON u.drop_id = back.drop_id AND u.hold_id = back.id
      WHERE u.state = 'sold' ORDER BY u.rank LIMIT (SELECT units FROM back)
        FOR UPDATE OF u

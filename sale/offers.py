@@ -27,13 +27,20 @@ from shop.models import Drop, DropState
 log = logging.getLogger(__name__)
 
 
-def offer_returns(drop: Drop) -> int:
-    """Offer the drop's returned units to the next tickets in line; returns the offers made."""
+def offer_returns(drop: Drop, *, wait: bool = False) -> int:
+    """Offer the drop's returned units to the next tickets in line; returns the offers made.
+
+    wait: queue for the line behind a wave or another offerer (briefly) instead of leaving it to
+    the next tick: that one may have counted the returned units before ours came back.
+    """
     if drop.waiting_room:
         services.reclaim_expired(drop_id=drop.pk)  # lapsed offers and unpaid holds come back first
     try:
         with transaction.atomic(durable=True), connection.cursor() as cursor:
-            if not locks.try_lock(cursor, locks.Namespace.WAVE, drop.pk):
+            if wait:
+                cursor.execute(sql.OFFER_WAIT_TIMEOUT)
+                locks.lock(cursor, locks.Namespace.WAVE, drop.pk)
+            elif not locks.try_lock(cursor, locks.Namespace.WAVE, drop.pk):
                 return 0  # a wave or another offerer has the line; the next tick comes
             cursor.execute(sql.OFFER_LOCK_TIMEOUT)
             returned = stock.returned_units(cursor, drop_id=drop.pk)
@@ -52,7 +59,7 @@ def offer_returns(drop: Drop) -> int:
                 transaction.on_commit(lambda: state.refresh([drop.pk]))  # the open units, published
                 return 0
             return _offer(cursor, drop, queue, waiting)
-    except OperationalError as error:  # lock_timeout: a buyer's claim had a row it needed
+    except OperationalError as error:  # lock_timeout: a buyer's claim had a row it needed, or a long wave
         log.info("drop %s: offers wait for the next tick (%s)", drop.pk, error)
         return 0
 
@@ -80,7 +87,7 @@ def _offer(cursor: CursorWrapper, drop: Drop, queue: Queue, waiting: list[line.W
 def offer_now(drop_id: int) -> int:
     """offer_returns for one drop by id, as soon as units came back (0 for a drop gone since)."""
     drop = Drop.objects.filter(pk=drop_id).first()
-    return offer_returns(drop) if drop is not None else 0
+    return offer_returns(drop, wait=True) if drop is not None else 0
 
 
 def offer_all(drops: list[Drop]) -> int:

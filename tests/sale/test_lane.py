@@ -308,6 +308,7 @@ def test_a_web_process_killed_mid_batch_leaves_no_half_made_hold(payment_provide
         "available": 20,
         "held": 0,
         "sold": 0,
+        "refunded": 0,
         "expired_unreclaimed": 0,
         "expired_holds": 0,
         "drift": 0,
