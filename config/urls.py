@@ -61,6 +61,8 @@ urlpatterns = [
     path("orders/", checkout_views.orders, name="orders"),
     path("orders/<int:order_id>/", checkout_views.order, name="order"),
     path("checkout/webhooks/<str:provider>", checkout_views.webhook, name="webhook"),
+    path("checkout/stripe/<str:intent_id>", checkout_views.stripe_pay, name="stripe-pay"),
+    path("checkout/stripe/<str:intent_id>/card", checkout_views.stripe_card, name="stripe-card"),
     # Buyer accounts are allauth's; the names `login`, `logout` and `signup` stay for our templates.
     path("accounts/login/", allauth_views.login, name="login"),
     path("accounts/logout/", allauth_views.logout, name="logout"),
