@@ -138,9 +138,12 @@ class StripeProvider:
         refund's metadata and looked up first, so a retry days later (or against a server that
         ignores the header) finds the refund it made instead of making another.
         """
+        intent = self.retrieve(session_id)
+        if intent.status != "succeeded":
+            raise PermanentProviderError(f"cannot refund payment intent {session_id}: it is {intent.status}")
         existing = self._refund_with_key(session_id, key)
         if existing is None:
-            self._check_refundable(session_id, amount_minor)
+            self._check_refundable(intent, amount_minor)
             params: dict[str, Any] = {
                 "payment_intent": session_id,
                 "amount": amount_minor,
@@ -217,12 +220,10 @@ class StripeProvider:
 
     # -- plumbing -----------------------------------------------------------------------------------
 
-    def _check_refundable(self, session_id: str, amount_minor: int) -> None:
-        """Refuse for good what Stripe would refuse (localstripe checks neither): a refund of an intent
-        not captured, or of more than is left of its capture."""
-        intent = self.retrieve(session_id)
-        if intent.status != "succeeded":
-            raise PermanentProviderError(f"cannot refund payment intent {session_id}: it is {intent.status}")
+    def _check_refundable(self, intent: stripe.PaymentIntent, amount_minor: int) -> None:
+        """Refuse for good a refund of more than is left of the capture, as Stripe does (localstripe
+        does not check)."""
+        session_id = intent.id
         charge = intent.get("latest_charge")
         if isinstance(charge, str):  # Stripe answers the id; localstripe the charge itself
             charge_id = charge
