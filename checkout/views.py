@@ -150,7 +150,11 @@ def stripe_pay(request: HttpRequest, intent_id: str) -> HttpResponse:
             log.warning("stripe pay page for %s: %s", intent_id, error)
             context["error"] = "Stripe is not answering; reload this page in a moment."
         else:
-            if intent.status in {"requires_payment_method", "requires_confirmation"}:
+            if intent.get("last_payment_error"):
+                # Declined already: the saga fails this attempt, so another card is a new attempt
+                # (from the order), never this intent again (it would be voided as out of order).
+                context["declined"] = True
+            elif intent.status in {"requires_payment_method", "requires_confirmation"}:
                 context["client_secret"] = intent.client_secret
     context.update(
         publishable_key=settings.STRIPE_PUBLISHABLE_KEY,
