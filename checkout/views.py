@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
+from urllib.parse import urlsplit
 
+from csp.decorators import csp_update
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
@@ -14,16 +19,24 @@ from django.views.decorators.http import require_POST
 
 from catalogue import selectors as catalogue
 from checkout import refunds, selectors, services
-from checkout.models import EVENT_ID_MAX
+from checkout.models import EVENT_ID_MAX, Payment, PaymentState
 from checkout.providers import get_provider
-from checkout.providers.base import BadWebhook
+from checkout.providers.base import BadWebhook, PermanentProviderError, ProviderError
+from checkout.providers.stripe import StripeProvider
 from checkout.tasks import process_webhook_event
 from core.api import error_response, signed_in
 from core.errors import FloodgateError
 from core.text import storable_json
 from holds.services import effective_state
 
+log = logging.getLogger(__name__)
+
 MAX_WEBHOOK_BODY = 64 * 1024
+TOKEN_ID = re.compile(r"tok_[A-Za-z0-9]{1,64}")
+_stripe_js = urlsplit(settings.STRIPE_JS_URL)
+# Stripe.js loads from its origin, frames its fields from there and calls its API from the page.
+STRIPE_ORIGIN = f"{_stripe_js.scheme}://{_stripe_js.netloc}"
+STRIPE_CSP = {"script-src": [STRIPE_ORIGIN], "frame-src": [STRIPE_ORIGIN], "connect-src": [STRIPE_ORIGIN]}
 
 
 @require_POST
@@ -94,6 +107,10 @@ def webhook(request: HttpRequest, provider: str) -> JsonResponse:
             raise BadWebhook("The body nests too deep or has a string with NUL or invalid Unicode.")
     except BadWebhook as error:
         return JsonResponse({"error": "bad_webhook", "detail": str(error)}, status=400)
+    if event.type == "ignored":
+        # Correctly signed but of no use to the saga: 2xx, or Stripe retries and then disables us.
+        log.info("webhook %s:%s (%s) ignored", provider, event.event_id, event.reason)
+        return JsonResponse({"received": event.event_id, "ignored": True})
     try:
         event_pk = services.record_webhook(provider_name=provider, event=event, payload=payload)
     except FloodgateError as error:  # the same event id with another body: the first stays
@@ -101,6 +118,71 @@ def webhook(request: HttpRequest, provider: str) -> JsonResponse:
     if event_pk is not None:
         process_webhook_event.delay(event_pk)
     return JsonResponse({"received": event.event_id})
+
+
+def _stripe_payment(request: HttpRequest, intent_id: str) -> Payment:
+    """The signed-in buyer's own Stripe payment for this intent, else 404 (someone else's is unknown)."""
+    payment = (
+        Payment.objects.select_related("order")
+        .filter(provider="stripe", session_id=intent_id, order__buyer_id=signed_in(request))
+        .first()
+    )
+    if payment is None:
+        raise Http404("There is no such payment among yours.")
+    return payment
+
+
+@login_required
+@csp_update(STRIPE_CSP)  # type: ignore[arg-type]  # django-csp types its decorators for (request) views
+def stripe_pay(request: HttpRequest, intent_id: str) -> HttpResponse:
+    """Our page for a Stripe payment: Stripe.js mounts its Payment Element for the intent, so no card
+    number ever reaches a form or a server of ours."""
+    payment = _stripe_payment(request, intent_id)
+    context: dict[str, object] = {"payment": payment, "order": payment.order, "client_secret": ""}
+    if payment.state == PaymentState.PENDING:
+        try:
+            intent = StripeProvider().retrieve(intent_id)
+        except ProviderError as error:
+            log.warning("stripe pay page for %s: %s", intent_id, error)
+            context["error"] = "Stripe is not answering; reload this page in a moment."
+        else:
+            if intent.get("last_payment_error"):
+                # Declined already: the saga fails this attempt, so another card is a new attempt
+                # (from the order), never this intent again (it would be voided as out of order).
+                context["declined"] = True
+            elif intent.status in {"requires_payment_method", "requires_confirmation"}:
+                context["client_secret"] = intent.client_secret
+    context.update(
+        publishable_key=settings.STRIPE_PUBLISHABLE_KEY,
+        stripe_js_url=settings.STRIPE_JS_URL,
+        return_url=request.build_absolute_uri(payment.order.get_absolute_url()),
+    )
+    return render(request, "checkout/stripe_pay.html", context)
+
+
+@require_POST
+@login_required
+def stripe_card(request: HttpRequest, intent_id: str) -> JsonResponse:
+    """Fallback for localstripe's Stripe.js stand-in, which has no confirmPayment: the page posts the
+    id of a token Stripe.js made (the card went from the browser to Stripe, never here), and we attach
+    it and confirm the intent. Real Stripe.js confirms in the browser and never calls this."""
+    payment = _stripe_payment(request, intent_id)
+    token = request.POST.get("token", "")
+    if not TOKEN_ID.fullmatch(token):
+        detail = "token must be a Stripe token id (tok_...)."
+        return JsonResponse({"error": "bad_token", "detail": detail}, status=400)
+    if payment.state != PaymentState.PENDING:
+        return JsonResponse({"error": "not_payable", "detail": "This payment is no longer open."}, status=409)
+    try:
+        declined = StripeProvider().confirm_with_token(intent_id, token)
+    except PermanentProviderError as error:
+        return JsonResponse({"error": "refused", "detail": str(error)}, status=400)
+    except ProviderError:
+        detail = "Stripe is not answering; try again."
+        return JsonResponse({"error": "unavailable", "detail": detail}, status=503)
+    if declined:
+        return JsonResponse({"error": "declined", "detail": declined}, status=402)
+    return JsonResponse({"authorised": True})
 
 
 def _webhook_body(request: HttpRequest) -> bytes:

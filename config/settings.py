@@ -386,6 +386,19 @@ PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(
     )
 )
 MERCHANT_WEBHOOK_URL = os.environ.get("MERCHANT_WEBHOOK_URL", "")
+# PAYMENT_PROVIDER=stripe (checkout/providers/stripe.py): the keys from Stripe's dashboard, and the
+# signing secret of the webhook endpoint <PUBLIC_BASE_URL>/checkout/webhooks/stripe. STRIPE_API_BASE
+# and STRIPE_JS_URL point the library and the pay page elsewhere (the tests: at localstripe).
+_STRIPE = PAYMENT_PROVIDER == "stripe" and not DEV
+STRIPE_SECRET_KEY = env.required("STRIPE_SECRET_KEY") if _STRIPE else os.environ.get("STRIPE_SECRET_KEY", "")
+STRIPE_PUBLISHABLE_KEY = (
+    env.required("STRIPE_PUBLISHABLE_KEY") if _STRIPE else os.environ.get("STRIPE_PUBLISHABLE_KEY", "")
+)
+STRIPE_WEBHOOK_SECRET = (
+    env.required("STRIPE_WEBHOOK_SECRET") if _STRIPE else os.environ.get("STRIPE_WEBHOOK_SECRET", "")
+)
+STRIPE_API_BASE = os.environ.get("STRIPE_API_BASE") or "https://api.stripe.com"
+STRIPE_JS_URL = os.environ.get("STRIPE_JS_URL") or "https://js.stripe.com/v3/"
 
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",

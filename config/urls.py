@@ -64,6 +64,8 @@ urlpatterns = [
     path("orders/<int:order_id>/", checkout_views.order, name="order"),
     path("orders/<int:order_id>/cancel", checkout_views.cancel, name="order-cancel"),
     path("checkout/webhooks/<str:provider>", checkout_views.webhook, name="webhook"),
+    path("checkout/stripe/<str:intent_id>", checkout_views.stripe_pay, name="stripe-pay"),
+    path("checkout/stripe/<str:intent_id>/card", checkout_views.stripe_card, name="stripe-card"),
     # Buyer accounts are allauth's; the names `login`, `logout` and `signup` stay for our templates.
     path("accounts/login/", allauth_views.login, name="login"),
     path("accounts/logout/", allauth_views.logout, name="logout"),

@@ -69,7 +69,8 @@ TUNABLES: dict[str, tuple[type, float, float, str, float]] = {
     "late_seconds": (float, 0.0, 3600.0, "PROVIDER_LATE_SECONDS", 0),
 }
 CURRENCY = re.compile(r"[A-Z]{3}")
-SESSION_PATH = re.compile(r"/api/sessions/([A-Za-z0-9_]{1,64})(?:/(capture|void))?")
+SESSION_PATH = re.compile(r"/api/sessions/([A-Za-z0-9_]{1,64})(?:/(capture|void|refund))?")
+REFUND_KEY = re.compile(r"[\x21-\x7e]{1,200}")
 PAY_PATH = re.compile(r"/pay/([^/]*)")
 
 
@@ -150,6 +151,13 @@ class PaymentSession:
     captures: int = 0  # accepted capture calls, repeats included
     voids: int = 0
     webhooks_sent: int = 0  # deliveries the receiver acknowledged with 2xx
+    # key -> (refund id, amount): the same key is the same refund, however often it is asked for.
+    refunds: dict[str, tuple[str, int]] = field(default_factory=dict)
+    refund_calls: int = 0  # accepted refund calls, repeats included
+
+    @property
+    def refunded_minor(self) -> int:
+        return sum(amount for _id, amount in self.refunds.values())
 
     def public(self) -> dict[str, object]:
         return {
@@ -162,6 +170,9 @@ class PaymentSession:
             "captures": self.captures,
             "voids": self.voids,
             "webhooks_sent": self.webhooks_sent,
+            "refunds": len(self.refunds),
+            "refund_calls": self.refund_calls,
+            "refunded_minor": self.refunded_minor,
         }
 
 
@@ -245,6 +256,8 @@ class Simulator:
                 session = self.sessions.get(session_id)
                 if session is None:
                     raise HttpError(404, "not_found", f"no session {session_id}")
+                if action == "refund":
+                    return self.refund(session, parse_json(body))
                 return self.settle(session, action) if action else json_response(200, session.public())
         elif match := PAY_PATH.fullmatch(path):
             allow(method, "GET", "POST")
@@ -311,6 +324,44 @@ class Simulator:
         else:
             session.voids += 1
         return json_response(200, {"state": session.state})
+
+    def refund(self, session: PaymentSession, data: dict[str, object]) -> Response:
+        """Refund part of a capture once per key; a signed refund.succeeded webhook follows a new one."""
+        key, amount, currency = data.get("key"), data.get("amount_minor"), data.get("currency")
+        if not isinstance(key, str) or not REFUND_KEY.fullmatch(key):
+            raise HttpError(400, "invalid_request", "key must be 1 to 200 printable ASCII characters")
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+            raise HttpError(400, "invalid_request", "amount_minor must be a positive integer (minor units)")
+        if currency != session.currency:
+            raise HttpError(400, "invalid_request", f"currency must be the session's, {session.currency}")
+        known = session.refunds.get(key)
+        if known is not None:
+            if known[1] != amount:
+                raise HttpError(409, "conflict", f"refund key {key} was used for {known[1]}, not {amount}")
+            session.refund_calls += 1
+            return json_response(200, {"refund_id": known[0], "state": "succeeded"})
+        if session.state != "captured":
+            raise HttpError(409, "conflict", f"cannot refund a session that is {session.state}")
+        if session.refunded_minor + amount > session.amount_minor:
+            left = session.amount_minor - session.refunded_minor
+            raise HttpError(409, "conflict", f"cannot refund {amount}: {left} is left of the capture")
+        refund_id = f"re_{secrets.token_hex(12)}"
+        session.refunds[key] = (refund_id, amount)
+        session.refund_calls += 1
+        event = {
+            "id": f"evt_{secrets.token_hex(12)}",
+            "type": "refund.succeeded",
+            "session_id": session.session_id,
+            "reference": key,
+            # This refund's amount (Stripe's charge.refunded says the charge's total instead).
+            "amount_minor": amount,
+            "currency": session.currency,
+            "reason": "",
+            "refund_id": refund_id,
+            "created": int(time.time()),
+        }
+        self.spawn(self.deliver(session, json.dumps(event, separators=(",", ":")).encode()))
+        return json_response(201, {"refund_id": refund_id, "state": "succeeded"})
 
     async def pay(self, session: PaymentSession, body: bytes) -> Response:
         form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)

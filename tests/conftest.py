@@ -425,3 +425,107 @@ def make_buyers():
         return [u.pk for u in users]
 
     return make
+
+
+# Stripe through localstripe (PyPI, GPL: a test dependency, never imported by the project).
+STRIPE_SECRET_KEY = "sk_test_floodgate"
+STRIPE_PUBLISHABLE_KEY = "pk_test_floodgate"
+STRIPE_WEBHOOK_SECRET = "whsec_floodgate_test"
+
+
+def start_group(name: str, command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
+    """Like start_process, in a process group of its own, so stop_group ends its children too."""
+    log = ROOT / ".data" / "test" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return process, log
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def localstripe() -> Iterator[str]:
+    """localstripe, a stateful fake Stripe server, as a real process (fresh state: --from-scratch)."""
+    port = free_port()
+    process, log = start_group(
+        f"localstripe-{port}",
+        [sys.executable, "-m", "localstripe", "--port", str(port), "--from-scratch"],
+        dict(os.environ),
+    )
+    try:
+        wait_for_port(port, process, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_group(process)
+
+
+def stripe_env(localstripe_url: str) -> dict[str, str]:
+    return {
+        "PAYMENT_PROVIDER": "stripe",
+        "STRIPE_SECRET_KEY": STRIPE_SECRET_KEY,
+        "STRIPE_PUBLISHABLE_KEY": STRIPE_PUBLISHABLE_KEY,
+        "STRIPE_WEBHOOK_SECRET": STRIPE_WEBHOOK_SECRET,
+        "STRIPE_API_BASE": localstripe_url,
+        "STRIPE_JS_URL": f"{localstripe_url}/js.stripe.com/v3/",
+    }
+
+
+@pytest.fixture(scope="session")
+def stripe_daphne(
+    django_db_setup: None, django_db_blocker: object, payment_provider: str, localstripe: str
+) -> Iterator[str]:
+    """A daphne whose buyers pay with Stripe (localstripe); localstripe's webhooks go to it."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**app_env(payment_provider, base), **stripe_env(localstripe), "DB_POOL_MAX_SIZE": "10"}
+    process, log = start_group(
+        f"stripe-daphne-{port}",
+        [
+            str(Path(sys.executable).parent / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "config.asgi:application",
+        ],
+        env,
+    )
+    try:
+        wait_for_port(port, process, log)
+        import httpx
+
+        answer = httpx.post(
+            f"{localstripe}/_config/webhooks/floodgate",
+            data={"url": f"{base}/checkout/webhooks/stripe", "secret": STRIPE_WEBHOOK_SECRET},
+        )
+        answer.raise_for_status()
+        yield base
+    finally:
+        stop_group(process)
+
+
+@pytest.fixture
+def stripe_worker(
+    transactional_db: None, payment_provider: str, localstripe: str, stripe_daphne: str
+) -> Iterator[Worker]:
+    """A fresh Celery worker that settles with Stripe (localstripe) and the simulator alike."""
+    env = {**app_env(payment_provider, stripe_daphne), **stripe_env(localstripe), "DB_POOL_MAX_SIZE": "4"}
+    subprocess.run([CELERY, "-A", "config.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True)
+    worker = Worker(env)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()

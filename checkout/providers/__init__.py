@@ -9,7 +9,10 @@ from checkout.providers.base import PaymentProvider
 
 # Dotted paths imported on first use: the simulator process imports checkout.providers.signing
 # and must not load Django through this package.
-PROVIDERS: dict[str, str] = {"simulated": "checkout.providers.simulated:SimulatedProvider"}
+PROVIDERS: dict[str, str] = {
+    "simulated": "checkout.providers.simulated:SimulatedProvider",
+    "stripe": "checkout.providers.stripe:StripeProvider",
+}
 
 
 def get_provider(name: str) -> PaymentProvider:

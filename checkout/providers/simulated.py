@@ -15,6 +15,7 @@ from checkout.providers.base import (
     BadWebhook,
     PermanentProviderError,
     ProviderError,
+    Refunded,
     Session,
     WebhookEvent,
 )
@@ -77,6 +78,21 @@ class SimulatedProvider:
         """Void an authorisation (idempotent); raises ProviderError, also when it was captured."""
         self._settle("void", session_id)
 
+    def refund(self, *, session_id: str, amount_minor: int, currency: str, key: str) -> Refunded:
+        """Refund part of a capture, once per key; raises PermanentProviderError on a 4xx (more than
+        is left of the capture, a session not captured, the key used for another amount)."""
+        payload = {"amount_minor": amount_minor, "currency": currency, "key": key}
+        response = self._call("POST", f"/api/sessions/{quote(session_id, safe='')}/refund", payload)
+        if 400 <= response.status_code < 500:
+            raise PermanentProviderError(f"the provider refused to refund {session_id}: {_detail(response)}")
+        if response.status_code not in (200, 201):
+            raise ProviderError(f"the provider refused to refund {session_id}: {_detail(response)}")
+        data = _json_object(response)
+        refund_id, state = data.get("refund_id"), data.get("state")
+        if not isinstance(refund_id, str) or state not in {"succeeded", "pending", "failed"}:
+            raise ProviderError("the provider answered a refund without refund_id or state")
+        return Refunded(refund_id=refund_id, state=str(state))
+
     def parse_webhook(self, *, body: bytes, headers: dict[str, str]) -> WebhookEvent:
         """Verify the signature and its age, then parse the event; raises BadWebhook."""
         header = next((v for k, v in headers.items() if k.lower() == signing.SIGNATURE_HEADER.lower()), None)
@@ -99,9 +115,9 @@ class SimulatedProvider:
         amount = data.get("amount_minor")
         if not isinstance(amount, int) or isinstance(amount, bool):
             raise BadWebhook("the webhook field 'amount_minor' must be an integer")
-        reason = data.get("reason", "")
-        if not isinstance(reason, str):
-            raise BadWebhook("the webhook field 'reason' must be a string")
+        reason, refund_id = data.get("reason", ""), data.get("refund_id", "")
+        if not isinstance(reason, str) or not isinstance(refund_id, str):
+            raise BadWebhook("the webhook fields 'reason' and 'refund_id' must be strings")
         return WebhookEvent(
             event_id=data["id"],
             type=event_type,
@@ -110,6 +126,7 @@ class SimulatedProvider:
             amount_minor=amount,
             currency=data["currency"],
             reason=reason,
+            refund_id=refund_id,
         )
 
     def _settle(self, action: str, session_id: str) -> None:

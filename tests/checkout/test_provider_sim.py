@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from checkout.providers import get_provider, signing
-from checkout.providers.base import BadWebhook, ProviderError, WebhookEvent
+from checkout.providers.base import BadWebhook, PermanentProviderError, ProviderError, WebhookEvent
 from checkout.providers.simulated import SimulatedProvider
 from tests.conftest import ROOT, free_port, start_process
 
@@ -288,6 +288,53 @@ def test_capture_is_idempotent_and_a_captured_payment_cannot_be_voided(
     assert (seen["state"], seen["captures"]) == ("captured", 2)
     with pytest.raises(ProviderError, match="cannot void a session that is captured"):
         provider.void(session_id=session.session_id)
+
+
+def test_a_refund_is_once_per_key_within_the_capture_and_sends_a_signed_refund_webhook(
+    sim: str, provider: SimulatedProvider, receiver: Receiver
+) -> None:
+    # given: a captured session of 1,234.56 EUR
+    session = open_session(provider, receiver)
+    submit(session.redirect_url, "pay")
+    receiver.wait_for(1)
+    provider.capture(session_id=session.session_id)
+
+    # when: one refund asked for twice, then the rest, then a cent more
+    first = provider.refund(session_id=session.session_id, amount_minor=1000, currency="EUR", key="rf-1")
+    again = provider.refund(session_id=session.session_id, amount_minor=1000, currency="EUR", key="rf-1")
+    rest = provider.refund(session_id=session.session_id, amount_minor=122456, currency="EUR", key="rf-2")
+
+    # then
+    assert first == again and first.state == "succeeded" and rest.refund_id != first.refund_id
+    with pytest.raises(PermanentProviderError, match="0 is left of the capture"):
+        provider.refund(session_id=session.session_id, amount_minor=1, currency="EUR", key="rf-3")
+    with pytest.raises(PermanentProviderError, match="was used for 1000"):
+        provider.refund(session_id=session.session_id, amount_minor=999, currency="EUR", key="rf-1")
+    with pytest.raises(PermanentProviderError, match="currency"):
+        provider.refund(session_id=session.session_id, amount_minor=1, currency="USD", key="rf-4")
+    seen = session_state(sim, session.session_id)
+    assert (seen["refunds"], seen["refund_calls"], seen["refunded_minor"]) == (2, 3, 123456)
+    refunds = [parse(provider, d) for d in receiver.wait_for(3)[1:]]  # one webhook per refund
+    assert sorted((e.type, e.reference, e.amount_minor) for e in refunds) == [
+        ("refund.succeeded", "rf-1", 1000),
+        ("refund.succeeded", "rf-2", 122456),
+    ]
+    assert {e.refund_id for e in refunds} == {first.refund_id, rest.refund_id}
+    time.sleep(0.3)
+    assert len(receiver.deliveries) == 3  # the repeat sent none
+
+
+def test_a_session_not_captured_cannot_be_refunded(
+    sim: str, provider: SimulatedProvider, receiver: Receiver
+) -> None:
+    session = open_session(provider, receiver)
+    submit(session.redirect_url, "pay")
+    receiver.wait_for(1)
+    with pytest.raises(PermanentProviderError, match="cannot refund a session that is authorized"):
+        provider.refund(session_id=session.session_id, amount_minor=1, currency="EUR", key="rf-1")
+    answer = httpx.post(f"{sim}/api/sessions/{session.session_id}/refund", content=b"[]", headers=AUTH)
+    assert answer.status_code == 400
+    assert session_state(sim, session.session_id)["refund_calls"] == 0
 
 
 def test_void_is_idempotent_and_a_voided_payment_cannot_be_captured(

@@ -1,0 +1,306 @@
+"""The Stripe adapter and its pages: Stripe's documented event bodies, signed as Stripe signs, sent to
+our webhook view; the library's requests as they leave for localstripe (a real process)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from django.test import Client
+
+from checkout import services
+from checkout.models import Payment, WebhookEvent
+from checkout.providers.base import BadWebhook, ProviderError
+from checkout.providers.stripe import StripeProvider
+from holds import services as holds
+from tests.checkout.test_provider_contract import stripe_event, stripe_signature
+from tests.conftest import STRIPE_PUBLISHABLE_KEY, STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET, free_port
+from tests.factories import make_buyer, make_drop
+
+URL = "/checkout/webhooks/stripe"
+
+
+@pytest.fixture
+def on_stripe(settings: object, localstripe: str) -> str:
+    """This process's settings pointed at localstripe, as PAYMENT_PROVIDER=stripe would have them."""
+    settings.PAYMENT_PROVIDER = "stripe"
+    settings.STRIPE_SECRET_KEY = STRIPE_SECRET_KEY
+    settings.STRIPE_PUBLISHABLE_KEY = STRIPE_PUBLISHABLE_KEY
+    settings.STRIPE_WEBHOOK_SECRET = STRIPE_WEBHOOK_SECRET
+    settings.STRIPE_API_BASE = localstripe
+    return localstripe
+
+
+def intent(**fields: object) -> dict:
+    """A PaymentIntent as Stripe's API reference shows one (the fields the adapter reads, and more)."""
+    return {
+        "id": "pi_3MtwBwLkdIwHu7ix28a3tqPa",
+        "object": "payment_intent",
+        "amount": 4900,
+        "amount_capturable": 4900,
+        "capture_method": "manual",
+        "currency": "eur",
+        "metadata": {"reference": "1f0e4c1a-3a57-4c1e-9a55-b0b5e7d1a001"},
+        "status": "requires_capture",
+        "last_payment_error": None,
+        **fields,
+    }
+
+
+def charge_refunded() -> dict:
+    """A Charge as charge.refunded carries it (Stripe's API reference), its refunds listed."""
+    return {
+        "id": "ch_3MtwBwLkdIwHu7ix0snN0B15",
+        "object": "charge",
+        "amount": 4900,
+        "amount_captured": 4900,
+        "amount_refunded": 3000,  # the charge's total so far: 1000 earlier, 2000 now
+        "currency": "eur",
+        "payment_intent": "pi_3MtwBwLkdIwHu7ix28a3tqPa",
+        "refunded": False,
+        "refunds": {
+            "object": "list",
+            "data": [
+                {"id": "re_2", "object": "refund", "amount": 2000, "metadata": {"key": "refund-7"}},
+                {"id": "re_1", "object": "refund", "amount": 1000, "metadata": {"key": "refund-6"}},
+            ],
+            "has_more": False,
+        },
+    }
+
+
+def parse(body: bytes, **headers: str) -> object:
+    adapter = StripeProvider(secret_key=STRIPE_SECRET_KEY, webhook_secret=STRIPE_WEBHOOK_SECRET)
+    return adapter.parse_webhook(body=body, headers=headers or {"Stripe-Signature": stripe_signature(body)})
+
+
+def test_documented_events_map_onto_the_sagas() -> None:
+    authorised = parse(stripe_event("payment_intent.amount_capturable_updated", intent(), event_id="evt_a"))
+    assert (authorised.type, authorised.session_id, authorised.reference) == (
+        "payment.authorized",
+        "pi_3MtwBwLkdIwHu7ix28a3tqPa",
+        "1f0e4c1a-3a57-4c1e-9a55-b0b5e7d1a001",
+    )
+    assert (authorised.amount_minor, authorised.currency, authorised.event_id) == (4900, "EUR", "evt_a")
+
+    failed = intent(status="requires_payment_method", last_payment_error={"code": "card_declined"})
+    declined = parse(stripe_event("payment_intent.payment_failed", failed))
+    assert (declined.type, declined.reason) == ("payment.failed", "card_declined")
+
+    refunded = parse(stripe_event("charge.refunded", charge_refunded()))
+    assert (refunded.type, refunded.session_id, refunded.amount_minor) == (
+        "refund.succeeded",
+        "pi_3MtwBwLkdIwHu7ix28a3tqPa",
+        3000,
+    )
+    assert (refunded.refund_id, refunded.reference, refunded.currency) == ("re_2", "refund-7", "EUR")
+
+    refund = {
+        "id": "re_9",
+        "object": "refund",
+        "amount": 500,
+        "currency": "eur",
+        "payment_intent": "pi_3MtwBwLkdIwHu7ix28a3tqPa",
+        "status": "failed",
+        "failure_reason": "expired_or_canceled_card",
+        "metadata": {"key": "refund-8"},
+    }
+    lost = parse(stripe_event("refund.failed", refund))
+    assert (lost.type, lost.refund_id, lost.reference, lost.reason, lost.amount_minor) == (
+        "refund.failed",
+        "re_9",
+        "refund-8",
+        "expired_or_canceled_card",
+        500,
+    )
+
+    # an intent not (or no longer) authorised, and one another integration made, are not the saga's
+    assert parse(stripe_event("payment_intent.succeeded", intent(status="processing"))).type == "ignored"
+    assert parse(stripe_event("payment_intent.succeeded", intent(metadata={}))).type == "ignored"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Stripe-Signature": "garbage"},
+        {"Stripe-Signature": "t=1,v1=" + "0" * 64},
+    ],
+)
+def test_unsigned_or_forged_events_are_refused(headers: dict[str, str]) -> None:
+    body = stripe_event("payment_intent.amount_capturable_updated", intent())
+    adapter = StripeProvider(secret_key=STRIPE_SECRET_KEY, webhook_secret=STRIPE_WEBHOOK_SECRET)
+    with pytest.raises(BadWebhook):
+        adapter.parse_webhook(body=body, headers=headers)
+
+
+@pytest.mark.django_db
+def test_the_webhook_view_records_events_once_answers_unknown_types_and_refuses_replays(
+    on_stripe: str,
+) -> None:
+    client = Client()
+    body = stripe_event("charge.refunded", charge_refunded(), event_id="evt_refunded")
+    for _ in range(2):  # a duplicate delivery: recorded once
+        answer = client.post(
+            URL, body, content_type="application/json", headers={"Stripe-Signature": stripe_signature(body)}
+        )
+        assert answer.status_code == 200, answer.content
+    [event] = WebhookEvent.objects.filter(provider="stripe")
+    assert (event.event_id, event.type) == ("evt_refunded", "refund.succeeded")
+    # the saga's fields beside Stripe's own event
+    assert event.payload["refund_id"] == "re_2" and event.payload["amount_minor"] == 3000
+    assert event.payload["data"]["object"]["id"] == "ch_3MtwBwLkdIwHu7ix0snN0B15"
+
+    unknown = stripe_event("customer.created", {"id": "cus_1", "object": "customer"})
+    answer = client.post(
+        URL, unknown, content_type="application/json", headers={"Stripe-Signature": stripe_signature(unknown)}
+    )
+    assert answer.status_code == 200 and answer.json()["ignored"] is True
+
+    stale = stripe_event("payment_intent.amount_capturable_updated", intent())
+    old = stripe_signature(stale, at=int(time.time()) - 600)  # outside the 300 s tolerance
+    answer = client.post(URL, stale, content_type="application/json", headers={"Stripe-Signature": old})
+    assert answer.status_code == 400 and "signature" in answer.json()["detail"].lower()
+    forged = client.post(
+        URL,
+        stale,
+        content_type="application/json",
+        headers={"Stripe-Signature": stripe_signature(stale, secret="x")},
+    )
+    assert forged.status_code == 400
+    assert WebhookEvent.objects.count() == 1
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """Forwards to localstripe and records each request; drops the answer to the first create."""
+
+    upstream = ""
+    seen: list[tuple[str, str, str]] = []
+    dropped: list[str] = []
+
+    def do_GET(self) -> None:
+        self.forward()
+
+    def do_POST(self) -> None:
+        self.forward()
+
+    def forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        key = self.headers.get("Idempotency-Key") or ""
+        self.seen.append((self.command, self.path, key))
+        answer = httpx.request(
+            self.command,
+            self.upstream + self.path,
+            content=body,
+            headers={k: v for k, v in self.headers.items() if k.lower() not in {"host", "content-length"}},
+        )
+        if self.command == "POST" and self.path == "/v1/payment_intents" and not self.dropped:
+            self.dropped.append(key)  # the answer is lost on the way back: the library must retry
+            self.close_connection = True
+            return
+        self.send_response(answer.status_code)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(answer.content)))
+        self.end_headers()
+        self.wfile.write(answer.content)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def recorder(localstripe: str) -> Iterator[str]:
+    Recorder.upstream, Recorder.seen, Recorder.dropped = localstripe, [], []
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_lost_answer_is_retried_with_the_same_idempotency_key(recorder: str, settings: object) -> None:
+    settings.PUBLIC_BASE_URL = "https://shop.example"
+    adapter = StripeProvider(
+        secret_key=STRIPE_SECRET_KEY, webhook_secret=STRIPE_WEBHOOK_SECRET, api_base=recorder
+    )
+
+    session = adapter.create_session(
+        reference="ref-42",
+        amount_minor=4900,
+        currency="EUR",
+        callback_url="https://x",
+        return_url="https://y",
+    )
+
+    creates = [
+        key for method, path, key in Recorder.seen if (method, path) == ("POST", "/v1/payment_intents")
+    ]
+    assert creates == ["floodgate-intent-ref-42", "floodgate-intent-ref-42"]  # the retry, the same key
+    assert session.session_id.startswith("pi_")
+    assert session.redirect_url == f"https://shop.example/checkout/stripe/{session.session_id}"
+    # localstripe ignores the key and made two intents: real Stripe answers the retry with the first
+    made = httpx.get(
+        f"{Recorder.upstream}/v1/payment_intents", headers={"Authorization": f"Bearer {STRIPE_SECRET_KEY}"}
+    ).json()["data"]
+    assert len([i for i in made if i["metadata"].get("reference") == "ref-42"]) == 2
+
+
+def test_an_unreachable_stripe_is_a_retryable_provider_error() -> None:
+    adapter = StripeProvider(
+        secret_key=STRIPE_SECRET_KEY,
+        webhook_secret=STRIPE_WEBHOOK_SECRET,
+        api_base=f"http://127.0.0.1:{free_port()}",
+    )
+    with pytest.raises(ProviderError) as caught:
+        adapter.capture(session_id="pi_123")
+    assert type(caught.value) is ProviderError  # not PermanentProviderError: the saga retries
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_pay_page_is_the_buyers_own_and_bad_tokens_change_nothing(on_stripe: str) -> None:
+    drop = make_drop(slug="stripe-page", quantity=2)
+    buyer, other = make_buyer("petra"), make_buyer("olaf")
+    hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=1, idempotency_key="k").hold
+
+    started = services.start_payment(hold_id=hold.pk, buyer_id=buyer.pk)
+    again = services.start_payment(hold_id=hold.pk, buyer_id=buyer.pk)
+    assert again.payment.pk == started.payment.pk and again.payment.session_id == started.payment.session_id
+    assert Payment.objects.count() == 1  # a second click opens no second intent
+    intent_id = started.payment.session_id
+    page = f"/checkout/stripe/{intent_id}"
+    assert started.payment.redirect_url.endswith(page)
+
+    mine, theirs = Client(), Client()
+    mine.force_login(buyer)
+    theirs.force_login(other)
+    assert Client().get(page).status_code == 302  # to the login page
+    assert theirs.get(page).status_code == 404
+    assert theirs.post(f"{page}/card", {"token": "tok_visa"}).status_code == 404
+    assert mine.get("/checkout/stripe/pi_nothing").status_code == 404
+
+    shown = mine.get(page)
+    assert shown.status_code == 200
+    client_secret = httpx.get(
+        f"{on_stripe}/v1/payment_intents/{intent_id}",
+        headers={"Authorization": f"Bearer {STRIPE_SECRET_KEY}"},
+    ).json()["client_secret"]
+    assert client_secret in shown.content.decode() and STRIPE_PUBLISHABLE_KEY in shown.content.decode()
+
+    for token, status in [("garbage", 400), ("tok_" + "x" * 80, 400), ("tok_unknown", 400)]:
+        answer = mine.post(f"{page}/card", {"token": token})
+        assert answer.status_code == status, answer.content
+        assert answer.json()["error"] in {"bad_token", "refused"}
+    state = httpx.get(
+        f"{on_stripe}/v1/payment_intents/{intent_id}",
+        headers={"Authorization": f"Bearer {STRIPE_SECRET_KEY}"},
+    ).json()
+    assert state["status"] == "requires_payment_method" and Payment.objects.get().state == "pending"
+    assert json.loads(mine.post(f"{page}/card", {}).content)["error"] == "bad_token"
