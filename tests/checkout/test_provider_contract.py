@@ -179,7 +179,7 @@ def test_authorise_capture_refund_each_twice_and_the_provider_sees_one(stack: St
     wait_until(lambda: payment_of(started).state == "captured")
     assert Order.objects.get(pk=started["order"]["id"]).state == "confirmed"
     applied = WebhookEvent.objects.filter(provider=stack.name, type="payment.authorized")
-    outcomes = sorted(e.outcome for e in applied if e.payload.get("session_id") == payment.session_id)
+    outcomes = sorted(e.outcome for e in applied if e.facts.get("session_id") == payment.session_id)
     # localstripe's own payment_intent.succeeded after the capture is a second authorisation: ignored
     assert outcomes[0] == "confirmed" and all(o.startswith("ignored_") for o in outcomes[1:]), outcomes
     stack.adapter.capture(session_id=payment.session_id)  # again: a success without effect

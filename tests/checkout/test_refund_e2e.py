@@ -43,8 +43,9 @@ def merchant_api(user: object) -> Client:
 
 
 @pytest.fixture(autouse=True)
-def provider_defaults(payment_provider: str) -> None:
+def provider_defaults(payment_provider: str, settings) -> None:
     provider_config(payment_provider, latency_ms=50, failure_rate=0, duplicates=1, late_seconds=0)
+    settings.PAYMENT_PROVIDER_URL = payment_provider  # the merchant's requests run in this process
 
 
 def test_a_merchant_refunds_over_the_api_the_provider_refunds_once_and_the_unit_is_back(

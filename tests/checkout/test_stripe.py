@@ -152,8 +152,8 @@ def test_the_webhook_view_records_events_once_answers_unknown_types_and_refuses_
         assert answer.status_code == 200, answer.content
     [event] = WebhookEvent.objects.filter(provider="stripe")
     assert (event.event_id, event.type) == ("evt_refunded", "refund.succeeded")
-    # the saga's fields beside Stripe's own event
-    assert event.payload["refund_id"] == "re_2" and event.payload["amount_minor"] == 3000
+    # the adapter's reading kept beside Stripe's own event, which is stored as received
+    assert event.facts["refund_id"] == "re_2" and event.facts["amount_minor"] == 3000
     assert event.payload["data"]["object"]["id"] == "ch_3MtwBwLkdIwHu7ix0snN0B15"
 
     unknown = stripe_event("customer.created", {"id": "cus_1", "object": "customer"})
