@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
@@ -39,6 +40,13 @@ SKU_MESSAGE = (
 )
 
 
+# A percentage from 0 up to, not including, 100: at 100 a price that includes tax would be all tax.
+TAX_RATE_MESSAGE = "A tax rate is a percentage from 0 up to (not including) 100, e.g. 19 or 7.7."
+TAX_RATE_MAX = Decimal("99.99")  # the largest below 100 with two decimal places
+# The column holds up to 999.99, so 100 or 250 reach the validator's words (not "too many digits")
+# and the CHECK, rather than overflowing.
+
+
 class Product(models.Model):
     sku = models.CharField(
         "SKU",
@@ -59,10 +67,27 @@ class Product(models.Model):
         help_text="A picture of the product (JPEG, PNG or WebP, up to 5 MB), shown on its drop page.",
     )
     image_url = models.URLField(blank=True, help_text="Or the address of a picture hosted elsewhere.")
+    tax_rate = models.DecimalField(
+        "tax rate (%)",
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal(0),
+        validators=[
+            MinValueValidator(Decimal(0), TAX_RATE_MESSAGE),
+            MaxValueValidator(TAX_RATE_MAX, TAX_RATE_MESSAGE),
+        ],
+        help_text="Percent, e.g. 19.00; 0 for none. Whether prices include it is the shop's setting "
+        "(PRICES_INCLUDE_TAX).",
+    )
 
     class Meta:
         ordering = ["name"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(tax_rate__gte=0) & Q(tax_rate__lt=100),
+                name="shop_product_tax_rate_range",
+                violation_error_message=TAX_RATE_MESSAGE,
+            ),
             models.CheckConstraint(
                 condition=Q(sku__regex=SKU_PATTERN),
                 name="shop_product_sku_safe",
