@@ -38,6 +38,7 @@ from checkout.providers.base import WebhookEvent as ProviderEvent
 from core.errors import Busy, FloodgateError
 from holds import services as holds
 from holds.models import Hold
+from shop import pricing
 from shop.models import Drop
 
 log = logging.getLogger(__name__)
@@ -79,15 +80,17 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
         quantity, drop_id = holds.hold_for_payment(cursor, hold_id=hold_id, buyer_id=buyer_id)
         hold = Hold.objects.select_related("drop__product").get(pk=hold_id)
         provider = get_provider(provider_for(hold.drop))
-        product = hold.drop.product
+        price = pricing.line(hold.drop.product, quantity)  # charged: the gross, tax snapshotted
         order, _ = Order.objects.get_or_create(
             hold=hold,
             defaults={
                 "buyer_id": buyer_id,
                 "drop_id": drop_id,
                 "quantity": quantity,
-                "amount_minor": product.price_minor * quantity,
-                "currency": product.currency,
+                "amount_minor": price.gross_minor,
+                "tax_minor": price.tax_minor,
+                "tax_rate": price.rate,
+                "currency": price.currency,
             },
         )
         payment = order.payments.filter(state__in=[PaymentState.CREATED, PaymentState.PENDING]).first()
