@@ -8,6 +8,7 @@ from django.db.models import Count, Min
 from django.utils import timezone
 
 from checkout.models import Order, OutboxMessage, Payment, PaymentState, WebhookEvent
+from core import formatting
 
 NEEDS_ATTENTION = [PaymentState.CAPTURE_FAILED, PaymentState.VOID_FAILED]
 
@@ -28,12 +29,16 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
             order.buyer.email,
             order.quantity,
             " ".join(sorted(u.label for u in order.hold.units.all())),
-            f"{order.amount_minor / 100:.2f}",
+            formatting.plain_amount(order.amount_minor, order.currency),
             order.currency,
             order.state,
             order.refunded,
             order.created_at.isoformat(),
             order.failure_reason,
+            # Added last, so a sheet reading the columns by position still finds the old ones.
+            formatting.plain_amount(order.net_minor, order.currency),
+            formatting.plain_amount(order.tax_minor, order.currency),
+            f"{order.tax_rate:.2f}",
         ]
         for order in orders
     ]
@@ -82,6 +87,9 @@ def order_json(order: Order) -> dict[str, object]:
         "state": order.state,
         "quantity": order.quantity,
         "amount_minor": order.amount_minor,
+        "net_minor": order.amount_minor - order.tax_minor,
+        "tax_minor": order.tax_minor,
+        "tax_rate": f"{order.tax_rate:.2f}",
         "currency": order.currency,
         "failure_reason": order.failure_reason,
         "refunded": order.refunded,

@@ -90,7 +90,12 @@ class Order(Closed):
     drop: Slug
     state: OrderState
     quantity: Quantity
-    amount_minor: NonNegativeInt
+    amount_minor: NonNegativeInt = Field(description="The gross, tax included: what is charged")
+    net_minor: NonNegativeInt = Field(description="amount_minor without the tax")
+    tax_minor: NonNegativeInt = Field(description="The tax in amount_minor, rounded half-up on the order")
+    tax_rate: str = Field(
+        pattern=r"^\d{1,2}\.\d{2}$", description="The tax rate in percent when payment started, e.g. 19.00"
+    )
     currency: str
     failure_reason: str = Field(description="Empty unless failed")
     refunded: bool

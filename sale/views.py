@@ -16,6 +16,7 @@ from core.api import signed_in
 from core.errors import FloodgateError, NotAdmitted, NotFound
 from holds import selectors, services
 from sale import entry
+from shop import pricing
 
 
 @require_POST
@@ -60,11 +61,14 @@ def hold(request: HttpRequest, hold_id: int) -> HttpResponse:
     except NotFound as error:
         raise Http404(error.detail) from None
     state = services.effective_state(found)
+    order = getattr(found, "order", None)  # absent until payment starts
     context = {
         "hold": found,
         "state": state,
         "data": selectors.hold_json(found),
-        "order": getattr(found, "order", None),  # absent until payment starts
+        "order": order,
+        # Once payment started, the order's snapshot: what is charged even if the rate changed since.
+        "price": order.price if order is not None else pricing.line(found.drop.product, found.quantity),
         # An ended hold offers "reserve again" while the drop still has units on sale.
         "on_sale": state in {"released", "expired"} and catalogue.on_sale(found.drop),
     }
