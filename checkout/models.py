@@ -32,8 +32,10 @@ class Order(models.Model):
     currency = models.CharField(max_length=3)
     # The tax as it was when payment started (shop.pricing): a rate changed later does not rewrite
     # a receipt. Net is the rest of the gross, computed by PostgreSQL, so the three always add up.
-    tax_minor = models.BigIntegerField(default=0)
-    tax_rate = models.DecimalField(max_digits=5, decimal_places=2, default=Decimal(0))
+    # Database defaults too: a process still running the code from before (a rolling deploy) inserts
+    # orders without these columns, and they are untaxed orders.
+    tax_minor = models.BigIntegerField(default=0, db_default=0)
+    tax_rate = models.DecimalField(max_digits=5, decimal_places=2, default=Decimal(0), db_default=Decimal(0))
     net_minor = models.GeneratedField(
         expression=F("amount_minor") - F("tax_minor"), output_field=models.BigIntegerField(), db_persist=True
     )

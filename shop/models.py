@@ -72,6 +72,7 @@ class Product(models.Model):
         max_digits=5,
         decimal_places=2,
         default=Decimal(0),
+        db_default=Decimal(0),  # code that predates the column (a rolling deploy) still inserts
         validators=[
             MinValueValidator(Decimal(0), TAX_RATE_MESSAGE),
             MaxValueValidator(TAX_RATE_MAX, TAX_RATE_MESSAGE),

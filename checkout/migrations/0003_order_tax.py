@@ -19,12 +19,14 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="order",
             name="tax_minor",
-            field=models.BigIntegerField(default=0),
+            field=models.BigIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
             model_name="order",
             name="tax_rate",
-            field=models.DecimalField(decimal_places=2, default=Decimal("0"), max_digits=5),
+            field=models.DecimalField(
+                db_default=Decimal("0"), decimal_places=2, default=Decimal("0"), max_digits=5
+            ),
         ),
         migrations.AddField(
             model_name="order",

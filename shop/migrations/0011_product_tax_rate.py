@@ -16,6 +16,7 @@ class Migration(migrations.Migration):
             model_name="product",
             name="tax_rate",
             field=models.DecimalField(
+                db_default=Decimal("0"),
                 decimal_places=2,
                 default=Decimal("0"),
                 help_text="Percent, e.g. 19.00; 0 for none. Whether prices include it is the shop's "
