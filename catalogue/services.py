@@ -56,6 +56,7 @@ def create_drop(
     price_minor: int,
     currency: str = "EUR",
     tax_rate: Decimal = Decimal(0),
+    ships: bool = False,
     title: str = "",
     inventory_mode: str = InventoryMode.BUCKETS,
     bucket_count: int = 1,
@@ -76,7 +77,12 @@ def create_drop(
     if quantity < 1:
         raise InvalidInput(f"Quantity must be at least 1 (got {quantity}).")
     product = Product.objects.filter(sku=product_sku).first() or Product(
-        sku=product_sku, name=product_name, price_minor=price_minor, currency=currency, tax_rate=tax_rate
+        sku=product_sku,
+        name=product_name,
+        price_minor=price_minor,
+        currency=currency,
+        tax_rate=tax_rate,
+        ships=ships,
     )
     drop = Drop(
         product=product,
@@ -213,6 +219,7 @@ def duplicate_drop(
         price_minor=drop.product.price_minor,
         currency=drop.product.currency,
         tax_rate=drop.product.tax_rate,
+        ships=drop.product.ships,
         title=drop.title,
         inventory_mode=drop.inventory_mode,
         bucket_count=drop.bucket_count,

@@ -33,6 +33,11 @@ class Hold(models.Model):
     expires_at = models.DateTimeField()
     extended = models.BooleanField(default=False)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # Where a product that ships goes, given while the hold is held (sale.addresses). No index:
+    # every claim inserts a hold, and nothing looks holds up by address (addresses are never deleted).
+    shipping_address = models.ForeignKey(
+        "shop.Address", on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
 
     class Meta:
         constraints = [

@@ -58,7 +58,17 @@ class ProductForm(forms.ModelForm):
 
     class Meta:
         model = Product
-        fields = ["sku", "name", "description", "price", "currency", "tax_rate", "image", "image_url"]
+        fields = [
+            "sku",
+            "name",
+            "description",
+            "price",
+            "currency",
+            "tax_rate",
+            "ships",
+            "image",
+            "image_url",
+        ]
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -93,7 +103,7 @@ class ProductForm(forms.ModelForm):
 @admin.register(Product)
 class ProductAdmin(admin.ModelAdmin):
     form = ProductForm
-    list_display = ["name", "sku", "price_display", "currency", "tax_rate"]
+    list_display = ["name", "sku", "price_display", "currency", "tax_rate", "ships"]
     search_fields = ["name", "sku"]
     list_filter = ["currency"]
 
@@ -425,6 +435,7 @@ class DropAdmin(admin.ModelAdmin):
                 "net",
                 "tax",
                 "tax_rate",
+                "shipping_address",
             ]
         )
         writer.writerows(

@@ -51,6 +51,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--tax-rate", default="0", help="a new product's tax rate in percent, e.g. 19 or 7.7 (default 0)"
         )
+        parser.add_argument(
+            "--ships", action="store_true", help="a new product is sent: buyers give an address"
+        )
         parser.add_argument("--sku", default=None, help="defaults to the slug, upper-cased")
         parser.add_argument("--product-name", default=None, help="defaults to the title")
         parser.add_argument("--title", default="")
@@ -80,6 +83,7 @@ class Command(BaseCommand):
                 price_minor=int(opts["price_minor"]),
                 currency=str(opts["currency"]),
                 tax_rate=tax_rate,
+                ships=bool(opts["ships"]),
                 title=title,
                 inventory_mode=str(opts["mode"]),
                 bucket_count=int(opts["buckets"]),
