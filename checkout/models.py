@@ -39,6 +39,10 @@ class Order(models.Model):
     net_minor = models.GeneratedField(
         expression=F("amount_minor") - F("tax_minor"), output_field=models.BigIntegerField(), db_persist=True
     )
+    # The hold's address when payment started; address rows are never edited, so this is a snapshot.
+    shipping_address = models.ForeignKey(
+        "shop.Address", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     state = models.CharField(max_length=10, choices=OrderState.choices, default=OrderState.PENDING)
     failure_reason = models.CharField(max_length=300, blank=True)
     refunded = models.BooleanField(default=False, help_text="An authorisation that came too late was voided.")

@@ -17,7 +17,7 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
     """One row per order of the drops, for the merchant's CSV export."""
     orders = (
         Order.objects.filter(drop_id__in=list(drop_ids))
-        .select_related("drop", "buyer")
+        .select_related("drop", "buyer", "shipping_address")
         .prefetch_related("hold__units")
         .order_by("drop_id", "created_at")
     )
@@ -39,6 +39,7 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
             formatting.plain_amount(order.net_minor, order.currency),
             formatting.plain_amount(order.tax_minor, order.currency),
             f"{order.tax_rate:.2f}",
+            str(order.shipping_address or ""),
         ]
         for order in orders
     ]
@@ -72,7 +73,7 @@ def orders_of(*, buyer_id: int) -> list[Order]:
 def order_of_buyer(*, order_id: int, buyer_id: int) -> Order | None:
     """The buyer's own order with its hold and units; another buyer's is indistinguishable from none."""
     return (
-        Order.objects.select_related("drop__product", "hold")
+        Order.objects.select_related("drop__product", "hold", "shipping_address")
         .prefetch_related("hold__units")
         .filter(pk=order_id, buyer_id=buyer_id)
         .first()
