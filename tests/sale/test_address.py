@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from holds import services as holds
@@ -141,3 +143,11 @@ def test_someone_elses_hold_is_not_found_and_an_ended_one_is_closed() -> None:
     status, body = put(client, ended.pk, GOOD)
     assert (status, body["error"]) == (409, "hold_not_active")
     assert not Address.objects.exists()
+
+
+def test_create_drop_makes_a_product_that_ships() -> None:
+    call_command("create_drop", "--slug", "boxed", "--quantity", "2", "--ships", stdout=io.StringIO())
+    call_command("create_drop", "--slug", "e-ticket", "--quantity", "2", stdout=io.StringIO())
+
+    assert Drop.objects.get(slug="boxed").product.ships is True
+    assert Drop.objects.get(slug="e-ticket").product.ships is False
