@@ -6,6 +6,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
 
 from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
@@ -31,6 +32,19 @@ def _validation_message(error: ValidationError) -> str:
     return " ".join(error.messages)
 
 
+def tax_rate_from(text: str) -> Decimal:
+    """ "19" or "7.7" -> the Decimal percent a product keeps; garbage is InvalidInput (the range is the
+    product's own validation, so the admin and create_drop say the same)."""
+    refused = InvalidInput(f"The tax rate must be a number of percent such as 19 or 7.7 (got {text!r}).")
+    try:
+        rate = Decimal(text.strip())
+    except InvalidOperation:
+        raise refused from None
+    if not rate.is_finite():  # "NaN", "Infinity" parse as Decimals
+        raise refused
+    return rate
+
+
 def create_drop(
     *,
     slug: str,
@@ -41,6 +55,8 @@ def create_drop(
     product_name: str,
     price_minor: int,
     currency: str = "EUR",
+    tax_rate: Decimal = Decimal(0),
+    ships: bool = False,
     title: str = "",
     inventory_mode: str = InventoryMode.BUCKETS,
     bucket_count: int = 1,
@@ -61,7 +77,12 @@ def create_drop(
     if quantity < 1:
         raise InvalidInput(f"Quantity must be at least 1 (got {quantity}).")
     product = Product.objects.filter(sku=product_sku).first() or Product(
-        sku=product_sku, name=product_name, price_minor=price_minor, currency=currency
+        sku=product_sku,
+        name=product_name,
+        price_minor=price_minor,
+        currency=currency,
+        tax_rate=tax_rate,
+        ships=ships,
     )
     drop = Drop(
         product=product,
@@ -197,6 +218,8 @@ def duplicate_drop(
         product_name=drop.product.name,
         price_minor=drop.product.price_minor,
         currency=drop.product.currency,
+        tax_rate=drop.product.tax_rate,
+        ships=drop.product.ships,
         title=drop.title,
         inventory_mode=drop.inventory_mode,
         bucket_count=drop.bucket_count,

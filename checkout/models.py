@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.urls import reverse
 
 from shop.models import money
+from shop.pricing import Price
 
 
 def _refund_key() -> str:
@@ -32,8 +34,21 @@ class Order(models.Model):
     buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders")
     drop = models.ForeignKey("shop.Drop", on_delete=models.PROTECT, related_name="orders")
     quantity = models.PositiveIntegerField()
-    amount_minor = models.BigIntegerField()
+    amount_minor = models.BigIntegerField(help_text="The gross: what the provider charges.")
     currency = models.CharField(max_length=3)
+    # The tax as it was when payment started (shop.pricing): a rate changed later does not rewrite
+    # a receipt. Net is the rest of the gross, computed by PostgreSQL, so the three always add up.
+    # Database defaults too: a process still running the code from before (a rolling deploy) inserts
+    # orders without these columns, and they are untaxed orders.
+    tax_minor = models.BigIntegerField(default=0, db_default=0)
+    tax_rate = models.DecimalField(max_digits=5, decimal_places=2, default=Decimal(0), db_default=Decimal(0))
+    net_minor = models.GeneratedField(
+        expression=F("amount_minor") - F("tax_minor"), output_field=models.BigIntegerField(), db_persist=True
+    )
+    # The hold's address when payment started; address rows are never edited, so this is a snapshot.
+    shipping_address = models.ForeignKey(
+        "shop.Address", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     state = models.CharField(max_length=10, choices=OrderState.choices, default=OrderState.PENDING)
     failure_reason = models.CharField(max_length=300, blank=True)
     refunded = models.BooleanField(default=False, help_text="An authorisation that came too late was voided.")
@@ -60,6 +75,10 @@ class Order(models.Model):
                 condition=~Q(state=OrderState.FAILED) | ~Q(failure_reason=""),
                 name="checkout_order_failure_has_reason",
             ),
+            models.CheckConstraint(
+                condition=Q(tax_minor__gte=0) & Q(tax_minor__lte=F("amount_minor")),
+                name="checkout_order_tax_within_amount",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -71,6 +90,14 @@ class Order(models.Model):
     @property
     def amount_display(self) -> str:
         return money(self.amount_minor, self.currency)
+
+    @property
+    def price(self) -> Price:
+        """The order's breakdown as snapshotted, in the shape shop.pricing computes it."""
+        net = self.amount_minor - self.tax_minor  # net_minor, also before a refresh from the database
+        return Price(
+            net_minor=net, tax_minor=self.tax_minor, rate=Decimal(self.tax_rate), currency=self.currency
+        )
 
 
 class PaymentState(models.TextChoices):

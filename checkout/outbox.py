@@ -22,6 +22,7 @@ from django.utils import timezone
 from checkout.models import Order, OutboxMessage, Refund
 from core import formatting
 from holds.counts import claimable_by_drop
+from shop import pricing
 from shop.models import DropState
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,10 @@ def late_void_text(order: Order) -> str:
             "order": order,
             "units": formatting.units(order.quantity),
             "total": formatting.money(order.amount_minor, order.currency),
+            # The tax as snapshotted on the order; an untaxed order's e-mail says the total alone.
+            "net": formatting.money(order.price.net_minor, order.currency),
+            "tax": formatting.money(order.tax_minor, order.currency) if order.tax_rate else "",
+            "tax_label": f"{settings.TAX_NAME} {pricing.rate_text(order.price.rate)}",
             "left": formatting.units(left),
             "url": settings.PUBLIC_BASE_URL.rstrip("/") + drop.get_absolute_url() if on_sale else "",
         },
@@ -172,6 +177,10 @@ def confirmation_text(order: Order) -> str:
             "units": formatting.units(order.quantity),
             "seats": formatting.seats(labels),
             "total": formatting.money(order.amount_minor, order.currency),
+            # The tax as snapshotted on the order; an untaxed order's e-mail says the total alone.
+            "net": formatting.money(order.price.net_minor, order.currency),
+            "tax": formatting.money(order.tax_minor, order.currency) if order.tax_rate else "",
+            "tax_label": f"{settings.TAX_NAME} {pricing.rate_text(order.price.rate)}",
             "url": settings.PUBLIC_BASE_URL.rstrip("/") + order.get_absolute_url(),
         },
     )

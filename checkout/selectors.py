@@ -17,6 +17,7 @@ from checkout.models import (
     RefundState,
     WebhookEvent,
 )
+from core import formatting
 
 NEEDS_ATTENTION = [PaymentState.CAPTURE_FAILED, PaymentState.VOID_FAILED]
 
@@ -25,7 +26,7 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
     """One row per order of the drops, for the merchant's CSV export."""
     orders = (
         Order.objects.filter(drop_id__in=list(drop_ids))
-        .select_related("drop", "buyer")
+        .select_related("drop", "buyer", "shipping_address")
         .prefetch_related("hold__units")
         .order_by("drop_id", "created_at")
     )
@@ -37,14 +38,19 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
             order.buyer.email,
             order.quantity,
             " ".join(sorted(u.label for u in order.hold.units.all())),
-            f"{order.amount_minor / 100:.2f}",
+            formatting.plain_amount(order.amount_minor, order.currency),
             order.currency,
             order.state,
             order.refunded,
             order.created_at.isoformat(),
             order.failure_reason,
             order.refunded_quantity,
-            f"{order.refunded_minor / 100:.2f}",
+            formatting.plain_amount(order.refunded_minor, order.currency),
+            # Added last, so a sheet reading the columns by position still finds the old ones.
+            formatting.plain_amount(order.net_minor, order.currency),
+            formatting.plain_amount(order.tax_minor, order.currency),
+            f"{order.tax_rate:.2f}",
+            str(order.shipping_address or ""),
         ]
         for order in orders
     ]
@@ -78,7 +84,7 @@ def orders_of(*, buyer_id: int) -> list[Order]:
 def order_of_buyer(*, order_id: int, buyer_id: int) -> Order | None:
     """The buyer's own order with its hold and units; another buyer's is indistinguishable from none."""
     return (
-        Order.objects.select_related("drop__product", "hold")
+        Order.objects.select_related("drop__product", "hold", "shipping_address")
         .prefetch_related("hold__units")
         .filter(pk=order_id, buyer_id=buyer_id)
         .first()
@@ -93,6 +99,9 @@ def order_json(order: Order) -> dict[str, object]:
         "state": order.state,
         "quantity": order.quantity,
         "amount_minor": order.amount_minor,
+        "net_minor": order.amount_minor - order.tax_minor,
+        "tax_minor": order.tax_minor,
+        "tax_rate": f"{order.tax_rate:.2f}",
         "currency": order.currency,
         "failure_reason": order.failure_reason,
         "refunded": order.refunded,

@@ -38,6 +38,7 @@ from checkout.providers.base import WebhookEvent as ProviderEvent
 from core.errors import Busy, FloodgateError
 from holds import services as holds
 from holds.models import Hold
+from shop import pricing
 from shop.models import Drop
 
 log = logging.getLogger(__name__)
@@ -73,21 +74,30 @@ def provider_for(drop: Drop) -> str:
     return "simulated" if drop.rehearsal_of_id is not None else settings.PAYMENT_PROVIDER
 
 
+class AddressRequired(FloodgateError):
+    code, status = "address_required", 409
+
+
 def start_payment(*, hold_id: int, buyer_id: int) -> Started:
     """Extend the hold once and open a payment session; a second call returns the open one."""
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         quantity, drop_id = holds.hold_for_payment(cursor, hold_id=hold_id, buyer_id=buyer_id)
         hold = Hold.objects.select_related("drop__product").get(pk=hold_id)
         provider = get_provider(provider_for(hold.drop))
-        product = hold.drop.product
+        if hold.drop.product.ships and hold.shipping_address_id is None:
+            raise AddressRequired("Give the shipping address first: this product is sent by post.")
+        price = pricing.line(hold.drop.product, quantity)  # charged: the gross, tax snapshotted
         order, _ = Order.objects.get_or_create(
             hold=hold,
             defaults={
                 "buyer_id": buyer_id,
                 "drop_id": drop_id,
                 "quantity": quantity,
-                "amount_minor": product.price_minor * quantity,
-                "currency": product.currency,
+                "amount_minor": price.gross_minor,
+                "tax_minor": price.tax_minor,
+                "tax_rate": price.rate,
+                "currency": price.currency,
+                "shipping_address_id": hold.shipping_address_id,
             },
         )
         payment = order.payments.filter(state__in=[PaymentState.CREATED, PaymentState.PENDING]).first()
@@ -103,7 +113,10 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
         if payment is None:
             # Another card after a decline: the order waits for this attempt again.
             if Order.objects.filter(pk=order.pk, state=OrderState.FAILED, refunded=False).update(
-                state=OrderState.PENDING, failure_reason="", updated_at=Now()
+                state=OrderState.PENDING,
+                failure_reason="",
+                shipping_address_id=hold.shipping_address_id,  # as given for this attempt
+                updated_at=Now(),
             ):
                 order.state, order.failure_reason = OrderState.PENDING, ""
             payment = Payment.objects.create(

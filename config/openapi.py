@@ -227,12 +227,27 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
             {
                 202: Answer("The payment and its order", schemas.PaymentStarted),
                 404: error("Not yours or none"),
-                409: error("hold_not_active: expired or released"),
+                409: error("hold_not_active: expired or released; address_required: the product ships"),
                 503: busy("busy, payment_unavailable or payment_opening; see Retry-After"),
             },
             (ID,),
             login=True,
             unsafe=True,
+        )
+    },
+    "/api/holds/{id}/address": {
+        "put": Operation(
+            "Give the shipping address of a held hold whose product ships (kept for your next drop too)",
+            {
+                200: Answer("The address as kept", schemas.ShippingAddress),
+                400: error("invalid_address, with fields: what is wrong, field by field"),
+                404: error("Not yours or none"),
+                409: error("hold_not_active: expired or released; no_shipping: the product needs no address"),
+            },
+            (ID,),
+            login=True,
+            unsafe=True,
+            body=schemas.AddressBody,
         )
     },
     "/api/orders": {

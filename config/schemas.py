@@ -47,6 +47,9 @@ class Error(Closed):
     bits: Omittable[NonNegativeInt] = Field(
         None, description="proof_of_work_required: leading zero bits asked"
     )
+    fields: Omittable[dict[str, str]] = Field(
+        None, description="invalid_address: what is wrong, field by field"
+    )
 
 
 class Drop(Closed):
@@ -90,7 +93,12 @@ class Order(Closed):
     drop: Slug
     state: OrderState
     quantity: Quantity
-    amount_minor: NonNegativeInt
+    amount_minor: NonNegativeInt = Field(description="The gross, tax included: what is charged")
+    net_minor: NonNegativeInt = Field(description="amount_minor without the tax")
+    tax_minor: NonNegativeInt = Field(description="The tax in amount_minor, rounded half-up on the order")
+    tax_rate: str = Field(
+        pattern=r"^\d{1,2}\.\d{2}$", description="The tax rate in percent when payment started, e.g. 19.00"
+    )
     currency: str
     failure_reason: str = Field(description="Empty unless failed")
     refunded: bool = Field(description="An authorisation that came too late was voided")
@@ -236,6 +244,29 @@ class Document(Closed):
 
 
 # Request bodies: open objects (a field the view does not read is ignored), inlined in the operation.
+class ShippingAddress(Closed):
+    id: int
+    name: str
+    line1: str
+    line2: str
+    postal_code: str
+    city: str
+    region: str
+    country: str = Field(description="ISO 3166-1 alpha-2, e.g. DE")
+    phone: str
+
+
+class AddressBody(BaseModel):
+    name: str = Field(max_length=100)
+    line1: str = Field(max_length=100, description="Street and number")
+    line2: Omittable[str] = Field(None, max_length=100)
+    postal_code: str = Field(max_length=20)
+    city: str = Field(max_length=60)
+    region: Omittable[str] = Field(None, max_length=60)
+    country: str = Field(pattern="^[A-Z]{2}$", description="ISO 3166-1 alpha-2, e.g. DE")
+    phone: Omittable[str] = Field(None, max_length=30)
+
+
 class ReserveBody(BaseModel):
     quantity: Quantity
     unit: Omittable[str] = None

@@ -312,6 +312,11 @@ FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Tax (shop.pricing): whether a product's price includes its tax_rate (gross, as EU shops show
+# buyers) or has it added at checkout (net, as US shops do); the buyer is charged the gross
+# either way. TAX_NAME is what pages, e-mails and the footer call it.
+PRICES_INCLUDE_TAX = env.flag("PRICES_INCLUDE_TAX", default=True)
+TAX_NAME = os.environ.get("TAX_NAME", "").strip()[:20] or "VAT"
 
 STATIC_URL = "static/"
 # Uploaded product pictures. With several web instances, MEDIA_ROOT must be storage they share

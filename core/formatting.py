@@ -49,6 +49,12 @@ def minor_units(amount: Decimal, currency: str) -> int:
     return int(value)
 
 
+def plain_amount(amount_minor: int, currency: str) -> str:
+    """12900, "EUR" -> "129.00"; 999, "JPY" -> "999"; 9999, "BHD" -> "9.999": a spreadsheet's number,
+    with the currency's own number of decimals (Babel's ISO 4217 data, as money() uses)."""
+    return f"{Decimal(amount_minor).scaleb(-get_currency_precision(currency)):f}"
+
+
 def plural(count: int, one: str, many: str | None = None) -> str:
     """1, "unit" -> "1 unit"; 2 -> "2 units"; thousands grouped ("1,200 units")."""
     return f"{count:,} {one if count == 1 else (many or one + 's')}"

@@ -37,6 +37,11 @@ class Hold(models.Model):
     # (the rest are counted apart, so available + held + sold + refunded = quantity still holds).
     refunded = models.PositiveIntegerField(default=0, db_default=0)
     restocked = models.PositiveIntegerField(default=0, db_default=0)
+    # Where a product that ships goes, given while the hold is held (sale.addresses). No index:
+    # every claim inserts a hold, and nothing looks holds up by address (addresses are never deleted).
+    shipping_address = models.ForeignKey(
+        "shop.Address", on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
 
     class Meta:
         constraints = [

@@ -58,13 +58,29 @@ class ProductForm(forms.ModelForm):
 
     class Meta:
         model = Product
-        fields = ["sku", "name", "description", "price", "currency", "image", "image_url"]
+        fields = [
+            "sku",
+            "name",
+            "description",
+            "price",
+            "currency",
+            "tax_rate",
+            "ships",
+            "image",
+            "image_url",
+        ]
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.fields["tax_rate"].required = False
         if self.instance.pk is not None:
             major = Decimal(self.instance.price_minor) / MINOR_PER_MAJOR
             self.initial.setdefault("price", major.quantize(Decimal("0.01")))
+
+    def clean_tax_rate(self) -> Decimal:
+        # Left empty (or a form from before the field): untaxed, the column's default.
+        rate = self.cleaned_data.get("tax_rate")
+        return rate if isinstance(rate, Decimal) else Decimal(0)
 
     def clean_image(self) -> object:
         image = self.cleaned_data.get("image")
@@ -87,7 +103,7 @@ class ProductForm(forms.ModelForm):
 @admin.register(Product)
 class ProductAdmin(admin.ModelAdmin):
     form = ProductForm
-    list_display = ["name", "sku", "price_display", "currency"]
+    list_display = ["name", "sku", "price_display", "currency", "tax_rate", "ships"]
     search_fields = ["name", "sku"]
     list_filter = ["currency"]
 
@@ -433,6 +449,10 @@ class DropAdmin(admin.ModelAdmin):
                 "failure_reason",
                 "refunded_units",
                 "refunded_amount",
+                "net",
+                "tax",
+                "tax_rate",
+                "shipping_address",
             ]
         )
         writer.writerows(

@@ -7,7 +7,8 @@ from django.http import HttpRequest, JsonResponse
 from admission import limits
 from core.api import api, json_body, signed_in
 from holds import selectors, services
-from sale import entry
+from sale import addresses, entry
+from shop.addresses import address_json
 
 
 @api({"POST"}, login=True)
@@ -35,3 +36,10 @@ def hold(request: HttpRequest, hold_id: str) -> JsonResponse:
         services.release(hold_id=found.pk, buyer_id=signed_in(request))
         found.refresh_from_db()
     return JsonResponse(selectors.hold_json(found))
+
+
+@api({"PUT"}, login=True)
+def address(request: HttpRequest, hold_id: str) -> JsonResponse:
+    """The shipping address of a hold whose product ships: 200 with it as kept."""
+    kept = addresses.give_address(hold_id=hold_id, buyer_id=signed_in(request), data=json_body(request))
+    return JsonResponse(address_json(kept))

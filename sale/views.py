@@ -15,7 +15,10 @@ from catalogue import selectors as catalogue
 from core.api import signed_in
 from core.errors import FloodgateError, NotAdmitted, NotFound
 from holds import selectors, services
-from sale import entry
+from holds.models import Hold
+from sale import addresses, entry
+from shop import pricing
+from shop.addresses import AddressForm, initial_from
 
 
 @require_POST
@@ -59,16 +62,46 @@ def hold(request: HttpRequest, hold_id: int) -> HttpResponse:
         found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
     except NotFound as error:
         raise Http404(error.detail) from None
+    return _hold_page(request, found)
+
+
+def _hold_page(request: HttpRequest, found: Hold, form: AddressForm | None = None) -> HttpResponse:
     state = services.effective_state(found)
+    order = getattr(found, "order", None)  # absent until payment starts
+    product = found.drop.product
     context = {
         "hold": found,
         "state": state,
         "data": selectors.hold_json(found),
-        "order": getattr(found, "order", None),  # absent until payment starts
+        "order": order,
+        # Once payment started, the order's snapshot: what is charged even if the rate changed since.
+        "price": order.price if order is not None else pricing.line(product, found.quantity),
         # An ended hold offers "reserve again" while the drop still has units on sale.
         "on_sale": state in {"released", "expired"} and catalogue.on_sale(found.drop),
     }
-    return render(request, "holds/hold.html", context)
+    if product.ships and state == "held":
+        # The hold's own address, else the account's last one to confirm (a new drop, same buyer).
+        suggested = found.shipping_address or addresses.last_address(buyer_id=signed_in(request))
+        context["address_form"] = form or AddressForm(initial=initial_from(suggested))
+    return render(request, "holds/hold.html", context, status=400 if form is not None else 200)
+
+
+@require_POST
+@login_required
+def address(request: HttpRequest, hold_id: int) -> HttpResponse:
+    buyer = signed_in(request)
+    try:
+        addresses.give_address(hold_id=hold_id, buyer_id=buyer, data=request.POST.dict())
+    except NotFound as error:
+        raise Http404(error.detail) from None
+    except addresses.InvalidAddress:
+        found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=buyer)
+        return _hold_page(request, found, AddressForm(request.POST))
+    except FloodgateError as error:
+        messages.error(request, error.detail)
+        return redirect("hold", hold_id=hold_id)
+    messages.success(request, "Shipping address saved: the order will be sent there.")
+    return redirect("hold", hold_id=hold_id)
 
 
 @require_POST

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from decimal import Decimal
 
+from babel import Locale
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
@@ -39,6 +41,13 @@ SKU_MESSAGE = (
 )
 
 
+# A percentage from 0 up to, not including, 100: at 100 a price that includes tax would be all tax.
+TAX_RATE_MESSAGE = "A tax rate is a percentage from 0 up to (not including) 100, e.g. 19 or 7.7."
+TAX_RATE_MAX = Decimal("99.99")  # the largest below 100 with two decimal places
+# The column holds up to 999.99, so 100 or 250 reach the validator's words (not "too many digits")
+# and the CHECK, rather than overflowing.
+
+
 class Product(models.Model):
     sku = models.CharField(
         "SKU",
@@ -59,10 +68,34 @@ class Product(models.Model):
         help_text="A picture of the product (JPEG, PNG or WebP, up to 5 MB), shown on its drop page.",
     )
     image_url = models.URLField(blank=True, help_text="Or the address of a picture hosted elsewhere.")
+    ships = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="A parcel is sent: the buyer gives a shipping address before paying. "
+        "Off for tickets and digital products.",
+    )
+    tax_rate = models.DecimalField(
+        "tax rate (%)",
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal(0),
+        db_default=Decimal(0),  # code that predates the column (a rolling deploy) still inserts
+        validators=[
+            MinValueValidator(Decimal(0), TAX_RATE_MESSAGE),
+            MaxValueValidator(TAX_RATE_MAX, TAX_RATE_MESSAGE),
+        ],
+        help_text="Percent, e.g. 19.00; 0 for none. Whether prices include it is the shop's setting "
+        "(PRICES_INCLUDE_TAX).",
+    )
 
     class Meta:
         ordering = ["name"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(tax_rate__gte=0) & Q(tax_rate__lt=100),
+                name="shop_product_tax_rate_range",
+                violation_error_message=TAX_RATE_MESSAGE,
+            ),
             models.CheckConstraint(
                 condition=Q(sku__regex=SKU_PATTERN),
                 name="shop_product_sku_safe",
@@ -316,3 +349,70 @@ class PauseEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.drop_id} {self.action} at {self.at:%H:%M:%S}"
+
+
+# ISO 3166-1 alpha-2 codes with their English names, from Babel's CLDR data (pinned with the
+# package): the territories with a two-letter code, less the groupings that are not a country
+# a parcel goes to (EU, EZ, UN, QO) and the unknown region ZZ.
+_NOT_COUNTRIES = {"EU", "EZ", "UN", "QO", "ZZ", "XA", "XB"}
+COUNTRIES: tuple[tuple[str, str], ...] = tuple(
+    sorted(
+        (
+            (code, name)
+            for code, name in Locale("en").territories.items()
+            if len(code) == 2 and code.isalpha() and code.isupper() and code not in _NOT_COUNTRIES
+        ),
+        key=lambda pair: pair[1],
+    )
+)
+COUNTRY_NAMES = dict(COUNTRIES)
+ADDRESS_LIMITS = {
+    "name": 100,
+    "line1": 100,
+    "line2": 100,
+    "postal_code": 20,
+    "city": 60,
+    "region": 60,
+    "phone": 30,
+}
+
+
+class Address(models.Model):
+    """A shipping address as a buyer gave it; never edited, so an order pointing at one keeps what
+    was given when it was paid. The account's latest is the one its next hold page suggests."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="addresses")
+    name = models.CharField(max_length=ADDRESS_LIMITS["name"])
+    line1 = models.CharField("address", max_length=ADDRESS_LIMITS["line1"])
+    line2 = models.CharField("address (2nd line)", max_length=ADDRESS_LIMITS["line2"], blank=True)
+    postal_code = models.CharField(max_length=ADDRESS_LIMITS["postal_code"])
+    city = models.CharField(max_length=ADDRESS_LIMITS["city"])
+    region = models.CharField("region or state", max_length=ADDRESS_LIMITS["region"], blank=True)
+    # Checked against COUNTRIES by shop.addresses (not choices: Babel's list would become migrations).
+    country = models.CharField(max_length=2, help_text="ISO 3166-1 alpha-2, e.g. DE.")
+    phone = models.CharField(max_length=ADDRESS_LIMITS["phone"], blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "-id"], name="shop_address_latest")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(country__regex=r"^[A-Z]{2}$"), name="shop_address_country_code"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return ", ".join(self.lines())
+
+    def lines(self) -> list[str]:
+        """As a label reads: name, street, [2nd line], postal code and city, [region], country."""
+        place = f"{self.postal_code} {self.city}"
+        parts = [
+            self.name,
+            self.line1,
+            self.line2,
+            place,
+            self.region,
+            COUNTRY_NAMES.get(self.country, self.country),
+        ]
+        return [part for part in parts if part] + ([f"phone {self.phone}"] if self.phone else [])

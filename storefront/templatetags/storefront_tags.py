@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from decimal import Decimal
 from functools import lru_cache
 from html import escape
 
 from django import template
+from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.template.context import Context
 from django.templatetags.static import static
@@ -18,6 +20,7 @@ from admission import work
 from core import formatting
 from inventory.models import Unit
 from inventory.selectors import Seat
+from shop import pricing
 from shop.models import Drop, Product
 
 register = template.Library()
@@ -33,6 +36,22 @@ def _locale(context: Context) -> str:
 def price(context: Context, amount_minor: int, currency: str, quantity: int = 1) -> str:
     """{% price product.price_minor product.currency %} -> "€129.00"; with a quantity, the total."""
     return formatting.money(int(amount_minor) * int(quantity), str(currency), _locale(context))
+
+
+@register.simple_tag
+def tax_name() -> str:
+    return str(settings.TAX_NAME)
+
+
+@register.simple_tag
+def tax_note() -> str:
+    """The footer's word on tax: what is true for this shop's rates and setting (shop.pricing)."""
+    return pricing.shop_footer_note()
+
+
+@register.filter
+def percent(rate: Decimal) -> str:
+    return pricing.rate_text(Decimal(rate))
 
 
 @register.filter

@@ -48,6 +48,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--price-minor", type=int, default=4900)
         parser.add_argument("--currency", default="EUR")
+        parser.add_argument(
+            "--tax-rate", default="0", help="a new product's tax rate in percent, e.g. 19 or 7.7 (default 0)"
+        )
+        parser.add_argument(
+            "--ships", action="store_true", help="a new product is sent: buyers give an address"
+        )
         parser.add_argument("--sku", default=None, help="defaults to the slug, upper-cased")
         parser.add_argument("--product-name", default=None, help="defaults to the title")
         parser.add_argument("--title", default="")
@@ -66,6 +72,7 @@ class Command(BaseCommand):
         title = str(opts["title"])
         labels = str(opts["labels"]).split(",") if opts["labels"] else None
         try:
+            tax_rate = services.tax_rate_from(str(opts["tax_rate"]))
             drop = services.create_drop(
                 slug=slug,
                 quantity=int(opts["quantity"]),
@@ -75,6 +82,8 @@ class Command(BaseCommand):
                 product_name=str(opts["product_name"] or title or slug.replace("-", " ").title()),
                 price_minor=int(opts["price_minor"]),
                 currency=str(opts["currency"]),
+                tax_rate=tax_rate,
+                ships=bool(opts["ships"]),
                 title=title,
                 inventory_mode=str(opts["mode"]),
                 bucket_count=int(opts["buckets"]),

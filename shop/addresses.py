@@ -1,0 +1,56 @@
+"""A shipping address as a buyer types it: the one validation the hold page and the API share."""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from django import forms
+
+from shop.models import ADDRESS_LIMITS, COUNTRIES, Address
+
+REQUIRED = ("name", "line1", "postal_code", "city", "country")
+OPTIONAL = ("line2", "region", "phone")
+FIELDS = REQUIRED + OPTIONAL
+
+
+def _printable(value: str) -> None:
+    # A carrier's label takes one line per field: no control characters (NUL, tabs, new lines,
+    # escape sequences), which PostgreSQL would refuse (NUL) or a label printer would mangle.
+    if any(unicodedata.category(char) in {"Cc", "Cf", "Cs"} for char in value):
+        raise forms.ValidationError("Use letters, digits and punctuation only (no control characters).")
+
+
+class AddressForm(forms.Form):
+    name = forms.CharField(max_length=ADDRESS_LIMITS["name"], label="Full name")
+    line1 = forms.CharField(max_length=ADDRESS_LIMITS["line1"], label="Street and number")
+    line2 = forms.CharField(max_length=ADDRESS_LIMITS["line2"], required=False, label="Address, 2nd line")
+    postal_code = forms.CharField(max_length=ADDRESS_LIMITS["postal_code"], label="Postal code")
+    city = forms.CharField(max_length=ADDRESS_LIMITS["city"])
+    region = forms.CharField(max_length=ADDRESS_LIMITS["region"], required=False, label="Region or state")
+    country = forms.ChoiceField(choices=(("", "Choose…"), *COUNTRIES))
+    phone = forms.CharField(max_length=ADDRESS_LIMITS["phone"], required=False, label="Phone (carrier)")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.validators.append(_printable)
+
+    def clean_phone(self) -> str:
+        phone = str(self.cleaned_data.get("phone", ""))
+        if phone and not all(char.isdigit() or char in "+-() ./" for char in phone):
+            raise forms.ValidationError("A phone number has digits, spaces and + - ( ) . / only.")
+        return phone
+
+
+def initial_from(address: Address | None) -> dict[str, str]:
+    return {} if address is None else {field: getattr(address, field) for field in FIELDS}
+
+
+def errors_of(form: AddressForm) -> dict[str, str]:
+    """Field by field, for the API: {"country": "Select a valid choice. XX is not one of ..."}."""
+    return {field: " ".join(str(m) for m in messages) for field, messages in form.errors.items()}
+
+
+def address_json(address: Address) -> dict[str, object]:
+    return {"id": address.pk, **{field: getattr(address, field) for field in FIELDS}}

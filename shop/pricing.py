@@ -1,0 +1,99 @@
+"""What a line costs: net, tax and gross in minor units, the one place tax is computed.
+
+A product's `price_minor` is what the shop shows per unit; the shop-wide setting
+`PRICES_INCLUDE_TAX` says whether that is gross (tax inside, as EU shops show buyers) or net
+(tax added at checkout). Either way the buyer is charged the gross: an order's `amount_minor`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.conf import settings
+from django.db import DatabaseError
+
+from shop.models import Product
+
+HUNDRED = Decimal(100)
+
+
+@dataclass(frozen=True)
+class Price:
+    net_minor: int
+    tax_minor: int
+    rate: Decimal  # percent, e.g. Decimal("19.00")
+    currency: str
+
+    @property
+    def gross_minor(self) -> int:
+        return self.net_minor + self.tax_minor
+
+
+def _half_up(amount: Decimal) -> int:
+    # Half-up, as tax authorities and receipts do (not Python's banker's rounding): 0.5 cent goes up.
+    return int(amount.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def line(product: Product, quantity: int, *, prices_include_tax: bool | None = None) -> Price:
+    """`quantity` units of `product`. The tax is rounded once on the line's total, not per unit:
+    3 x 9.99 at 19% is 5.69 of tax, not 3 x 1.90 = 5.70, so the line's figures add up exactly
+    and a larger quantity never gathers rounding error. Amounts are already in the currency's
+    minor unit (cents, yen, fils), so rounding to a whole minor unit is that currency's own
+    precision: JPY rounds to a yen, BHD to a fils, EUR to a cent."""
+    included = settings.PRICES_INCLUDE_TAX if prices_include_tax is None else prices_include_tax
+    rate = Decimal(product.tax_rate)
+    shown = product.price_minor * quantity
+    if included:
+        tax = _half_up(shown * rate / (HUNDRED + rate))
+        return Price(net_minor=shown - tax, tax_minor=tax, rate=rate, currency=product.currency)
+    tax = _half_up(shown * rate / HUNDRED)
+    return Price(net_minor=shown, tax_minor=tax, rate=rate, currency=product.currency)
+
+
+def rate_text(rate: Decimal) -> str:
+    """Decimal("19.00") -> "19%"; Decimal("7.70") -> "7.7%"."""
+    text = f"{rate:f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def footer_note(rates: Iterable[Decimal], *, prices_include_tax: bool | None = None) -> str:
+    """What the footer may truthfully say about tax, given every product's rate: the rate when
+    there is one, the tax's name only when there are several, nothing when no product is taxed."""
+    included = settings.PRICES_INCLUDE_TAX if prices_include_tax is None else prices_include_tax
+    distinct = set(rates)
+    if not distinct - {Decimal(0)}:
+        return ""
+    name = settings.TAX_NAME
+    named = f"{rate_text(next(iter(distinct)))} {name}" if len(distinct) == 1 else name
+    if included:
+        return f"Prices include {named}."
+    return f"Prices exclude {named}; it is added at checkout."
+
+
+# Every page's footer says it: one small query per process every half minute, not one per page
+# under a crowd. A rate changed in the admin shows in the footer within that time.
+FOOTER_SECONDS = 30.0
+_footer: tuple[float, str] | None = None
+
+
+def shop_footer_note() -> str:
+    global _footer
+    now = time.monotonic()
+    if _footer is None or now - _footer[0] > FOOTER_SECONDS:
+        try:
+            rates = list(Product.objects.values_list("tax_rate", flat=True).distinct())
+        except DatabaseError:  # a 404 or 429 page still renders while the database is away
+            return _footer[1] if _footer is not None else ""
+        _footer = (now, footer_note(rates))
+    return _footer[1]
+
+
+def forget_footer_note() -> None:
+    """The next footer reads the rates afresh (after a product's rate changed; tests)."""
+    global _footer
+    _footer = None
