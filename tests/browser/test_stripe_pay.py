@@ -8,9 +8,12 @@ payment_intent.amount_capturable_updated around the intent localstripe holds, si
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import httpx
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from checkout.models import Order, Payment
 from holds.counts import invariant
@@ -19,6 +22,8 @@ from tests.browser.test_checkout import reserve_from_the_drop_page
 from tests.checkout.test_provider_contract import stripe_event, stripe_signature
 from tests.conftest import ROOT, STRIPE_SECRET_KEY, Worker
 from tests.factories import make_buyer, make_drop
+
+PASSWORD = "pw-pw-pw-pw-pw"
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -33,10 +38,17 @@ def enter_card(page: object, number: str) -> None:
     page.click("#submit")
 
 
-def test_a_declined_card_then_another_card_pays_on_our_page_and_confirms(
-    stripe_daphne: str, localstripe: str, stripe_worker: Worker, page: object
+def test_a_declined_card_then_another_card_pays_on_our_page_and_the_merchant_refunds_it(
+    stripe_daphne: str, localstripe: str, stripe_worker: Worker, page: object, browser: object, roles: None
 ) -> None:
-    drop = make_drop(slug="stripe-boot", product_name="Stripe Boot", quantity=1, price_minor=12900)
+    drop = make_drop(
+        slug="stripe-boot",
+        product_name="Stripe Boot",
+        quantity=1,
+        price_minor=12900,
+        tax_rate=Decimal("19.00"),
+        ships=True,
+    )
     make_buyer("sofia")
     posted: list[str] = []  # what left the browser for our own server
     page.on(
@@ -44,6 +56,15 @@ def test_a_declined_card_then_another_card_pays_on_our_page_and_confirms(
     )
 
     reserve_from_the_drop_page(page, stripe_daphne, "stripe-boot", "sofia")
+    # a boot ships: the hold page asks where to, before paying
+    page.wait_for_selector("#address-needed")
+    page.fill("#id_name", "Sofia Weber")
+    page.fill("#id_line1", "Torstraße 1")
+    page.fill("#id_postal_code", "10119")
+    page.fill("#id_city", "Berlin")
+    page.select_option("#id_country", "DE")
+    page.click("#save-address")
+    page.wait_for_selector("#address-given")
     page.click("#pay")
     page.wait_for_url(re.compile(re.escape(stripe_daphne) + r"/checkout/stripe/pi_\w+$"))
     first = Payment.objects.get()
@@ -86,6 +107,10 @@ def test_a_declined_card_then_another_card_pays_on_our_page_and_confirms(
 
     page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
     assert "Confirmed" in page.locator("#order-title").inner_text()
+    page.reload()  # the order page shows what was bought, its tax and where it goes
+    assert "Torstraße 1" in page.locator("#order-address").inner_text()
+    assert "19%" in page.locator("#price-breakdown").inner_text()
+    assert page.locator("#price-tax").inner_text() == "€20.60"  # 129.00 includes 19%: 20.60
     assert Order.objects.get().state == "confirmed" and Hold.objects.get(drop=drop).state == "sold"
     numbers = invariant(drop_id=drop.pk)
     assert (numbers.available, numbers.held, numbers.sold, numbers.drift) == (0, 0, 1, 0)
@@ -96,3 +121,28 @@ def test_a_declined_card_then_another_card_pays_on_our_page_and_confirms(
             break
         page.wait_for_timeout(500)
     assert Payment.objects.get(pk=second.pk).state == "captured"
+
+    # the merchant refunds it in the admin, the unit back on sale; localstripe shows the refund
+    staff_user = get_user_model().objects.create_user(username="mona", password=PASSWORD, is_staff=True)
+    staff_user.groups.add(Group.objects.get(name="Merchants"))
+    merchant = browser.new_context().new_page()
+    merchant.goto(f"{stripe_daphne}/admin/login/?next=/admin/checkout/order/")
+    merchant.fill("#id_username", "mona")
+    merchant.fill("#id_password", PASSWORD)
+    merchant.click("input[type=submit]")
+    order = Order.objects.get()
+    merchant.goto(f"{stripe_daphne}/admin/checkout/order/{order.pk}/change/")
+    merchant.click("#refund-order")
+    merchant.check("#id_restock")
+    merchant.fill("#id_reason", "the sole came loose")
+    merchant.click("#refund-form input[type=submit]")
+    merchant.wait_for_url(re.compile(rf"/admin/checkout/order/{order.pk}/change/$"))
+    assert "refunded" in merchant.locator(".messagelist").inner_text()
+    refunds = httpx.get(
+        f"{localstripe}/v1/refunds?payment_intent={second.session_id}",
+        headers={"Authorization": f"Bearer {STRIPE_SECRET_KEY}"},
+    ).json()["data"]
+    assert [r["amount"] for r in refunds] == [12900]
+    assert Order.objects.get().state == "refunded"
+    numbers = invariant(drop_id=drop.pk)
+    assert (numbers.available, numbers.sold, numbers.refunded, numbers.drift) == (1, 0, 0, 0)

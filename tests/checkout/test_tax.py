@@ -203,7 +203,7 @@ def test_the_export_has_net_tax_and_rate_in_the_currencys_decimals(roles: None) 
     header, *rows = csv.reader(io.StringIO(answer.content.decode()))
     by_currency = {row[header.index("currency")]: dict(zip(header, row, strict=True)) for row in rows}
 
-    assert header[header.index("failure_reason") + 1 :][:3] == ["net", "tax", "tax_rate"]
+    assert header[header.index("net") :][:3] == ["net", "tax", "tax_rate"]
     eur, jpy = by_currency["EUR"], by_currency["JPY"]
     assert (eur["amount"], eur["net"], eur["tax"], eur["tax_rate"]) == ("35.66", "29.97", "5.69", "19.00")
     assert (jpy["amount"], jpy["net"], jpy["tax"]) == ("1189", "999", "190")

@@ -145,9 +145,9 @@ def test_a_rehearsal_pays_with_the_simulator_whatever_the_shop_takes_money_with(
     rehearsal_hold = holds.reserve(drop=copy, buyer_id=made_up, quantity=1, idempotency_key="k").hold
     real_hold = holds.reserve(drop=drop, buyer_id=real_buyer.pk, quantity=1, idempotency_key="k").hold
 
-    with override_settings(PAYMENT_PROVIDER="stripe"):  # a provider this shop has no adapter for here
+    with override_settings(PAYMENT_PROVIDER="adyen"):  # a provider this shop has no adapter for here
         started = checkout.start_payment(hold_id=rehearsal_hold.pk, buyer_id=made_up)
-        with pytest.raises(KeyError, match="unknown payment provider 'stripe'"):
+        with pytest.raises(KeyError, match="unknown payment provider 'adyen'"):
             checkout.start_payment(hold_id=real_hold.pk, buyer_id=real_buyer.pk)
 
     assert started.payment.provider == "simulated"
