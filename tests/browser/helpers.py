@@ -1,4 +1,4 @@
-"""What the browser tests share: a page's way into the line, and database work off Playwright's loop."""
+"""What the browser tests share: the way into the line or to a hold, and database work off the loop."""
 
 from __future__ import annotations
 
@@ -35,3 +35,13 @@ def join_from_the_link(page: object, base: str, username: str, slug: str = "wr-l
     page.get_by_role("button", name="Join the waiting room").click()  # a POST: joining changes state
     page.wait_for_selector("#queue")
     page.evaluate("window.stayedOnThePage = true")  # gone if the page reloads
+
+
+def reserve_from_the_drop_page(page: object, base: str, slug: str, username: str) -> None:
+    page.goto(f"{base}/accounts/login/?next=/drops/{slug}/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "correct horse battery")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(re.compile(rf"/drops/{slug}/$"))
+    page.click("#buy")
+    page.wait_for_url(re.compile(r"/holds/\d+/$"))

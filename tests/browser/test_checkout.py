@@ -8,20 +8,11 @@ import pytest
 from checkout.models import Payment
 from holds.counts import invariant
 from holds.models import Hold
+from tests.browser.helpers import reserve_from_the_drop_page
 from tests.conftest import PROVIDER_SECRET, Worker
 from tests.factories import expire_in, make_buyer, make_drop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def reserve_from_the_drop_page(page: object, base: str, slug: str, username: str) -> None:
-    page.goto(f"{base}/accounts/login/?next=/drops/{slug}/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "correct horse battery")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(re.compile(rf"/drops/{slug}/$"))
-    page.click("#buy")
-    page.wait_for_url(re.compile(r"/holds/\d+/$"))
 
 
 @pytest.fixture(autouse=True)

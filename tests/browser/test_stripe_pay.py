@@ -18,8 +18,8 @@ from django.contrib.auth.models import Group
 from checkout.models import Order, Payment
 from holds.counts import invariant
 from holds.models import Hold
-from tests.browser.test_checkout import reserve_from_the_drop_page
-from tests.checkout.test_provider_contract import stripe_event, stripe_signature
+from tests.browser.helpers import reserve_from_the_drop_page
+from tests.checkout.helpers import stripe_event, stripe_signature
 from tests.conftest import ROOT, STRIPE_SECRET_KEY, Worker
 from tests.factories import make_buyer, make_drop
 

@@ -3,6 +3,9 @@ a buyer driving the saga over HTTP against the provider's process."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -16,7 +19,7 @@ from checkout.models import Order, Payment, PaymentState, Refund
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
 from shop.models import ApiToken, Drop
-from tests.conftest import PROVIDER_SECRET
+from tests.conftest import PROVIDER_SECRET, STRIPE_WEBHOOK_SECRET
 from tests.factories import make_buyer
 
 
@@ -152,3 +155,27 @@ def confirmed_order(drop: Drop, *, quantity: int = 2, captured: bool = True) -> 
 def accepted(refund: Refund) -> str:
     """Record the provider's yes the way send_refund does, for tests about our side of a refund."""
     return refunds._record(refund, "succeeded", f"re_{refund.pk}", "")
+
+
+def stripe_signature(body: bytes, *, secret: str = STRIPE_WEBHOOK_SECRET, at: int | None = None) -> str:
+    """Stripe's documented scheme: t=<unix>,v1=hex(HMAC-SHA256(secret, "<t>.<body>"))."""
+    t = int(time.time()) if at is None else at
+    mac = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={t},v1={mac}"
+
+
+def stripe_event(kind: str, thing: dict, *, event_id: str | None = None) -> bytes:
+    """An event as Stripe's API reference shows it (object "event", the thing under data.object)."""
+    return json.dumps(
+        {
+            "id": event_id or f"evt_{uuid.uuid4().hex[:24]}",
+            "object": "event",
+            "api_version": "2024-06-20",
+            "created": int(time.time()),
+            "data": {"object": thing},
+            "livemode": False,
+            "pending_webhooks": 1,
+            "request": {"id": None, "idempotency_key": None},
+            "type": kind,
+        }
+    ).encode()

@@ -12,11 +12,8 @@ Stripe's scheme. Its payment_intent.payment_failed and payment_intent.succeeded 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -29,41 +26,19 @@ from checkout.providers.base import PaymentProvider, PermanentProviderError
 from checkout.providers.simulated import SimulatedProvider
 from checkout.providers.stripe import StripeProvider
 from holds import services as holds
-from tests.checkout.test_saga_e2e import (
+from tests.checkout.helpers import (
     buyer_token,
     provider_config,
     provider_session,
     reserve_and_start_paying,
+    stripe_event,
+    stripe_signature,
     wait_until,
 )
 from tests.conftest import PROVIDER_SECRET, STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET, WEBHOOK_SECRET, Worker
 from tests.factories import make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def stripe_signature(body: bytes, *, secret: str = STRIPE_WEBHOOK_SECRET, at: int | None = None) -> str:
-    """Stripe's documented scheme: t=<unix>,v1=hex(HMAC-SHA256(secret, "<t>.<body>"))."""
-    t = int(time.time()) if at is None else at
-    mac = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
-    return f"t={t},v1={mac}"
-
-
-def stripe_event(kind: str, thing: dict, *, event_id: str | None = None) -> bytes:
-    """An event as Stripe's API reference shows it (object "event", the thing under data.object)."""
-    return json.dumps(
-        {
-            "id": event_id or f"evt_{uuid.uuid4().hex[:24]}",
-            "object": "event",
-            "api_version": "2024-06-20",
-            "created": int(time.time()),
-            "data": {"object": thing},
-            "livemode": False,
-            "pending_webhooks": 1,
-            "request": {"id": None, "idempotency_key": None},
-            "type": kind,
-        }
-    ).encode()
 
 
 @dataclass

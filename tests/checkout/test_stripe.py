@@ -18,7 +18,7 @@ from checkout.models import Payment, WebhookEvent
 from checkout.providers.base import BadWebhook, ProviderError
 from checkout.providers.stripe import StripeProvider
 from holds import services as holds
-from tests.checkout.test_provider_contract import stripe_event, stripe_signature
+from tests.checkout.helpers import stripe_event, stripe_signature
 from tests.conftest import STRIPE_PUBLISHABLE_KEY, STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET, free_port
 from tests.factories import make_buyer, make_drop
 
