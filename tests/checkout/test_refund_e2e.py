@@ -82,31 +82,30 @@ def test_a_merchant_refunds_over_the_api_the_provider_refunds_once_and_the_unit_
     assert Refund.objects.count() == 1
 
 
-@pytest.mark.parametrize(
-    ("body", "status", "code"),
-    [
-        ({"quantity": 2}, 422, "invalid"),
-        ({"quantity": -1}, 422, "invalid"),
-        ({"amount_minor": -100}, 422, "invalid"),
-        ({"amount_minor": 10**9}, 422, "invalid"),
-        ({"amount_minor": "10"}, 422, "invalid"),
-        ({"restock": "no"}, 422, "invalid"),
-        ({"reason": "nul\u0000byte"}, 422, "invalid"),
-        ({"surprise": 1}, 422, "invalid"),
-        ([1, 2], 422, "invalid"),
-    ],
-)
+BAD_REFUNDS: list[object] = [
+    {"quantity": 2},
+    {"quantity": -1},
+    {"amount_minor": -100},
+    {"amount_minor": 10**9},
+    {"amount_minor": "10"},
+    {"restock": "no"},
+    {"reason": "nul\u0000byte"},
+    {"surprise": 1},
+    [1, 2],
+]
+
+
 def test_bad_refund_requests_get_a_clear_4xx_and_change_nothing(
-    live_daphne: str, celery_worker: Worker, roles: None, body: object, status: int, code: str
+    live_daphne: str, celery_worker: Worker, roles: None
 ) -> None:
     make_drop(slug="refund-bad", quantity=1, per_buyer_limit=1)
-    order = paid(live_daphne, "refund-bad", "bo")
+    order = paid(live_daphne, "refund-bad", "bo")  # one paid order, every bad request against it
     merchant = merchant_api(staff("mona", "Merchants"))
 
-    answer = merchant.post(f"/api/ops/orders/{order.pk}/refund", body, "application/json")
-
-    assert (answer.status_code, answer.json()["error"]) == (status, code), answer.content
-    assert answer.json()["detail"]
+    for body in BAD_REFUNDS:
+        answer = merchant.post(f"/api/ops/orders/{order.pk}/refund", body, "application/json")
+        assert (answer.status_code, answer.json()["error"]) == (422, "invalid"), (body, answer.content)
+        assert answer.json()["detail"]
     assert not Refund.objects.exists()
     assert Order.objects.get(pk=order.pk).refunded_quantity == 0
 
