@@ -21,6 +21,7 @@ from celery import current_app
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
+from django_redis import get_redis_connection
 
 from catalogue import selectors as catalogue
 from core import locks, metrics
@@ -366,12 +367,27 @@ def _release(cursor: CursorWrapper, *, hold_id: int, buyer_id: int | None) -> bo
     return bool(changed)
 
 
+OFFER_PENDING = "fg:offer:pending:{}"  # set while a sale.offer_now of the drop is on its way
+OFFER_EXPIRES = 5  # seconds: an offer_now not started by then is dropped (beat's tick covers it)
+
+
 def _offer_after_commit(line_drop_id: int | None) -> None:
     """Units just went back to a waiting room's line: have them offered to the next tickets as
     soon as this commits (sale.offer_now), not on beat's next tick. Sent by name: the flow that
-    offers builds on this layer. A lost message costs only the tick's wait."""
-    if line_drop_id is not None:
-        transaction.on_commit(lambda: current_app.send_task("sale.offer_now", args=(line_drop_id,)))
+    offers builds on this layer. One send per drop at a time: a burst of returns shares the task
+    on its way (it clears the flag before it reads what came back). Redis or the broker down, or
+    a lost message: the tick's wait, never a failed release."""
+    if line_drop_id is None:
+        return
+
+    def send() -> None:
+        try:
+            if get_redis_connection().set(OFFER_PENDING.format(line_drop_id), 1, nx=True, ex=OFFER_EXPIRES):
+                current_app.send_task("sale.offer_now", args=(line_drop_id,), expires=OFFER_EXPIRES)
+        except Exception as error:
+            log.warning("drop %s: returned units wait for the tick (%s)", line_drop_id, error)
+
+    transaction.on_commit(send)
 
 
 def confirm(*, hold_id: int) -> bool:

@@ -15,6 +15,7 @@ import logging
 
 from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
+from django_redis import get_redis_connection
 
 from admission import services as line
 from admission import state
@@ -85,7 +86,9 @@ def _offer(cursor: CursorWrapper, drop: Drop, queue: Queue, waiting: list[line.W
 
 
 def offer_now(drop_id: int) -> int:
-    """offer_returns for one drop by id, as soon as units came back (0 for a drop gone since)."""
+    """offer_returns for one drop by id, as soon as units came back (0 for a drop gone since).
+    The pending flag is cleared first: a return after this sends the next task."""
+    get_redis_connection().delete(services.OFFER_PENDING.format(drop_id))
     drop = Drop.objects.filter(pk=drop_id).first()
     return offer_returns(drop, wait=True) if drop is not None else 0
 

@@ -390,12 +390,12 @@ def celery_worker(transactional_db: None, payment_provider: str, live_daphne: st
 @pytest.fixture(autouse=True)
 def fresh_admission_keys() -> None:
     """Rate-limit buckets (tests share 127.0.0.1; allauth's sign-up and login limits too),
-    snapshots, gates and queue counters are keyed by address, slug or id that later tests reuse:
-    every test starts without them."""
+    snapshots, gates, queue counters and pending offers are keyed by address, slug or id that
+    later tests reuse: every test starts without them."""
     client = redis_lib.Redis.from_url(settings.REDIS_URL)
     keys = [
         key
-        for pattern in ("fg:rl:*", "fg:drop:*", "fg:gate:*", "fg:queue:*", "fg:*:allauth:rl:*")
+        for pattern in ("fg:rl:*", "fg:drop:*", "fg:gate:*", "fg:queue:*", "fg:offer:*", "fg:*:allauth:rl:*")
         for key in client.scan_iter(pattern, count=1000)
     ]
     if keys:
