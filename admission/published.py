@@ -137,7 +137,8 @@ class Snapshots:
         entry = self._cache.get(slug)
         if entry is None or entry.known is None or entry.known.drop.get("sold_out") is True:
             return
-        drop = {**entry.known.drop, "sold_out": True, "remaining": 0}
+        gone = [{**v, "remaining": 0, "sold_out": True} for v in entry.known.drop.get("variants", [])]
+        drop = {**entry.known.drop, "sold_out": True, "remaining": 0, "variants": gone}
         known = dataclasses.replace(entry.known, drop=drop, body=json.dumps(drop).encode(), at=time.time())
         self._store(slug, Entry(known, time.monotonic()))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from holds import sql as holds
+from inventory.sql import variant_available
 from shop.sql import STATE
 
 # Join before the draw: insert a ticket without a number only while the queue is undrawn.
@@ -92,7 +93,10 @@ SELECT d.id, d.slug, {STATE},
        q.seed_sha256, CASE WHEN q.drawn_at IS NOT NULL THEN q.seed END,
        (SELECT COALESCE(sum(w.admitted), 0) FROM admission_wave w
          WHERE w.drop_id = d.id AND w.at > now() - interval '2 minutes'),
-       {holds.RETURNING}, COALESCE(q.offered_through, 0)
+       {holds.RETURNING}, COALESCE(q.offered_through, 0),
+       (SELECT COALESCE(json_agg(json_build_array(v.id, v.name, v.position, v.quantity, v.price_minor,
+                                                  {variant_available("v")}) ORDER BY v.position), '[]')
+          FROM shop_variant v WHERE v.drop_id = d.id)
   FROM shop_drop d LEFT JOIN admission_queue q ON q.drop_id = d.id
  WHERE d.id = ANY(%(drops)s)
 """

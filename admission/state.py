@@ -28,9 +28,9 @@ from redis.exceptions import RedisError
 
 from admission import sql
 from catalogue import selectors as catalogue
-from catalogue.selectors import DropView
+from catalogue.selectors import DropView, VariantView
 from core.metrics import Gauge
-from shop.models import Drop, DropState
+from shop.models import Drop, DropState, Variant
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +150,7 @@ class Snapshot:
     returning: int = 0  # returned units (and expired holds' units) on their way to the line's next tickets
     offered_through: int = 0  # tickets up to this one have been offered a returned unit (or had one)
     at: float = 0.0  # when it was read: a later publish of an older read never wins at the edge
+    variants: tuple[VariantView, ...] = ()  # each with its units still available
 
     @property
     def queue_state(self) -> QueueState:
@@ -184,7 +185,7 @@ class Snapshot:
         return {
             "drop_id": self.drop.pk,  # for the edge's token check; not part of the public drop JSON
             "rehearsal": self.drop.rehearsal_of_id is not None,  # Django decides who may see it
-            "drop": DropView(self.drop, self.state, self.available).as_json(),
+            "drop": DropView(self.drop, self.state, self.available, self.variants).as_json(),
             "queue": self.queue_json(),
             "at": self.at,
         }
@@ -212,9 +213,20 @@ def compute(drops: list[Drop]) -> list[Snapshot]:
             returning=int(row[11]),
             offered_through=int(row[12]),
             at=at,
+            variants=_variants(by_id[row[0]], row[13]),
         )
         for row in rows
     ]
+
+
+def _variants(drop: Drop, rows: list[list[Any]]) -> tuple[VariantView, ...]:
+    """The snapshot's variant rows ([id, name, position, quantity, price, available]) as views."""
+    return tuple(
+        VariantView(
+            Variant(pk=pk, drop=drop, name=name, position=n, quantity=q, price_minor=price), int(left)
+        )
+        for pk, name, n, q, price, left in rows
+    )
 
 
 # A waiting room's state goes to its sockets when the queue moves, and again when it has not for

@@ -123,6 +123,7 @@ def naive_reserve(*, drop: Any, buyer_id: int, quantity: int, idempotency_key: s
             hold_sql.INSERT_HOLD,
             {
                 "drop": drop.pk,
+                "variant": drop.variants.get().pk,
                 "buyer": buyer_id,
                 "q": quantity,
                 "index": 0,
@@ -595,7 +596,7 @@ def pgbench_binary() -> str | None:
 
 
 # The variables of pgbench_script: set by --define (run_pgbench) or \set in the script.
-PGBENCH_DEFINED = ("n", "first", "clients", "drop")
+PGBENCH_DEFINED = ("n", "first", "clients", "drop", "variant")
 PGBENCH_SET = ("buyer", "q", "index")
 PGBENCH_QUANTITY = 1  # \set q 1: every claim is for one unit, as the Python clients ask
 
@@ -681,7 +682,13 @@ def run_pgbench(
         f"--time={seconds}",
         *(
             f"--define={k}={v}"
-            for k, v in {"n": 0, "first": buyers[0], "clients": n, "drop": drop.pk}.items()
+            for k, v in {
+                "n": 0,
+                "first": buyers[0],
+                "clients": n,
+                "drop": drop.pk,
+                "variant": drop.variants.get().pk,
+            }.items()
         ),
         os.environ["DATABASE_URL"],
     ]
@@ -739,7 +746,10 @@ def explain_claim(drop_id: int) -> str:
 
     # ANALYZE first, as autovacuum would have done between creating a drop and its sale.
     query("ANALYZE inventory_unit")
-    rows = query("EXPLAIN " + stock_sql.CLAIM_BEST_UNITS, {"drop": drop_id, "q": 1, "hold": 0})
+    variant = query("SELECT id FROM shop_variant WHERE drop_id = %(drop)s", {"drop": drop_id})[0][0]
+    rows = query(
+        "EXPLAIN " + stock_sql.CLAIM_BEST_UNITS, {"drop": drop_id, "variant": variant, "q": 1, "hold": 0}
+    )
     return "\n".join(r[0] for r in rows)
 
 

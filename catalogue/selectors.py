@@ -8,10 +8,25 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.utils import timezone
 
-from core.errors import FloodgateError, Forbidden, NotFound, Unauthenticated
-from inventory.selectors import available_by_drop
+from core.errors import FloodgateError, Forbidden, InvalidVariant, NotFound, Unauthenticated
+from core.text import storable
+from inventory.selectors import available_by_drop, variants_with_stock
 from shop import sql
-from shop.models import ApiToken, Drop, DropState, RehearsalBuyer
+from shop.models import VARIANT_NAME_MAX, ApiToken, Drop, DropState, RehearsalBuyer, Variant
+
+
+@dataclass(frozen=True)
+class VariantView:
+    variant: Variant
+    remaining: int
+
+    def as_json(self, drop: Drop) -> dict[str, object]:
+        return {
+            "name": self.variant.name,
+            "price_minor": self.variant.unit_price(drop.product),
+            "remaining": self.remaining,
+            "sold_out": self.remaining == 0,
+        }
 
 
 @dataclass(frozen=True)
@@ -19,6 +34,12 @@ class DropView:
     drop: Drop
     state: DropState
     remaining: int
+    variants: tuple[VariantView, ...] = ()
+
+    @property
+    def choosing(self) -> bool:
+        """The buyer picks a variant: there are several."""
+        return len(self.variants) > 1
 
     @property
     def sold_out(self) -> bool:
@@ -50,12 +71,18 @@ class DropView:
             "price_minor": drop.product.price_minor,
             "currency": drop.product.currency,
             "per_buyer_limit": drop.per_buyer_limit,
+            "variants": [v.as_json(drop) for v in self.variants],
         }
 
 
 def _views(drops: list[Drop], now: datetime) -> list[DropView]:
-    remaining = available_by_drop([d.pk for d in drops])
-    return [DropView(d, d.state_at(now), remaining[d.pk]) for d in drops]
+    """The drops as buyers see them, with their variants: two queries for any number of drops."""
+    ids = [d.pk for d in drops]
+    remaining = available_by_drop(ids)
+    sorts: dict[int, list[VariantView]] = {}
+    for variant, left in variants_with_stock(ids):
+        sorts.setdefault(variant.drop_id, []).append(VariantView(variant, left))
+    return [DropView(d, d.state_at(now), remaining[d.pk], tuple(sorts.get(d.pk, ()))) for d in drops]
 
 
 def unknown_drop(slug: str) -> NotFound:
@@ -91,8 +118,8 @@ def _visible(drop: Drop, buyer_id: int | None) -> bool:
 
 
 def drop_for_claim(*, slug: str) -> Drop:
-    """The drop row alone (no stock counts): what the reserve path needs."""
-    drop = Drop.objects.filter(slug=slug).first()
+    """The drop row and its variants (no stock counts): what the reserve path needs."""
+    drop = Drop.objects.prefetch_related("variants").filter(slug=slug).first()
     if drop is None:
         raise unknown_drop(slug)
     return drop
@@ -108,8 +135,28 @@ def drop_for_buyer(*, slug: str, buyer_id: int | None) -> Drop:
 
 
 def drop_view(*, slug: str, buyer_id: int | None) -> DropView:
-    """The drop as its page and `GET /api/drops/<slug>` show it to this buyer."""
+    """The drop as its page and `GET /api/drops/<slug>` show it to this buyer, with its variants."""
     return _views([drop_for_buyer(slug=slug, buyer_id=buyer_id)], timezone.now())[0]
+
+
+def variant_of(drop: Drop, name: object) -> Variant:
+    """The variant a reserve asks for by name (None: the drop's only one), from the drop's
+    prefetched variants; InvalidVariant names the choices when there is no such one, or none
+    was named where there are several."""
+    variants = list(drop.variants.all())
+    names = [v.name for v in variants]
+    if name is None:
+        if len(variants) == 1:
+            return variants[0]
+        raise InvalidVariant(f"Choose a variant: one of {', '.join(names)}.", variants=names)
+    if not isinstance(name, str) or len(name) > VARIANT_NAME_MAX or not storable(name):
+        raise InvalidVariant(f"variant must be the name of one of {', '.join(names)}.", variants=names)
+    for variant in variants:
+        if variant.name == name:
+            return variant
+    raise InvalidVariant(
+        f"This drop has no variant {name!r}: choose one of {', '.join(names)}.", variants=names
+    )
 
 
 def on_sale(drop: Drop) -> bool:

@@ -18,7 +18,7 @@ from django.utils import timezone
 from core.errors import InvalidInput
 from inventory import selectors as stock
 from inventory import services as inventory
-from shop.models import ApiToken, Drop, InventoryMode, Product, RehearsalBuyer
+from shop.models import MAX_VARIANTS, ApiToken, Drop, InventoryMode, Product, RehearsalBuyer, Variant
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,49 @@ def tax_rate_from(text: str) -> Decimal:
     if not rate.is_finite():  # "NaN", "Infinity" parse as Decimals
         raise refused
     return rate
+
+
+@dataclass(frozen=True)
+class NewVariant:
+    name: str
+    quantity: int
+    price_minor: int | None = None  # None: the product's price
+
+
+VARIANT_SPEC = "NAME:QUANTITY or NAME:QUANTITY:PRICE_MINOR, e.g. M:40 or XL:20:13900"
+
+
+def variant_from(text: str) -> NewVariant:
+    """ "M:40" or "XL:20:13900" (create_drop --variant) -> a NewVariant; garbage is InvalidInput."""
+    parts = text.rsplit(":", 2) if text.count(":") >= 2 else text.rsplit(":", 1)
+    try:
+        if len(parts) == 3 and parts[2].strip().isdigit() and parts[1].strip().isdigit():
+            return NewVariant(parts[0].strip(), int(parts[1]), int(parts[2]))
+        if len(parts) == 2 and parts[1].strip().isdigit():
+            return NewVariant(parts[0].strip(), int(parts[1]))
+    except ValueError:
+        pass
+    raise InvalidInput(f"A variant is {VARIANT_SPEC} (got {text!r}).")
+
+
+def _variants(quantity: int, variants: list[NewVariant] | None, *, redis_gate: bool) -> list[NewVariant]:
+    """The variants a new drop sells, checked; none given: one, unnamed, of the whole quantity."""
+    if not variants:
+        return [NewVariant("", quantity)]
+    if len(variants) > MAX_VARIANTS:
+        raise InvalidInput(f"A drop has at most {MAX_VARIANTS} variants.")
+    names = [v.name for v in variants]
+    if any(not name for name in names) or len(set(names)) != len(names):
+        raise InvalidInput("Each variant needs a name of its own (e.g. S, M, L).")
+    if any(v.quantity < 1 for v in variants):
+        raise InvalidInput("Each variant needs at least 1 unit.")
+    if sum(v.quantity for v in variants) != quantity:
+        raise InvalidInput(
+            f"The variants add up to {sum(v.quantity for v in variants)} units, not the drop's {quantity}."
+        )
+    if redis_gate and len(variants) > 1:
+        raise InvalidInput("The Redis gate counts one stock: use it on a drop of one variant.")
+    return variants
 
 
 def create_drop(
@@ -71,11 +114,13 @@ def create_drop(
     redis_gate: bool = False,
     unit_labels: list[str] | None = None,
     rehearsal_of: Drop | None = None,
+    variants: list[NewVariant] | None = None,
 ) -> Drop:
-    """Create a drop (and its product if new) with its stock rows; InvalidInput writes nothing.
-    With `rehearsal_of`, it is that drop's hidden rehearsal copy from its first commit."""
+    """Create a drop (and its product if new) with its variants and their stock rows; InvalidInput
+    writes nothing. With `rehearsal_of`, it is that drop's hidden rehearsal copy from its first commit."""
     if quantity < 1:
         raise InvalidInput(f"Quantity must be at least 1 (got {quantity}).")
+    sorts = _variants(quantity, variants, redis_gate=redis_gate)
     product = Product.objects.filter(sku=product_sku).first() or Product(
         sku=product_sku,
         name=product_name,
@@ -118,7 +163,11 @@ def create_drop(
         product.save()
         drop.product = product
         drop.save()
-        inventory.configure_stock(drop=drop, unit_labels=unit_labels)
+        rows = Variant.objects.bulk_create(
+            Variant(drop=drop, name=v.name, position=n, quantity=v.quantity, price_minor=v.price_minor)
+            for n, v in enumerate(sorts)
+        )
+        inventory.configure_stock(drop=drop, variants=rows, unit_labels=unit_labels)
     return drop
 
 
@@ -204,7 +253,10 @@ def duplicate_drop(
     draw's beacon value: a beacon round belongs to one sale's draw."""
     starts_at = timezone.now() + starts_in
     lasts = drop.ends_at - drop.starts_at if lasts is None else lasts
-    labels = stock.unit_labels(drop_id=drop.pk) or None
+    sorts = list(drop.variants.all())
+    named = [NewVariant(v.name, v.quantity, v.price_minor) for v in sorts if v.name]
+    # One variant's labels carry over; several are numbered per variant again.
+    labels = (stock.unit_labels(drop_id=drop.pk) or None) if len(sorts) == 1 else None
     base = drop.slug[:60]
     stem = f"{base}-{slug_word}"
     taken = set(Drop.objects.filter(slug__startswith=stem).values_list("slug", flat=True))
@@ -233,4 +285,5 @@ def duplicate_drop(
         redis_gate=drop.redis_gate,
         unit_labels=labels if drop.inventory_mode == InventoryMode.UNITS else None,
         rehearsal_of=drop if rehearsal else None,
+        variants=named or None,
     )

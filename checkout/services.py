@@ -82,11 +82,12 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
     """Extend the hold once and open a payment session; a second call returns the open one."""
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         quantity, drop_id = holds.hold_for_payment(cursor, hold_id=hold_id, buyer_id=buyer_id)
-        hold = Hold.objects.select_related("drop__product").get(pk=hold_id)
+        hold = Hold.objects.select_related("drop__product", "variant").get(pk=hold_id)
         provider = get_provider(provider_for(hold.drop))
         if hold.drop.product.ships and hold.shipping_address_id is None:
             raise AddressRequired("Give the shipping address first: this product is sent by post.")
-        price = pricing.line(hold.drop.product, quantity)  # charged: the gross, tax snapshotted
+        # charged: the gross, tax snapshotted
+        price = pricing.line(hold.drop.product, quantity, variant=hold.variant)
         order, _ = Order.objects.get_or_create(
             hold=hold,
             defaults={

@@ -50,6 +50,16 @@ class Error(Closed):
     fields: Omittable[dict[str, str]] = Field(
         None, description="invalid_address: what is wrong, field by field"
     )
+    variant: Omittable[str] = Field(None, description="variant_sold_out: the variant asked for")
+    left: Omittable[list[str]] = Field(None, description="variant_sold_out: the variants still on sale")
+    variants: Omittable[list[str]] = Field(None, description="invalid_variant: the drop's variants")
+
+
+class VariantOnSale(Closed):
+    name: str = Field(description='What to send as "variant"; "" for a drop of one unnamed variant')
+    price_minor: NonNegativeInt
+    remaining: NonNegativeInt
+    sold_out: bool
 
 
 class Drop(Closed):
@@ -65,6 +75,7 @@ class Drop(Closed):
     price_minor: NonNegativeInt
     currency: str
     per_buyer_limit: Quantity
+    variants: list[VariantOnSale] = Field(description="Its variants in order, each with its own stock")
 
 
 class DropList(Closed):
@@ -84,6 +95,7 @@ class Hold(Closed):
     expires_at: datetime
     extended: bool = Field(description="Paying extends a hold once")
     units: list[str] = Field(description="Unit labels (seats); empty for identical units")
+    variant: str = Field(description='The variant held; "" for a drop of one unnamed variant')
     order: HoldOrder | None = Field(description="The order once payment has started")
 
 
@@ -206,6 +218,16 @@ class Draw(Closed):
     rule: Omittable[str] = None
 
 
+class VariantInvariant(Closed):
+    name: str
+    quantity: NonNegativeInt
+    available: NonNegativeInt
+    held: NonNegativeInt
+    sold: NonNegativeInt
+    refunded: NonNegativeInt
+    drift: int
+
+
 class Invariant(Closed):
     quantity: NonNegativeInt
     available: NonNegativeInt
@@ -215,6 +237,9 @@ class Invariant(Closed):
     expired_unreclaimed: NonNegativeInt
     expired_holds: NonNegativeInt
     drift: int = Field(description="quantity - (available + held + sold + refunded); 0")
+    variants: Omittable[list[VariantInvariant]] = Field(
+        None, description="GET /api/ops/drops/<slug>/invariant: the same per variant, in order"
+    )
 
 
 class Resumed(Closed):
@@ -270,6 +295,9 @@ class AddressBody(BaseModel):
 class ReserveBody(BaseModel):
     quantity: Quantity
     unit: Omittable[str] = None
+    variant: Omittable[str] = Field(
+        None, description="The variant's name; required where the drop has several"
+    )
 
 
 class PauseBody(BaseModel):

@@ -59,6 +59,18 @@ class SoldOut(FloodgateError):
     code, status = "sold_out", 409
 
 
+class VariantSoldOut(SoldOut):
+    """This variant has nothing left, others do (`left` names them): not the drop's "sold out"."""
+
+    code = "variant_sold_out"
+
+
+class InvalidVariant(FloodgateError):
+    """No such variant in the drop, or none named where the drop has several (`variants` lists them)."""
+
+    code, status = "invalid_variant", 422
+
+
 class UnitTaken(FloodgateError):
     code, status = "unit_taken", 409
 

@@ -67,3 +67,38 @@ def invariant(*, drop_id: int) -> Invariant:
     if mode == "units":
         drift += abs(units_held - held) + abs(units_sold - (sold + refunded))
     return Invariant(quantity, available, held, sold, refunded, expired_unreclaimed, expired_holds, drift)
+
+
+@dataclass(frozen=True)
+class VariantInvariant:
+    """The invariant of one variant's stock: its units are available, held, sold or refunded."""
+
+    name: str
+    quantity: int
+    available: int
+    held: int
+    sold: int
+    refunded: int
+
+    @property
+    def drift(self) -> int:
+        return self.quantity - (self.available + self.held + self.sold + self.refunded)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "quantity": self.quantity,
+            "available": self.available,
+            "held": self.held,
+            "sold": self.sold,
+            "refunded": self.refunded,
+            "drift": self.drift,
+        }
+
+
+def invariant_by_variant(*, drop_id: int) -> list[VariantInvariant]:
+    """available + held + sold + refunded = quantity for each of the drop's variants, in their
+    order, from one statement (one snapshot). A hold of no variant counts in none of them."""
+    with connection.cursor() as cursor:
+        rows = stock.all_rows(cursor, sql.INVARIANT_BY_VARIANT, {"drop": drop_id})
+    return [VariantInvariant(name, *(int(n) for n in numbers)) for _id, name, *numbers in rows]

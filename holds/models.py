@@ -21,6 +21,11 @@ class HoldState(models.TextChoices):
 class Hold(models.Model):
     drop = models.ForeignKey("shop.Drop", on_delete=models.PROTECT, related_name="holds")
     buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="holds")
+    # What the buyer holds: set by the statement that claims the stock (an offer's hold gets the
+    # variant of the unit that came back). NULL only inside that transaction.
+    variant = models.ForeignKey(
+        "shop.Variant", on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
     quantity = models.PositiveIntegerField()
     # Buckets mode: the bucket the units came from and return to; NULL in units mode.
     bucket_index = models.PositiveSmallIntegerField(null=True, blank=True)

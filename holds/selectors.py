@@ -15,7 +15,7 @@ def hold_of_buyer(*, hold_id: object, buyer_id: int) -> Hold:
         pk = int(str(hold_id))
     except ValueError:
         raise NotFound("There is no such hold.") from None
-    hold = Hold.objects.select_related("drop__product").filter(pk=pk, buyer_id=buyer_id).first()
+    hold = Hold.objects.select_related("drop__product", "variant").filter(pk=pk, buyer_id=buyer_id).first()
     if hold is None:
         raise NotFound("There is no such hold among yours.")
     return hold
@@ -33,6 +33,7 @@ def hold_json(hold: Hold, *, units: tuple[str, ...] | None = None, new: bool = F
         "expires_at": hold.expires_at.isoformat(),
         "extended": hold.extended,
         "units": sorted(units),
+        "variant": hold.variant.name if hold.variant is not None else "",
         "order": None if new else _order_of(hold),
     }
 
@@ -45,7 +46,7 @@ def _order_of(hold: Hold) -> dict[str, object] | None:
 def active_hold(*, drop_id: int, buyer_id: int) -> Hold | None:
     """The buyer's hold of this drop that is still running (at most one: a partial unique index)."""
     return (
-        Hold.objects.select_related("drop__product")
+        Hold.objects.select_related("drop__product", "variant")
         .filter(drop_id=drop_id, buyer_id=buyer_id, state="held", expires_at__gt=timezone.now())
         .first()
     )

@@ -12,7 +12,7 @@ import logging
 import string
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -43,7 +43,7 @@ from core.errors import (
 from holds import gate, sql
 from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
 from inventory import services as stock
-from shop.models import Drop, DropState
+from shop.models import Drop, DropState, Variant
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +72,12 @@ def check_idempotency_key(key: str | None) -> str:
     return key
 
 
-def request_digest(*, quantity: int, unit: str | None) -> str:
+def request_digest(*, quantity: int, unit: str | None, variant: str = "") -> str:
     """What a reserve asked for, as stored beside its Idempotency-Key (the body's meaning,
-    not its bytes: spacing or key order of the JSON do not make another request)."""
-    return hashlib.sha256(json.dumps([quantity, unit]).encode()).hexdigest()
+    not its bytes: spacing or key order of the JSON do not make another request). A drop's one
+    unnamed variant adds nothing, so keys kept from before variants mean what they meant."""
+    asked: list[int | str | None] = [quantity, unit, *([variant] if variant else [])]
+    return hashlib.sha256(json.dumps(asked).encode()).hexdigest()
 
 
 def check_quantity(drop: Drop, quantity: object) -> int:
@@ -102,9 +104,16 @@ def refuse_if_closed(drop: Drop) -> None:
 
 
 def reserve(
-    *, drop: Drop, buyer_id: int, quantity: object, idempotency_key: str | None, unit: str | None = None
+    *,
+    drop: Drop,
+    buyer_id: int,
+    quantity: object,
+    idempotency_key: str | None,
+    unit: str | None = None,
+    variant: Variant | None = None,
 ) -> Reservation:
-    """Hold `quantity` units of `drop` for the buyer; the same key again returns the same hold.
+    """Hold `quantity` units of `drop` (of `variant`; None: its only one) for the buyer; the same key
+    again returns the same hold.
 
     One short transaction: insert the hold, check the buyer's limit, claim stock (hot row
     last). A sold-out answer first reclaims the drop's expired holds and tries once more.
@@ -113,7 +122,13 @@ def reserve(
     started = time.perf_counter()
     outcome = "error"
     claim = partial(
-        _reserve, drop=drop, buyer_id=buyer_id, quantity=quantity, idempotency_key=idempotency_key, unit=unit
+        _reserve,
+        drop=drop,
+        variant=variant,
+        buyer_id=buyer_id,
+        quantity=quantity,
+        idempotency_key=idempotency_key,
+        unit=unit,
     )
     try:
         if drop.redis_gate:  # a Redis count answers most "sold out"s; the claim still decides
@@ -131,20 +146,29 @@ def reserve(
         metrics.observe_reserve(drop_id=drop.pk, outcome=outcome, seconds=time.perf_counter() - started)
 
 
-def ask(*, drop: Drop, buyer_id: int, quantity: object, idempotency_key: str | None) -> Ask:
+def ask(*, drop: Drop, variant: Variant, buyer_id: int, quantity: object, idempotency_key: str | None) -> Ask:
     """A claim's key and quantity checked (400 / 422 otherwise), ready for a batch or `reserve`."""
     key = check_idempotency_key(idempotency_key)  # the key first, as buyers have always been told
-    return Ask(buyer_id=buyer_id, quantity=check_quantity(drop, quantity), key=key)
+    return Ask(buyer_id=buyer_id, quantity=check_quantity(drop, quantity), key=key, variant=variant)
 
 
 def _reserve(
-    *, drop: Drop, buyer_id: int, quantity: object, idempotency_key: str | None, unit: str | None
+    *,
+    drop: Drop,
+    variant: Variant | None,
+    buyer_id: int,
+    quantity: object,
+    idempotency_key: str | None,
+    unit: str | None,
 ) -> Reservation:
-    checked = ask(drop=drop, buyer_id=buyer_id, quantity=quantity, idempotency_key=idempotency_key)
-    key, q = checked.key, checked.quantity
+    variant = variant or catalogue.variant_of(drop, None)  # after the gate: its "no" needs no query
+    checked = ask(
+        drop=drop, variant=variant, buyer_id=buyer_id, quantity=quantity, idempotency_key=idempotency_key
+    )
+    q = checked.quantity
     stock.check_choice(drop, unit=unit, quantity=q)
     refuse_if_closed(drop)
-    attempt = partial(_reserve_once, drop=drop, buyer_id=buyer_id, quantity=q, key=key, unit=unit)
+    attempt = partial(_reserve_once, drop=drop, ask=checked, unit=unit)
     try:
         return attempt()
     except (SoldOut, UnitTaken, OverdueHoldInTheWay) as refusal:
@@ -159,7 +183,7 @@ def _reserve(
     except stock.StockScattered:
         # The tail: gather the last units into one bucket (its own transaction) and try once
         # more there. Still nothing free: what is left is mid-claim by others, as in units mode.
-        first = stock.collapse_buckets(drop_id=drop.pk, quantity=q)
+        first = stock.collapse_buckets(drop_id=drop.pk, variant_id=variant.pk, quantity=q)
     try:
         return attempt(first=first)
     except stock.StockScattered:
@@ -168,15 +192,16 @@ def _reserve(
         ) from None
 
 
-def _reserve_once(
-    *, drop: Drop, buyer_id: int, quantity: int, key: str, unit: str | None, first: int | None = None
-) -> Reservation:
+def _reserve_once(*, drop: Drop, ask: Ask, unit: str | None, first: int | None = None) -> Reservation:
+    buyer_id, quantity, key, variant = ask.buyer_id, ask.quantity, ask.key, ask.variant
+    assert variant is not None, "a claim knows its variant"
     if first is None:
-        first = stock.first_pick(drop)
+        first = stock.first_pick(drop, variant)
     ids: dict[str, Any] = {"drop": drop.pk, "buyer": buyer_id, "key": key}
-    digest = request_digest(quantity=quantity, unit=unit)
+    digest = request_digest(quantity=quantity, unit=unit, variant=variant.name)
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(sql.INSERT_HOLD, {**ids, "q": quantity, "index": first, "digest": digest})
+        params = {**ids, "variant": variant.pk, "q": quantity, "index": first, "digest": digest}
+        cursor.execute(sql.INSERT_HOLD, params)
         row = cursor.fetchone()
         if row is None:
             cursor.execute(sql.ELIGIBLE_BUYERS, {"drop": drop.pk, "buyers": [buyer_id]})
@@ -210,10 +235,12 @@ def _reserve_once(
                 f"At most {drop.per_buyer_limit} per buyer in this drop, counting what you bought."
             )
         # The stock row is touched last: its lock is held only until this commit.
-        claim = stock.claim(cursor, drop=drop, quantity=quantity, hold_id=hold_id, first=first, unit=unit)
+        claim = stock.claim(
+            cursor, drop=drop, variant=variant, quantity=quantity, hold_id=hold_id, first=first, unit=unit
+        )
         if claim.bucket_index != first:
             cursor.execute(sql.SET_BUCKET, {"index": claim.bucket_index, "hold": hold_id, "drop": drop.pk})
-    made = _made(drop, Ask(buyer_id, quantity, key), hold_id, claim.bucket_index, (created_at, expires_at))
+    made = _made(drop, ask, hold_id, claim.bucket_index, (created_at, expires_at))
     return Reservation(made, created=True, units=claim.labels)
 
 
@@ -223,6 +250,7 @@ def _made(drop: Drop, ask: Ask, hold_id: int, bucket: int | None, times: tuple[d
     return Hold(
         pk=hold_id,
         drop=drop,
+        variant=ask.variant,
         buyer_id=ask.buyer_id,
         quantity=ask.quantity,
         bucket_index=bucket,
@@ -241,17 +269,20 @@ class Ask:
     buyer_id: int
     quantity: int
     key: str
+    variant: Variant | None = None  # None: the drop's only one
 
     @property
-    def digest(self) -> str:
-        return request_digest(quantity=self.quantity, unit=None)  # a batch claims no chosen unit
+    def digest(self) -> str:  # a batch claims no chosen unit
+        variant = self.variant.name if self.variant is not None else ""
+        return request_digest(quantity=self.quantity, unit=None, variant=variant)
 
 
 Answer = Reservation | FloodgateError | None  # None: let `reserve` answer this one
 
 
 def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
-    """Hold units for many buyers of one drop in one short transaction, in arrival order.
+    """Hold units of one variant for many buyers of one drop in one short transaction, in arrival
+    order (every ask is of the same variant).
 
     Every guarantee of `reserve` holds inside the batch: the holds are inserted first under
     the same unique rules (a key again, or a second active hold, conflicts), the per-buyer
@@ -268,7 +299,10 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
         answers = [error] * len(asks)
         _observe(drop, answers, started)
         return answers
-    first = stock.first_pick(drop)
+    variant = asks[0].variant or catalogue.variant_of(drop, None)
+    assert all(ask.variant in (None, variant) for ask in asks), "a batch claims one variant's stock"
+    asks = [replace(ask, variant=variant) for ask in asks]
+    first = stock.first_pick(drop, variant)
     inserted: dict[int, tuple[int, datetime, datetime]] = {}  # ask index -> (hold, created, expires)
     try:
         with transaction.atomic(durable=True), connection.cursor() as cursor:
@@ -285,6 +319,7 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
             claiming = [ask for ask in asks if ask.buyer_id in active]
             params = {
                 "drop": drop.pk,
+                "variant": variant.pk,
                 "index": first,
                 "buyers": [ask.buyer_id for ask in claiming],
                 "qs": [ask.quantity for ask in claiming],
@@ -303,7 +338,11 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
                 over = {row[0] for row in cursor.fetchall()}
             wanting = [(inserted[i][0], asks[i].quantity) for i in inserted if inserted[i][0] not in over]
             # The stock rows are touched last: their lock is held only until this commit.
-            batch = stock.claim_batch(cursor, drop=drop, holds=wanting, first=first) if wanting else None
+            batch = (
+                stock.claim_batch(cursor, drop=drop, variant=variant, holds=wanting, first=first)
+                if wanting
+                else None
+            )
             granted = batch.granted if batch is not None else {}
             if discard := [hold for hold in holds if hold not in granted]:
                 cursor.execute(sql.DISCARD_HOLDS, {"drop": drop.pk, "holds": discard})
@@ -316,7 +355,6 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
             answers[i] = refusal
         _observe(drop, answers, started)
         return answers
-    left = batch.left if batch is not None and batch.left is not None else 0
     for i, (hold, created_at, expires_at) in inserted.items():
         ask = asks[i]
         if hold in over:
@@ -326,14 +364,10 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
         elif (claim := granted.get(hold)) is not None:
             made = _made(drop, ask, hold, claim.bucket_index, (created_at, expires_at))
             answers[i] = Reservation(made, created=True, units=claim.labels)
-        elif batch is not None and left < ask.quantity:
+        elif batch is not None and (short := batch.refusal(variant, ask.quantity)) is not None:
             # Free units this claim would fit in (spread over buckets, or left after a larger
             # claim ahead of it was refused) are the single path's to take.
-            answers[i] = (
-                SoldOut(f"Only {left} left; ask for fewer.", remaining=left)
-                if left
-                else SoldOut("Sold out. Units come back if a buyer does not pay in time.")
-            )
+            answers[i] = short
     sold_out = any(isinstance(answer, SoldOut) for answer in answers)
     if sold_out and not drop.waiting_room and reclaim_expired(drop_id=drop.pk):  # (a room's go to its line)
         answers = [None if isinstance(answer, SoldOut) else answer for answer in answers]

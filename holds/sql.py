@@ -23,9 +23,9 @@ from shop.sql import AUDIENCE, LIVE
 # to commit or roll back.
 INSERT_HOLD = f"""
 INSERT INTO holds_hold
-       (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
+       (drop_id, variant_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
         created_at, expires_at, extended)
-SELECT d.id, u.id, %(q)s, %(index)s, 'held', %(key)s, %(digest)s,
+SELECT d.id, %(variant)s, u.id, %(q)s, %(index)s, 'held', %(key)s, %(digest)s,
        now(), now() + make_interval(secs => d.hold_seconds), false
   FROM shop_drop d JOIN auth_user u ON u.id = %(buyer)s AND u.is_active AND {AUDIENCE}
  WHERE d.id = %(drop)s
@@ -39,9 +39,9 @@ RETURNING id, created_at, expires_at
 # which looks it up.
 INSERT_HOLDS = """
 INSERT INTO holds_hold
-       (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
+       (drop_id, variant_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
         created_at, expires_at, extended)
-SELECT d.id, c.buyer, c.q, %(index)s, 'held', c.key, c.digest,
+SELECT d.id, %(variant)s, c.buyer, c.q, %(index)s, 'held', c.key, c.digest,
        now(), now() + make_interval(secs => d.hold_seconds), false
   FROM unnest(%(buyers)s::bigint[], %(qs)s::int[], %(keys)s::text[], %(digests)s::text[])
        WITH ORDINALITY AS c(buyer, q, key, digest, ord)
@@ -94,6 +94,13 @@ SELECT COALESCE(sum(quantity), 0) FROM holds_hold
 """
 
 SET_BUCKET = "UPDATE holds_hold SET bucket_index = %(index)s WHERE drop_id = %(drop)s AND id = %(hold)s"
+
+# What an offer's holds got (the returned unit's bucket, NULL in units mode, and its variant).
+SET_OFFERED = """
+UPDATE holds_hold h SET bucket_index = v.index, variant_id = v.variant
+  FROM unnest(%(holds)s::bigint[], %(indexes)s::int[], %(variants)s::bigint[]) AS v(id, index, variant)
+ WHERE h.drop_id = %(drop)s AND h.id = v.id
+"""
 
 # SET_BUCKET for the holds of a batch that a probed bucket served (rows this transaction made).
 SET_BUCKETS = """
@@ -234,6 +241,22 @@ RETURNING = f"({stock.RETURNED} + CASE WHEN d.waiting_room THEN {EXPIRED_UNRECLA
 
 # Units a claim could get per drop (available plus expired, unreclaimed); read only.
 CLAIMABLE_BY_DROP = f"SELECT d.id, {CLAIMABLE} FROM shop_drop d WHERE d.id = ANY(%(drops)s)"
+
+# The same per variant, for the variants of a drop in position order: (variant, name, quantity,
+# available, held, sold, refunded). Read only; one statement, one snapshot.
+INVARIANT_BY_VARIANT = f"""
+SELECT v.id, v.name, v.quantity, {stock.VARIANT_OPEN} + {stock.variant_returned("v")},
+       COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.refunded, 0)
+  FROM shop_variant v
+  LEFT JOIN LATERAL (
+       SELECT sum(quantity) FILTER (WHERE state = 'held') AS held,
+              sum(quantity - refunded) FILTER (WHERE state = 'sold') AS sold,
+              sum(refunded - restocked) FILTER (WHERE state = 'sold') AS refunded
+         FROM holds_hold WHERE drop_id = v.drop_id AND variant_id = v.id
+  ) h ON true
+ WHERE v.drop_id = %(drop)s
+ ORDER BY v.position
+"""
 
 # available + held + sold + refunded = quantity, all terms from one statement, so one snapshot.
 # A refunded unit leaves `sold`; put back on sale it is available again, else it counts as

@@ -10,6 +10,9 @@ class StockBucket(models.Model):
     """One slice of a drop's stock; a drop's quantity is split over `bucket_count` of these."""
 
     drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="buckets")
+    # The variant whose stock this is: a variant's buckets are indexes position * bucket_count
+    # onward (inventory.services.bucket_range), so a hold's bucket_index names its variant too.
+    variant = models.ForeignKey("shop.Variant", on_delete=models.CASCADE, related_name="+", db_index=False)
     index = models.PositiveSmallIntegerField()
     available = models.IntegerField()
     # Units given back in a waiting-room drop: they go to the line's next tickets one by one
@@ -45,6 +48,7 @@ class Unit(models.Model):
     """One sellable unit (a seat, a numbered edition); `rank` orders "best available"."""
 
     drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="units")
+    variant = models.ForeignKey("shop.Variant", on_delete=models.CASCADE, related_name="+", db_index=False)
     label = models.CharField(max_length=40)
     rank = models.PositiveIntegerField()
     state = models.CharField(max_length=10, choices=UnitState.choices, default=UnitState.AVAILABLE)
@@ -68,7 +72,7 @@ class Unit(models.Model):
         indexes = [
             # Only claimable rows: SKIP LOCKED claims stay flat to the last unit.
             models.Index(
-                fields=["drop", "rank"],
+                fields=["drop", "variant", "rank"],
                 condition=Q(state=UnitState.AVAILABLE),
                 name="inventory_unit_claimable",
             ),

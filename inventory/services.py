@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,10 +26,11 @@ from core.errors import (
     Paused,
     SoldOut,
     UnitTaken,
+    VariantSoldOut,
 )
 from inventory import sql
 from inventory.models import StockBucket, Unit
-from shop.models import InventoryMode
+from shop.models import InventoryMode, Variant
 
 MAX_LABEL_LENGTH = 40
 
@@ -40,6 +42,22 @@ class Stocked(Protocol):
     quantity: int
     inventory_mode: str
     bucket_count: int
+
+
+class Sort(Protocol):
+    """What inventory needs to know of a variant (shop.models.Variant is one)."""
+
+    pk: int
+    name: str
+    position: int
+    quantity: int
+
+
+def bucket_range(drop: Stocked, variant: Sort) -> range:
+    """The bucket indexes of a variant: `bucket_count` of them from position * bucket_count, so
+    a hold's bucket_index (what GIVE_BACK and RESTOCK credit) is always one of its variant's."""
+    first = variant.position * drop.bucket_count
+    return range(first, first + drop.bucket_count)
 
 
 def split_evenly(total: int, parts: int) -> list[int]:
@@ -55,25 +73,38 @@ def _check_labels(labels: list[str]) -> None:
         raise InvalidInput(f"Each unit label needs 1 to {MAX_LABEL_LENGTH} characters.")
 
 
-def configure_stock(*, drop: Stocked, unit_labels: list[str] | None = None) -> None:
-    """Create the stock rows of a new drop; runs inside the caller's transaction."""
+def configure_stock(*, drop: Stocked, variants: Sequence[Sort], unit_labels: list[str] | None = None) -> None:
+    """Create the stock rows of a new drop, each variant's apart; runs inside the caller's
+    transaction. Unit labels are given for a drop of one variant; several are numbered per
+    variant ("M-1", "M-2", ...)."""
     assert connection.in_atomic_block, "configure_stock must run inside the drop's transaction"
     if drop.inventory_mode == InventoryMode.BUCKETS:
         if unit_labels:
             raise InvalidInput("Unit labels only apply to a drop in units mode.")
+        short = [v.name for v in variants if v.quantity < drop.bucket_count]
+        if short:
+            raise InvalidInput(f"Each variant needs at least {drop.bucket_count} units, one per bucket.")
         StockBucket.objects.bulk_create(
-            StockBucket(drop_id=drop.pk, index=i, available=n)
-            for i, n in enumerate(split_evenly(drop.quantity, drop.bucket_count))
+            StockBucket(drop_id=drop.pk, variant_id=variant.pk, index=i, available=n)
+            for variant in variants
+            for i, n in zip(
+                bucket_range(drop, variant), split_evenly(variant.quantity, drop.bucket_count), strict=True
+            )
         )
         return
-    labels = unit_labels or [str(n) for n in range(1, drop.quantity + 1)]
-    if len(labels) != drop.quantity:
-        raise InvalidInput(f"{len(labels)} unit labels given for a quantity of {drop.quantity}.")
-    _check_labels(labels)
-    Unit.objects.bulk_create(
-        (Unit(drop_id=drop.pk, label=label, rank=rank) for rank, label in enumerate(labels)),
-        batch_size=5000,
-    )
+    if unit_labels and len(variants) > 1:
+        raise InvalidInput("Unit labels can be given for a drop of one variant; several are numbered.")
+    rows: list[Unit] = []
+    for variant in variants:
+        names = [f"{variant.name}-{n}" if variant.name else str(n) for n in range(1, variant.quantity + 1)]
+        labels = unit_labels or names
+        if len(labels) != variant.quantity:
+            raise InvalidInput(f"{len(labels)} unit labels given for a quantity of {variant.quantity}.")
+        rows += [Unit(drop_id=drop.pk, variant_id=variant.pk, label=label, rank=0) for label in labels]
+    _check_labels([unit.label for unit in rows])
+    for rank, unit in enumerate(rows):
+        unit.rank = rank
+    Unit.objects.bulk_create(rows, batch_size=5000)
 
 
 # Claims -----------------------------------------------------------------------------------
@@ -85,11 +116,14 @@ PROBES = 3
 class Claim:
     bucket_index: int | None
     labels: tuple[str, ...] = ()
+    variant_id: int | None = None  # set where the claim chose it (a returned unit's)
 
 
-def _refusal(cursor: CursorWrapper, *, drop_id: int, quantity: int) -> FloodgateError:
+def _refusal(cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int) -> FloodgateError:
     """Why a claim found nothing: the sale window, else really no stock, else a busy tail."""
-    available, state = sql.single(cursor, sql.STOCK_AND_WINDOW, {"drop": drop_id})
+    available, in_drop, others, state = sql.single(
+        cursor, sql.STOCK_AND_WINDOW, {"drop": drop_id, "variant": variant.pk}
+    )
     if state == "paused":
         return Paused("This sale is paused. It resumes shortly; your place is kept.")
     if state == "scheduled":
@@ -97,17 +131,30 @@ def _refusal(cursor: CursorWrapper, *, drop_id: int, quantity: int) -> Floodgate
     if state == "ended":
         return Ended("This drop has ended.")
     if available < quantity:
-        if available == 0:
-            return SoldOut("Sold out. Units come back if a buyer does not pay in time.")
-        return SoldOut(f"Only {available} left; ask for fewer.", remaining=available)
+        return shortage(variant, quantity=quantity, left=int(available), in_drop=int(in_drop), others=others)
     return Busy("Units are being claimed right now; try again in a second.")
+
+
+def shortage(variant: Sort, *, quantity: int, left: int, in_drop: int, others: list[str]) -> SoldOut:
+    """The sold-out answer for a claim of `quantity` when its variant has `left` open units and the
+    drop `in_drop` (`others`: the variants that still have some). "Sold out" is for the whole drop;
+    a variant gone while others are left is VariantSoldOut, naming them."""
+    if left and left < quantity:
+        return SoldOut(f"Only {left} left; ask for fewer.", remaining=left)
+    if in_drop == 0 or not others:
+        return SoldOut("Sold out. Units come back if a buyer does not pay in time.")
+    return VariantSoldOut(
+        f"{variant.name} is sold out; still on sale: {', '.join(others)}.", variant=variant.name, left=others
+    )
 
 
 class StockScattered(Busy):
     """Enough units in total, but no free bucket can serve this quantity right now."""
 
 
-def take_from_buckets(cursor: CursorWrapper, *, drop_id: int, quantity: int, first: int) -> Claim:
+def take_from_buckets(
+    cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int, first: int
+) -> Claim:
     """Claim `quantity` units from the drop's buckets: the first pick, then a few probes.
 
     Only the first pick may wait for a row lock; the probes skip locked rows, so this
@@ -115,7 +162,7 @@ def take_from_buckets(cursor: CursorWrapper, *, drop_id: int, quantity: int, fir
     really has too little left, and StockScattered when the rest is spread too thin
     or mid-claim (the caller collapses the buckets outside this transaction).
     """
-    params = {"drop": drop_id, "q": quantity, "index": first}
+    params = {"drop": drop_id, "variant": variant.pk, "q": quantity, "index": first}
     row = sql.one(cursor, sql.TAKE_FROM_BUCKET, params)
     for _ in range(PROBES):
         if row is not None:
@@ -123,64 +170,67 @@ def take_from_buckets(cursor: CursorWrapper, *, drop_id: int, quantity: int, fir
         row = sql.one(cursor, sql.TAKE_FROM_ANY_BUCKET, params)
     if row is not None:
         return Claim(bucket_index=row[0])
-    refusal = _refusal(cursor, drop_id=drop_id, quantity=quantity)
+    refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=quantity)
     if isinstance(refusal, Busy):
         raise StockScattered(refusal.detail)
     raise refusal
 
 
-def collapse_buckets(*, drop_id: int, quantity: int) -> int:
-    """Gather a drop's remaining units into its first bucket (the tail of a sale); returns
+def collapse_buckets(*, drop_id: int, variant_id: int, quantity: int) -> int:
+    """Gather a variant's remaining units into its first bucket (the tail of a sale); returns
     the index of a bucket that can now serve `quantity` if any can, the first one otherwise.
 
-    Collapsers of a drop queue on an advisory lock; each one that finds a bucket already
+    Collapsers of a variant queue on an advisory lock; each one that finds a bucket already
     able to serve its quantity (the previous collapser's work) skips the collapse.
     """
+    ids = {"drop": drop_id, "variant": variant_id}
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        locks.lock(cursor, locks.Namespace.COLLAPSE, drop_id)
-        fullest = sql.one(cursor, sql.FULLEST_BUCKET, {"drop": drop_id})
+        locks.lock(cursor, locks.Namespace.COLLAPSE, variant_id)
+        fullest = sql.one(cursor, sql.FULLEST_BUCKET, ids)
         if fullest is None:
             return 0
         index, available = fullest
         if available >= quantity:
             return int(index)
-        levels = sql.all_rows(cursor, sql.COLLAPSE_BUCKETS, {"drop": drop_id})
+        levels = sql.all_rows(cursor, sql.COLLAPSE_BUCKETS, ids)
     return int(max(levels, key=lambda row: row[1])[0])
 
 
-def take_units(cursor: CursorWrapper, *, drop_id: int, quantity: int, hold_id: int) -> Claim:
+def take_units(cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int, hold_id: int) -> Claim:
     """Claim the best `quantity` free units, skipping rows other claimers have locked.
 
     Units locked by other claimers are theirs in a moment, so short means sold out (they
     come back if those claims fail); never waits, so claims cannot form lock cycles.
     """
-    params = {"drop": drop_id, "q": quantity, "hold": hold_id}
+    params = {"drop": drop_id, "variant": variant.pk, "q": quantity, "hold": hold_id}
     labels = [r[0] for r in sql.all_rows(cursor, sql.CLAIM_BEST_UNITS, params)]
     if len(labels) < quantity:
-        refusal = _refusal(cursor, drop_id=drop_id, quantity=quantity)
+        refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=quantity)
         if isinstance(refusal, Busy):
             raise SoldOut("Sold out right now: the last units are being claimed. They come back if unpaid.")
         raise refusal
     return Claim(bucket_index=None, labels=tuple(labels))
 
 
-def take_named_unit(cursor: CursorWrapper, *, drop_id: int, label: str, hold_id: int) -> Claim:
-    """Claim one chosen unit; taken (or being taken) is an immediate UnitTaken."""
-    row = sql.one(cursor, sql.CLAIM_NAMED_UNIT, {"drop": drop_id, "label": label, "hold": hold_id})
+def take_named_unit(cursor: CursorWrapper, *, drop_id: int, variant: Sort, label: str, hold_id: int) -> Claim:
+    """Claim one chosen unit of the variant; taken (or being taken) is an immediate UnitTaken."""
+    params = {"drop": drop_id, "variant": variant.pk, "label": label, "hold": hold_id}
+    row = sql.one(cursor, sql.CLAIM_NAMED_UNIT, params)
     if row is not None:
         return Claim(bucket_index=None, labels=(row[0],))
-    refusal = _refusal(cursor, drop_id=drop_id, quantity=1)
+    refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=1)
     if isinstance(refusal, Paused | NotStarted | Ended):
         raise refusal
-    if sql.one(cursor, sql.UNIT_LABEL_EXISTS, {"drop": drop_id, "label": label}) is None:
-        raise InvalidInput(f"This drop has no unit {label!r}.")
+    if sql.one(cursor, sql.UNIT_LABEL_EXISTS, params) is None:
+        where = f" in {variant.name}" if variant.name else ""
+        raise InvalidInput(f"This drop has no unit {label!r}{where}.")
     raise UnitTaken(f"{label} is taken. Pick another, or let us choose the best available.")
 
 
-def first_pick(drop: Stocked) -> int | None:
-    """Where a claim starts: a random bucket (spreads the crowd), None for unit rows."""
+def first_pick(drop: Stocked, variant: Sort) -> int | None:
+    """Where a claim starts: a random bucket of the variant (spreads the crowd), None for unit rows."""
     if drop.inventory_mode == InventoryMode.BUCKETS:
-        return random.randrange(drop.bucket_count)
+        return random.choice(bucket_range(drop, variant))
     return None
 
 
@@ -191,7 +241,14 @@ def check_choice(drop: Stocked, *, unit: str | None, quantity: int) -> None:
 
 
 def claim(
-    cursor: CursorWrapper, *, drop: Stocked, quantity: int, hold_id: int, first: int | None, unit: str | None
+    cursor: CursorWrapper,
+    *,
+    drop: Stocked,
+    variant: Sort,
+    quantity: int,
+    hold_id: int,
+    first: int | None,
+    unit: str | None,
 ) -> Claim:
     """Take `quantity` units for a hold inside the caller's transaction, in the drop's mode.
 
@@ -200,20 +257,31 @@ def claim(
     caller to `collapse_buckets` outside its transaction and claim once more.
     """
     if drop.inventory_mode == InventoryMode.BUCKETS:
-        return take_from_buckets(cursor, drop_id=drop.pk, quantity=quantity, first=first or 0)
+        start = bucket_range(drop, variant).start if first is None else first
+        return take_from_buckets(cursor, drop_id=drop.pk, variant=variant, quantity=quantity, first=start)
     if unit is not None:
-        return take_named_unit(cursor, drop_id=drop.pk, label=unit, hold_id=hold_id)
-    return take_units(cursor, drop_id=drop.pk, quantity=quantity, hold_id=hold_id)
+        return take_named_unit(cursor, drop_id=drop.pk, variant=variant, label=unit, hold_id=hold_id)
+    return take_units(cursor, drop_id=drop.pk, variant=variant, quantity=quantity, hold_id=hold_id)
 
 
 @dataclass(frozen=True)
 class BatchClaim:
     granted: dict[int, Claim]  # by hold id
-    left: int | None  # the drop's free units after the batch, when a claim was not granted
+    left: int | None  # the variant's free units after the batch, when a claim was not granted
+    in_drop: int = 0  # and the drop's
+    others: tuple[str, ...] = ()  # and the variants that still have some
+
+    def refusal(self, variant: Sort, quantity: int) -> SoldOut | None:
+        """The answer for an ungranted claim of `quantity`: sold out (or only so many left) when
+        the free units cannot serve it; None when they could (the single path's to take)."""
+        left = self.left or 0
+        if left >= quantity:
+            return None
+        return shortage(variant, quantity=quantity, left=left, in_drop=self.in_drop, others=list(self.others))
 
 
 def claim_batch(
-    cursor: CursorWrapper, *, drop: Stocked, holds: list[tuple[int, int]], first: int | None
+    cursor: CursorWrapper, *, drop: Stocked, variant: Sort, holds: list[tuple[int, int]], first: int | None
 ) -> BatchClaim:
     """Take units for many holds (hold id, quantity), in their order.
 
@@ -225,11 +293,12 @@ def claim_batch(
     quantity = dict(holds)
     granted: dict[int, Claim] = {}
     if drop.inventory_mode == InventoryMode.BUCKETS:
-        params = {"drop": drop.pk, "index": first or 0}
+        start = bucket_range(drop, variant).start if first is None else first
+        params = {"drop": drop.pk, "variant": variant.pk, "index": start}
         row = sql.one(cursor, sql.TAKE_BATCH_FROM_BUCKET, {**params, **_asks(holds)})
         if row is None:
-            raise _refusal(cursor, drop_id=drop.pk, quantity=1)
-        granted |= {hold: Claim(bucket_index=first or 0) for hold in row[0]}
+            raise _refusal(cursor, drop_id=drop.pk, variant=variant, quantity=1)
+        granted |= {hold: Claim(bucket_index=start) for hold in row[0]}
         for _ in range(drop.bucket_count - 1):  # never waits: each skips locked buckets
             rest = [(hold, quantity[hold]) for hold, _ in holds if hold not in granted]
             if not rest:
@@ -239,14 +308,17 @@ def claim_batch(
                 break
             granted |= {hold: Claim(bucket_index=row[2]) for hold in row[0]}
     else:
-        _seen, labels = sql.single(cursor, sql.CLAIM_BATCH_UNITS, {"drop": drop.pk, **_asks(holds)})
+        _seen, labels = sql.single(
+            cursor, sql.CLAIM_BATCH_UNITS, {"drop": drop.pk, "variant": variant.pk, **_asks(holds)}
+        )
         granted = {int(hold): Claim(bucket_index=None, labels=tuple(got)) for hold, got in labels.items()}
     if len(granted) == len(holds):
         return BatchClaim(granted, None)
-    available, state = sql.single(cursor, sql.STOCK_AND_WINDOW, {"drop": drop.pk})
+    ids = {"drop": drop.pk, "variant": variant.pk}
+    available, in_drop, others, state = sql.single(cursor, sql.STOCK_AND_WINDOW, ids)
     if state != "live":
-        raise _refusal(cursor, drop_id=drop.pk, quantity=1)
-    return BatchClaim(granted, int(available))
+        raise _refusal(cursor, drop_id=drop.pk, variant=variant, quantity=1)
+    return BatchClaim(granted, int(available), int(in_drop), tuple(others))
 
 
 def _asks(holds: list[tuple[int, int]]) -> dict[str, list[int]]:
@@ -269,10 +341,10 @@ def take_returned(cursor: CursorWrapper, *, drop: Stocked, holds: list[int]) -> 
         waiting = iter(holds)
         granted: dict[int, Claim] = {}
         taken: dict[int, int] = {}
-        for index, returned in sql.all_rows(cursor, sql.LOCK_RETURNED_BUCKETS, params):
+        for index, returned, variant_id in sql.all_rows(cursor, sql.LOCK_RETURNED_BUCKETS, params):
             # range first: zip then stops before it takes a hold it cannot serve
             for _, hold in zip(range(returned), waiting, strict=False):
-                granted[hold] = Claim(bucket_index=index)
+                granted[hold] = Claim(bucket_index=index, variant_id=variant_id)
                 taken[index] = taken.get(index, 0) + 1
         counts = {"indexes": list(taken), "ns": list(taken.values())}
         done = sql.all_rows(cursor, sql.TAKE_RETURNED, {**params, **counts})
@@ -280,7 +352,10 @@ def take_returned(cursor: CursorWrapper, *, drop: Stocked, holds: list[int]) -> 
             raise RuntimeError(f"drop {drop.pk}: returned units moved under a lock")
         return granted
     rows = sql.all_rows(cursor, sql.TAKE_RETURNED_UNITS, params)
-    return {hold: Claim(bucket_index=None, labels=(label,)) for hold, label in rows}
+    return {
+        hold: Claim(bucket_index=None, labels=(label,), variant_id=variant_id)
+        for hold, label, variant_id in rows
+    }
 
 
 def open_returned(cursor: CursorWrapper, *, drop_id: int) -> int:
@@ -288,31 +363,45 @@ def open_returned(cursor: CursorWrapper, *, drop_id: int) -> int:
     return int(sql.single(cursor, sql.OPEN_RETURNED, {"drop": drop_id})[0])
 
 
-def change_quantity(*, drop: Stocked, quantity: int, new_labels: list[str] | None = None) -> int:
-    """Set a drop's quantity, moving its stock rows by the same amount in one transaction.
+def change_quantity(
+    *, drop: Stocked, quantity: int, new_labels: list[str] | None = None, variant: Sort | None = None
+) -> int:
+    """Set a variant's quantity (None: the drop's only one), moving its stock rows and the drop's
+    quantity by the same amount in one transaction.
 
     Never below what is held plus sold: only free units can be taken away. Units mode
-    takes new labels (or numbers them on from the last). Returns the new quantity.
+    takes new labels (or numbers them on from the last). Returns the drop's new quantity.
     """
+    if variant is None:
+        only = list(Variant.objects.filter(drop_id=drop.pk)[:2])
+        if len(only) != 1:
+            raise InvalidInput("This drop has several variants: change the quantity of one of them.")
+        variant = only[0]
     if quantity < 1:
         raise InvalidInput("Quantity must be at least 1.")
     if drop.inventory_mode == InventoryMode.BUCKETS and quantity < drop.bucket_count:
         raise InvalidInput(f"Use at least {drop.bucket_count} units, one per bucket.")
     try:
         with transaction.atomic(durable=True), connection.cursor() as cursor:
-            (current,) = sql.single(cursor, sql.LOCK_DROP_QUANTITY, {"drop": drop.pk})
+            sql.single(cursor, sql.LOCK_DROP_QUANTITY, {"drop": drop.pk})
+            (current,) = sql.single(cursor, sql.VARIANT_QUANTITY, {"drop": drop.pk, "variant": variant.pk})
             delta = quantity - current
             new_quantity = (
-                _move_stock(cursor, drop=drop, delta=delta, new_labels=new_labels) if delta else current
+                _move_stock(cursor, drop=drop, variant=variant, delta=delta, new_labels=new_labels)
+                if delta
+                else drop.quantity
             )
     except IntegrityError:
         raise InvalidInput("A new unit label is already used in this drop.") from None
     drop.quantity = new_quantity
+    variant.quantity = quantity
     return new_quantity
 
 
-def _move_stock(cursor: CursorWrapper, *, drop: Stocked, delta: int, new_labels: list[str] | None) -> int:
-    ids = {"drop": drop.pk, "delta": delta}
+def _move_stock(
+    cursor: CursorWrapper, *, drop: Stocked, variant: Sort, delta: int, new_labels: list[str] | None
+) -> int:
+    ids = {"drop": drop.pk, "variant": variant.pk, "delta": delta}
     short = InvalidInput(
         f"Cannot remove {-delta} units: only units nobody holds or bought can be taken away."
     )
@@ -320,16 +409,18 @@ def _move_stock(cursor: CursorWrapper, *, drop: Stocked, delta: int, new_labels:
         if not sql.all_rows(cursor, sql.RESIZE_BUCKETS, ids):
             raise short
     elif delta < 0:
-        if len(sql.all_rows(cursor, sql.REMOVE_FREE_UNITS, {"drop": drop.pk, "n": -delta})) < -delta:
+        if len(sql.all_rows(cursor, sql.REMOVE_FREE_UNITS, {**ids, "n": -delta})) < -delta:
             raise short
     else:
         first = sql.single(cursor, sql.NEXT_UNIT_RANK, ids)[0]
-        labels = new_labels or [str(first + n + 1) for n in range(delta)]
+        prefix = f"{variant.name}-" if variant.name else ""
+        labels = new_labels or [f"{prefix}{first + n + 1}" for n in range(delta)]
         if len(labels) != delta:
             raise InvalidInput(f"{len(labels)} new labels given for {delta} new units.")
         _check_labels(labels)
         Unit.objects.bulk_create(
-            Unit(drop_id=drop.pk, label=label, rank=first + n) for n, label in enumerate(labels)
+            Unit(drop_id=drop.pk, variant_id=variant.pk, label=label, rank=first + n)
+            for n, label in enumerate(labels)
         )
     return int(sql.single(cursor, sql.MOVE_QUANTITY, ids)[0])
 
@@ -346,7 +437,7 @@ def relayout_stock(*, drop: Stocked, inventory_mode: str, bucket_count: int) -> 
         drop.inventory_mode, drop.bucket_count = inventory_mode, bucket_count
         StockBucket.objects.filter(drop_id=drop.pk).delete()
         Unit.objects.filter(drop_id=drop.pk).delete()
-        configure_stock(drop=drop)
+        configure_stock(drop=drop, variants=list(Variant.objects.filter(drop_id=drop.pk)))
 
 
 LABEL_RANGE = re.compile(r"^(?P<prefix>[^\d\s]*)(?P<first>\d+)\s*-\s*(?P=prefix)?(?P<last>\d+)$")

@@ -103,8 +103,8 @@ TAKE_FROM_BUCKET = f"""
 UPDATE inventory_stockbucket b
    SET available = b.available - %(q)s
   FROM shop_drop d
- WHERE b.drop_id = %(drop)s AND b.index = %(index)s AND b.available >= %(q)s
-   AND d.id = b.drop_id AND {LIVE}
+ WHERE b.drop_id = %(drop)s AND b.index = %(index)s AND b.variant_id = %(variant)s
+   AND b.available >= %(q)s AND d.id = b.drop_id AND {LIVE}
 RETURNING b.index
 """
 
@@ -117,22 +117,22 @@ UPDATE inventory_stockbucket b
    SET available = b.available - %(q)s
   FROM shop_drop d
  WHERE b.id = (SELECT id FROM inventory_stockbucket
-                WHERE drop_id = %(drop)s AND available >= %(q)s
+                WHERE drop_id = %(drop)s AND variant_id = %(variant)s AND available >= %(q)s
                 ORDER BY random() LIMIT 1
                   FOR UPDATE SKIP LOCKED)
    AND d.id = b.drop_id AND {LIVE}
 RETURNING b.index
 """
 
-# Move all of a drop's remaining stock into its first bucket, so no unit is stranded
-# in a bucket too small for any buyer's quantity. Locks every bucket of the drop, in
+# Move all of a variant's remaining stock into its first bucket, so no unit is stranded
+# in a bucket too small for any buyer's quantity. Locks every bucket of the variant, in
 # index order (the same order as every multi-bucket lock); run in a transaction of its
 # own that holds no other lock. Returns each bucket's new level.
 # Protects: the sum of available is unchanged (no unit made or lost).
 COLLAPSE_BUCKETS = """
 WITH locked AS (
     SELECT id, index, available FROM inventory_stockbucket
-     WHERE drop_id = %(drop)s ORDER BY index FOR UPDATE
+     WHERE drop_id = %(drop)s AND variant_id = %(variant)s ORDER BY index FOR UPDATE
 ), total AS (
     SELECT min(index) AS first, sum(available) AS units FROM locked
 )
@@ -143,30 +143,31 @@ UPDATE inventory_stockbucket b
 RETURNING b.index, b.available
 """
 
-# Change a drop's stock by `delta` units and spread what is left evenly over its
+# Change a variant's stock by `delta` units and spread what is left evenly over its
 # buckets again. Locks every bucket in index order (own transaction). 0 rows: the
 # change would take away units that are held or sold. Protects: available >= 0 and
 # quantity = available + held + sold (the caller moves quantity by the same delta).
 RESIZE_BUCKETS = """
 WITH locked AS (
     SELECT id, index, available FROM inventory_stockbucket
-     WHERE drop_id = %(drop)s ORDER BY index FOR UPDATE
+     WHERE drop_id = %(drop)s AND variant_id = %(variant)s ORDER BY index FOR UPDATE
 ), total AS (
-    SELECT sum(available) + %(delta)s AS units, count(*) AS n FROM locked
+    SELECT sum(available) + %(delta)s AS units, min(index) AS first, count(*) AS n FROM locked
 )
 UPDATE inventory_stockbucket b
-   SET available = total.units / total.n + CASE WHEN locked.index < total.units %% total.n THEN 1 ELSE 0 END
+   SET available = total.units / total.n
+                 + CASE WHEN locked.index - total.first < total.units %% total.n THEN 1 ELSE 0 END
   FROM locked, total
  WHERE b.id = locked.id AND total.units >= 0
 RETURNING b.index
 """
 
-# Remove `n` available units (the last in rank order) that no claimer holds right now.
+# Remove `n` available units of a variant (the last in rank order) that no claimer holds right now.
 # Rows returned: the labels removed; fewer than n means not enough free units.
 REMOVE_FREE_UNITS = """
 DELETE FROM inventory_unit u
  WHERE u.id IN (SELECT id FROM inventory_unit
-                 WHERE drop_id = %(drop)s AND state = 'available'
+                 WHERE drop_id = %(drop)s AND variant_id = %(variant)s AND state = 'available'
                  ORDER BY rank DESC LIMIT %(n)s
                    FOR UPDATE SKIP LOCKED)
 RETURNING u.label
@@ -179,10 +180,10 @@ NEXT_UNIT_RANK = "SELECT COALESCE(max(rank) + 1, 0) FROM inventory_unit WHERE dr
 # holds a bucket; FOR UPDATE would wait for it while RESIZE waits for that bucket.
 LOCK_DROP_QUANTITY = "SELECT quantity FROM shop_drop WHERE id = %(drop)s FOR NO KEY UPDATE"
 
-# The fullest bucket now (a fresh snapshot, after the collapse lock): no collapse is
+# The variant's fullest bucket now (a fresh snapshot, after the collapse lock): no collapse is
 # needed when it can already serve the request. (index, available).
 FULLEST_BUCKET = """
-SELECT index, available FROM inventory_stockbucket WHERE drop_id = %(drop)s
+SELECT index, available FROM inventory_stockbucket WHERE drop_id = %(drop)s AND variant_id = %(variant)s
  ORDER BY available DESC, index LIMIT 1
 """
 
@@ -198,13 +199,50 @@ SET_LAYOUT = """
 UPDATE shop_drop SET inventory_mode = %(mode)s, bucket_count = %(buckets)s WHERE id = %(drop)s
 """
 
-MOVE_QUANTITY = "UPDATE shop_drop SET quantity = quantity + %(delta)s WHERE id = %(drop)s RETURNING quantity"
-
-# Units open to a claim and the drop's state (STATE), in one snapshot; read only.
-STOCK_AND_WINDOW = f"""
-SELECT {OPEN}, {STATE}
-  FROM shop_drop d WHERE d.id = %(drop)s
+MOVE_QUANTITY = """
+WITH variant AS (
+    UPDATE shop_variant SET quantity = quantity + %(delta)s WHERE id = %(variant)s AND drop_id = %(drop)s
+)
+UPDATE shop_drop SET quantity = quantity + %(delta)s WHERE id = %(drop)s RETURNING quantity
 """
+
+
+def _variant_open(v: str) -> str:
+    """Units of variant `v` (an alias of shop_variant) open to a claim: OPEN for one variant."""
+    return f"""(COALESCE((SELECT sum(vb.available) FROM inventory_stockbucket vb
+                    WHERE vb.drop_id = {v}.drop_id AND vb.variant_id = {v}.id), 0)
+   + (SELECT count(*) FROM inventory_unit vu
+       WHERE vu.drop_id = {v}.drop_id AND vu.variant_id = {v}.id AND vu.state = 'available'))"""
+
+
+VARIANT_OPEN = _variant_open("v")
+
+
+def variant_returned(v: str) -> str:
+    """Units of variant `v` given back to a waiting room's line (RETURNED for one variant)."""
+    return f"""(COALESCE((SELECT sum(rb.returned) FROM inventory_stockbucket rb
+                    WHERE rb.drop_id = {v}.drop_id AND rb.variant_id = {v}.id), 0)
+   + (SELECT count(*) FROM inventory_unit ru
+       WHERE ru.drop_id = {v}.drop_id AND ru.variant_id = {v}.id AND ru.state = 'returned'))"""
+
+
+# Units open to a claim in the variant and in the whole drop, the names of the drop's variants
+# that have some (in position order), and the drop's state (STATE), in one snapshot; read only.
+STOCK_AND_WINDOW = f"""
+SELECT {VARIANT_OPEN}, {OPEN},
+       ARRAY(SELECT ov.name FROM shop_variant ov
+              WHERE ov.drop_id = d.id AND {_variant_open("ov")} > 0 ORDER BY ov.position),
+       {STATE}
+  FROM shop_drop d JOIN shop_variant v ON v.drop_id = d.id AND v.id = %(variant)s
+ WHERE d.id = %(drop)s
+"""
+
+# Each variant's open units, in position order: (id, units); read only.
+OPEN_BY_VARIANT = f"""
+SELECT v.id, {VARIANT_OPEN} FROM shop_variant v WHERE v.drop_id = %(drop)s ORDER BY v.position
+"""
+
+VARIANT_QUANTITY = "SELECT quantity FROM shop_variant WHERE id = %(variant)s AND drop_id = %(drop)s"
 
 # Claim the q best available units of a live drop for a hold, skipping rows other
 # claimers have locked (they are about to take them). Locks the claimed unit rows.
@@ -213,7 +251,7 @@ SELECT {OPEN}, {STATE}
 CLAIM_BEST_UNITS = f"""
 WITH pick AS (
     SELECT u.id FROM inventory_unit u
-     WHERE u.drop_id = %(drop)s AND u.state = 'available'
+     WHERE u.drop_id = %(drop)s AND u.variant_id = %(variant)s AND u.state = 'available'
      ORDER BY u.rank LIMIT %(q)s
        FOR UPDATE SKIP LOCKED
 )
@@ -238,7 +276,7 @@ WITH want AS (
 ), level AS MATERIALIZED (
     SELECT b.id, b.available, b.index
       FROM inventory_stockbucket b JOIN shop_drop d ON d.id = b.drop_id
-     WHERE b.drop_id = %(drop)s AND {LIVE} AND {level}
+     WHERE b.drop_id = %(drop)s AND b.variant_id = %(variant)s AND {LIVE} AND {level}
 ), granted AS MATERIALIZED (
     SELECT want.hold, want.running FROM want, level WHERE want.running <= level.available
 ), taken AS (
@@ -277,7 +315,7 @@ WITH want AS (
       FROM unnest(%(holds)s::bigint[], %(qs)s::int[]) WITH ORDINALITY AS c(hold, q, ord)
 ), free AS MATERIALIZED (
     SELECT u.id, u.rank FROM inventory_unit u
-     WHERE u.drop_id = %(drop)s AND u.state = 'available'
+     WHERE u.drop_id = %(drop)s AND u.variant_id = %(variant)s AND u.state = 'available'
        AND EXISTS (SELECT 1 FROM shop_drop d WHERE d.id = %(drop)s AND {LIVE})
      ORDER BY u.rank LIMIT (SELECT max(running) FROM want)
        FOR UPDATE SKIP LOCKED
@@ -302,7 +340,8 @@ SELECT (SELECT count(*) FROM free),
 CLAIM_NAMED_UNIT = f"""
 WITH pick AS (
     SELECT u.id FROM inventory_unit u
-     WHERE u.drop_id = %(drop)s AND u.label = %(label)s AND u.state = 'available'
+     WHERE u.drop_id = %(drop)s AND u.label = %(label)s AND u.variant_id = %(variant)s
+       AND u.state = 'available'
        FOR UPDATE SKIP LOCKED
 )
 UPDATE inventory_unit u
@@ -312,7 +351,9 @@ UPDATE inventory_unit u
 RETURNING u.label
 """
 
-UNIT_LABEL_EXISTS = "SELECT 1 FROM inventory_unit WHERE drop_id = %(drop)s AND label = %(label)s"
+UNIT_LABEL_EXISTS = """
+SELECT 1 FROM inventory_unit WHERE drop_id = %(drop)s AND label = %(label)s AND variant_id = %(variant)s
+"""
 
 
 Params = Mapping[str, Any]  # a statement's named parameters
@@ -340,17 +381,25 @@ def all_rows(cursor: CursorWrapper, statement: str, params: Params) -> list[Row]
 
 AVAILABLE_BY_DROP = f"SELECT d.id, {AVAILABLE} FROM shop_drop d WHERE d.id = ANY(%(drops)s)"
 
+
+def variant_available(v: str) -> str:
+    """Units of variant `v` (an alias of shop_variant) still available: AVAILABLE for one variant."""
+    return f"({_variant_open(v)} + {variant_returned(v)})"
+
+
 # Bucket levels of a drop, in index order; read only (the dashboard draws them).
 BUCKET_LEVELS = "SELECT available FROM inventory_stockbucket WHERE drop_id = %(drop)s ORDER BY index"
 
 # Units a buyer asking for the full per-buyer limit cannot reach without a collapse: no
-# single bucket holds that many, but together they do. Read only; 0 when healthy.
+# single bucket of a variant holds that many, but together they do. Read only; 0 when healthy.
 STRANDED_UNITS = """
-SELECT CASE WHEN max(b.available) < d.per_buyer_limit AND sum(b.available) >= d.per_buyer_limit
-            THEN sum(b.available) ELSE 0 END
-  FROM inventory_stockbucket b JOIN shop_drop d ON d.id = b.drop_id
- WHERE b.drop_id = %(drop)s
- GROUP BY d.per_buyer_limit
+SELECT COALESCE(sum(stranded), 0) FROM (
+    SELECT CASE WHEN max(b.available) < d.per_buyer_limit AND sum(b.available) >= d.per_buyer_limit
+                THEN sum(b.available) ELSE 0 END AS stranded
+      FROM inventory_stockbucket b JOIN shop_drop d ON d.id = b.drop_id
+     WHERE b.drop_id = %(drop)s
+     GROUP BY b.variant_id, d.per_buyer_limit
+) per_variant
 """
 
 
@@ -358,9 +407,9 @@ SELECT CASE WHEN max(b.available) < d.per_buyer_limit AND sum(b.available) >= d.
 RETURNED_UNITS = f"SELECT {RETURNED} FROM shop_drop d WHERE d.id = %(drop)s"
 
 # A drop's buckets that have returned units, locked in index order (the offerer then takes
-# from them with TAKE_RETURNED). Rows: (index, returned).
+# from them with TAKE_RETURNED). Rows: (index, returned, variant).
 LOCK_RETURNED_BUCKETS = """
-SELECT index, returned FROM inventory_stockbucket
+SELECT index, returned, variant_id FROM inventory_stockbucket
  WHERE drop_id = %(drop)s AND returned > 0 ORDER BY index FOR UPDATE
 """
 
@@ -374,7 +423,7 @@ RETURNING b.index
 """
 
 # The same in units mode: the best returned units by rank, one to each hold in order.
-# Rows: (hold, label). Protects: a unit belongs to at most one hold.
+# Rows: (hold, label, variant). Protects: a unit belongs to at most one hold.
 TAKE_RETURNED_UNITS = """
 WITH pick AS MATERIALIZED (
     SELECT u.id, u.rank FROM inventory_unit u
@@ -387,7 +436,7 @@ WITH pick AS MATERIALIZED (
 UPDATE inventory_unit u SET state = 'held', hold_id = w.hold
   FROM numbered, unnest(%(holds)s::bigint[]) WITH ORDINALITY AS w(hold, ord)
  WHERE u.id = numbered.id AND numbered.k = w.ord
-RETURNING w.hold, u.label
+RETURNING w.hold, u.label, u.variant_id
 """
 
 # Open a drop's returned units to any claim (nobody is left in its line to offer them to, or

@@ -10,7 +10,7 @@ from checkout import refunds
 from checkout import selectors as orders
 from core.api import api, json_body
 from core.errors import Forbidden, InvalidInput
-from holds.counts import invariant
+from holds.counts import invariant, invariant_by_variant
 from ops import switch
 
 
@@ -32,7 +32,8 @@ PERMISSION_WORDS = {
 def drop_invariant(request: HttpRequest, slug: str) -> JsonResponse:
     _require(request, None)
     drop = selectors.drop_for_claim(slug=slug)  # staff see a rehearsal's copy too
-    return JsonResponse(invariant(drop_id=drop.pk).as_json())
+    variants = [v.as_json() for v in invariant_by_variant(drop_id=drop.pk)]
+    return JsonResponse({**invariant(drop_id=drop.pk).as_json(), "variants": variants})
 
 
 @api({"POST"}, login=True)

@@ -15,7 +15,7 @@ from admission import state
 from checkout.selectors import payments_needing_attention
 from core import metrics
 from holds import gate
-from holds.counts import invariant
+from holds.counts import invariant, invariant_by_variant
 from inventory.selectors import bucket_levels, stranded_units
 from ops import duties
 from ops.metrics import lock_waits
@@ -129,6 +129,7 @@ def drop_panel(
         **traffic(drop.pk),
         "stranded": stranded_units(drop_id=drop.pk),
         "buckets": bucket_levels(drop_id=drop.pk),
+        "variants": [v.as_json() for v in invariant_by_variant(drop_id=drop.pk)],
         "events": [
             {
                 "action": e.action,

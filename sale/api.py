@@ -23,6 +23,7 @@ def reserve(request: HttpRequest, slug: str) -> JsonResponse:
             idempotency_key=request.headers.get("Idempotency-Key"),
             unit=body.get("unit"),
             admission_token=request.headers.get("X-Admission-Token"),
+            variant=body.get("variant"),
         )
     )
     body = selectors.hold_json(result.hold, units=result.units, new=result.created)

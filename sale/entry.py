@@ -18,7 +18,7 @@ from admission import limits
 from admission import services as admission
 from admission import state as snapshots
 from catalogue import selectors as catalogue
-from core.errors import InvalidInput, SoldOut
+from core.errors import InvalidInput, SoldOut, VariantSoldOut
 from core.text import storable
 from holds import services
 from holds.gate import GateSoldOut
@@ -35,6 +35,7 @@ class ReserveRequest:
     idempotency_key: str | None
     unit: object = None
     admission_token: str | None = None
+    variant: object = None  # a variant's name; None: the drop's only one
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,11 @@ def steps(drop: Drop, request: ReserveRequest) -> Generator[Limit | Claim, None,
     check_open_and_admitted(drop, buyer_id=request.buyer_id, token=request.admission_token)
     yield Limit(ip=request.client_ip, buyer_id=request.buyer_id)
     unit = unit_of(request.unit)
+    variant = catalogue.variant_of(drop, request.variant)
     key = request.idempotency_key
-    ask = services.ask(drop=drop, buyer_id=request.buyer_id, quantity=request.quantity, idempotency_key=key)
+    ask = services.ask(
+        drop=drop, variant=variant, buyer_id=request.buyer_id, quantity=request.quantity, idempotency_key=key
+    )
     yield Claim(ask, unit)
 
 
@@ -75,6 +79,7 @@ def reserve(request: ReserveRequest) -> Reservation:
         try:
             return services.reserve(
                 drop=drop,
+                variant=step.ask.variant,
                 buyer_id=step.ask.buyer_id,
                 quantity=step.ask.quantity,
                 idempotency_key=step.ask.key,
@@ -89,9 +94,10 @@ def reserve(request: ReserveRequest) -> Reservation:
 
 def sold_out_for_all(answer: object) -> bool:
     """A refusal that means nothing is left for anyone, as the database said it: worth publishing.
-    Not "only 2 left" (someone asking for fewer may still get them), nor the Redis gate's count
-    (the tick publishes what the database says within a second)."""
-    if not isinstance(answer, SoldOut) or isinstance(answer, GateSoldOut):
+    Not "only 2 left" (someone asking for fewer may still get them), nor one variant gone while
+    others are left, nor the Redis gate's count (the tick publishes what the database says within
+    a second)."""
+    if not isinstance(answer, SoldOut) or isinstance(answer, GateSoldOut | VariantSoldOut):
         return False
     return not answer.extra.get("remaining")
 

@@ -188,6 +188,7 @@ class Lane:
             idempotency_key=header(scope, b"idempotency-key"),
             unit=body.get("unit"),
             admission_token=header(scope, b"x-admission-token"),
+            variant=body.get("variant"),
         )
         for step in entry.steps(drop, request):  # sale.entry's sequence: the limit awaited, claims batched
             if isinstance(step, entry.Limit):

@@ -75,9 +75,9 @@ def _offer(cursor: CursorWrapper, drop: Drop, queue: Queue, waiting: list[line.W
     granted = stock.take_returned(cursor, drop=drop, holds=holds) if holds else {}
     if len(granted) != len(holds):  # only this lock's holder takes returned units: cannot happen
         raise RuntimeError(f"drop {drop.pk}: {len(holds)} offers but {len(granted)} returned units")
-    if moved := {hold: c.bucket_index for hold, c in granted.items() if c.bucket_index is not None}:
-        indexes = list(moved.values())
-        cursor.execute(sql.SET_BUCKETS, {"drop": drop.pk, "holds": list(moved), "indexes": indexes})
+    claims = granted.values()
+    got = {"indexes": [c.bucket_index for c in claims], "variants": [c.variant_id for c in claims]}
+    cursor.execute(sql.SET_OFFERED, {"drop": drop.pk, "holds": list(granted), **got})
     # Every ticket read is decided: offered now, or holding a unit it claimed meanwhile.
     through = waiting[-1].number
     line.mark_offered(queue, through=through)

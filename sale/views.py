@@ -39,6 +39,7 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
                 idempotency_key=request.POST.get("idempotency_key"),
                 unit=unit,
                 admission_token=request.POST.get("admission_token"),
+                variant=request.POST.get("variant") or None,
             )
         )
     except NotFound as error:
@@ -75,7 +76,9 @@ def _hold_page(request: HttpRequest, found: Hold, form: AddressForm | None = Non
         "data": selectors.hold_json(found),
         "order": order,
         # Once payment started, the order's snapshot: what is charged even if the rate changed since.
-        "price": order.price if order is not None else pricing.line(product, found.quantity),
+        "price": order.price
+        if order is not None
+        else pricing.line(product, found.quantity, variant=found.variant),
         # An ended hold offers "reserve again" while the drop still has units on sale.
         "on_sale": state in {"released", "expired"} and catalogue.on_sale(found.drop),
     }

@@ -44,7 +44,7 @@ class Workers:
         self._pool: ThreadPoolExecutor | None = None
 
     async def reserve_batch(self, drop: Drop, asks: list[Ask]) -> list[services.Answer]:
-        """Claims that arrived together: one transaction, one conditional claim statement."""
+        """Claims of one variant that arrived together: one transaction, one conditional claim statement."""
         return await self._run(services.reserve_batch, drop=drop, asks=asks)
 
     async def reserve(self, drop: Drop, ask: Ask, unit: str | None) -> Reply | FloodgateError:
@@ -105,7 +105,12 @@ def _reserve(drop: Drop, ask: Ask, unit: str | None) -> Reply | FloodgateError:
     """The single claim and its answer's body (a repeated key's hold is read here, off the loop)."""
     try:
         result = services.reserve(
-            drop=drop, buyer_id=ask.buyer_id, quantity=ask.quantity, idempotency_key=ask.key, unit=unit
+            drop=drop,
+            variant=ask.variant,
+            buyer_id=ask.buyer_id,
+            quantity=ask.quantity,
+            idempotency_key=ask.key,
+            unit=unit,
         )
     except FloodgateError as error:
         return error

@@ -299,6 +299,49 @@ class Drop(models.Model):
         return self.state_at(timezone.now())
 
 
+VARIANT_NAME_MAX = 40
+MAX_VARIANTS = 50  # x MAX_BUCKETS bucket indexes still fit a smallint
+
+
+class Variant(models.Model):
+    """One of a drop's variants (a size, a colour, a tier) with its own stock. Every drop has at
+    least one; a drop made without any has one named "" (the product itself), and buyers pick
+    only where there are several. Its stock rows are inventory's, laid out by position."""
+
+    drop = models.ForeignKey(Drop, on_delete=models.CASCADE, related_name="variants", db_index=False)
+    name = models.CharField(
+        max_length=VARIANT_NAME_MAX, blank=True, help_text='As buyers see it: "M", "42", "VIP".'
+    )
+    position = models.PositiveSmallIntegerField(help_text="Order on the drop page, from 0.")
+    quantity = models.PositiveIntegerField(help_text="Units of this variant on sale.")
+    price_minor = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Its own price in minor units; empty: the product's price."
+    )
+
+    class Meta:
+        ordering = ["drop", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["drop", "name"], name="shop_variant_drop_name"),
+            models.UniqueConstraint(fields=["drop", "position"], name="shop_variant_drop_position"),
+            models.CheckConstraint(
+                condition=Q(quantity__gt=0),
+                name="shop_variant_quantity_positive",
+                violation_error_message="A variant needs at least 1 unit.",
+            ),
+            models.CheckConstraint(
+                condition=Q(position__lt=MAX_VARIANTS),
+                name="shop_variant_position_range",
+                violation_error_message=f"A drop has at most {MAX_VARIANTS} variants.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or "(one variant)"
+
+    def unit_price(self, product: Product) -> int:
+        return self.price_minor if self.price_minor is not None else product.price_minor
+
+
 class ApiToken(models.Model):
     """A bearer token for API buyers; only its SHA-256 is stored."""
 

@@ -15,7 +15,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.conf import settings
 from django.db import DatabaseError
 
-from shop.models import Product
+from shop.models import Product, Variant
 
 HUNDRED = Decimal(100)
 
@@ -37,15 +37,22 @@ def _half_up(amount: Decimal) -> int:
     return int(amount.quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
 
-def line(product: Product, quantity: int, *, prices_include_tax: bool | None = None) -> Price:
-    """`quantity` units of `product`. The tax is rounded once on the line's total, not per unit:
+def line(
+    product: Product,
+    quantity: int,
+    *,
+    variant: Variant | None = None,
+    prices_include_tax: bool | None = None,
+) -> Price:
+    """`quantity` units of `product` (at `variant`'s own price where it has one). The tax is
+    rounded once on the line's total, not per unit:
     3 x 9.99 at 19% is 5.69 of tax, not 3 x 1.90 = 5.70, so the line's figures add up exactly
     and a larger quantity never gathers rounding error. Amounts are already in the currency's
     minor unit (cents, yen, fils), so rounding to a whole minor unit is that currency's own
     precision: JPY rounds to a yen, BHD to a fils, EUR to a cent."""
     included = settings.PRICES_INCLUDE_TAX if prices_include_tax is None else prices_include_tax
     rate = Decimal(product.tax_rate)
-    shown = product.price_minor * quantity
+    shown = (variant.unit_price(product) if variant is not None else product.price_minor) * quantity
     if included:
         tax = _half_up(shown * rate / (HUNDRED + rate))
         return Price(net_minor=shown - tax, tax_minor=tax, rate=rate, currency=product.currency)

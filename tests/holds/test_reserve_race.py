@@ -35,7 +35,15 @@ def naive_reserve(drop_id: int, buyer_id: int) -> bool:
         cursor.execute(
             "UPDATE inventory_stockbucket SET available = %s WHERE drop_id = %s", [available - 1, drop_id]
         )
-        params = {"drop": drop_id, "buyer": buyer_id, "q": 1, "index": 0, "key": "naive", "digest": ""}
+        params = {
+            "drop": drop_id,
+            "variant": None,
+            "buyer": buyer_id,
+            "q": 1,
+            "index": 0,
+            "key": "naive",
+            "digest": "",
+        }
         cursor.execute(sql.INSERT_HOLD, params)
     return True
 

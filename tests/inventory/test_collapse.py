@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_collapse_moves_every_unit_into_the_first_bucket_and_returns_it() -> None:
     drop = make_drop(quantity=10, buckets=5)  # 2 units in each bucket: nobody can take 3
 
-    assert collapse_buckets(drop_id=drop.pk, quantity=3) == 0
+    assert collapse_buckets(drop_id=drop.pk, variant_id=drop.variants.get().pk, quantity=3) == 0
     assert bucket_levels(drop_id=drop.pk) == [10, 0, 0, 0, 0]
     assert invariant(drop_id=drop.pk).drift == 0
 
@@ -27,5 +27,5 @@ def test_a_bucket_that_can_already_serve_is_returned_without_a_collapse() -> Non
     StockBucket.objects.filter(drop=drop).update(available=0)
     StockBucket.objects.filter(drop=drop, index=3).update(available=10)
 
-    assert collapse_buckets(drop_id=drop.pk, quantity=4) == 3
+    assert collapse_buckets(drop_id=drop.pk, variant_id=drop.variants.get().pk, quantity=4) == 3
     assert bucket_levels(drop_id=drop.pk) == [0, 0, 0, 10, 0]  # untouched

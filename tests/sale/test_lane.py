@@ -491,6 +491,7 @@ def test_claims_queued_when_a_batch_learns_nothing_is_left_hear_it_without_anoth
     run(lambda: asyncio.gather(*(LANE.buyer_of(token) for token in tokens)))  # warm: no token waits
     before = LANE.stats["batches"]
     blocker = lock_stock(drop.pk)  # the first batch waits at the stock row; the rest queue
+    stock = drop.variants.get().pk  # the batcher queues per variant
 
     async def scenario() -> list[Reply]:
         first = asyncio.ensure_future(
@@ -505,7 +506,7 @@ def test_claims_queued_when_a_batch_learns_nothing_is_left_hear_it_without_anoth
             for t in tokens[1:]
         ]
         deadline = time.monotonic() + 30
-        while LANE.batcher.queued(drop.pk) < len(queued) and time.monotonic() < deadline:
+        while LANE.batcher.queued(stock) < len(queued) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)  # every one queued behind the batch held at the row
         await asyncio.to_thread(blocker.rollback)
         return [await first, *await asyncio.gather(*queued)]

@@ -19,7 +19,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--slug", required=True)
-        parser.add_argument("--quantity", type=int, required=True)
+        parser.add_argument(
+            "--quantity", type=int, default=None, help="units on sale (default: the variants' sum)"
+        )
+        parser.add_argument(
+            "--variant",
+            action="append",
+            default=[],
+            metavar="NAME:QUANTITY[:PRICE_MINOR]",
+            help="a variant with its own stock (and price), once per variant: --variant M:40 --variant L:60",
+        )
         parser.add_argument("--mode", choices=InventoryMode.values, default=InventoryMode.BUCKETS)
         parser.add_argument("--buckets", type=int, default=1)
         parser.add_argument("--hold-seconds", type=int, default=480)
@@ -72,10 +81,17 @@ class Command(BaseCommand):
         title = str(opts["title"])
         labels = str(opts["labels"]).split(",") if opts["labels"] else None
         try:
+            variants = [services.variant_from(str(text)) for text in opts["variant"]]
+            quantity = opts["quantity"]
+            if quantity is None:
+                if not variants:
+                    raise InvalidInput("Give --quantity, or the variants with --variant NAME:QUANTITY.")
+                quantity = sum(v.quantity for v in variants)
             tax_rate = services.tax_rate_from(str(opts["tax_rate"]))
             drop = services.create_drop(
                 slug=slug,
-                quantity=int(opts["quantity"]),
+                quantity=int(quantity),
+                variants=variants,
                 starts_at=starts_at,
                 ends_at=ends_at,
                 product_sku=str(opts["sku"] or slug.upper())[:64],
@@ -111,6 +127,10 @@ class Command(BaseCommand):
                     "admission_percent": drop.admission_percent,
                     "wave_seconds": drop.admission_wave_seconds,
                     "redis_gate": drop.redis_gate,
+                    "variants": [
+                        {"name": v.name, "quantity": v.quantity, "price_minor": v.price_minor}
+                        for v in drop.variants.all()
+                    ],
                 }
             )
         )
