@@ -66,7 +66,7 @@ SELECT u.id, {AUDIENCE}
 OVER_LIMIT = """
 SELECT h.id FROM holds_hold h JOIN shop_drop d ON d.id = h.drop_id
  WHERE h.drop_id = %(drop)s AND h.id = ANY(%(holds)s)
-   AND (SELECT sum(o.quantity) FROM holds_hold o
+   AND (SELECT sum(o.quantity - o.refunded) FROM holds_hold o
          WHERE o.drop_id = h.drop_id AND o.buyer_id = h.buyer_id AND o.state IN ('held', 'sold'))
        > d.per_buyer_limit
 """
@@ -86,10 +86,11 @@ SELECT id, expires_at <= now() FROM holds_hold
  WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND state = 'held'
 """
 
-# Units the buyer holds or bought in this drop, the new hold included. Runs after the
-# insert, which serialises a buyer's concurrent reserves on the one-active-hold index.
+# Units the buyer holds or bought in this drop, the new hold included (a refunded unit is no
+# longer bought). Runs after the insert, which serialises a buyer's concurrent reserves on the
+# one-active-hold index.
 BUYER_UNITS = """
-SELECT COALESCE(sum(quantity), 0) FROM holds_hold
+SELECT COALESCE(sum(quantity - refunded), 0) FROM holds_hold
  WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND state IN ('held', 'sold')
 """
 

@@ -12,7 +12,7 @@ from django.test import Client
 from checkout import refunds, services
 from checkout.models import Order, OrderState, Payment, PaymentState, Refund
 from checkout.providers.base import WebhookEvent as ProviderEvent
-from core.errors import IdempotencyKeyReused, InvalidInput, NotFound
+from core.errors import IdempotencyKeyReused, InvalidInput, LimitReached, NotFound
 from holds import services as holds
 from holds.counts import invariant
 from holds.models import Hold
@@ -335,3 +335,19 @@ def test_the_order_page_offers_the_cancel_until_the_money_is_taken_and_lists_ref
     refunded = other.get(f"/orders/{paid.pk}/").content.decode()
     assert 'id="cancel-order"' not in refunded and "refunded" in refunded and "€10.00" in refunded
     assert buyer.get("/orders/notanumber/cancel").status_code == 404
+
+
+def test_a_refunded_unit_no_longer_counts_against_the_buyers_limit() -> None:
+    # given a buyer who bought the most they may (2) and had one of them refunded
+    drop = make_drop(quantity=6, per_buyer_limit=2)
+    order = confirmed_order(drop, quantity=2)
+    accepted(refunds.request_refund(order_id=order.pk, quantity=1, restock=True, by=None).refund)
+
+    # when they reserve two more, then one
+    with pytest.raises(LimitReached, match="counting what you bought"):
+        holds.reserve(drop=drop, buyer_id=order.buyer_id, quantity=2, idempotency_key="again-2")
+    again = holds.reserve(drop=drop, buyer_id=order.buyer_id, quantity=1, idempotency_key="again-1")
+
+    # then the one refunded is theirs to buy again, and no more
+    assert again.created and again.hold.quantity == 1
+    assert invariant(drop_id=drop.pk).drift == 0

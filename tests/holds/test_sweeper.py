@@ -12,6 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from catalogue.services import NewVariant
 from holds import services
 from holds.counts import invariant
 from holds.models import Hold
@@ -63,6 +64,9 @@ def test_check_invariant_prints_json_and_fails_on_drift() -> None:
         "expired_unreclaimed": 0,
         "expired_holds": 0,
         "drift": 0,
+        "variants": [
+            {"name": "", "quantity": 7, "available": 7, "held": 0, "sold": 0, "refunded": 0, "drift": 0}
+        ],
     }
 
     with connection.cursor() as cursor:  # a unit appears behind the app's back
@@ -75,3 +79,21 @@ def test_check_invariant_prints_json_and_fails_on_drift() -> None:
     assert error.value.returncode == 1
     with pytest.raises(CommandError, match="no drop"):
         call_command("check_invariant", "no-such-drop", stdout=StringIO())
+
+
+def test_check_invariant_fails_on_drift_in_one_variant_that_the_drop_total_hides() -> None:
+    sizes = [NewVariant("M", 3), NewVariant("L", 3)]
+    drop = make_drop(slug="sizes-checked", quantity=6, buckets=1, variants=sizes)
+    m, l_size = drop.variants.all()
+    call_command("check_invariant", "sizes-checked", stdout=StringIO())  # exact: exit 0
+
+    with connection.cursor() as cursor:  # a unit of M moved to L behind the app's back: total unchanged
+        cursor.execute("UPDATE inventory_stockbucket SET available = 2 WHERE variant_id = %s", [m.pk])
+        cursor.execute("UPDATE inventory_stockbucket SET available = 4 WHERE variant_id = %s", [l_size.pk])
+    out = StringIO()
+    with pytest.raises(CommandError, match="drift in variants of drop sizes-checked: M: 1, L: -1") as error:
+        call_command("check_invariant", "sizes-checked", stdout=out)
+
+    assert error.value.returncode == 1
+    printed = json.loads(out.getvalue())
+    assert printed["drift"] == 0 and [v["drift"] for v in printed["variants"]] == [1, -1]

@@ -20,9 +20,10 @@ from django.db import connection, connections, transaction
 
 from admission import services as line
 from admission.models import Queue, Ticket
+from catalogue.services import NewVariant
 from core.errors import FloodgateError, HoldNotActive, SoldOut, UnitTaken
 from holds import services as holds
-from holds.counts import invariant
+from holds.counts import invariant, invariant_by_variant
 from holds.models import Hold
 from inventory import services as stock
 from inventory.models import Unit
@@ -321,3 +322,22 @@ def test_a_buyers_own_key_shaped_like_an_offer_is_not_an_offer(make_buyers) -> N
     ticket = Ticket.objects.get(drop=drop, number=1)
     holds.reserve(drop=drop, buyer_id=by_number[1], quantity=1, idempotency_key=line.offer_key(ticket.pk))
     assert line.offer_of(ticket) is None
+
+
+@pytest.mark.parametrize("mode", ["buckets", "units"])
+def test_a_returned_size_is_offered_as_that_size_and_counted_in_it(make_buyers, mode: str) -> None:
+    sizes = [NewVariant("M", 1), NewVariant("L", 1)]
+    drop = make_drop(slug=f"sizes-back-{mode}", quantity=2, mode=mode, waiting_room=True, variants=sizes)
+    m, l_size = drop.variants.all()
+    by_number = in_line(drop.pk, make_buyers(3, prefix=f"size-{mode}"))
+    first = holds.reserve(drop=drop, variant=l_size, buyer_id=by_number[1], quantity=1, idempotency_key="k")
+    holds.reserve(drop=drop, variant=m, buyer_id=by_number[2], quantity=1, idempotency_key="k")
+    holds.release(hold_id=first.hold.pk, buyer_id=by_number[1])
+
+    assert offers.offer_returns(drop) == 1
+    offer = offer_of(drop.pk, 3)
+    assert offer is not None and Hold.objects.get(pk=offer.hold).variant == l_size
+    assert [(v.name, v.available, v.held, v.drift) for v in invariant_by_variant(drop_id=drop.pk)] == [
+        ("M", 0, 1, 0),
+        ("L", 0, 1, 0),
+    ]
