@@ -217,6 +217,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": 5.0,
         "options": {"expires": 10},
     },
+    "send-reminders": {
+        "task": "checkout.send_reminders",
+        "schedule": float(env.integer("REMINDERS_EVERY_SECONDS", 5)),
+        "options": {"expires": 10},
+    },
     "checkout-sweep": {
         "task": "checkout.sweep",
         "schedule": 10.0,
