@@ -20,12 +20,12 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import QuerySet
 from django.forms.utils import ErrorDict
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from catalogue import services
 from checkout import selectors as checkout_selectors
@@ -302,6 +302,11 @@ class DropAdmin(admin.ModelAdmin):
             path("<int:drop_id>/pause/", wrap(self.pause_view), name="shop_drop_pause"),
             path("<int:drop_id>/resume/", wrap(self.resume_view), name="shop_drop_resume"),
             path("<int:drop_id>/rehearsal/", wrap(self.rehearsal_view), name="shop_drop_rehearsal"),
+            path(
+                "<int:drop_id>/rehearsal/<int:report_id>/",
+                wrap(self.rehearsal_view),
+                name="shop_drop_rehearsal_report",
+            ),
             path("<int:drop_id>/sales/", wrap(self.sales_view), name="shop_drop_sales"),
             *super().get_urls(),
         ]
@@ -406,24 +411,38 @@ class DropAdmin(admin.ModelAdmin):
             f"{started.log_path.name}); its report appears on the drop's page when it ends.",
         )
 
-    # the report is a file with its own <style>, which no response nonce can reach
+    # the report is a page of its own with its own <style>, which no response nonce can reach
     @method_decorator(csp_replace({"style-src": [SELF, UNSAFE_INLINE]}))
-    def rehearsal_view(self, request: HttpRequest, drop_id: int) -> FileResponse:
+    def rehearsal_view(
+        self, request: HttpRequest, drop_id: int, report_id: int | None = None
+    ) -> HttpResponse:
         drop = get_object_or_404(Drop, pk=drop_id)
         if not self.has_view_permission(request, drop):
             raise PermissionDenied
-        report = rehearsal.last_report(drop=drop)
+        report = rehearsal.report_of(drop=drop, report_id=report_id)
         if report is None:
-            raise Http404("This drop has not been rehearsed yet.")
-        return FileResponse(open(report, "rb"), content_type="text/html; charset=utf-8")
+            raise Http404("This drop has not been rehearsed yet." if report_id is None else "No such report.")
+        return HttpResponse(report.html, content_type="text/html; charset=utf-8")
 
-    @admin.display(description="last rehearsal")
+    @admin.display(description="rehearsal reports")
     def last_rehearsal(self, drop: Drop) -> str:
-        report = rehearsal.last_report(drop=drop) if drop.pk else None
-        if report is None:
+        reports = rehearsal.latest_reports(drop=drop) if drop.pk else []
+        if not reports:
             return "none yet (action: Rehearse this drop)"
-        url = reverse("admin:shop_drop_rehearsal", args=[drop.pk])
-        return format_html('<a href="{}" target="_blank">report</a>', url)
+        links = format_html_join(
+            " · ",
+            '<a href="{}" target="_blank">{} UTC, {} buyers</a>',
+            (
+                (
+                    reverse("admin:shop_drop_rehearsal_report", args=[drop.pk, report.pk]),
+                    f"{report.made_at:%Y-%m-%d %H:%M}",
+                    report.buyers,
+                )
+                for report in reports
+            ),
+        )
+        latest = reverse("admin:shop_drop_rehearsal", args=[drop.pk])
+        return format_html('<a href="{}" target="_blank">latest report</a>; each kept: {}', latest, links)
 
     def has_export_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("checkout.view_order")
