@@ -7,6 +7,7 @@ Money follows the buyer's locale (Babel's CLDR data): 12900 EUR is "€129.00" i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -92,3 +93,22 @@ def seats(labels: Iterable[str]) -> str:
 def moment(when: datetime) -> str:
     """A time for an e-mail (no script there adds the reader's own clock): "Fri 4 Dec 2026, 18:00 UTC"."""
     return when.astimezone(UTC).strftime("%a %-d %b %Y, %H:%M UTC")
+
+
+WORD = re.compile(r"[^\W\d_]+")  # a run of letters
+
+
+def sentence_case(text: str) -> str:
+    """ "Change Password" -> "Change password", as the shop writes headings (allauth's are title
+    case); the first word and an acronym ("API") keep their capitals, spacing stays as it was."""
+    seen_first = False
+
+    def word(match: re.Match[str]) -> str:
+        nonlocal seen_first
+        found = match.group(0)
+        if not seen_first or (len(found) > 1 and found.isupper()):
+            seen_first = True
+            return found
+        return found.lower()
+
+    return WORD.sub(word, text)
