@@ -51,7 +51,12 @@ class Order(models.Model):
     )
     state = models.CharField(max_length=10, choices=OrderState.choices, default=OrderState.PENDING)
     failure_reason = models.CharField(max_length=300, blank=True)
-    refunded = models.BooleanField(default=False, help_text="An authorisation that came too late was voided.")
+    refunded = models.BooleanField(
+        default=False,
+        verbose_name="payment voided",
+        help_text="Yes when an authorised payment was cancelled, not taken (it came after the hold had "
+        "ended, or did not match the price): the buyer is not charged.",
+    )
     # Units and money of refunds asked for and not failed: the bound every new refund is checked against.
     refunded_quantity = models.PositiveIntegerField(default=0, db_default=0)
     refunded_minor = models.BigIntegerField(default=0, db_default=0)
