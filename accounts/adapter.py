@@ -21,6 +21,13 @@ STAFF_MESSAGE = "Staff accounts sign in at the admin's login page."
 
 
 class AccountAdapter(DefaultAccountAdapter):
+    # allauth's "The username and/or password you specified are not correct." in the shop's words
+    error_messages = {
+        **DefaultAccountAdapter.error_messages,
+        "email_password_mismatch": "That e-mail address and password are not correct.",
+        "username_password_mismatch": "That username and password are not correct.",
+    }
+
     def get_client_ip(self, request: HttpRequest) -> str:
         """Sign-up and login limits count per address as the waiting room's do (behind the proxy
         only when TRUST_X_FORWARDED_FOR says there is one)."""

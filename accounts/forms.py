@@ -20,10 +20,14 @@ class LoginForm(AllauthLoginForm):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         _plain(self)
-        self.fields["login"].label = EMAIL
-        self.fields["login"].help_text = "Or the username of an account made before e-mail sign-up."
+        # Accounts made before e-mail sign-up log in with their username: the label says both.
+        self.fields["login"].label = "E-mail or username"
+        self.fields["login"].help_text = ""
         self.fields["login"].widget.attrs.update({"autocomplete": "username", "autofocus": True})
         self.fields["password"].help_text = ""  # the page links "Forgot your password?" itself
+        if "remember" in self.fields:
+            self.fields["remember"].label = "Keep me logged in"
+            self.fields["remember"].label_suffix = ""  # a box beside its words, not a question
 
     def add_prefix(self, field_name: str) -> str:
         # The login box was <input name="username"> before allauth; keep the name people post.

@@ -51,7 +51,12 @@ class Order(models.Model):
     )
     state = models.CharField(max_length=10, choices=OrderState.choices, default=OrderState.PENDING)
     failure_reason = models.CharField(max_length=300, blank=True)
-    refunded = models.BooleanField(default=False, help_text="An authorisation that came too late was voided.")
+    refunded = models.BooleanField(
+        default=False,
+        verbose_name="payment voided",
+        help_text="Yes when an authorised payment was cancelled, not taken (it came after the hold had "
+        "ended, or did not match the price): the buyer is not charged.",
+    )
     # Units and money of refunds asked for and not failed: the bound every new refund is checked against.
     refunded_quantity = models.PositiveIntegerField(default=0, db_default=0)
     refunded_minor = models.BigIntegerField(default=0, db_default=0)
@@ -250,3 +255,22 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic} {self.key}"
+
+
+class Reminder(models.Model):
+    """A buyer asked to be told by e-mail when a drop opens; `sent_at` is set in the transaction that
+    writes the e-mail's outbox row, so each reminder becomes one message, whoever sends it."""
+
+    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="reminders")
+    buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reminders")
+    created_at = models.DateTimeField(db_default=Now())
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["drop", "buyer"], name="checkout_reminder_once")]
+        indexes = [
+            models.Index(fields=["drop"], condition=Q(sent_at__isnull=True), name="checkout_reminder_unsent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"reminder of drop {self.drop_id} for buyer {self.buyer_id}"

@@ -19,10 +19,10 @@ from django.db.models.functions import Now
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from checkout.models import Order, OutboxMessage, Refund
+from checkout.models import Order, OutboxMessage, Refund, Reminder
 from core import formatting
 from holds.counts import claimable_by_drop
-from shop import pricing
+from shop import calendar, pricing
 from shop.models import DropState
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,7 @@ MERCHANT_TOPIC = "order_confirmed.merchant_webhook"
 LATE_VOIDED_TOPIC = "late_payment_voided.email"
 REFUND_TOPIC = "refund.email"
 CANCELLED_TOPIC = "order_cancelled.email"
+REMINDER_TOPIC = "drop_open.email"
 MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
 
 
@@ -132,6 +133,21 @@ def late_void_text(order: Order) -> str:
     )
 
 
+def reminder_text(reminder: Reminder) -> str:
+    drop = reminder.drop
+    return render_to_string(
+        "checkout/reminder_email.txt",
+        {
+            "reminder": reminder,
+            "drop": drop,
+            "starts": formatting.moment(drop.starts_at),
+            "ends": formatting.moment(drop.ends_at),
+            "limit": formatting.units(drop.per_buyer_limit),
+            "url": settings.PUBLIC_BASE_URL.rstrip("/") + drop.get_absolute_url(),
+        },
+    )
+
+
 def relay_outbox(*, limit: int = 200) -> int:
     """Send unsent outbox messages one by one, each marked sent in the transaction that locked it.
 
@@ -220,6 +236,22 @@ def _deliver(message: OutboxMessage) -> None:
     elif message.topic == CANCELLED_TOPIC:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
         _mail(order, message, f"Your order {order.pk} is cancelled: you are not charged", cancel_text(order))
+    elif message.topic == REMINDER_TOPIC:
+        reminder = Reminder.objects.select_related("buyer", "drop__product").get(
+            pk=message.payload["reminder"]
+        )
+        if not reminder.buyer.email:
+            return
+        mail = EmailMessage(
+            subject=f"{reminder.drop.display_title} is on sale now",
+            body=reminder_text(reminder),
+            to=[reminder.buyer.email],
+            headers={"Message-ID": f"<{message.key}@floodgate>"},
+        )
+        # The start as a calendar event, for the next time (or a buyer who reads this late).
+        event = calendar.drop_event(reminder.drop, stamped_at=timezone.now())
+        mail.attach(calendar.file_name(reminder.drop), event, "text/calendar; method=PUBLISH")
+        mail.send()
     elif message.topic == MERCHANT_TOPIC:
         url = getattr(settings, "MERCHANT_WEBHOOK_URL", "")
         if not url:

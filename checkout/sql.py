@@ -37,3 +37,34 @@ UPDATE checkout_order o
  WHERE h.id = o.hold_id AND o.state = 'pending'
    AND (h.state IN ('released', 'expired') OR (h.state = 'held' AND h.expires_at <= now()))
 """
+
+# A buyer's reminder of a drop, only while the drop has not started (the database's clock) and
+# is no rehearsal's copy. No row back: already asked (the unique (drop, buyer) kept the first;
+# REMINDER_OF tells) or the drop is open, over, or unknown. Locks nothing beyond the new row.
+ASK_REMINDER = """
+INSERT INTO checkout_reminder (drop_id, buyer_id, created_at)
+SELECT d.id, %(buyer)s, now() FROM shop_drop d
+ WHERE d.id = %(drop)s AND now() < d.starts_at AND d.rehearsal_of_id IS NULL
+ON CONFLICT (drop_id, buyer_id) DO NOTHING
+RETURNING id
+"""
+
+# The reminders of drops that are open now (started, not ended; paused counts: the page says
+# so), up to a batch, each marked sent once: SKIP LOCKED leaves the rows another sender holds to
+# it, and the UPDATE's `sent_at IS NULL` is rechecked on the row it locks. The caller writes the
+# e-mails' outbox rows in the same transaction. Rows back: the reminders this caller sends.
+TAKE_DUE_REMINDERS = """
+WITH due AS (
+  SELECT r.id FROM checkout_reminder r JOIN shop_drop d ON d.id = r.drop_id
+   WHERE r.sent_at IS NULL AND d.starts_at <= now() AND now() < d.ends_at
+   ORDER BY r.id LIMIT %(limit)s
+     FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE checkout_reminder r SET sent_at = now()
+  FROM due WHERE r.id = due.id AND r.sent_at IS NULL
+RETURNING r.id, r.drop_id, r.buyer_id
+"""
+
+# A reminder batch waits at most this long for another transaction (one writing the same
+# outbox key): past it the batch rolls back and its task is retried, holding nothing meanwhile.
+REMINDER_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '2s'"

@@ -7,8 +7,9 @@ redelivered; the service's transaction either committed (the rerun sees it) or n
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import OperationalError
 
-from checkout import outbox, refunds, selectors, services
+from checkout import outbox, refunds, reminders, selectors, services
 from checkout.providers.base import ProviderError
 
 
@@ -62,6 +63,20 @@ def send_refund(refund_pk: int) -> str:
 @shared_task(name="checkout.relay_outbox", acks_late=True, time_limit=60)
 def relay_outbox() -> int:
     return outbox.relay_outbox()
+
+
+@shared_task(
+    name="checkout.send_reminders",
+    acks_late=True,
+    time_limit=60,
+    max_retries=5,
+    autoretry_for=(OperationalError,),  # a lock wait past its timeout, a lost connection
+    retry_backoff=1,
+    retry_backoff_max=30,
+)
+def send_reminders(batch: int = reminders.BATCH) -> int:
+    """Beat, every few seconds: reminders of drops that opened become outbox e-mails, once each."""
+    return reminders.send_due_reminders(batch=batch)
 
 
 @shared_task(name="checkout.sweep", time_limit=30)

@@ -217,6 +217,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": 5.0,
         "options": {"expires": 10},
     },
+    "send-reminders": {
+        "task": "checkout.send_reminders",
+        "schedule": float(env.integer("REMINDERS_EVERY_SECONDS", 5)),
+        "options": {"expires": 10},
+    },
     "checkout-sweep": {
         "task": "checkout.sweep",
         "schedule": 10.0,
@@ -405,11 +410,10 @@ STRIPE_WEBHOOK_SECRET = (
 STRIPE_API_BASE = os.environ.get("STRIPE_API_BASE") or "https://api.stripe.com"
 STRIPE_JS_URL = os.environ.get("STRIPE_JS_URL") or "https://js.stripe.com/v3/"
 
+# Development keeps each message in a file under EMAIL_FILE_PATH and logs one line per message.
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",
-    "django.core.mail.backends.console.EmailBackend"
-    if DEV
-    else "django.core.mail.backends.smtp.EmailBackend",
+    "core.mail.DevEmailBackend" if DEV else "django.core.mail.backends.smtp.EmailBackend",
 )
 EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(BASE_DIR / ".data" / "mail"))
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")

@@ -1,4 +1,5 @@
-"""How money, durations, counts and seats read to a person: the one place pages and e-mails format them.
+"""How money, times, durations, counts and seats read to a person: the one place pages and e-mails
+format them.
 
 Money follows the buyer's locale (Babel's CLDR data): 12900 EUR is "€129.00" in English,
 "129,00 €" in German. Words are English, as the rest of the shop is.
@@ -6,7 +7,9 @@ Money follows the buyer's locale (Babel's CLDR data): 12900 EUR is "€129.00" i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from decimal import Decimal
 from functools import lru_cache
 
@@ -85,3 +88,27 @@ def seats(labels: Iterable[str]) -> str:
     if not ordered:
         return ""
     return ("seat " if len(ordered) == 1 else "seats ") + ", ".join(ordered)
+
+
+def moment(when: datetime) -> str:
+    """A time for an e-mail (no script there adds the reader's own clock): "Fri 4 Dec 2026, 18:00 UTC"."""
+    return when.astimezone(UTC).strftime("%a %-d %b %Y, %H:%M UTC")
+
+
+WORD = re.compile(r"[^\W\d_]+")  # a run of letters
+
+
+def sentence_case(text: str) -> str:
+    """ "Change Password" -> "Change password", as the shop writes headings (allauth's are title
+    case); the first word and an acronym ("API") keep their capitals, spacing stays as it was."""
+    seen_first = False
+
+    def word(match: re.Match[str]) -> str:
+        nonlocal seen_first
+        found = match.group(0)
+        if not seen_first or (len(found) > 1 and found.isupper()):
+            seen_first = True
+            return found
+        return found.lower()
+
+    return WORD.sub(word, text)

@@ -147,8 +147,10 @@ def run_crowd(args: argparse.Namespace, drop: Any, copy: Any, buyers: list[Any],
     (work / "summary.json").write_text(json.dumps(summary, indent=1))
     report = work / "report.html"
     report.write_text(rehearse_report.render(answers, samples, summary))
-    latest = args.out / f"{drop.slug}.html"  # the admin links this one
-    latest.write_text(report.read_text())
+    from ops import rehearsal
+
+    # In the database, where every web replica finds it (the admin's drop page links it).
+    rehearsal.keep_report(drop=drop, copy=copy, buyers=args.buyers, summary=summary, html=report.read_text())
     for line in rehearse_report.console_lines(summary):
         say(line)
     say(f"report: {report}")

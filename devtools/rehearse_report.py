@@ -145,14 +145,19 @@ def chart(
             f'<text x="{px:.0f}" y="{h - 12}" text-anchor="middle" font-size="11">{x_max * frac:.0f}s</text>'
         )
     parts.append(f'<text x="4" y="14" font-size="11">{html.escape(y_label)}</text>')
-    for name, at in (marks or {}).items():
-        if at is not None:
-            px = left + (w - left - right) * at / x_max
-            parts.append(
-                f'<line x1="{px:.1f}" y1="{top}" x2="{px:.1f}" y2="{h - bottom}" stroke="#000" '
-                f'stroke-dasharray="4 3"/><text x="{px + 3:.1f}" y="{top + 10}" font-size="11">'
-                f"{html.escape(name)} {at:.1f}s</text>"
-            )
+    shown_marks = [(name, at) for name, at in (marks or {}).items() if at is not None]
+    for row, (name, at) in enumerate(shown_marks):
+        px = left + (w - left - right) * at / x_max
+        # A mark's label reads towards the middle of the plot and each on its own line, so none runs
+        # into the legend on the right (a sell-out near the end used to) or into another mark's.
+        late = at > x_max / 2
+        anchor, tx = ("end", px - 3) if late else ("start", px + 3)
+        parts.append(
+            f'<line x1="{px:.1f}" y1="{top}" x2="{px:.1f}" y2="{h - bottom}" stroke="#000" '
+            f'stroke-dasharray="4 3"/><text x="{tx:.1f}" y="{top + 10 + 13 * row}" font-size="11" '
+            f'text-anchor="{anchor}" paint-order="stroke" stroke="#fff" stroke-width="3">'
+            f"{html.escape(name)} {at:.1f}s</text>"
+        )
     for i, (name, pts) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
         parts.append(

@@ -50,11 +50,12 @@ def seed() -> int:
     import django
 
     django.setup()
+    from allauth.account.models import EmailAddress
     from django.contrib.auth import get_user_model
     from django.utils import timezone
-    from shop.management.commands.seed_demo import DEMO_DESCRIPTION, DEMO_SKU
 
     from catalogue import services
+    from catalogue.management.commands.seed_demo import DEMO_DESCRIPTION, DEMO_SKU
     from shop.models import Product
 
     now = timezone.now()
@@ -102,7 +103,10 @@ def seed() -> int:
     users = get_user_model()
     users.objects.create_superuser("admin", "admin@floodgate.invalid", PASSWORD)
     for size in SIZES:
-        users.objects.create_user(f"shopper-{size.name}", f"{size.name}@floodgate.invalid", PASSWORD)
+        address = f"{size.name}@floodgate.invalid"
+        shopper = users.objects.create_user(f"shopper-{size.name}", address, PASSWORD)
+        # verified, as after following the sign-up link: the shop logs in no unverified address
+        EmailAddress.objects.create(user=shopper, email=shopper.email, verified=True, primary=True)
     return live.pk
 
 
@@ -142,9 +146,20 @@ def walk_buyer(walk: Walk, provider: str, drop_id: int) -> None:
     page = walk.page
     walk.go("/", "home")
     walk.go("/drops/runner/", "drop-live-visitor")
+    walk.go("/accounts/signup/", "signup")
+    page.goto(walk.base + "/accounts/login/")
+    page.fill("input[name=username]", f"shopper-{walk.size.name}")
+    page.fill("input[name=password]", "not the password")
+    page.locator("form [type=submit]").first.click()
+    page.wait_for_selector(".errorlist")
+    walk.shot("login-refused")
+    walk.go("/accounts/password/reset/", "password-reset")
     walk.log_in(f"shopper-{walk.size.name}", "/drops/runner/")
     walk.shot("drop-live")
     walk.go("/drops/runner-encore/", "drop-before-start")
+    page.click("#remind-me")
+    page.wait_for_selector("#forget-reminder")
+    walk.shot("drop-reminder-asked")
     page.click("#join-queue")
     page.wait_for_url(re.compile(r"/queue/$"))
     walk.shot("waiting-room")
@@ -162,15 +177,33 @@ def walk_buyer(walk: Walk, provider: str, drop_id: int) -> None:
     page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
     walk.shot("order")
     walk.go("/orders/", "orders")
+    page.goto(walk.base + "/accounts/api/")
+    page.click("button[value=create]")
+    page.wait_for_selector("#api-token")
+    walk.shot("api-access")
     walk.go("/terms/", "terms")
     page.goto(walk.base + "/no/such/page/")
     walk.shot("not-found")
 
 
 def walk_admin(walk: Walk, provider: str, drop_id: int) -> None:
+    page = walk.page
     walk.log_in("admin", "/admin/", login="/admin/login/")
+    walk.shot("admin-index")
+    walk.go("/admin/shop/drop/", "admin-drops")
     walk.go(f"/admin/shop/drop/{drop_id}/change/", "admin-drop-change")
+    page.fill(".fg-switch input[name=reason]", "a look at the pause")
+    page.get_by_role("button", name="Pause sale now").click()
+    page.wait_for_selector(".fg-switch.is-paused")
+    walk.shot("admin-drop-paused")
     walk.go("/admin/shop/drop/dashboard/", "dashboard")
+    page.goto(f"{walk.base}/admin/shop/drop/{drop_id}/change/")
+    page.get_by_role("button", name="Resume sale").click()  # the next screen size buys from it
+    page.wait_for_selector(".fg-switch:not(.is-paused)")
+    walk.go("/admin/checkout/order/", "admin-orders")
+    page.locator("#result_list tbody th a").first.click()
+    walk.shot("admin-order")
+    walk.go("/admin/shop/apitoken/", "admin-api-tokens")
 
 
 def main() -> None:

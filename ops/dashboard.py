@@ -12,7 +12,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from admission import state
-from checkout.selectors import payments_needing_attention
+from checkout.selectors import payments_needing_attention, sold_value
 from core import metrics
 from holds import gate
 from holds.counts import invariant, invariant_by_variant
@@ -112,7 +112,10 @@ def gate_panel(drop: Drop, claimable: int, status: gate.GateStatus | None) -> di
 
 
 def drop_panel(
-    drop: Drop, queue: dict[str, int] | None = None, gate_status: gate.GateStatus | None = None
+    drop: Drop,
+    queue: dict[str, int] | None = None,
+    gate_status: gate.GateStatus | None = None,
+    sold_value: str | None = None,
 ) -> dict[str, object]:
     numbers = invariant(drop_id=drop.pk)
     return {
@@ -122,6 +125,7 @@ def drop_panel(
         "state": drop.state.value,
         "pause_reason": drop.pause_reason,
         **numbers.as_json(),
+        "sold_value": sold_value,
         "queue_length": queue["queue_length"] if queue else None,
         "admitted_through": queue["admitted_through"] if queue else None,
         "returning": queue["returning"] if queue else None,
@@ -145,11 +149,14 @@ def drop_panel(
 def snapshot() -> dict[str, object]:
     drops = watched_drops()
     lines, counts = queues(drops), gates(drops)
+    taken = sold_value(drop_ids=[drop.pk for drop in drops])
     return {
         "at": timezone.now().isoformat(),
         "lock_waits": lock_waits(),
         "payments_needing_attention": sum(payments_needing_attention().values()),
-        "drops": [drop_panel(drop, lines.get(drop.pk), counts.get(drop.pk)) for drop in drops],
+        "drops": [
+            drop_panel(drop, lines.get(drop.pk), counts.get(drop.pk), taken.get(drop.pk)) for drop in drops
+        ],
         "duties": duty_rows(),
     }
 

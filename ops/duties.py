@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from admission import services as admission
 from catalogue import selectors as catalogue
-from checkout import outbox
+from checkout import outbox, reminders
 from checkout import selectors as payments
 from checkout import services as checkout
 from checkout.providers.base import ProviderError
@@ -72,6 +72,7 @@ COVER: dict[str, Callable[[], object]] = {
     "holds.reclaim_expired_holds": holds.sweep_expired,
     "ops.watch_invariants": switch.watch_invariants,
     "checkout.relay_outbox": outbox.relay_outbox,
+    "checkout.send_reminders": reminders.send_due_reminders,  # who asked hears when a drop opens
     "checkout.sweep": _sweep,
     "checkout.settle_unsettled_payments": _settle,
     "ops.end_rehearsals": rehearsal.end_overdue,  # a killed rehearsal's buyers go all the same

@@ -1,8 +1,10 @@
-"""What on-call needs kept in the database: when each scheduled duty last ran, and who covers it."""
+"""What on-call needs kept in the database: when each scheduled duty last ran, and who covers it;
+the rehearsals' reports."""
 
 from __future__ import annotations
 
 from django.db import models
+from django.db.models.functions import Now
 
 
 class Duty(models.Model):
@@ -26,3 +28,22 @@ class Duty(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class RehearsalReport(models.Model):
+    """A finished rehearsal's report, kept in the database so every web replica can show it (the
+    engine runs on one host; its working files stay there). The drop is the one rehearsed, not its copy."""
+
+    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="rehearsal_reports")
+    copy_slug = models.SlugField(max_length=100)
+    buyers = models.PositiveIntegerField()
+    summary = models.JSONField()
+    html = models.TextField()
+    made_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-made_at", "-id"]
+        indexes = [models.Index(fields=["drop", "-made_at"], name="ops_rehearsalreport_latest")]
+
+    def __str__(self) -> str:
+        return f"rehearsal {self.copy_slug}"

@@ -9,7 +9,8 @@ killed outright). settings.REHEARSAL_MAX_BUYERS caps the crowd (production: none
 
 The engine is dev tooling (devtools/rehearse.py, Locust); production code never imports it
 (import-linter), so this module starts it as a process of its own, with the store's own
-environment, and only reads the files it writes under settings.REHEARSAL_DIR.
+environment. Its working files and log stay under settings.REHEARSAL_DIR on the host that ran it;
+its finished report is kept in the database (`keep_report`), so every web replica shows it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from django.utils import timezone
 from catalogue import services
 from core.errors import InvalidInput
 from holds.models import Hold
+from ops.models import RehearsalReport
 from shop.models import ApiToken, Drop
 
 log = logging.getLogger(__name__)
@@ -163,7 +165,29 @@ def running_pid(pid_path: Path) -> int | None:
     return pid if b"devtools.rehearse" in command else None
 
 
-def last_report(*, drop: Drop) -> Path | None:
-    """The last finished rehearsal's report of this drop, if any."""
-    path = Path(settings.REHEARSAL_DIR) / f"{drop.slug}.html"
-    return path if path.is_file() else None
+REPORTS_SHOWN = 5  # the drop's admin page links this many of its latest reports
+
+
+def keep_report(
+    *, drop: Drop, copy: Drop, buyers: int, summary: dict[str, object], html: str
+) -> RehearsalReport:
+    """Store a finished rehearsal's report of `drop` (the engine calls this when its crowd is done)."""
+    assert copy.rehearsal_of_id == drop.pk, "a report belongs to the drop its copy rehearsed"
+    report = RehearsalReport.objects.create(
+        drop=drop, copy_slug=copy.slug, buyers=buyers, summary=summary, html=html
+    )
+    log.info("rehearsal %s of drop %s: report %s kept", copy.slug, drop.pk, report.pk)
+    return report
+
+
+def latest_reports(*, drop: Drop, count: int = REPORTS_SHOWN) -> list[RehearsalReport]:
+    """The drop's latest reports, newest first, without their (large) HTML."""
+    return list(RehearsalReport.objects.filter(drop=drop).defer("html", "summary")[:count])
+
+
+def report_of(*, drop: Drop, report_id: int | None = None) -> RehearsalReport | None:
+    """One report of this drop (the latest when no id is given), or None."""
+    reports = RehearsalReport.objects.filter(drop=drop)
+    if report_id is not None:
+        reports = reports.filter(pk=report_id)
+    return reports.first()

@@ -349,6 +349,9 @@ class ApiToken(models.Model):
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        verbose_name = "API token"  # not Django's "Api token"
+
     def __str__(self) -> str:
         return f"token of user {self.user_id}"
 

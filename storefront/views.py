@@ -6,15 +6,22 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
 from django.views.static import serve
 
 from catalogue import selectors as catalogue
-from core.errors import NotFound
-from shop import pictures
+from checkout import reminders
+from core.api import signed_in
+from core.errors import FloodgateError, NotFound
+from shop import calendar, pictures
+from shop.models import DropState
 from storefront import selectors
 
 
@@ -35,6 +42,9 @@ def drop(request: HttpRequest, slug: str) -> HttpResponse:
         # One key per page view: a double click or a resubmit returns the same hold.
         "idempotency_key": uuid.uuid4().hex,
         "quantities": range(1, page.view.drop.per_buyer_limit + 1),
+        "reminded": buyer_id is not None
+        and page.view.state == DropState.SCHEDULED
+        and reminders.has_reminder(drop_id=page.view.drop.pk, buyer_id=buyer_id),
     }
     return render(request, "shop/drop.html", context)
 
@@ -64,3 +74,41 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def healthz(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok", content_type="text/plain")
+
+
+@require_POST
+@login_required
+def remind(request: HttpRequest, slug: str) -> HttpResponse:
+    """The drop page's "Tell me when it opens" (or, with forget=1, "No reminder after all")."""
+    try:
+        drop = reminders.drop_for_reminder(slug=slug)
+    except NotFound as error:
+        raise Http404(error.detail) from None
+    forget = request.POST.get("forget")
+    if forget not in (None, "1"):
+        return HttpResponseBadRequest("forget is 1 (no reminder after all) or absent (remind me).")
+    if forget == "1":
+        reminders.cancel_reminder(drop=drop, buyer_id=signed_in(request))
+        messages.info(request, "No reminder, then: nothing will be sent.")
+        return redirect(drop)
+    try:
+        reminders.ask_reminder(drop=drop, buyer_id=signed_in(request))
+    except FloodgateError as error:
+        messages.error(request, error.detail)
+        return render(request, "shop/reminder_refused.html", {"drop": drop}, status=error.status)
+    messages.success(request, "We will e-mail you when the sale opens.")
+    return redirect(drop)
+
+
+@require_GET
+def drop_calendar(request: HttpRequest, slug: str) -> HttpResponse:
+    """The drop's start as an .ics file, for any visitor's calendar."""
+    try:
+        drop = reminders.drop_for_reminder(slug=slug)
+    except NotFound as error:
+        raise Http404(error.detail) from None
+    answer = HttpResponse(
+        calendar.drop_event(drop, stamped_at=timezone.now()), content_type="text/calendar; charset=utf-8"
+    )
+    answer["Content-Disposition"] = f'attachment; filename="{calendar.file_name(drop)}"'
+    return answer

@@ -132,3 +132,9 @@ def seat_options(labels: Iterable[str]) -> str:
     """<option>s of the free seats, for drops with more seats than the picker draws."""
     options = (f'<option value="{escape(label, quote=True)}">{escape(label)}</option>' for label in labels)
     return mark_safe("".join(options))  # every label escaped
+
+
+@register.filter(is_safe=True)
+def sentence_case(text: object) -> str:
+    """allauth's title-case headings and buttons in the shop's sentence case."""
+    return formatting.sentence_case(str(text))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from allauth.account.models import EmailAddress
@@ -239,3 +240,45 @@ def test_an_account_from_before_e_mail_sign_up_logs_in_and_is_asked_for_an_addre
 
     assert EmailAddress.objects.filter(user__username="olga", email="olga@example.com").exists()
     assert len(mail.outbox) == 1 and mail.outbox[0].to == ["olga@example.com"]  # to verify it
+
+
+def test_account_e_mails_speak_as_the_shop_not_as_allauth() -> None:
+    # the sign-up link, a reset, a reset for an unknown address: the shop's words, its sentence case
+    sign_up(Client(), "newbie@example.com")
+    make_buyer("reset-me", email="reset-me@example.com")
+    Client().post("/accounts/password/reset/", {"email": "reset-me@example.com"})
+    Client().post("/accounts/password/reset/", {"email": "nobody-here@example.com"})
+
+    subjects = [m.subject for m in mail.outbox]
+    assert subjects == [
+        "[Floodgate] Confirm your e-mail address",
+        "[Floodgate] Reset your password",
+        "[Floodgate] No account with this address",
+    ], subjects
+    for message in mail.outbox:
+        assert "Hello from" not in message.body
+        assert "Thank you for using" not in message.body and "user newbie" not in message.body
+        assert message.body.rstrip().endswith("Floodgate")
+        assert "/accounts/" in message.body  # each says where to go
+    assert mail.outbox[1].body.startswith("Hello reset-me,\n\nyou, or someone who knows your address")
+
+
+def test_the_login_form_says_e_mail_or_username_keeps_the_box_beside_its_label_and_shows_errors() -> None:
+    page = Client().get("/accounts/login/").content.decode()
+    assert "E-mail or username" in page and "Or the username of an account" not in page
+    assert "Keep me logged in" in page and "Remember Me" not in page
+
+    refused = Client().post("/accounts/login/", {"username": "nobody@example.com", "password": "x"})
+
+    assert '<ul class="errorlist nonfield">' in refused.content.decode()
+    css = Path("static/css/floodgate.css").read_text()
+    assert ".errorlist.nonfield" in css and 'div:has(> input[type="checkbox"])' in css
+
+
+def test_allauth_pages_have_headings_in_sentence_case() -> None:
+    page = Client().get("/accounts/password/reset/").content.decode()
+
+    flat = re.sub(r"\s+", " ", page)
+    assert re.search(r"<h1> ?Password reset ?</h1>", flat) and "Password Reset" not in page, flat[:2000]
+    assert re.search(r"<title> ?Password reset ?· Floodgate</title>", flat)
+    assert re.search(r"> ?Reset my password ?</button>", flat)

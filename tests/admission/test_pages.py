@@ -132,7 +132,11 @@ def test_before_the_start_the_page_shows_the_entry_the_countdown_and_the_seed_ha
 
     ticket = Ticket.objects.get(drop=drop)
     assert ticket.number is None
-    entry = f'You are entry <strong id="ticket">#{ticket.pk}</strong>; your place is drawn at the start'
+    # the entry is an id that counts across drops: the page does not show it as a count ("#2")
+    entry = (
+        "You are in the draw: your place is drawn at the start. Your entry's id, to check the draw with: "
+        f'<strong id="ticket">{ticket.pk}</strong>'
+    )
     assert entry in html
     assert f'data-countdown="{drop.starts_at.isoformat()}"' in html
     assert drop.queue.seed_sha256 in html and drop.queue.seed not in html

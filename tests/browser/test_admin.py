@@ -84,7 +84,8 @@ def test_pause_and_resume_from_the_change_page(admin_daphne: str, page: object, 
     assert (paused.state, paused.paused, paused.pause_reason) == ("paused", True, "price typo")
     event = PauseEvent.objects.get(drop=drop)
     assert (event.action, event.reason, event.actor.username) == (PauseAction.PAUSED, "price typo", "mona")
-    assert "halted paused." in page.locator(".messagelist").inner_text().lower()
+    said = page.locator(".messagelist").inner_text()
+    assert "The sale of Halted sale (halted) is paused: nobody can reserve until it is resumed." in said
     assert "price typo" in page.locator(".fg-switch").inner_text()
     # back on the change page with its fields as they are, no form errors
     assert re.search(rf"/admin/shop/drop/{drop.pk}/change/$", page.url)
@@ -101,6 +102,6 @@ def test_pause_and_resume_from_the_change_page(admin_daphne: str, page: object, 
     resumed = Drop.objects.get(pk=drop.pk)
     assert (resumed.state, resumed.paused) == ("live", False)
     assert PauseEvent.objects.filter(drop=drop, action=PauseAction.RESUMED).count() == 1
-    assert "halted resumed." in page.locator(".messagelist").inner_text().lower()
+    assert "The sale of Halted sale (halted) is on again" in page.locator(".messagelist").inner_text()
     assert page.input_value("#id_title") == "Halted sale"
     assert page.locator(".errorlist, .errornote").count() == 0

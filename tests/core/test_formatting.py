@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 import pytest
 
 from core import formatting
@@ -61,3 +64,25 @@ def test_counts_and_seats() -> None:
     assert formatting.seats(["B14"]) == "seat B14"
     assert formatting.seats(["B14", "A2"]) == "seats A2, B14"
     assert formatting.seats([]) == ""
+
+
+@pytest.mark.parametrize(
+    ("heading", "shown"),
+    [
+        ("Change Password", "Change password"),
+        ("Verify Your Email Address", "Verify your email address"),
+        ("API Tokens", "API tokens"),
+        ("Sign In", "Sign in"),
+        ("Log in", "Log in"),
+        ("\n    Password Reset\n", "\n    Password reset\n"),  # as a template's block gives it
+        ("Sign-In Code", "Sign-in code"),
+        ("", ""),
+    ],
+)
+def test_headings_in_sentence_case(heading: str, shown: str) -> None:
+    assert formatting.sentence_case(heading) == shown
+
+
+def test_a_moment_for_an_email_in_utc() -> None:
+    berlin = datetime(2026, 12, 4, 19, 0, tzinfo=ZoneInfo("Europe/Berlin"))
+    assert formatting.moment(berlin) == "Fri 4 Dec 2026, 18:00 UTC"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from django.test import Client
 from checkout.models import Order
 from holds.counts import invariant
 from holds.models import Hold
+from ops.models import RehearsalReport
 from shop.models import ApiToken, Drop
 from tests.conftest import ROOT, Worker, database_url_for_tests
 from tests.factories import make_drop
@@ -71,7 +73,8 @@ def test_a_small_rehearsal_report_matches_the_database_and_the_real_drop_is_unto
         and "sold out" in html
         and "http" not in html.split("<body>")[1].replace(live_daphne, "")
     )  # self-contained: no address but the store's own, shown as a fact
-    assert (tmp_path / f"{drop.slug}.html").read_text() == html  # the admin's "last report"
+    kept = RehearsalReport.objects.get(drop=drop)  # in the database, for every replica's admin
+    assert (kept.html, kept.copy_slug, kept.buyers, kept.summary) == (html, copy.slug, 50, summary)
     assert not (tmp_path / copy.slug / "plan.json").exists()  # bearer tokens not left lying around
     # and its buyers are gone: the ten who held a unit are kept, deactivated, for their orders
     assert "rehearsal over: 50 buyers removed" in done.stdout
@@ -98,15 +101,27 @@ def test_the_admin_action_starts_a_rehearsal_and_the_drop_page_links_its_report(
     )  # fmt: skip
     assert "started with 12 buyers" in answer.content.decode()
     deadline = time.monotonic() + 180
-    while not (tmp_path / f"{drop.slug}.html").exists():
+    while not RehearsalReport.objects.filter(drop=drop).exists():
         assert time.monotonic() < deadline, (tmp_path / f"{drop.slug}.log").read_text()
         time.sleep(0.5)
-    # then
+    # then the drop's page links it; the report is read from the database, not this host's files
+    kept = RehearsalReport.objects.get(drop=drop)
+    shutil.rmtree(tmp_path, ignore_errors=True)
     page = client.get(f"/admin/shop/drop/{drop.pk}/change/").content.decode()
     assert f'href="/admin/shop/drop/{drop.pk}/rehearsal/"' in page
-    report = client.get(f"/admin/shop/drop/{drop.pk}/rehearsal/")
-    assert report.status_code == 200 and report["Content-Type"].startswith("text/html")
-    assert f"Rehearsal of {drop.slug}" in b"".join(report.streaming_content).decode()
+    assert f'href="/admin/shop/drop/{drop.pk}/rehearsal/{kept.pk}/"' in page and "12 buyers" in page
+    for address in (
+        f"/admin/shop/drop/{drop.pk}/rehearsal/",
+        f"/admin/shop/drop/{drop.pk}/rehearsal/{kept.pk}/",
+    ):
+        report = client.get(address)
+        assert report.status_code == 200 and report["Content-Type"].startswith("text/html")
+        assert f"Rehearsal of {drop.slug}" in report.content.decode()
+    other = make_drop(quantity=1)  # another drop's address, a made-up id: nothing to show
+    assert client.get(f"/admin/shop/drop/{other.pk}/rehearsal/{kept.pk}/").status_code == 404
+    assert client.get(f"/admin/shop/drop/{drop.pk}/rehearsal/{kept.pk + 1000}/").status_code == 404
+    # not a report's address at all: the admin's own answer for an unknown page (to its index)
+    assert client.get(f"/admin/shop/drop/{drop.pk}/rehearsal/abc/").status_code == 302
     assert invariant(drop_id=Drop.objects.get(slug=f"{drop.slug}-rehearsal-1").pk).sold == 3
     assert not Hold.objects.filter(drop=drop).exists()
     assert Client().get(f"/admin/shop/drop/{drop.pk}/rehearsal/").status_code == 302  # staff only

@@ -1,0 +1,105 @@
+"""Reminders ("tell me when it opens"): a buyer's reminder of a drop, and its e-mail once the sale opens.
+
+A reminder is one row per (drop, buyer) (a unique constraint: a second click, another web
+process, the same answer). Once the drop has started, `send_due_reminders` marks each reminder
+sent and writes its e-mail's outbox row in one transaction, so a reminder becomes exactly one
+message whoever runs it (beat's worker, a second worker, a retried task, a web process covering
+the duty: ops/duties.py); the outbox relays it (docs/ARCHITECTURE.md §7, step 5).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from celery import current_app
+from django.db import connection, transaction
+
+from checkout import outbox, sql
+from checkout.models import OutboxMessage, Reminder
+from core.errors import FloodgateError, NotFound
+from shop.models import Drop
+
+log = logging.getLogger(__name__)
+
+BATCH = 500  # reminders marked and written per transaction
+
+
+class AlreadyOpen(FloodgateError):
+    code, status = "not_scheduled", 409
+
+
+@dataclass(frozen=True)
+class Asked:
+    reminder_id: int
+    new: bool  # False: this buyer had asked already
+
+
+def ask_reminder(*, drop: Drop, buyer_id: int) -> Asked:
+    """The buyer's reminder of a drop that has not started; AlreadyOpen once it has (or is over)."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(sql.ASK_REMINDER, {"drop": drop.pk, "buyer": buyer_id})
+        row = cursor.fetchone()
+    if row is not None:
+        log.info("reminder %s of drop %s asked", row[0], drop.pk)
+        return Asked(reminder_id=row[0], new=True)
+    existing = (
+        Reminder.objects.filter(drop_id=drop.pk, buyer_id=buyer_id).values_list("pk", flat=True).first()
+    )
+    if existing is not None:
+        return Asked(reminder_id=existing, new=False)
+    raise AlreadyOpen(f"{drop.display_title} is not waiting to open any more: no reminder is needed.")
+
+
+def cancel_reminder(*, drop: Drop, buyer_id: int) -> bool:
+    """Forget the buyer's reminder if it has not gone out; False when there was none to forget."""
+    deleted, _ = Reminder.objects.filter(drop_id=drop.pk, buyer_id=buyer_id, sent_at__isnull=True).delete()
+    return deleted > 0
+
+
+def has_reminder(*, drop_id: int, buyer_id: int) -> bool:
+    return Reminder.objects.filter(drop_id=drop_id, buyer_id=buyer_id).exists()
+
+
+def send_due_reminders(*, batch: int = BATCH, most: int = 20 * BATCH) -> int:
+    """Turn the reminders of every open drop into outbox e-mails, a batch per transaction; returns
+    how many this call wrote. A failed batch (its transaction rolled back) leaves its reminders
+    for the next run; batches before it stay written."""
+    written = 0
+    while written < most:
+        with transaction.atomic(durable=True):
+            with connection.cursor() as cursor:
+                cursor.execute(sql.REMINDER_LOCK_TIMEOUT)
+                cursor.execute(sql.TAKE_DUE_REMINDERS, {"limit": min(batch, most - written)})
+                taken = cursor.fetchall()
+            OutboxMessage.objects.bulk_create(
+                [
+                    OutboxMessage(
+                        topic=outbox.REMINDER_TOPIC,
+                        key=f"reminder-{reminder}",
+                        payload={"reminder": reminder, "drop": drop, "buyer": buyer},
+                    )
+                    for reminder, drop, buyer in taken
+                ],
+                ignore_conflicts=True,  # the unique (topic, key): a reminder is one message, always
+            )
+            if taken:
+                transaction.on_commit(_relay)
+        written += len(taken)
+        if len(taken) < batch:
+            break
+    if written:
+        log.info("reminders written to the outbox: %s", written)
+    return written
+
+
+def _relay() -> None:
+    current_app.send_task("checkout.relay_outbox")
+
+
+def drop_for_reminder(*, slug: str) -> Drop:
+    """A drop a buyer may be reminded of: any but a rehearsal's copy (hidden everywhere)."""
+    found = Drop.objects.select_related("product").filter(slug=slug, rehearsal_of__isnull=True).first()
+    if found is None:
+        raise NotFound("There is no drop at this address.")
+    return found
