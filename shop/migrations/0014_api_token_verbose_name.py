@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("shop", "0012_product_ships_address"),
+        ("shop", "0013_variants"),
     ]
 
     operations = [
