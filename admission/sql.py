@@ -79,7 +79,9 @@ SELECT id, state, expires_at, extended FROM holds_hold
  WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND idempotency_key = %(key)s AND request_digest = ''
 """
 
-# Everything a snapshot of a drop needs, for every drop on sale or about to be, in one read.
+# Everything a snapshot of a drop needs, for every drop on sale or about to be, in one read
+# (the last column: admitted tickets whose buyer has not had a unit yet, who will likely take
+# what is left before anyone behind them).
 # The state is computed with the database's clock, like the claim statements. "Available" is
 # what a claim could get (holds.CLAIMABLE); what is returning to the line is counted apart.
 SNAPSHOTS = f"""
@@ -96,7 +98,11 @@ SELECT d.id, d.slug, {STATE},
        {holds.RETURNING}, COALESCE(q.offered_through, 0),
        (SELECT COALESCE(json_agg(json_build_array(v.id, v.name, v.position, v.quantity, v.price_minor,
                                                   {variant_available("v")}) ORDER BY v.position), '[]')
-          FROM shop_variant v WHERE v.drop_id = d.id)
+          FROM shop_variant v WHERE v.drop_id = d.id),
+       (SELECT count(*) FROM admission_ticket a
+         WHERE a.drop_id = d.id AND a.number <= COALESCE(q.admitted_through, 0)
+           AND NOT EXISTS (SELECT 1 FROM holds_hold ah
+                            WHERE ah.drop_id = a.drop_id AND ah.buyer_id = a.buyer_id))
   FROM shop_drop d LEFT JOIN admission_queue q ON q.drop_id = d.id
  WHERE d.id = ANY(%(drops)s)
 """

@@ -82,19 +82,21 @@ def place_json(
             position,
             remaining=int(queue["remaining"]) + int(queue.get("returning") or 0),
             held=int(queue["held"]),
+            admitted_unclaimed=int(queue.get("admitted_unclaimed") or 0),
         ),
         "offer": offer,
     }
 
 
-def unlikely(position: int | None, *, remaining: int, held: int) -> bool:
+def unlikely(position: int | None, *, remaining: int, held: int, admitted_unclaimed: int = 0) -> bool:
     """Whether a ticket waits behind at least as many buyers as units that could still reach the line
     (the open ones, those returning to the line, and the held ones that may come back; the caller
-    adds the first two as `remaining`): the page then says so, early.
+    adds the first two as `remaining`): the page then says so, early. Ahead of it: the tickets
+    still waiting before it, and the admitted who have not had a unit yet (they are let in to claim).
     place_json asks it for Django and the edge; the page's script computes the same."""
     if not position:
         return False  # admitted, or no place before the draw
-    return position - 1 >= remaining + held
+    return position - 1 + admitted_unclaimed >= remaining + held
 
 
 def revoke(buyer_id: int) -> None:
@@ -151,6 +153,7 @@ class Snapshot:
     offered_through: int = 0  # tickets up to this one have been offered a returned unit (or had one)
     at: float = 0.0  # when it was read: a later publish of an older read never wins at the edge
     variants: tuple[VariantView, ...] = ()  # each with its units still available
+    admitted_unclaimed: int = 0  # admitted tickets whose buyer has had no unit yet: ahead of every waiter
 
     @property
     def queue_state(self) -> QueueState:
@@ -179,6 +182,7 @@ class Snapshot:
             "pace_per_minute": self.admitted_recently / 2,
             "seed_sha256": self.seed_sha256,
             "seed": self.seed,
+            "admitted_unclaimed": self.admitted_unclaimed,
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -214,6 +218,7 @@ def compute(drops: list[Drop]) -> list[Snapshot]:
             offered_through=int(row[12]),
             at=at,
             variants=_variants(by_id[row[0]], row[13]),
+            admitted_unclaimed=int(row[14]),
         )
         for row in rows
     ]
@@ -357,6 +362,14 @@ def current(drop: Drop, *, max_age: float = 5.0, publish_computed: bool = False)
             returning=int(queue.get("returning") or 0),
             offered_through=int(queue.get("offered_through") or 0),
             at=float(body["at"]),
+            variants=tuple(
+                VariantView(
+                    Variant(drop=drop, name=v["name"], position=n, price_minor=v["price_minor"]),
+                    v["remaining"],
+                )
+                for n, v in enumerate(public.get("variants") or [])
+            ),
+            admitted_unclaimed=int(queue.get("admitted_unclaimed") or 0),
         )
     snapshot = compute([drop])[0]
     if not (publish_computed and reachable):

@@ -172,6 +172,9 @@ class Place(Closed):
     remaining: NonNegativeInt
     returning: NonNegativeInt = Field(description="Units given back, being offered to the next tickets")
     held: NonNegativeInt
+    admitted_unclaimed: NonNegativeInt = Field(
+        description="Admitted tickets whose buyer has had no unit yet: ahead of everyone waiting"
+    )
     offered_through: NonNegativeInt = Field(
         description="Tickets up to this one have been offered a returned unit (or had one)"
     )

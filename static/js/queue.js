@@ -74,12 +74,14 @@
     $("position-line").hidden = false;
     $("position").textContent = number(position);
     var ahead = Math.max(0, position - 1);
-    // As state.unlikely: at least as many buyers ahead as units that could still reach the line.
+    // As state.unlikely: at least as many buyers ahead (waiting, or let in and not bought yet) as
+    // units that could still reach the line.
+    var before = ahead + (msg.admitted_unclaimed || 0);
     var left = msg.remaining + coming + (msg.held || 0);
-    var unlikely = position > 0 && ahead >= left;
+    var unlikely = position > 0 && before >= left;
     $("unlikely").hidden = !unlikely;
     if (unlikely) {
-      $("unlikely").textContent = number(ahead) + " ahead of you, " + plural(left, "unit", "units") +
+      $("unlikely").textContent = number(before) + " ahead of you, " + plural(left, "unit", "units") +
         " left: you are unlikely to get one. You keep your place in case buyers ahead do not buy.";
     }
     $("ahead").textContent = position === 0 ? "" : " · " + (ahead === 0 ? "you are next" : plural(ahead, "person", "people") + " ahead of you");

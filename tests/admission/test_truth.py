@@ -51,19 +51,22 @@ def test_unlikely_once_as_many_wait_ahead_as_units_could_come_back(work: harness
     drop = room(quantity=2)
     auths = [bearer(f"u{i}") for i in range(6)]
     joined = [join("room", auth) for auth in auths]
-    assert admit(drop) == 2  # tickets 1, 2 in; 3..6 wait with 0..3 ahead, 2 units left
-    assert unlikely_at_edge_and_in_django(auths, joined) == [False, False, False, False, True, True]
+    # tickets 1, 2 in; 3..6 wait with 0..3 ahead, 2 units left, and the two let in have not bought
+    # yet: they come first, so even the next in line waits behind as many buyers as units
+    assert admit(drop) == 2
+    assert unlikely_at_edge_and_in_django(auths, joined) == [False, False, True, True, True, True]
 
-    # one admitted buyer holds a unit: it may come back, so it still counts
+    # one admitted buyer holds a unit: it may come back, so it still counts, and they are no
+    # longer ahead of anyone: the next in line waits behind one buyer for two units
     hold = sell(drop, buyer("u0"))
     state.refresh([drop.pk])
     EDGE.forget()
-    assert unlikely_at_edge_and_in_django(auths, joined) == [False, False, False, False, True, True]
-    # once sold it cannot: the second in line is now behind as many as there are units
+    assert unlikely_at_edge_and_in_django(auths, joined) == [False, False, False, True, True, True]
+    # once sold it cannot: the next in line is now behind as many as there are units
     assert confirm(hold_id=hold)
     state.refresh([drop.pk])
     EDGE.forget()
-    assert unlikely_at_edge_and_in_django(auths, joined) == [False, False, False, True, True, True]
+    assert unlikely_at_edge_and_in_django(auths, joined) == [False, False, True, True, True, True]
 
 
 CLOSED = "Sold out: the line is closed."
