@@ -101,6 +101,10 @@
       stopTokenRefresh();
     } else if (position === 0 && !token) {
       askSoon(spread(jump));  // admitted: the token comes from the API (the broadcast is for everyone)
+    } else if (msg.offer === undefined && !offered && (msg.offered_through || 0) >= ticket) {
+      // The socket says returned units were offered through this ticket: ask at once whether
+      // one is ours (an admitted buyer with a token would otherwise hear at its next refresh).
+      askSoon(SPREAD_MIN_MS);
     }
   }
 

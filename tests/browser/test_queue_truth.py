@@ -93,3 +93,30 @@ def make_buyer_id(username: str) -> int:
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.get(username=username).pk
+
+
+def test_an_admitted_buyer_holding_a_token_hears_of_an_offer_within_a_second_or_two(
+    live_daphne: str, page: object
+) -> None:
+    # given ticket 2, admitted with a token, while ticket 1 holds every unit
+    drop = make_drop(
+        slug="offer-heard", quantity=2, per_buyer_limit=2, waiting_room=True, admission_percent=100
+    )
+    off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))  # the start: an empty draw
+    first = make_buyer("holds-both").pk
+    services.join(drop=drop, buyer_id=first)
+    make_buyer("erin")
+    page.set_default_timeout(15_000)
+    join_from_the_link(page, live_daphne, "erin", slug="offer-heard")
+    page.wait_for_selector("#connection:text('Updating live')")
+    off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk), force=True))
+    page.wait_for_selector("#buy-step:not([hidden])")  # admitted: the token is on the page
+    hold = holds.reserve(drop=drop, buyer_id=first, quantity=2, idempotency_key="both").hold
+
+    # when ticket 1 lets them go and the offer step gives one to ticket 2
+    holds.release(hold_id=hold.pk, buyer_id=first)
+    assert off_the_loop(lambda: offers.offer_returns(Drop.objects.get(pk=drop.pk))) >= 1
+
+    # then the page shows the offer from the socket's news, not at the token's next refresh (60 s)
+    page.wait_for_selector("#offer:not([hidden])", timeout=5_000)
+    assert page.get_by_role("heading", name="A unit came back: it is yours").is_visible()
