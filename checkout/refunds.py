@@ -182,8 +182,10 @@ def send_refund(*, refund_pk: int) -> str:
 
 def _record(refund: Refund, state: str, provider_refund_id: str, error: str) -> str:
     """Record the provider's first answer to a requested refund, once (a second run finds it
-    recorded). An accepted refund counts its units on the hold (and puts them back on sale);
-    a refused one gives its units and amount back to the order's refundable."""
+    recorded). A refund that went through counts its units on the hold (and puts them back on
+    sale); a pending one waits for the provider's word (apply_event_in) before it moves a unit, so
+    a refund that fails later never leaves units resold that the buyer kept; a refused one gives
+    its units and amount back to the order's refundable."""
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         order = Order.objects.select_for_update(of=("self",)).get(pk=refund.order_id)
         moved = Refund.objects.filter(pk=refund.pk, state=RefundState.REQUESTED).update(
@@ -192,22 +194,31 @@ def _record(refund: Refund, state: str, provider_refund_id: str, error: str) -> 
         if not moved:
             return "already_recorded"
         if state == RefundState.FAILED:
-            Order.objects.filter(pk=order.pk).update(
-                refunded_quantity=F("refunded_quantity") - refund.quantity,
-                refunded_minor=F("refunded_minor") - refund.amount_minor,
-                updated_at=Now(),
-            )
+            _give_back(refund)
             log.error("refund %s refused by the provider: %s", refund.pk, error)
             return "failed"
-        if not holds.refund_units_in(
-            cursor, hold_id=order.hold_id, units=refund.quantity, restock=refund.restock
-        ):
-            # Cannot happen while the order's counts bound the hold's; loud if it ever does.
-            raise RuntimeError(f"refund {refund.pk}: hold {order.hold_id} has fewer sold units than refunded")
         if state == RefundState.SUCCEEDED:
-            _mark_refunded_if_whole(order.pk)
+            _refund_units(cursor, refund, hold_id=order.hold_id)
         outbox.announce_refund(refund)
     return state
+
+
+def _give_back(refund: Refund) -> None:
+    """A refund that did not happen: its units and amount are the order's to refund again."""
+    Order.objects.filter(pk=refund.order_id).update(
+        refunded_quantity=F("refunded_quantity") - refund.quantity,
+        refunded_minor=F("refunded_minor") - refund.amount_minor,
+        updated_at=Now(),
+    )
+
+
+def _refund_units(cursor: CursorWrapper, refund: Refund, *, hold_id: int) -> None:
+    """The money went back: the hold counts the units refunded (back on sale if asked), and a
+    whole order is refunded."""
+    if not holds.refund_units_in(cursor, hold_id=hold_id, units=refund.quantity, restock=refund.restock):
+        # Cannot happen while the order's counts bound the hold's; loud if it ever does.
+        raise RuntimeError(f"refund {refund.pk}: hold {hold_id} has fewer sold units than refunded")
+    _mark_refunded_if_whole(refund.order_id)
 
 
 def _mark_refunded_if_whole(order_pk: int) -> None:
@@ -234,14 +245,16 @@ def apply_event_in(cursor: CursorWrapper, *, payment: Payment, facts: dict[str, 
         return "refund_unknown"
     if refund.state != RefundState.PENDING:
         return f"refund_already_{refund.state}"
+    order = Order.objects.select_for_update(of=("self",)).get(pk=refund.order_id)  # lock order: as _record
     if kind == "refund.succeeded":
         Refund.objects.filter(pk=refund.pk).update(state=RefundState.SUCCEEDED, updated_at=Now())
-        _mark_refunded_if_whole(refund.order_id)
+        _refund_units(cursor, refund, hold_id=order.hold_id)
         return "refund_succeeded"
-    # Accepted, then failed: its units may be on sale again already, so on-call decides (admin filter).
+    # Accepted, then failed: no unit moved while it was pending, so the order may be refunded again.
     Refund.objects.filter(pk=refund.pk).update(
         state=RefundState.FAILED, last_error="the provider reported the refund failed", updated_at=Now()
     )
+    _give_back(refund)
     log.error(
         "refund %s failed at the provider after it was accepted; the buyer has no money back", refund.pk
     )

@@ -351,3 +351,47 @@ def test_a_refunded_unit_no_longer_counts_against_the_buyers_limit() -> None:
     # then the one refunded is theirs to buy again, and no more
     assert again.created and again.hold.quantity == 1
     assert invariant(drop_id=drop.pk).drift == 0
+
+
+@pytest.mark.parametrize("outcome", ["refund.succeeded", "refund.failed"])
+def test_a_pending_refund_moves_no_unit_until_the_provider_says_it_went_through(outcome: str) -> None:
+    # given a pending refund of one unit, to go back on sale
+    drop = make_drop(quantity=3, per_buyer_limit=2)
+    order = confirmed_order(drop, quantity=2)
+    refund = refunds.request_refund(order_id=order.pk, quantity=1, restock=True, by=None).refund
+    refunds._record(refund, "pending", "re_wait", "")
+    numbers = invariant(drop_id=drop.pk)
+    assert (numbers.available, numbers.sold, numbers.refunded) == (1, 2, 0)  # nothing moved yet
+    payment = Payment.objects.get(order=order)
+
+    # when the provider's word comes
+    facts = ProviderEvent(
+        event_id=f"evt_{outcome}",
+        type=outcome,
+        session_id=str(payment.session_id),
+        reference=refund.key,
+        amount_minor=refund.amount_minor,
+        currency="EUR",
+        refund_id="re_wait",
+    )
+    event_pk = services.record_webhook(provider_name="simulated", event=facts, payload={"id": facts.event_id})
+    assert event_pk is not None
+    said = services.process_event(event_pk=event_pk)
+
+    # then a refund that went through puts its unit back on sale; one that failed moved none and
+    # leaves the order refundable again
+    numbers = invariant(drop_id=drop.pk)
+    order.refresh_from_db()
+    if outcome == "refund.succeeded":
+        assert said == "refund_succeeded"
+        assert (numbers.available, numbers.sold, order.refunded_quantity) == (2, 1, 1)
+    else:
+        assert said == "refund_failed"
+        assert (numbers.available, numbers.sold, order.refunded_quantity, order.refunded_minor) == (
+            1,
+            2,
+            0,
+            0,
+        )
+        assert refunds.request_refund(order_id=order.pk, by=None).refund.quantity == 2
+    assert numbers.drift == 0
