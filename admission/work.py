@@ -28,11 +28,12 @@ from core.errors import Busy, FloodgateError, ProofRequired
 from shop.models import Drop
 
 NONCE = re.compile(r"[0-9a-z]{1,32}")
-CHALLENGE = re.compile(r"([0-9]{10})\.([0-9a-f]{16})\.([0-9a-f]{24})")
+# "<expires>.<nonce>.<mac>": 36 characters, so "<challenge>:<nonce>" fits one SHA-256 block.
+CHALLENGE = re.compile(r"([0-9]{10})\.([0-9a-f]{8})\.([0-9a-f]{16})")
 # Challenges are issued from this long before the start (the hour a tick opens the queue in):
 # earlier, there is nothing to work on.
 ROOM_OPENS = timedelta(hours=1)
-SPENT = "fg:work:{drop}:{nonce}"
+SPENT = "fg:work:{drop}:{buyer}:{nonce}"
 
 
 class RoomNotOpen(FloodgateError):
@@ -52,7 +53,7 @@ def room_opens_at(drop: Drop) -> datetime:
 
 def _mac(drop_id: int, buyer_id: int, expires: int, nonce: str) -> str:
     message = f"join-work:{drop_id}:{buyer_id}:{expires}:{nonce}".encode()
-    return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()[:24]
+    return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()[:16]
 
 
 def issue(*, drop: Drop, buyer_id: int, now: datetime | None = None) -> Challenge:
@@ -65,7 +66,7 @@ def issue(*, drop: Drop, buyer_id: int, now: datetime | None = None) -> Challeng
             opens_at=opens.isoformat(),
         )
     expires = int(now.timestamp()) + settings.JOIN_WORK_CHALLENGE_SECONDS
-    nonce = secrets.token_hex(8)
+    nonce = secrets.token_hex(4)
     text = f"{expires}.{nonce}.{_mac(drop.pk, buyer_id, expires, nonce)}"
     return Challenge(text=text, bits=drop.join_work_bits, expires_at=datetime.fromtimestamp(expires, tz=UTC))
 
@@ -105,7 +106,7 @@ def check(
         _refuse(drop, buyer_id, now, "That challenge has expired; here is a fresh one.")
     if not solves(challenge, proof, bits):
         _refuse(drop, buyer_id, now, "That nonce does not solve the challenge.")
-    if not _spend(drop.pk, nonce, expires):
+    if not _spend(drop.pk, buyer_id, nonce, expires):
         _refuse(drop, buyer_id, now, "That challenge has been used already; here is a fresh one.")
 
 
@@ -121,12 +122,13 @@ def _refuse(drop: Drop, buyer_id: int, now: datetime, why: str) -> None:
     )
 
 
-def _spend(drop_id: int, nonce: str, expires: int) -> bool:
+def _spend(drop_id: int, buyer_id: int, nonce: str, expires: int) -> bool:
     """Mark the challenge used until it expires; False if it was already. Redis away: Busy (the
     join is turned away for a moment rather than let a proof count twice)."""
     try:
         client = get_redis_connection("default")
-        return bool(client.set(SPENT.format(drop=drop_id, nonce=nonce), "1", nx=True, exat=expires + 1))
+        key = SPENT.format(drop=drop_id, buyer=buyer_id, nonce=nonce)
+        return bool(client.set(key, "1", nx=True, exat=expires + 1))
     except (RedisError, OSError):
         raise Busy("The waiting room is catching its breath; please try again in a moment.") from None
 

@@ -182,7 +182,7 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
                 Param(
                     "X-Join-Challenge",
                     "header",
-                    Annotated[str, Field(pattern="^[0-9]{10}[.][0-9a-f]{16}[.][0-9a-f]{24}$")],
+                    Annotated[str, Field(pattern="^[0-9]{10}[.][0-9a-f]{8}[.][0-9a-f]{16}$")],
                     required=False,
                     description="The challenge the proof solves, as the last 428 gave it",
                 ),

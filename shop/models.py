@@ -28,7 +28,7 @@ PER_BUYER_LIMIT_MAX = 100
 ADMISSION_PERCENT_RANGE = (100, 1000)
 # A join's proof of work, on by default: ~1 s in the page's Web Worker in Chromium on this
 # project's machine (bench/README.md, `bench work`); load tests and rehearsal copies set 0.
-DEFAULT_JOIN_WORK_BITS = 19
+DEFAULT_JOIN_WORK_BITS = 20
 
 
 def money(amount_minor: int, currency: str) -> str:
