@@ -9,7 +9,7 @@ from shop.sql import STATE
 # FOR SHARE on the queue row makes the list's close (FOR UPDATE) wait for joins in flight, and
 # a join that waited re-checks entries_closed_at: no early joiner is left out of the draw or
 # put in twice. (The list closes at the start; the draw may follow it a few seconds later, when
-# its beacon round exists: services._close_entries, services._draw.)
+# its beacon round exists: drawing.close_entries, drawing.draw.)
 JOIN_BEFORE_DRAW = """
 INSERT INTO admission_ticket (drop_id, buyer_id, joined_at)
 SELECT q.drop_id, %(buyer)s, now()

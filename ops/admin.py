@@ -27,8 +27,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 
-from admission import beacon
-from admission import services as admission
+from admission import beacon, drawing
 from admission.models import Queue, Ticket
 from catalogue import services
 from checkout import selectors as checkout_selectors
@@ -552,7 +551,7 @@ class DropAdmin(admin.ModelAdmin):
         if changed:
             obj.save(update_fields=changed)
         if "starts_at" in changed:  # the draw's round follows the start while nobody has joined
-            transaction.on_commit(partial(admission.recommit_beacon, drop=obj))
+            transaction.on_commit(partial(drawing.recommit_beacon, drop=obj))
         if wanted:
             transaction.on_commit(partial(self._move_stock, request, obj.pk, **wanted))
 

@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.test import Client, TestCase
 from django.utils import timezone
 
-from admission import beacon, draw, services
+from admission import beacon, draw, drawing, services
 from admission.models import BeaconStatus, Queue, Ticket
 from shop.models import Drop
 from tests import beacons
@@ -38,7 +38,7 @@ def recorded_sale(make_buyers, *, slug: str, n: int = 30) -> Drop:
         starts_at=STARTS,
         ends_at=timezone.now() + timedelta(hours=1),
     )
-    services.open_queues([drop], now=STARTS - timedelta(minutes=10))  # the tick, an hour ahead
+    drawing.open_queues([drop], now=STARTS - timedelta(minutes=10))  # the tick, an hour ahead
     for buyer in make_buyers(n, prefix=f"{slug}-"):
         services.join(drop=drop, buyer_id=buyer)
     return drop
@@ -232,7 +232,7 @@ def test_the_round_follows_the_start_until_the_first_join_then_nothing_changes_i
     settings.DRAW_BEACON = "quicknet"
     starts = (timezone.now() + timedelta(minutes=30)).replace(microsecond=0)
     drop = make_drop(slug="fixed", waiting_room=True, starts_at=starts, ends_at=starts + timedelta(hours=2))
-    services.open_queues([drop])
+    drawing.open_queues([drop])
     client = staff()
     named = Queue.objects.get(pk=drop.pk).beacon_round
     assert named == beacon.QUICKNET.round_at(starts + beacon.CLOSE_MARGIN)

@@ -8,7 +8,7 @@ import pytest
 from django.db.models import F
 from django.utils import timezone
 
-from admission import beacon, services
+from admission import beacon, drawing, services
 from admission.models import Queue, Ticket
 from shop.models import Drop
 from tests import beacons
@@ -32,7 +32,7 @@ def drawn(slug: str) -> tuple[Drop, Ticket]:
         starts_at=STARTS,
         ends_at=timezone.now() + timedelta(hours=1),
     )
-    services.open_queues([drop], now=STARTS - timedelta(minutes=10))
+    drawing.open_queues([drop], now=STARTS - timedelta(minutes=10))
     for i in range(25):
         services.join(drop=drop, buyer_id=make_buyer(f"{slug}-{i}").pk)
     vera = make_buyer(f"{slug}-vera")
