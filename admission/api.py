@@ -16,7 +16,12 @@ def queue(request: HttpRequest, slug: str) -> JsonResponse:
     buyer_id = signed_in(request)
     drop = catalogue.drop_for_buyer(slug=slug, buyer_id=buyer_id)
     if request.method == "POST":
-        place = services.join(drop=drop, buyer_id=buyer_id, proof=request.headers.get("X-Join-Proof"))
+        place = services.join(
+            drop=drop,
+            buyer_id=buyer_id,
+            proof=request.headers.get("X-Join-Proof"),
+            challenge=request.headers.get("X-Join-Challenge"),
+        )
     else:
         if drop.waiting_room:
             # A poll that reached Django may have found no fresh snapshot (beat down, key gone):

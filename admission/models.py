@@ -8,6 +8,15 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 
+class BeaconStatus(models.TextChoices):
+    """Where the draw's public randomness stands (admission/beacon.py)."""
+
+    NONE = "none", "no beacon named: the seed and the entry list alone"
+    WAITING = "waiting", "a round is named; it is read at the draw"
+    VERIFIED = "verified", "the round was read and its signature verified"
+    UNREACHABLE = "unreachable", "the round could not be read: the committed seed alone"
+
+
 class Queue(models.Model):
     """A drop's line: the draw that orders early joiners, and the admitted-through mark."""
 
@@ -20,6 +29,21 @@ class Queue(models.Model):
     # Fixed by the draw (admission/draw.py): the closed entry list's hash, and the beacon value mixed in.
     entries_sha256 = models.CharField(max_length=64, blank=True, default="")
     beacon = models.CharField(max_length=200, blank=True, default="")
+    # Named with the seed, before any join (admission/beacon.py): a drand chain and the first round
+    # due after the entry list closes. The list closes at the start (its hash published then); the
+    # order waits for the round, whose signature is kept to be checked by anyone.
+    # (Database defaults: code from before these columns still inserts queues.)
+    beacon_chain = models.CharField(max_length=64, blank=True, db_default="", help_text="drand chain hash")
+    beacon_round = models.PositiveBigIntegerField(null=True, blank=True)
+    beacon_status = models.CharField(
+        max_length=16, choices=BeaconStatus.choices, db_default=BeaconStatus.NONE.value
+    )
+    beacon_signature = models.CharField(max_length=400, blank=True, db_default="")
+    beacon_previous_signature = models.CharField(max_length=400, blank=True, db_default="")
+    beacon_note = models.CharField(
+        max_length=300, blank=True, db_default="", help_text="why the round was not used"
+    )
+    entries_closed_at = models.DateTimeField(null=True, blank=True)
     admitted_through = models.PositiveIntegerField(default=0, help_text="Tickets up to this are admitted.")
     # Returned units go to the next tickets in number order (sale/offers.py): the highest ticket
     # offered one so far (what the pages and the edge go by; the offerer asks the tickets themselves).

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import math
-import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,8 +20,18 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
-from admission import sql, state, tokens, work
-from admission.draw import RULE, draw_order, entries_digest, seed_digest
+from admission import beacon, sql, state, tokens, work
+from admission.draw import RULE
+from admission.drawing import (
+    DRAW_FIELDS,
+    ROUND_WAIT,
+    close_entries,
+    draw,
+    open_queues,
+    queue_for,
+    round_due_at,
+    round_if_due,
+)
 from admission.models import Queue, Ticket, Wave
 from catalogue import selectors as catalogue
 from core import locks
@@ -127,27 +136,7 @@ class Place:
         )
 
 
-def _new_queue(drop_id: int) -> Queue:
-    """A queue with its seed chosen now, once: it never changes, and its hash is public from here on."""
-    seed = secrets.token_hex(32)
-    return Queue(drop_id=drop_id, seed=seed, seed_sha256=seed_digest(seed))
-
-
-def queue_for(drop: Drop) -> Queue:
-    queue, _ = Queue.objects.get_or_create(drop=drop, defaults=_fields(_new_queue(drop.pk)))
-    return queue
-
-
-def _fields(queue: Queue) -> dict[str, object]:
-    return {"seed": queue.seed, "seed_sha256": queue.seed_sha256}
-
-
-def open_queues(drops: list[Drop]) -> None:
-    """Create the waiting rooms' queues (their seeds committed) ahead of any join: one statement."""
-    Queue.objects.bulk_create([_new_queue(d.pk) for d in drops if d.waiting_room], ignore_conflicts=True)
-
-
-def join(*, drop: Drop, buyer_id: int, proof: str | None = None) -> Place:
+def join(*, drop: Drop, buyer_id: int, proof: str | None = None, challenge: str | None = None) -> Place:
     """The buyer's ticket, new or the one they already have (any tab, device or reconnect).
 
     A new place costs the drop's proof of work (admission.work), if it asks for one."""
@@ -161,7 +150,7 @@ def join(*, drop: Drop, buyer_id: int, proof: str | None = None) -> Place:
         raise Ended("This drop has ended; its waiting room is closed.")
     if drop.state == DropState.LIVE and _line_closed(drop):
         raise SoldOut("Sold out: the line is closed. Every unit is sold and none is held.")
-    work.check(drop=drop, buyer_id=buyer_id, proof=proof)
+    work.check(drop=drop, buyer_id=buyer_id, challenge=challenge, proof=proof)
     queue = queue_for(drop)
     # The queue row read before the insert: its mark can only be behind, never admit early.
     return place_of(drop=drop, ticket=_new_ticket(drop, buyer_id, queue), queue=queue)
@@ -178,13 +167,13 @@ def _line_closed(drop: Drop) -> bool:
 
 
 def _new_ticket(drop: Drop, buyer_id: int, queue: Queue) -> Ticket:
-    if queue.drawn_at is None:
+    if queue.entries_closed_at is None:
         with connection.cursor() as cursor:
             cursor.execute(sql.JOIN_BEFORE_DRAW, {"drop": drop.pk, "buyer": buyer_id})
             inserted = cursor.fetchone()
         if inserted is not None:
             return Ticket(id=inserted[0], drop=drop, buyer_id=buyer_id, number=None, joined_at=inserted[1])
-        # Joined from another tab meanwhile, or the draw ran first: then a number after it.
+        # Joined from another tab meanwhile, or the list closed first: then a number after it.
     for _ in range(5):
         existing = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
         if existing is not None:
@@ -256,12 +245,32 @@ def queue_ticket(place: Place, *, bound_to: str | None) -> str | None:
 
 
 def draw_entries(*, drop: Drop) -> dict[str, object]:
-    """What anyone needs to check the draw (admission/draw.py): the seed's hash from the queue's
-    creation; after the draw the seed, the closed entry list and its hash, the beacon, the order."""
+    """What anyone needs to check the draw (admission/draw.py): from the queue's creation the seed's
+    hash and the beacon round named; from the close the entry list's hash; after the draw the seed,
+    the list, the round's signature and randomness (or why it could not be read), the order."""
     if not drop.waiting_room:
         raise NoWaitingRoom("This drop has no waiting room.")
     queue = queue_for(drop)
-    body: dict[str, object] = {"seed_sha256": queue.seed_sha256, "drawn": queue.drawn_at is not None}
+    body: dict[str, object] = {
+        "seed_sha256": queue.seed_sha256,
+        "drawn": queue.drawn_at is not None,
+        "beacon_status": queue.beacon_status,
+    }
+    chain = beacon.BY_HASH.get(queue.beacon_chain)
+    if chain is not None and queue.beacon_round is not None:
+        body |= {
+            "beacon_chain": chain.hash,
+            "beacon_chain_name": chain.name,
+            "beacon_scheme": chain.scheme,
+            "beacon_public_key": chain.public_key,
+            "beacon_round": queue.beacon_round,
+            "beacon_round_at": chain.time_of(queue.beacon_round).isoformat(),
+        }
+    if queue.entries_closed_at is not None:
+        body |= {
+            "entries_closed_at": queue.entries_closed_at.isoformat(),
+            "entries_sha256": queue.entries_sha256,
+        }
     if queue.drawn_at is not None:
         drawn = Ticket.objects.filter(drop=drop, number__isnull=False, number__lte=queue.drawn_entries)
         order = list(drawn.order_by("number").values_list("id", flat=True))
@@ -271,33 +280,13 @@ def draw_entries(*, drop: Drop) -> dict[str, object]:
             "entries": sorted(order),
             "entries_sha256": queue.entries_sha256,
             "beacon": queue.beacon,
+            "beacon_signature": queue.beacon_signature,
+            "beacon_previous_signature": queue.beacon_previous_signature,
+            "beacon_note": queue.beacon_note,
             "order": order,
             "rule": RULE,
         }
     return body
-
-
-def _draw(queue: Queue, now: datetime) -> int:
-    """Number the early joiners in the seed's order (inside the wave's transaction, queue row locked)."""
-    entries = list(
-        Ticket.objects.filter(drop_id=queue.drop_id, number__isnull=True)
-        .order_by("id")
-        .values_list("id", flat=True)
-    )
-    # The entry list closes here (joins wait on the queue row): its hash and the beacon are fixed with it.
-    queue.entries_sha256 = entries_digest(entries)
-    queue.beacon = Drop.objects.filter(pk=queue.drop_id).values_list("draw_beacon", flat=True).get()
-    order = draw_order(queue.seed, entries, beacon=queue.beacon)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql.NUMBER_DRAWN,
-            {"drop": queue.drop_id, "ids": order, "numbers": list(range(1, len(order) + 1))},
-        )
-    queue.drawn_at = now
-    queue.drawn_entries = len(order)
-    transaction.on_commit(lambda: state.publish_draw(queue.drop_id, order))
-    log.info("admission: drew %s early joiners of drop %s", len(order), queue.drop_id)
-    return len(order)
 
 
 def _stock(drop: Drop) -> tuple[int, int]:
@@ -314,22 +303,28 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
     waits for units that come back, and the next tickets get them.
     """
     now = now or timezone.now()
+    fetched = round_if_due(drop, now)
     with transaction.atomic():
         with connection.cursor() as cursor:
             if not locks.try_lock(cursor, locks.Namespace.WAVE, drop.pk):
                 return None  # another worker runs this wave
-        queue_for(drop)
+        queue_for(drop, now=now)
         queue = Queue.objects.select_for_update().get(pk=drop.pk)
         drop.refresh_from_db()
         if drop.state_at(now) != DropState.LIVE:
             return None
+        if queue.drawn_at is None:
+            if queue.entries_closed_at is None:
+                close_entries(queue, now)
+            if not draw(queue, now, fetched):
+                queue.save(update_fields=DRAW_FIELDS)
+                transaction.on_commit(lambda: state.refresh([drop.pk]))
+                return None  # the line waits for its round: no wave before the order exists
         due = queue.last_wave_at is None or now - queue.last_wave_at >= timedelta(
             seconds=drop.admission_wave_seconds
         )
         if not (due or force):
-            return None
-        if queue.drawn_at is None:
-            _draw(queue, now)
+            return None  # (a draw just made leaves last_wave_at empty: a wave is due with it)
         available, held = _stock(drop)
         last = Ticket.objects.filter(drop=drop).aggregate(n=Max("number"))["n"] or 0
         grace = min(settings.ADMISSION_GRACE_SECONDS, settings.ADMISSION_TOKEN_SECONDS)
@@ -348,16 +343,7 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
         size = max(0, min(room, last - queue.admitted_through))
         queue.admitted_through += size
         queue.last_wave_at = now
-        queue.save(
-            update_fields=[
-                "admitted_through",
-                "last_wave_at",
-                "drawn_at",
-                "drawn_entries",
-                "entries_sha256",
-                "beacon",
-            ]
-        )
+        queue.save(update_fields=["admitted_through", "last_wave_at", *DRAW_FIELDS])
         wave = Wave(
             drop=drop, admitted_through=queue.admitted_through, admitted=size, available=available, held=held
         )
@@ -395,7 +381,14 @@ def start_wave(drop_id: int) -> Wave | None:
     early = (drop.starts_at - timezone.now()).total_seconds()
     if 0 <= early < START_AHEAD.total_seconds():
         time.sleep(early + 0.005)  # this worker's clock may run a little behind the scheduler's
-    return run_wave(drop)
+    wave = run_wave(drop)
+    # The list closed; the order waits for its beacon round, due a few seconds after the start.
+    due = round_due_at(drop)
+    wait = (due - timezone.now()).total_seconds() if due is not None else -1.0
+    if wave is None and 0 <= wait <= ROUND_WAIT.total_seconds():
+        time.sleep(wait + 0.05)
+        wave = run_wave(drop)
+    return wave
 
 
 def tick(*, now: datetime | None = None) -> dict[str, int]:
@@ -410,7 +403,7 @@ def tick(*, now: datetime | None = None) -> dict[str, int]:
                 waves += run_wave(drop, now=now) is not None
             except Exception:  # one drop's trouble must not stop the others' waves
                 log.exception("admission: wave of drop %s failed", drop.pk)
-    open_queues(drops)  # each seed's hash published before anyone can join
+    open_queues(drops, now=now)  # each seed's hash and beacon round published before anyone can join
     gate.reconcile(drops)  # the Redis gates' counts back to the database's, every second
     changed = 0
     try:

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from admission import api, limits, services, state
+from admission import api, drawing, limits, services, state
 from catalogue import selectors as catalogue
 from core.api import signed_in
 from core.errors import Busy, FloodgateError, NotFound, RateLimited
@@ -36,7 +36,8 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
             "drop": drop,
             "closed": drop.state == DropState.ENDED,
             "sold_out": state.current(drop).queue_state == "sold_out",
-            "seed_sha256": services.queue_for(drop).seed_sha256,  # committed before this buyer joins
+            "seed_sha256": drawing.queue_for(drop).seed_sha256,  # committed before this buyer joins
+            "beacon": drawing.beacon_of(drawing.queue_for(drop)),
         }
         return render(request, "admission/join.html", context)
     context = {
@@ -46,6 +47,7 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
         "data": place.as_json(),
         "idempotency_key": uuid.uuid4().hex,  # one per page view: a double click returns the same hold
         "quantities": range(1, drop.per_buyer_limit + 1),
+        "beacon": drawing.beacon_of(place.queue),
     }
     response = render(request, "admission/queue.html", context)
     # The page's polls (GET /api/drops/<slug>/queue) carry this cookie: the edge answers them.
@@ -60,7 +62,12 @@ def join(request: HttpRequest, drop: Drop) -> HttpResponse:
     """
     try:
         limits.check_buyer(request, scope="queue")
-        services.join(drop=drop, buyer_id=signed_in(request), proof=request.POST.get("proof"))
+        services.join(
+            drop=drop,
+            buyer_id=signed_in(request),
+            proof=request.POST.get("proof"),
+            challenge=request.POST.get("challenge"),
+        )
     except (Busy, RateLimited) as error:
         context = {"drop": drop, "detail": error.detail}
         response = render(request, "admission/busy.html", context, status=error.status)
@@ -84,6 +91,7 @@ def verify(request: HttpRequest, slug: str) -> HttpResponse:
     mine = services.own_ticket(drop=drop, buyer_id=request.user.pk) if request.user.is_authenticated else None
     context = {
         "drop": drop,
+        "beacon": drawing.beacon_of(drawing.queue_for(drop)),
         "entry": mine.pk if mine else None,
         "number": mine.number if mine else None,
     }

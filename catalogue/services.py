@@ -18,7 +18,16 @@ from django.utils import timezone
 from core.errors import InvalidInput
 from inventory import selectors as stock
 from inventory import services as inventory
-from shop.models import MAX_VARIANTS, ApiToken, Drop, InventoryMode, Product, RehearsalBuyer, Variant
+from shop.models import (
+    DEFAULT_JOIN_WORK_BITS,
+    MAX_VARIANTS,
+    ApiToken,
+    Drop,
+    InventoryMode,
+    Product,
+    RehearsalBuyer,
+    Variant,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +118,7 @@ def create_drop(
     waiting_room: bool = False,
     admission_wave_seconds: int = 5,
     admission_percent: int = 150,
-    draw_beacon: str = "",
-    join_work_bits: int = 0,
+    join_work_bits: int = DEFAULT_JOIN_WORK_BITS,
     redis_gate: bool = False,
     unit_labels: list[str] | None = None,
     rehearsal_of: Drop | None = None,
@@ -144,7 +152,6 @@ def create_drop(
         waiting_room=waiting_room,
         admission_wave_seconds=admission_wave_seconds,
         admission_percent=admission_percent,
-        draw_beacon=draw_beacon,
         join_work_bits=join_work_bits,
         redis_gate=redis_gate,
         rehearsal_of=rehearsal_of,
@@ -249,8 +256,8 @@ def duplicate_drop(
     lasts: timedelta | None = None,
 ) -> Drop:
     """A copy of a drop for the next sale (or, hidden, a rehearsal): same product and rules, fresh
-    stock, a new slug `<slug>-<slug_word>-<n>`, on sale as long as the drop (or `lasts`). Not the
-    draw's beacon value: a beacon round belongs to one sale's draw."""
+    stock, a new slug `<slug>-<slug_word>-<n>`, on sale as long as the drop (or `lasts`). A rehearsal
+    copy asks no proof of work: it measures the line, not what bots pay to join it."""
     starts_at = timezone.now() + starts_in
     lasts = drop.ends_at - drop.starts_at if lasts is None else lasts
     sorts = list(drop.variants.all())
@@ -281,7 +288,7 @@ def duplicate_drop(
         waiting_room=drop.waiting_room,
         admission_wave_seconds=drop.admission_wave_seconds,
         admission_percent=drop.admission_percent,
-        join_work_bits=drop.join_work_bits,
+        join_work_bits=0 if rehearsal else drop.join_work_bits,  # a rehearsal measures the line
         redis_gate=drop.redis_gate,
         unit_labels=labels if drop.inventory_mode == InventoryMode.UNITS else None,
         rehearsal_of=drop if rehearsal else None,

@@ -99,7 +99,10 @@ SLUG = Param("slug")
 ID = Param("id", type=int)
 QUEUE_ERRORS = {
     404: error("No such drop (or, for GET, not in its queue: not_in_queue)"),
-    409: error("no_waiting_room; sold_out (POST, a new buyer: sold out with none held, the line is closed)"),
+    409: error(
+        "no_waiting_room; sold_out (POST, a new buyer: sold out with none held, the line is closed); "
+        "room_not_open (POST, a drop asking proof of work, earlier than opens_at)"
+    ),
     410: error("ended: the queue is closed"),
 }
 
@@ -160,7 +163,9 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
                 **QUEUE_ERRORS,
                 428: error(
                     "proof_of_work_required: a new place in this drop's line needs a nonce whose "
-                    "sha256('<challenge>:<nonce>') starts with `bits` zero bits, sent as X-Join-Proof"
+                    "sha256('<challenge>:<nonce>') starts with `bits` zero bits, sent as X-Join-Proof "
+                    "with the challenge as X-Join-Challenge before `expires_at`; a challenge is spent "
+                    "by one join, and a refused one comes back with a fresh challenge"
                 ),
                 429: busy("rate_limited; see Retry-After"),
                 503: busy("busy (Redis down or the line is catching up); see Retry-After"),
@@ -173,6 +178,13 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
                     Annotated[str, Field(pattern="^[0-9a-z]{1,32}$")],
                     required=False,
                     description="The proof of work's nonce, for drops that ask one (see 428)",
+                ),
+                Param(
+                    "X-Join-Challenge",
+                    "header",
+                    Annotated[str, Field(pattern="^[0-9]{10}[.][0-9a-f]{8}[.][0-9a-f]{16}$")],
+                    required=False,
+                    description="The challenge the proof solves, as the last 428 gave it",
                 ),
             ),
             login=True,

@@ -47,6 +47,10 @@ class Error(Closed):
     bits: Omittable[NonNegativeInt] = Field(
         None, description="proof_of_work_required: leading zero bits asked"
     )
+    expires_at: Omittable[datetime] = Field(
+        None, description="proof_of_work_required: the challenge is refused after this"
+    )
+    opens_at: Omittable[datetime] = Field(None, description="room_not_open: when challenges are issued")
     fields: Omittable[dict[str, str]] = Field(
         None, description="invalid_address: what is wrong, field by field"
     )
@@ -193,12 +197,15 @@ class Place(Closed):
     )
 
 
+DRAWN_ONLY = ["seed", "drawn_at", "entries", "beacon", "beacon_signature", "beacon_previous_signature"]
+DRAWN_ONLY += ["beacon_note", "order", "rule"]
+
+
 def _drawn_only(schema: dict[str, Any]) -> None:
-    """The seed and entries come with the draw, never before it: the optional fields, all or none."""
-    later = [name for name in schema["properties"] if name not in schema["required"]]
+    """The seed, the entries and the round's value come with the draw, never before it: all or none."""
     schema["if"] = {"properties": {"drawn": {"const": True}}}
-    schema["then"] = {"required": later}
-    schema["else"] = {"not": {"anyOf": [{"required": [name]} for name in later]}}
+    schema["then"] = {"required": [*DRAWN_ONLY, "entries_sha256", "entries_closed_at"]}
+    schema["else"] = {"not": {"anyOf": [{"required": [name]} for name in DRAWN_ONLY]}}
 
 
 class Draw(Closed):
@@ -206,15 +213,35 @@ class Draw(Closed):
 
     seed_sha256: str
     drawn: bool
+    beacon_status: Literal["none", "waiting", "verified", "unreachable"] = Field(
+        description="none: no beacon named; waiting: the round is named, not read yet; verified: read "
+        "and its signature checked; unreachable: not read, the order rests on the committed seed alone"
+    )
+    beacon_chain: Omittable[str] = Field(
+        None, description="The drand chain's hash, named at the queue's creation"
+    )
+    beacon_chain_name: Omittable[str] = Field(None, description="quicknet or mainnet (League of Entropy)")
+    beacon_scheme: Omittable[str] = Field(None, description="The chain's signature scheme")
+    beacon_public_key: Omittable[str] = Field(None, description="The chain's public key (hex)")
+    beacon_round: Omittable[NonNegativeInt] = Field(
+        None, description="The round named before the first join; its time is after the list closes"
+    )
+    beacon_round_at: Omittable[datetime] = Field(None, description="When the chain publishes that round")
+    entries_closed_at: Omittable[datetime] = Field(None, description="When the entry list closed")
     seed: Omittable[str] = None
     drawn_at: Omittable[datetime] = None
     entries: Omittable[list[int]] = Field(None, description="The closed entry list, ascending")
     entries_sha256: Omittable[str] = Field(
-        None, description="SHA-256 of the entries, ascending, joined by ','; fixed at the draw"
+        None, description="SHA-256 of the entries, ascending, joined by ','; published at the close"
     )
     beacon: Omittable[str] = Field(
-        None, description="The public randomness beacon value mixed in ('' if none)"
+        None, description="The randomness mixed in: sha256 of the round's signature ('' if none or not read)"
     )
+    beacon_signature: Omittable[str] = Field(None, description="The round's BLS signature ('' if not read)")
+    beacon_previous_signature: Omittable[str] = Field(
+        None, description="Chained schemes (mainnet): the previous round's signature"
+    )
+    beacon_note: Omittable[str] = Field(None, description="Why the round was not used ('' if it was)")
     order: Omittable[list[int]] = Field(
         None, description="The entries by the ticket numbers they hold (the first has ticket 1)"
     )

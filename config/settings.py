@@ -14,6 +14,7 @@ from typing import Any
 
 from csp.constants import NONCE, NONE, SELF
 from django.conf import global_settings
+from django.core.exceptions import ImproperlyConfigured
 
 from core import env
 
@@ -446,6 +447,16 @@ ADMISSION_GRACE_SECONDS = env.integer("ADMISSION_GRACE_SECONDS", 30)
 # How long a queue ticket (the signed "this is my place" the edge answers polls from) is honoured;
 # longer than any sale's wait. After it the poll goes to Django, which signs a fresh one.
 QUEUE_TICKET_SECONDS = env.integer("QUEUE_TICKET_SECONDS", 12 * 3600)
+# The draw's public randomness (admission/beacon.py): the drand chain a queue names a future round
+# of when it is created ("quicknet", "mainnet"; "" names none: the seed and the entry list alone),
+# and the relays asked for that round at the draw. One that cannot be reached: the draw says so and
+# falls back to the committed seed.
+DRAW_BEACON = os.environ.get("DRAW_BEACON", "quicknet").strip()
+if DRAW_BEACON not in {"", "quicknet", "mainnet"}:
+    raise ImproperlyConfigured(f"DRAW_BEACON must be quicknet, mainnet or empty (none), not {DRAW_BEACON!r}")
+DRAW_BEACON_URLS = env.listing("DRAW_BEACON_URLS", ["https://api.drand.sh", "https://drand.cloudflare.com"])
+# How long a join's proof-of-work challenge lasts (admission/work.py): work is done in this window.
+JOIN_WORK_CHALLENGE_SECONDS = env.integer("JOIN_WORK_CHALLENGE_SECONDS", 300)
 # Token buckets per account and per client address: a burst of RATE_BURST, then RATE_PER_SECOND.
 RATE_LIMIT_BURST = env.integer("RATE_LIMIT_BURST", 10)
 RATE_LIMIT_PER_SECOND = env.integer("RATE_LIMIT_PER_SECOND", 1)

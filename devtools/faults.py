@@ -271,7 +271,7 @@ def servers(
                     env, "create_drop", "--slug", SLUG, "--quantity", str(units), "--buckets", "4",
                     "--per-buyer-limit", "1", "--starts-in", str(starts_in), "--waiting-room",
                     "--wave-seconds", "1", "--hold-seconds", str(HOLD_SECONDS),
-                    "--offer-seconds", str(OFFER_SECONDS),
+                    "--offer-seconds", str(OFFER_SECONDS), "--join-work-bits", "0",
                 )  # fmt: skip
                 yield shop, tokens, ids
             finally:

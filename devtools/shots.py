@@ -80,8 +80,9 @@ def seed() -> int:
         quantity=250,
         bucket_count=4,
         waiting_room=True,
-        starts_at=now + timedelta(hours=3),
-        ends_at=now + timedelta(hours=5),
+        # within the hour: its waiting room is open, so the page hands out the join's work
+        starts_at=now + timedelta(minutes=45),
+        ends_at=now + timedelta(hours=3),
         **common,
     )
     services.create_drop(

@@ -27,6 +27,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
 
+from admission import beacon, drawing
+from admission.models import Queue, Ticket
 from catalogue import services
 from checkout import selectors as checkout_selectors
 from core.errors import FloodgateError
@@ -163,7 +165,6 @@ class DropForm(forms.ModelForm):
             "waiting_room",
             "admission_wave_seconds",
             "admission_percent",
-            "draw_beacon",
             "join_work_bits",
             "redis_gate",
         ]
@@ -263,7 +264,15 @@ class DropAdmin(admin.ModelAdmin):
     search_fields = ["slug", "title", "product__name", "product__sku"]
     date_hierarchy = "starts_at"
     list_select_related = ["product"]
-    readonly_fields = ["paused", "paused_at", "paused_by", "pause_reason", "created_at", "last_rehearsal"]
+    readonly_fields = [
+        "paused",
+        "paused_at",
+        "paused_by",
+        "pause_reason",
+        "created_at",
+        "last_rehearsal",
+        "draw_commitment",
+    ]
     fieldsets = [
         (None, {"fields": ["product", "slug", "title"]}),
         ("When", {"fields": ["starts_at", "ends_at"]}),
@@ -281,7 +290,7 @@ class DropAdmin(admin.ModelAdmin):
                     "admission_wave_seconds",
                     "admission_percent",
                     "offer_seconds",
-                    "draw_beacon",
+                    "draw_commitment",
                     "join_work_bits",
                     "redis_gate",
                 ]
@@ -434,6 +443,32 @@ class DropAdmin(admin.ModelAdmin):
             raise Http404("This drop has not been rehearsed yet." if report_id is None else "No such report.")
         return HttpResponse(report.html, content_type="text/html; charset=utf-8")
 
+    @admin.display(description="draw commitment")
+    def draw_commitment(self, drop: Drop) -> str:
+        """What the waiting room committed to when it opened: never typed, never edited here."""
+        queue = Queue.objects.filter(pk=drop.pk).first() if drop.pk else None
+        if queue is None:
+            return "the seed's hash and a drand round: named when the waiting room opens, an hour ahead"
+        chain = beacon.BY_HASH.get(queue.beacon_chain)
+        if chain is None or queue.beacon_round is None:
+            return format_html(
+                "seed sha256 <code>{}</code>; no beacon round (DRAW_BEACON off)", queue.seed_sha256
+            )
+        fixed = (
+            "fixed: people have joined"
+            if Ticket.objects.filter(drop_id=drop.pk).exists()
+            else "follows the start until the first join"
+        )
+        return format_html(
+            "seed sha256 <code>{}</code>; drand {} round <code>{}</code> (due {} UTC), {}; {}",
+            queue.seed_sha256,
+            chain.name,
+            queue.beacon_round,
+            f"{chain.time_of(queue.beacon_round):%Y-%m-%d %H:%M:%S}",
+            queue.get_beacon_status_display(),
+            fixed,
+        )
+
     @admin.display(description="rehearsal reports")
     def last_rehearsal(self, drop: Drop) -> str:
         reports = rehearsal.latest_reports(drop=drop) if drop.pk else []
@@ -565,6 +600,8 @@ class DropAdmin(admin.ModelAdmin):
         changed = [f for f in form.changed_data if f in columns and f not in STOCK_FIELDS | PAUSE_FIELDS]
         if changed:
             obj.save(update_fields=changed)
+        if "starts_at" in changed:  # the draw's round follows the start while nobody has joined
+            transaction.on_commit(partial(drawing.recommit_beacon, drop=obj))
         if wanted:
             transaction.on_commit(partial(self._move_stock, request, obj.pk, **wanted))
 

@@ -167,7 +167,8 @@ class Lane:
         assert self._redis is not None
         await limits.check_async(self._redis, scope="queue", ip=_ip(scope), buyer_id=who.buyer_id)
         drop = await self._drop(slug)
-        body = await self.workers.join(drop, who.buyer_id, who.bound_to, header(scope, b"x-join-proof"))
+        proof, challenge = header(scope, b"x-join-proof"), header(scope, b"x-join-challenge")
+        body = await self.workers.join(drop, who.buyer_id, who.bound_to, proof, challenge)
         headers: tuple[tuple[bytes, bytes], ...] = PRIVATE_HEADERS
         if ticket := body["queue_ticket"]:
             cookie = tokens.ticket_cookie(drop.slug, str(ticket))[tokens.TICKET_COOKIE]

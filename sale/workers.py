@@ -51,8 +51,10 @@ class Workers:
         """One claim on its own (a repeated key, a chosen seat, what a batch left undecided)."""
         return await self._run(_reserve, drop, ask, unit)
 
-    async def join(self, drop: Drop, buyer_id: int, bound_to: str, proof: str | None) -> dict[str, object]:
-        return await self._run(_join, drop, buyer_id, bound_to, proof)
+    async def join(
+        self, drop: Drop, buyer_id: int, bound_to: str, proof: str | None, challenge: str | None
+    ) -> dict[str, object]:
+        return await self._run(_join, drop, buyer_id, bound_to, proof, challenge)
 
     async def users_of_tokens(self, tokens: list[str]) -> dict[str, int]:
         return await self._run(users_of_tokens, tokens)
@@ -118,8 +120,10 @@ def _reserve(drop: Drop, ask: Ask, unit: str | None) -> Reply | FloodgateError:
     return (201 if result.created else 200), data
 
 
-def _join(drop: Drop, buyer_id: int, bound_to: str, proof: str | None) -> dict[str, object]:
-    place = admission.join(drop=drop, buyer_id=buyer_id, proof=proof)
+def _join(
+    drop: Drop, buyer_id: int, bound_to: str, proof: str | None, challenge: str | None
+) -> dict[str, object]:
+    place = admission.join(drop=drop, buyer_id=buyer_id, proof=proof, challenge=challenge)
     return {**place.as_json(), "queue_ticket": admission.queue_ticket(place, bound_to=bound_to)}
 
 

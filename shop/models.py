@@ -26,6 +26,9 @@ HOLD_SECONDS_RANGE = (30, 3600)
 OFFER_SECONDS_RANGE = (15, 900)
 PER_BUYER_LIMIT_MAX = 100
 ADMISSION_PERCENT_RANGE = (100, 1000)
+# A join's proof of work, on by default: ~1 s in the page's Web Worker in Chromium on this
+# project's machine (bench/README.md, `bench work`); load tests and rehearsal copies set 0.
+DEFAULT_JOIN_WORK_BITS = 20
 
 
 def money(amount_minor: int, currency: str) -> str:
@@ -177,21 +180,17 @@ class Drop(models.Model):
         help_text="Each wave admits this percentage of the units still available "
         "(150 = 1.5 buyers per unit).",
     )
-    draw_beacon = models.CharField(
-        max_length=200,
-        blank=True,
-        default="",
-        help_text="Optional: a public randomness beacon value (e.g. a drand round's randomness, "
-        "fetched by you: this server does not fetch it), mixed into the waiting room's draw. "
-        "Name a round published after the queue opened and before the start; it is published with the draw.",
-    )
+    # No longer read: the draw names a drand round itself when its queue is created (admission/
+    # beacon.py). The column stays so code from before that change still inserts rows.
+    draw_beacon = models.CharField(max_length=200, blank=True, default="", editable=False)
     join_work_bits = models.PositiveSmallIntegerField(
         "join proof-of-work (bits)",
-        default=0,
+        default=DEFAULT_JOIN_WORK_BITS,
         validators=[MaxValueValidator(28)],
         help_text="A cost per place in the waiting room that a person does not notice and a bot farm "
-        "does: the page solves a puzzle of this many bits in the background before it joins. "
-        "0 = none; 18 is about a second on a phone; each bit doubles it.",
+        f"does: the page solves a fresh puzzle of this many bits in the background before it joins. "
+        f"0 = none; {DEFAULT_JOIN_WORK_BITS} (the default) takes about a second in Chromium on a server "
+        "core (bench work); each bit doubles it.",
     )
     redis_gate = models.BooleanField(
         default=False,

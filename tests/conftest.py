@@ -31,6 +31,10 @@ WEB = str(Path(sys.executable).parent / "floodgate-web")
 # offers and the watchdog under other tests. The servers the takeover tests start turn it on.
 os.environ.setdefault("DUTY_TAKEOVER", "0")
 settings.DUTY_TAKEOVER = os.environ["DUTY_TAKEOVER"] not in {"0", "false", "no", "off", ""}
+# The draw at the start, as before a beacon: a named drand round would hold the first wave until
+# the round is due. tests/admission/test_beacon_draw.py turns it on and serves recorded rounds.
+os.environ.setdefault("DRAW_BEACON", "")
+settings.DRAW_BEACON = os.environ["DRAW_BEACON"]
 PROVIDER_SECRET = "sim-secret-dev"
 WEBHOOK_SECRET = "sim-webhook-secret-dev"
 
@@ -409,6 +413,18 @@ def fresh_content_types() -> None:
     from django.contrib.contenttypes.models import ContentType
 
     ContentType.objects.clear_cache()
+
+
+@pytest.fixture
+def drand_relay(settings) -> Iterator[object]:
+    """Queues name quicknet rounds, and the draw reads them from a relay on localhost serving real
+    recorded rounds (tests/beacons.py): the in-process draw, as beat's worker would run it."""
+    from tests import beacons
+
+    with beacons.relay() as relay:
+        settings.DRAW_BEACON = "quicknet"
+        settings.DRAW_BEACON_URLS = [relay.url]
+        yield relay
 
 
 @pytest.fixture

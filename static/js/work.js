@@ -1,7 +1,7 @@
 // The waiting room's proof of work (admission/work.py): before a join button of a drop that asks
 // for one may be pressed, find a nonce whose sha256("<challenge>:<nonce>") starts with the
-// drop's number of zero bits. A Web Worker counts nonces in the background (a plain SHA-256:
-// WebCrypto's is asynchronous per hash, far too slow for a million of them).
+// drop's number of zero bits. A Web Worker counts nonces in the background (a plain SHA-256 of
+// one block, reused: WebCrypto's is asynchronous per hash, far too slow for a million of them).
 (function () {
   "use strict";
 
@@ -15,36 +15,28 @@
       0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
       0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
       0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2]);
-    var W = new Uint32Array(64);
+    var W = new Uint32Array(64), M = new Uint32Array(16);
 
-    // sha256 of an ASCII string (the challenge is hex, the nonce base 36): the first word of the digest.
-    function firstWords(text) {
-      var n = text.length, blocks = ((n + 9 + 63) >> 6) << 4, m = new Uint32Array(blocks), i;
-      for (i = 0; i < n; i++) m[i >> 2] |= text.charCodeAt(i) << (24 - (i & 3) * 8);
-      m[n >> 2] |= 0x80 << (24 - (n & 3) * 8);
-      m[blocks - 1] = n * 8;
-      var h0 = 0x6a09e667, h1 = 0xbb67ae85, h2 = 0x3c6ef372, h3 = 0xa54ff53a,
-          h4 = 0x510e527f, h5 = 0x9b05688c, h6 = 0x1f83d9ab, h7 = 0x5be0cd19;
-      for (var b = 0; b < blocks; b += 16) {
-        for (i = 0; i < 16; i++) W[i] = m[b + i];
-        for (i = 16; i < 64; i++) {
-          var x = W[i - 15], y = W[i - 2];
-          var s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
-          var s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
-          W[i] = (W[i - 16] + s0 + W[i - 7] + s1) | 0;
-        }
-        var a = h0, c = h2, d = h3, e = h4, f = h5, g = h6, h = h7, bb = h1;
-        for (i = 0; i < 64; i++) {
-          var S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
-          var t1 = (h + S1 + ((e & f) ^ (~e & g)) + K[i] + W[i]) | 0;
-          var S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
-          var t2 = (S0 + ((a & bb) ^ (a & c) ^ (bb & c))) | 0;
-          h = g; g = f; f = e; e = (d + t1) | 0; d = c; c = bb; bb = a; a = (t1 + t2) | 0;
-        }
-        h0 = (h0 + a) | 0; h1 = (h1 + bb) | 0; h2 = (h2 + c) | 0; h3 = (h3 + d) | 0;
-        h4 = (h4 + e) | 0; h5 = (h5 + f) | 0; h6 = (h6 + g) | 0; h7 = (h7 + h) | 0;
+    // The first two words of sha256 of the one 64-byte block in M (a message of at most 55 bytes).
+    function firstWords() {
+      var i;
+      for (i = 0; i < 16; i++) W[i] = M[i];
+      for (i = 16; i < 64; i++) {
+        var x = W[i - 15], y = W[i - 2];
+        var s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+        var s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+        W[i] = (W[i - 16] + s0 + W[i - 7] + s1) | 0;
       }
-      return [h0 >>> 0, h1 >>> 0];
+      var a = 0x6a09e667, b = 0xbb67ae85, c = 0x3c6ef372, d = 0xa54ff53a,
+          e = 0x510e527f, f = 0x9b05688c, g = 0x1f83d9ab, h = 0x5be0cd19;
+      for (i = 0; i < 64; i++) {
+        var S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+        var t1 = (h + S1 + ((e & f) ^ (~e & g)) + K[i] + W[i]) | 0;
+        var S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+        var t2 = (S0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+        h = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
+      }
+      return [(0x6a09e667 + a) >>> 0, (0xbb67ae85 + b) >>> 0];
     }
 
     function zeroBits(words) {
@@ -52,11 +44,23 @@
       return 32 + Math.clz32(words[1]);
     }
 
+    // "<challenge>:<nonce>" into M, big-endian, padded: the challenge's bytes once, each nonce's
+    // after them (ASCII: the challenge is digits, hex and dots, the nonce hex).
+    function put(byteIndex, value) {
+      M[byteIndex >> 2] |= value << (24 - (byteIndex & 3) * 8);
+    }
+
     self.onmessage = function (event) {
-      var challenge = event.data.challenge, bits = event.data.bits;
+      var prefix = event.data.challenge + ":", bits = event.data.bits, p = prefix.length, i;
+      if (p > 40) { self.postMessage(""); return; }  // not one of ours: it would not fit one block
       for (var n = 0; ; n++) {
-        var nonce = n.toString(16);
-        if (zeroBits(firstWords(challenge + ":" + nonce)) >= bits) {
+        var nonce = n.toString(16), length = p + nonce.length;
+        M.fill(0);
+        for (i = 0; i < p; i++) put(i, prefix.charCodeAt(i));
+        for (i = 0; i < nonce.length; i++) put(p + i, nonce.charCodeAt(i));
+        put(length, 0x80);
+        M[15] = length * 8;
+        if (zeroBits(firstWords()) >= bits) {
           self.postMessage(nonce);
           return;
         }

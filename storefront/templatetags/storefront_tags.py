@@ -101,9 +101,19 @@ def _drawing_for(sku: str) -> str:
 
 
 @register.simple_tag
-def join_challenge(drop: Drop, user: object) -> str:
-    """The proof-of-work challenge of this buyer's place in this drop's line (admission.work)."""
-    return work.challenge(drop_id=drop.pk, buyer_id=getattr(user, "pk", 0) or 0)
+def join_challenge(drop: Drop, user: object) -> work.Challenge | None:
+    """A fresh proof-of-work challenge for this buyer's place in this drop's line (admission.work);
+    None before the waiting room opens (the button says when it does)."""
+    try:
+        return work.issue(drop=drop, buyer_id=getattr(user, "pk", 0) or 0)
+    except work.RoomNotOpen:
+        return None
+
+
+@register.simple_tag
+def room_opens(drop: Drop) -> datetime:
+    """When a drop asking proof of work starts issuing challenges (admission.work.ROOM_OPENS)."""
+    return work.room_opens_at(drop)
 
 
 @register.simple_tag

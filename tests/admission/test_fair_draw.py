@@ -1,5 +1,6 @@
 """A draw nobody can steer: the seed committed at the queue's creation, the closed entry list's
-hash and the beacon mixed in, everything published, and `verify_draw` that catches tampering."""
+hash mixed in, everything published, and `verify_draw` that catches tampering. (With no beacon
+round named, as DRAW_BEACON="" runs it; the drand round: test_beacon_draw.py.)"""
 
 from __future__ import annotations
 
@@ -22,13 +23,9 @@ from tests.factories import make_drop
 pytestmark = pytest.mark.django_db
 
 
-def drawn_drop(make_buyers, *, slug: str, n: int = 40, beacon: str = "") -> Drop:
+def drawn_drop(make_buyers, *, slug: str, n: int = 40) -> Drop:
     drop = make_drop(
-        slug=slug,
-        quantity=5,
-        waiting_room=True,
-        draw_beacon=beacon,  # as the merchant names it in the admin (create_drop)
-        starts_at=timezone.now() + timedelta(minutes=5),
+        slug=slug, quantity=5, waiting_room=True, starts_at=timezone.now() + timedelta(minutes=5)
     )
     for buyer in make_buyers(n, prefix=f"{slug}-"):
         services.join(drop=drop, buyer_id=buyer)
@@ -70,13 +67,14 @@ def test_the_join_page_shows_the_commitment_before_the_buyer_joins(client, djang
     assert Ticket.objects.filter(drop=drop).count() == 0
 
 
-def test_the_draw_publishes_the_entry_list_hash_the_beacon_and_the_order(make_buyers) -> None:
-    drop = drawn_drop(make_buyers, slug="published", beacon="drand-quicknet-1234:abcdef")
+def test_the_draw_publishes_the_entry_list_hash_and_the_order(make_buyers) -> None:
+    drop = drawn_drop(make_buyers, slug="published")
     body = Client().get("/api/drops/published/queue/draw").json()
     queue = Queue.objects.get(pk=drop.pk)
 
     assert body["entries_sha256"] == draw.entries_digest(body["entries"]) == queue.entries_sha256
-    assert body["beacon"] == "drand-quicknet-1234:abcdef"
+    assert (body["beacon"], body["beacon_status"]) == ("", "none")
+    assert body["entries_closed_at"] == body["drawn_at"]  # no round to wait for: closed and drawn at once
     assert body["order"] == draw.draw_order(body["seed"], body["entries"], beacon=body["beacon"])
     assert body["order"] == list(
         Ticket.objects.filter(drop=drop).order_by("number").values_list("id", flat=True)
@@ -87,10 +85,9 @@ def test_the_draw_publishes_the_entry_list_hash_the_beacon_and_the_order(make_bu
     assert {int(k): int(v) for k, v in published.items()} == dict(
         Ticket.objects.filter(drop=drop).values_list("id", "number")
     )
-    # the beacon changes the order (mixed in), and a later edit of it changes nothing published
-    assert draw.draw_order(body["seed"], body["entries"]) != body["order"]
+    # the merchant's old free-text beacon is not read any more: editing it changes nothing
     Drop.objects.filter(pk=drop.pk).update(draw_beacon="changed afterwards")
-    assert Client().get("/api/drops/published/queue/draw").json()["beacon"] == "drand-quicknet-1234:abcdef"
+    assert Client().get("/api/drops/published/queue/draw").json() == body
 
 
 def test_the_entry_list_hash_changes_the_order() -> None:
@@ -106,7 +103,8 @@ def test_the_entry_list_hash_changes_the_order() -> None:
 def test_verify_draw_passes_an_honest_draw(make_buyers, capsys) -> None:
     drawn_drop(make_buyers, slug="honest")
     assert verify("honest") == 0
-    assert "verified: 40 entries" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "verified: 40 entries" in out and "NOTE: no beacon round was named" in out
 
 
 def test_verify_draw_fails_a_seed_swapped_after_the_commitment(make_buyers, capsys) -> None:

@@ -6,21 +6,23 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from admission import work
 from admission.models import Ticket
+from shop.models import DEFAULT_JOIN_WORK_BITS
 from tests.factories import make_buyer, make_drop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_page_solves_the_proof_of_work_in_the_background_then_joins(
+def test_the_page_solves_the_default_proof_of_work_in_the_background_then_joins(
     live_daphne: str, page: object
 ) -> None:
     make_drop(
         slug="worked",
         quantity=5,
         waiting_room=True,
-        join_work_bits=14,
-        starts_at=timezone.now() + timedelta(hours=1),
+        join_work_bits=DEFAULT_JOIN_WORK_BITS,
+        starts_at=timezone.now() + timedelta(minutes=30),
     )
     make_buyer("worker")
     page.goto(f"{live_daphne}/accounts/login/?next=/drops/worked/")
@@ -33,9 +35,10 @@ def test_the_page_solves_the_proof_of_work_in_the_background_then_joins(
     button.wait_for()
     page.wait_for_function("() => !document.querySelector('#join-queue').disabled", timeout=60_000)
     proof = page.locator("form.join input[name=proof]").input_value()
+    challenge = page.locator("form.join input[name=challenge]").input_value()
     button.click()
     page.wait_for_url(re.compile(r"/drops/worked/queue/$"))
 
-    assert re.fullmatch(r"[0-9a-f]+", proof)
+    assert re.fullmatch(r"[0-9a-f]+", proof) and work.solves(challenge, proof, DEFAULT_JOIN_WORK_BITS)
     assert Ticket.objects.filter(buyer__username="worker").count() == 1
     assert "Join the waiting room" not in page.content()

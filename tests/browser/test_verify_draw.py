@@ -8,27 +8,37 @@ import pytest
 from django.db.models import F
 from django.utils import timezone
 
-from admission import services
+from admission import beacon, drawing, services
 from admission.models import Queue, Ticket
 from shop.models import Drop
+from tests import beacons
 from tests.browser.helpers import off_the_loop
 from tests.factories import make_buyer, make_drop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+# A sale set just before a real recorded quicknet round was due (tests/beacons.py), so the round
+# its queue names is the one the relay serves.
+DUE = beacon.QUICKNET.time_of(beacons.QUICKNET_ROUND)
+STARTS = DUE - timedelta(seconds=2)
+
+
 def drawn(slug: str) -> tuple[Drop, Ticket]:
     drop = make_drop(
-        slug=slug, quantity=3, waiting_room=True, starts_at=timezone.now() + timedelta(minutes=5)
+        slug=slug,
+        quantity=3,
+        waiting_room=True,
+        starts_at=STARTS,
+        ends_at=timezone.now() + timedelta(hours=1),
     )
-    Drop.objects.filter(pk=drop.pk).update(draw_beacon="round-4242:9f8e7d")
+    drawing.open_queues([drop], now=STARTS - timedelta(minutes=10))
     for i in range(25):
         services.join(drop=drop, buyer_id=make_buyer(f"{slug}-{i}").pk)
     vera = make_buyer(f"{slug}-vera")
     services.join(drop=drop, buyer_id=vera.pk)
-    off_the_loop(
-        lambda: services.run_wave(Drop.objects.get(pk=drop.pk), now=drop.starts_at + timedelta(seconds=1))
-    )
+    for at in (STARTS, DUE + timedelta(seconds=1)):  # the list closes; then the round is read
+        off_the_loop(lambda at=at: services.run_wave(Drop.objects.get(pk=drop.pk), now=at))
     return drop, Ticket.objects.get(drop=drop, buyer=vera)
 
 
@@ -45,18 +55,50 @@ def result(page: object) -> str:
     return page.inner_text("#verify-result")
 
 
+@pytest.fixture(autouse=True)
+def recorded_round(drand_relay: beacons.Relay) -> beacons.Relay:
+    drand_relay.serve(beacon.QUICKNET, beacons.QUICKNET_ROUND, beacons.QUICKNET_SIGNATURE)
+    return drand_relay
+
+
 def test_a_buyer_sees_their_place_verified_in_the_browser(live_daphne: str, page: object) -> None:
     drop, ticket = drawn("verify-ok")
+    assert Queue.objects.get(pk=drop.pk).beacon == beacons.QUICKNET_RANDOMNESS
     log_in_to_verify(page, live_daphne, "verify-ok-vera", "verify-ok")
     text = result(page)
     assert f"Your place {ticket.number} is verified" in text
-    assert "matches the hash published before the first join" in page.inner_text("#verify-steps")
+    steps = page.inner_text("#verify-steps")
+    assert "matches the hash published before the first join" in steps
+    assert f"is the SHA-256 of drand quicknet round {beacons.QUICKNET_ROUND}'s signature" in steps
+    assert "before drand quicknet round" in steps
     # anyone can check any entry, signed in or not
     other = Ticket.objects.filter(drop=drop).exclude(pk=ticket.pk).first()
     page.fill("#verify-entry", str(other.pk))
     page.evaluate("document.querySelector('#verify-result').removeAttribute('data-verified')")
     page.get_by_role("button", name="Check").click()
     assert f"Your place {other.number} is verified" in result(page)
+
+
+def test_the_page_says_mismatch_for_a_swapped_round_value(live_daphne: str, page: object) -> None:
+    drop, _ = drawn("verify-round")
+    # the shop publishes another "randomness" (and the order it gives) than the round's signature hashes to
+    Queue.objects.filter(pk=drop.pk).update(beacon="0" * 64)
+    log_in_to_verify(page, live_daphne, "verify-round-vera", "verify-round")
+    text = result(page)
+    assert text.startswith("Mismatch") and "is not the SHA-256 of drand quicknet round" in text
+
+
+def test_the_page_says_when_the_round_could_not_be_read(
+    live_daphne: str, page: object, recorded_round: beacons.Relay
+) -> None:
+    # the relay answers with a forged signature: the draw takes nothing it cannot verify
+    recorded_round.rounds.clear()
+    recorded_round.serve(beacon.QUICKNET, beacons.QUICKNET_ROUND, beacons.forged(beacons.QUICKNET_SIGNATURE))
+    _, ticket = drawn("verify-offline")
+    log_in_to_verify(page, live_daphne, "verify-offline-vera", "verify-offline")
+    assert f"Your place {ticket.number} is verified" in result(page)
+    assert "could not be read" in page.inner_text("#draw-beacon")
+    assert "the order rests on the committed seed" in page.inner_text("#verify-steps")
 
 
 def test_the_page_says_mismatch_for_a_swapped_seed(live_daphne: str, page: object) -> None:

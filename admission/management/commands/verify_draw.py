@@ -1,6 +1,8 @@
 """manage.py verify_draw SLUG [--json FILE|URL]: redo a waiting room's draw from its published JSON.
 
-Exit 0: verified; 1: a mismatch (each printed); 2: nothing to check yet.
+The seed against its committed hash, the entry list against its hash, the drand round's BLS
+signature against the chain's public key, and the order. Exit 0: verified (a draw that fell back
+to the seed alone says so, NOTE); 1: a mismatch (each printed); 2: nothing to check yet.
 """
 
 from __future__ import annotations
@@ -37,9 +39,16 @@ class Command(BaseCommand):
             self.stderr.write(f"MISMATCH: {problem}")
         if problems:
             raise SystemExit(1)
+        for note in draw.notes(body):
+            self.stdout.write(f"NOTE: {note}")
         entries = body.get("entries")
         count = len(entries) if isinstance(entries, list) else 0
-        self.stdout.write(f"verified: {count} entries, entries_sha256 {body.get('entries_sha256')}")
+        signed = (
+            f", drand round {body.get('beacon_round')} verified"
+            if body.get("beacon_status") == "verified"
+            else ""
+        )
+        self.stdout.write(f"verified: {count} entries, entries_sha256 {body.get('entries_sha256')}{signed}")
 
     def published(self, slug: str, source: object) -> dict[str, object]:
         try:

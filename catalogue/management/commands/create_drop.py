@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from catalogue import services
 from core.errors import InvalidInput
-from shop.models import InventoryMode
+from shop.models import DEFAULT_JOIN_WORK_BITS, InventoryMode
 
 
 class Command(BaseCommand):
@@ -52,6 +52,13 @@ class Command(BaseCommand):
             "--admission-percent", type=int, default=150, help="each wave admits this %% of the units left"
         )
         parser.add_argument("--wave-seconds", type=int, default=5, help="seconds between admission waves")
+        parser.add_argument(
+            "--join-work-bits",
+            type=int,
+            default=DEFAULT_JOIN_WORK_BITS,
+            help=f"waiting room: proof-of-work bits per join (default {DEFAULT_JOIN_WORK_BITS}, ~1 s in a "
+            "browser; 0 turns it off, as load tests do)",
+        )
         parser.add_argument(
             "--redis-gate", action="store_true", help="answer most 'sold out's from a Redis count first"
         )
@@ -109,6 +116,7 @@ class Command(BaseCommand):
                 waiting_room=bool(opts["waiting_room"]),
                 admission_wave_seconds=int(opts["wave_seconds"]),
                 admission_percent=int(opts["admission_percent"]),
+                join_work_bits=int(opts["join_work_bits"]),
                 redis_gate=bool(opts["redis_gate"]),
                 unit_labels=labels,
             )
@@ -124,6 +132,7 @@ class Command(BaseCommand):
                     "starts_at": drop.starts_at.isoformat(),
                     "ends_at": drop.ends_at.isoformat(),
                     "waiting_room": drop.waiting_room,
+                    "join_work_bits": drop.join_work_bits,
                     "admission_percent": drop.admission_percent,
                     "wave_seconds": drop.admission_wave_seconds,
                     "redis_gate": drop.redis_gate,
