@@ -96,13 +96,6 @@ SELECT COALESCE(sum(quantity - refunded), 0) FROM holds_hold
 
 SET_BUCKET = "UPDATE holds_hold SET bucket_index = %(index)s WHERE drop_id = %(drop)s AND id = %(hold)s"
 
-# What an offer's holds got (the returned unit's bucket, NULL in units mode, and its variant).
-SET_OFFERED = """
-UPDATE holds_hold h SET bucket_index = v.index, variant_id = v.variant
-  FROM unnest(%(holds)s::bigint[], %(indexes)s::int[], %(variants)s::bigint[]) AS v(id, index, variant)
- WHERE h.drop_id = %(drop)s AND h.id = v.id
-"""
-
 # SET_BUCKET for the holds of a batch that a probed bucket served (rows this transaction made).
 SET_BUCKETS = """
 UPDATE holds_hold h SET bucket_index = v.index
@@ -203,16 +196,19 @@ UPDATE holds_hold SET expires_at = greatest(expires_at, %(since)s + make_interva
 RETURNING id
 """
 
-# A returned unit offered to each of the line's next tickets (sale/offers.py): a hold of the
-# drop's offer_seconds under the ticket's offer key, in ticket order, only while the drop is live.
-# A buyer who meanwhile started a hold of their own conflicts (one active hold): no offer, they
-# have a unit. Rows: (hold, buyer) made. Stock is taken after, as every claim's.
+# Returned units offered to each of the line's next tickets (sale/offers.py): a hold of `q` units
+# (up to the buyer's limit) of one bucket or variant, for the drop's offer_seconds under the
+# ticket's offer key, in ticket order, only while the drop is live. A buyer who meanwhile started
+# a hold of their own conflicts (one active hold): no offer, they have a unit. Rows: (hold, buyer)
+# made. Stock is taken after, as every claim's.
 INSERT_OFFERS = f"""
 INSERT INTO holds_hold
-       (drop_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
+       (drop_id, variant_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
         created_at, expires_at, extended)
-SELECT d.id, o.buyer, 1, NULL, 'held', o.key, '', now(), now() + make_interval(secs => d.offer_seconds), false
-  FROM unnest(%(buyers)s::bigint[], %(keys)s::text[]) WITH ORDINALITY AS o(buyer, key, ord)
+SELECT d.id, o.variant, o.buyer, o.q, o.index, 'held', o.key, '',
+       now(), now() + make_interval(secs => d.offer_seconds), false
+  FROM unnest(%(buyers)s::bigint[], %(keys)s::text[], %(qs)s::int[], %(indexes)s::int[],
+              %(variants)s::bigint[]) WITH ORDINALITY AS o(buyer, key, q, index, variant, ord)
   JOIN shop_drop d ON d.id = %(drop)s AND {LIVE}
  ORDER BY o.ord
 ON CONFLICT DO NOTHING

@@ -333,28 +333,58 @@ def returned_units(cursor: CursorWrapper, *, drop_id: int) -> int:
     return int(sql.single(cursor, sql.RETURNED_UNITS, {"drop": drop_id})[0])
 
 
-def take_returned(cursor: CursorWrapper, *, drop: Stocked, holds: list[int]) -> dict[int, Claim]:
-    """One returned unit for each of these new holds, in their order (after their rows: lock
-    order), as far as returned units go; the holds not in the answer got none."""
-    params = {"drop": drop.pk, "holds": holds}
+@dataclass(frozen=True)
+class Pool:
+    """Returned units that can go to one hold together: one bucket's, or one variant's unit rows."""
+
+    bucket_index: int | None
+    variant_id: int
+    units: int
+
+
+def returned_pools(cursor: CursorWrapper, *, drop_id: int) -> list[Pool]:
+    """The drop's returned units, pool by pool, in the order they are offered (read only)."""
+    return [
+        Pool(index, variant, int(n))
+        for index, variant, n in sql.all_rows(cursor, sql.RETURNED_POOLS, {"drop": drop_id})
+    ]
+
+
+def take_returned(
+    cursor: CursorWrapper, *, drop: Stocked, offers: list[tuple[int, int, Pool]]
+) -> dict[int, Claim]:
+    """For each new hold (hold, units, pool), in order, that many returned units of its pool (after
+    the holds' rows: lock order); the holds not in the answer got none (cannot happen under the
+    WAVE lock, where only the offerer takes returned units)."""
+    params = {"drop": drop.pk}
     if drop.inventory_mode == InventoryMode.BUCKETS:
-        waiting = iter(holds)
-        granted: dict[int, Claim] = {}
-        taken: dict[int, int] = {}
-        for index, returned, variant_id in sql.all_rows(cursor, sql.LOCK_RETURNED_BUCKETS, params):
-            # range first: zip then stops before it takes a hold it cannot serve
-            for _, hold in zip(range(returned), waiting, strict=False):
-                granted[hold] = Claim(bucket_index=index, variant_id=variant_id)
-                taken[index] = taken.get(index, 0) + 1
-        counts = {"indexes": list(taken), "ns": list(taken.values())}
-        done = sql.all_rows(cursor, sql.TAKE_RETURNED, {**params, **counts})
-        if len(done) != len(taken):  # the rows are locked above: cannot happen
-            raise RuntimeError(f"drop {drop.pk}: returned units moved under a lock")
-        return granted
-    rows = sql.all_rows(cursor, sql.TAKE_RETURNED_UNITS, params)
+        wanted: dict[int, int] = {}
+        for _, units, pool in offers:
+            assert pool.bucket_index is not None
+            wanted[pool.bucket_index] = wanted.get(pool.bucket_index, 0) + units
+        there: dict[int, int] = dict(sql.all_rows(cursor, sql.LOCK_RETURNED_BUCKETS, params))
+        if any(there.get(index, 0) < n for index, n in wanted.items()):
+            return {}
+        counts = {"indexes": list(wanted), "ns": list(wanted.values())}
+        if len(sql.all_rows(cursor, sql.TAKE_RETURNED, {**params, **counts})) != len(wanted):
+            return {}
+        return {
+            hold: Claim(bucket_index=pool.bucket_index, variant_id=pool.variant_id)
+            for hold, _, pool in offers
+        }
+    asks = {
+        "holds": [hold for hold, _, _ in offers],
+        "qs": [units for _, units, _ in offers],
+        "variants": [pool.variant_id for _, _, pool in offers],
+    }
+    labels: dict[int, list[str]] = {}
+    for hold, label in sql.all_rows(cursor, sql.TAKE_RETURNED_UNITS, {**params, **asks}):
+        labels.setdefault(hold, []).append(label)
+    got = {hold: units for hold, units, _ in offers}
     return {
-        hold: Claim(bucket_index=None, labels=(label,), variant_id=variant_id)
-        for hold, label, variant_id in rows
+        hold: Claim(bucket_index=None, labels=tuple(labels[hold]), variant_id=pool.variant_id)
+        for hold, _, pool in offers
+        if len(labels.get(hold, ())) == got[hold]
     }
 
 

@@ -403,13 +403,27 @@ SELECT COALESCE(sum(stranded), 0) FROM (
 """
 
 
+# Returned units of a drop as they can go to holds: a bucket's (one hold's units come from one
+# bucket), or a variant's unit rows (by their best rank). Rows: (bucket index or NULL, variant,
+# units), in index order then rank order. Read only: under the WAVE lock only the offerer takes
+# returned units, and the rest only add to them, so what this reads is there to take.
+RETURNED_POOLS = """
+SELECT index, variant_id, returned FROM (
+    SELECT b.index, b.variant_id, b.returned, b.index AS at FROM inventory_stockbucket b
+     WHERE b.drop_id = %(drop)s AND b.returned > 0
+    UNION ALL
+    SELECT NULL, u.variant_id, count(*), 32768 + min(u.rank) FROM inventory_unit u
+     WHERE u.drop_id = %(drop)s AND u.state = 'returned' GROUP BY u.variant_id
+) pools ORDER BY at
+"""
+
 # Returned units of a drop (one read of its bucket rows and unit rows).
 RETURNED_UNITS = f"SELECT {RETURNED} FROM shop_drop d WHERE d.id = %(drop)s"
 
 # A drop's buckets that have returned units, locked in index order (the offerer then takes
-# from them with TAKE_RETURNED). Rows: (index, returned, variant).
+# from them with TAKE_RETURNED). Rows: (index, returned).
 LOCK_RETURNED_BUCKETS = """
-SELECT index, returned, variant_id FROM inventory_stockbucket
+SELECT index, returned FROM inventory_stockbucket
  WHERE drop_id = %(drop)s AND returned > 0 ORDER BY index FOR UPDATE
 """
 
@@ -422,21 +436,26 @@ UPDATE inventory_stockbucket b SET returned = b.returned - t.n
 RETURNING b.index
 """
 
-# The same in units mode: the best returned units by rank, one to each hold in order.
-# Rows: (hold, label, variant). Protects: a unit belongs to at most one hold.
+# The same in units mode: each hold takes `q` returned units of its variant, the best by rank,
+# in the holds' order. Rows: (hold, label). Protects: a unit belongs to at most one hold.
 TAKE_RETURNED_UNITS = """
-WITH pick AS MATERIALIZED (
-    SELECT u.id, u.rank FROM inventory_unit u
-     WHERE u.drop_id = %(drop)s AND u.state = 'returned'
-     ORDER BY u.rank LIMIT cardinality(%(holds)s::bigint[])
+WITH locked AS MATERIALIZED (
+    SELECT u.id, u.rank, u.variant_id FROM inventory_unit u
+     WHERE u.drop_id = %(drop)s AND u.state = 'returned' AND u.variant_id = ANY(%(variants)s::bigint[])
+     ORDER BY u.rank
        FOR UPDATE
 ), numbered AS (
-    SELECT id, row_number() OVER (ORDER BY rank) AS k FROM pick
+    SELECT id, variant_id, row_number() OVER (PARTITION BY variant_id ORDER BY rank) AS k FROM locked
+), want AS (
+    SELECT w.hold, w.q, w.variant, sum(w.q) OVER (PARTITION BY w.variant ORDER BY w.ord) AS upto
+      FROM unnest(%(holds)s::bigint[], %(qs)s::int[], %(variants)s::bigint[])
+           WITH ORDINALITY AS w(hold, q, variant, ord)
 )
-UPDATE inventory_unit u SET state = 'held', hold_id = w.hold
-  FROM numbered, unnest(%(holds)s::bigint[]) WITH ORDINALITY AS w(hold, ord)
- WHERE u.id = numbered.id AND numbered.k = w.ord
-RETURNING w.hold, u.label, u.variant_id
+UPDATE inventory_unit u SET state = 'held', hold_id = want.hold
+  FROM numbered, want
+ WHERE u.id = numbered.id AND numbered.variant_id = want.variant
+   AND numbered.k > want.upto - want.q AND numbered.k <= want.upto
+RETURNING want.hold, u.label
 """
 
 # Open a drop's returned units to any claim (nobody is left in its line to offer them to, or

@@ -1,8 +1,9 @@
 """Returned units go to the line in ticket order, never to whoever clicks first.
 
 In a waiting-room drop a unit given back (released, expired, a payment voided) becomes
-'returned' (inventory's GIVE_BACK), which no claim reads. Every second each such unit is
-offered to the next ticket that never had a unit: a hold made for that buyer, for the drop's
+'returned' (inventory's GIVE_BACK), which no claim reads. Right after the return (and every
+second) such units are offered to the next tickets that never had a unit, each up to the
+buyer's limit from one bucket or one variant: a hold made for that buyer, for the drop's
 offer_seconds. Paying starts the hold's full time; a lapsed or released offer is returned
 again, and goes to the ticket after. With nobody left waiting, returned units open to any
 admitted buyer. The offers, the stock they take and the mark they move commit together,
@@ -12,6 +13,7 @@ under the drop's WAVE lock (one offerer, and no wave, at a time).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
@@ -66,23 +68,51 @@ def offer_returns(drop: Drop, *, wait: bool = False) -> int:
 
 
 def _offer(cursor: CursorWrapper, drop: Drop, queue: Queue, waiting: list[line.Waiting]) -> int:
-    buyers, keys = [w.buyer_id for w in waiting], [line.offer_key(w.ticket) for w in waiting]
-    cursor.execute(sql.INSERT_OFFERS, {"drop": drop.pk, "buyers": buyers, "keys": keys})
+    plan = plan_offers(stock.returned_pools(cursor, drop_id=drop.pk), waiting, limit=drop.per_buyer_limit)
+    if not plan:
+        return 0
+    offered = [w for w, _, _ in plan]
+    params: dict[str, Any] = {
+        "drop": drop.pk,
+        "buyers": [w.buyer_id for w in offered],
+        "keys": [line.offer_key(w.ticket) for w in offered],
+        "qs": [units for _, units, _ in plan],
+        "indexes": [pool.bucket_index for _, _, pool in plan],
+        "variants": [pool.variant_id for _, _, pool in plan],
+    }
+    cursor.execute(sql.INSERT_OFFERS, params)
     made = {buyer: hold for hold, buyer in cursor.fetchall()}
     if not made:
         return 0  # paused or over since (the insert checks): nobody is passed
-    holds = [made[w.buyer_id] for w in waiting if w.buyer_id in made]  # in ticket order
-    granted = stock.take_returned(cursor, drop=drop, holds=holds) if holds else {}
-    if len(granted) != len(holds):  # only this lock's holder takes returned units: cannot happen
-        raise RuntimeError(f"drop {drop.pk}: {len(holds)} offers but {len(granted)} returned units")
-    claims = granted.values()
-    got = {"indexes": [c.bucket_index for c in claims], "variants": [c.variant_id for c in claims]}
-    cursor.execute(sql.SET_OFFERED, {"drop": drop.pk, "holds": list(granted), **got})
-    # Every ticket read is decided: offered now, or holding a unit it claimed meanwhile.
-    through = waiting[-1].number
+    # The offers made, in ticket order (a buyer who started a hold of their own has none).
+    taking = [(made[w.buyer_id], units, pool) for w, units, pool in plan if w.buyer_id in made]
+    granted = stock.take_returned(cursor, drop=drop, offers=taking)
+    if len(granted) != len(taking):  # only this lock's holder takes returned units: cannot happen
+        raise RuntimeError(f"drop {drop.pk}: {len(taking)} offers but {len(granted)} had their units")
+    # Every ticket planned for is decided: offered now, or holding a unit it claimed meanwhile.
+    through = offered[-1].number
     line.mark_offered(queue, through=through)
-    log.info("drop %s: %s returned units offered, through ticket %s", drop.pk, len(holds), through)
-    return len(holds)
+    units = sum(n for _, n, _ in taking)
+    log.info(
+        "drop %s: %s returned units offered to %s tickets, through %s", drop.pk, units, len(taking), through
+    )
+    return len(taking)
+
+
+def plan_offers(
+    pools: list[stock.Pool], waiting: list[line.Waiting], *, limit: int
+) -> list[tuple[line.Waiting, int, stock.Pool]]:
+    """Who gets which returned units: the next tickets in order, each up to the buyer's limit from one
+    pool (a hold's units are one bucket's, or one variant's), as far as the units go."""
+    plan: list[tuple[line.Waiting, int, stock.Pool]] = []
+    tickets = iter(waiting)
+    for pool in pools:
+        left = pool.units
+        while left > 0 and (ticket := next(tickets, None)) is not None:
+            units = min(limit, left)
+            plan.append((ticket, units, pool))
+            left -= units
+    return plan
 
 
 def offer_now(drop_id: int) -> int:

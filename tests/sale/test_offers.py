@@ -28,6 +28,7 @@ from holds.models import Hold
 from inventory import services as stock
 from inventory.models import Unit
 from sale import offers
+from shop.models import Drop
 from tests.factories import expire_in, make_drop
 from tests.sale.helpers import current, in_line, offer_of
 
@@ -341,3 +342,37 @@ def test_a_returned_size_is_offered_as_that_size_and_counted_in_it(make_buyers, 
         ("M", 0, 1, 0),
         ("L", 0, 1, 0),
     ]
+
+
+@pytest.mark.parametrize("mode", ["buckets", "units"])
+def test_an_offer_covers_up_to_the_buyers_limit_from_one_pool_of_returned_units(
+    make_buyers, mode: str
+) -> None:
+    # given three units of one size and one of another come back, for buyers who may have two each
+    sizes = [NewVariant("M", 3), NewVariant("L", 1)]
+    drop = make_drop(
+        slug=f"two-each-{mode}", quantity=4, mode=mode, waiting_room=True, per_buyer_limit=3, variants=sizes
+    )
+    m, l_size = drop.variants.all()
+    by_number = in_line(drop.pk, make_buyers(5, prefix=f"two-{mode}"))
+    first = holds.reserve(drop=drop, variant=m, buyer_id=by_number[1], quantity=3, idempotency_key="k")
+    other = holds.reserve(drop=drop, variant=l_size, buyer_id=by_number[2], quantity=1, idempotency_key="k")
+    Drop.objects.filter(pk=drop.pk).update(per_buyer_limit=2)  # the merchant lowered it since
+    drop.refresh_from_db()
+    holds.release(hold_id=first.hold.pk, buyer_id=by_number[1])
+    holds.release(hold_id=other.hold.pk, buyer_id=by_number[2])
+
+    # when the offer step runs
+    offered = offers.offer_returns(drop)
+
+    # then the next tickets get two M, then the last M, then the L: each hold one size, in order
+    got = []
+    for number in (3, 4, 5):
+        offer = offer_of(drop.pk, number)
+        assert offer is not None
+        hold = Hold.objects.get(pk=offer.hold)
+        got.append((number, hold.quantity, hold.variant.name))
+    assert offered == 3 and got == [(3, 2, "M"), (4, 1, "M"), (5, 1, "L")]
+    if mode == "units":
+        assert Unit.objects.filter(drop=drop, hold_id=offer_of(drop.pk, 3).hold, variant=m).count() == 2
+    assert all(v.drift == 0 and v.held == v.quantity for v in invariant_by_variant(drop_id=drop.pk))

@@ -32,8 +32,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 SIZES = ("S", "M", "L", "XL")
 PER_SIZE = 25
 BUYERS = 2000
-# Uneven demand, as a real drop's: M is wanted most, so a claim that ignored its variant would
-# take other sizes' units for M buyers once M's own ran out.
+# Uneven demand, as a real drop's: a claim that ignored its variant would take other sizes' units
+# for the buyers of a size whose own ran out, and some size would hold more than it has.
 DEMAND = {"S": 300, "M": 900, "L": 500, "XL": 300}
 
 
@@ -102,7 +102,7 @@ def test_two_thousand_buyers_for_four_sizes_hold_exactly_each_sizes_stock(monkey
     held = held_per_size(drop)
     per_variant = {v.name: v.drift for v in invariant_by_variant(drop_id=drop.pk)}
     if control:  # the harness sees a variant oversold when the condition is gone
-        assert held["M"] > PER_SIZE and any(per_variant.values()), (held, per_variant)
+        assert max(held.values()) > PER_SIZE and any(per_variant.values()), (held, per_variant)
         return
     assert [r.status for r in replies].count(201) == PER_SIZE * len(SIZES)
     assert held == dict.fromkeys(SIZES, PER_SIZE)
