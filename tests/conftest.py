@@ -37,6 +37,12 @@ PROVIDER_SECRET = "sim-secret-dev"
 WEBHOOK_SECRET = "sim-webhook-secret-dev"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "asks_for(fixture): the test requests that fixture by name at run time (shared_worker)"
+    )
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--through-pgbouncer",
@@ -433,6 +439,15 @@ def _idle(worker: Worker) -> bool:
         client.close()
 
 
+def asks_for(test: pytest.Item | None, fixture: str) -> bool:
+    """Whether the test uses the fixture: among its arguments' fixtures, or named by an asks_for
+    mark (a fixture that requests it by name at run time)."""
+    if test is None:
+        return False
+    marked = {name for mark in test.iter_markers("asks_for") for name in mark.args}
+    return fixture in test.fixturenames or fixture in marked
+
+
 def _settles(worker: Worker, seconds: float = 4) -> bool:
     """Whether the worker is idle within a few seconds: a stop would wait for its tasks anyway."""
     deadline = time.monotonic() + seconds
@@ -472,8 +487,7 @@ def shared_worker(request: pytest.FixtureRequest, env: dict[str, str]) -> Iterat
     try:
         yield worker
     finally:
-        following = _NEXT_TEST[0]
-        if following is not None and name in following.fixturenames and _settles(worker):
+        if asks_for(_NEXT_TEST[0], name) and _settles(worker):
             _KEPT_WORKERS[name] = worker
         else:
             worker.stop()
