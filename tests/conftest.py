@@ -6,8 +6,10 @@ import contextlib
 import copy
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -37,6 +39,12 @@ os.environ.setdefault("DRAW_BEACON", "")
 settings.DRAW_BEACON = os.environ["DRAW_BEACON"]
 PROVIDER_SECRET = "sim-secret-dev"
 WEBHOOK_SECRET = "sim-webhook-secret-dev"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "asks_for(fixture): the test requests that fixture by name at run time (shared_worker)"
+    )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -340,17 +348,22 @@ class Worker:
         self.env = env
         self.process: subprocess.Popen | None = None
         self.starts = 0
+        self.name = ""
 
     def start(self) -> None:
         self.starts += 1
         celery = str(Path(sys.executable).parent / "celery")
+        # a name of its own, so a remote-control question (shared_worker) reaches only this one
+        self.name = f"test-{os.getpid()}-{id(self)}-{self.starts}@{socket.gethostname()}"
         self.process, self.log = start_process(
-            f"worker-{os.getpid()}-{self.starts}",
+            self.name.split("@")[0].replace("test-", "worker-", 1),
             [
                 celery,
                 "-A",
                 "config.celery:app",
                 "worker",
+                "-n",
+                self.name,
                 "--concurrency",
                 "2",
                 "-l",
@@ -361,6 +374,15 @@ class Worker:
             ],
             self.env,
         )
+
+    def wait_until_consuming(self, seconds: float = 60) -> None:
+        """Until the worker answers a ping: from then on it takes tasks off the queue."""
+        from config.celery import app
+
+        deadline = time.monotonic() + seconds
+        while not app.control.ping(destination=[self.name], timeout=0.5, limit=1):
+            assert self.process is not None and self.process.poll() is None, self.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, f"the worker did not start:\n{self.log.read_text()[-3000:]}"
 
     def kill(self) -> None:
         assert self.process is not None
@@ -374,21 +396,122 @@ class Worker:
             stop(self.process)
 
 
+def purge_queue() -> None:
+    """Empty the broker's queue, as `celery -A config.celery:app purge -f` does, from this process
+    (same app, same broker): no interpreter of its own to start and import Django in."""
+    from config.celery import app
+
+    app.control.purge()
+
+
 def _children(pid: int) -> list[int]:
     found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
     return [int(p) for p in found]
 
 
+# The test pytest runs after the current one (pytest_runtest_protocol), so a worker fixture can
+# tell whether the next test asks for the same worker.
+_NEXT_TEST: list[pytest.Item | None] = [None]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    _NEXT_TEST[0] = nextitem
+    return (yield)
+
+
+# A worker left running for the next test, by fixture name; at most one runs at a time.
+_KEPT_WORKERS: dict[str, Worker] = {}
+
+
+def _idle(worker: Worker) -> bool:
+    """Nothing of the test's in the worker's hands (running, prefetched or waiting for its ETA)
+    and nothing left in the queue or unacknowledged in the broker."""
+    from config.celery import app
+
+    if worker.process is None or worker.process.poll() is not None:
+        return False
+    client = redis_lib.Redis.from_url(settings.CELERY_BROKER_URL)
+    try:
+        inspect = app.control.inspect(destination=[worker.name], timeout=2, limit=1)
+        for ask in (inspect.active, inspect.reserved, inspect.scheduled):
+            answer = ask()
+            if not answer or answer.get(worker.name):
+                return False
+        return client.llen("celery") == 0 and client.hlen("unacked") == 0
+    finally:
+        client.close()
+
+
+def asks_for(test: pytest.Item | None, fixture: str) -> bool:
+    """Whether the test uses the fixture: among its arguments' fixtures, or named by an asks_for
+    mark (a fixture that requests it by name at run time)."""
+    if test is None:
+        return False
+    marked = {name for mark in test.iter_markers("asks_for") for name in mark.args}
+    return fixture in test.fixturenames or fixture in marked
+
+
+def _settles(worker: Worker, seconds: float = 4) -> bool:
+    """Whether the worker is idle within a few seconds: a stop would wait for its tasks anyway."""
+    deadline = time.monotonic() + seconds
+    while not _idle(worker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _settings_of(env: dict[str, str]) -> dict[str, str]:
+    """A worker's environment but pytest's own note of the test running when it started."""
+    return {key: value for key, value in env.items() if key != "PYTEST_CURRENT_TEST"}
+
+
+def shared_worker(request: pytest.FixtureRequest, env: dict[str, str]) -> Iterator[Worker]:
+    """The fixture `request.fixturename`'s worker: a fresh process unless the test before asked for
+    the same one and left it idle. Between two such tests the queue is purged as for a fresh one;
+    when the next test does not ask for it (or it is not idle), the worker stops, so a test without
+    a worker never has one consuming its tasks."""
+
+    name = request.fixturename
+    for other in [key for key in _KEPT_WORKERS if key != name]:
+        _KEPT_WORKERS.pop(other).stop()
+    worker = _KEPT_WORKERS.pop(name, None)
+    if worker is not None and _settings_of(worker.env) != _settings_of(env):
+        worker.stop()
+        worker = None
+    purge_queue()  # an empty queue first, so earlier tests' tasks do not leak in
+    if worker is None:
+        worker = Worker(env)
+        worker.start()
+        # A task sent before the worker consumes waits in the queue, and one that expires (an
+        # offer_now after 5 s) could be dropped before a slow start ends: the test starts once
+        # the worker takes tasks.
+        worker.wait_until_consuming()
+    try:
+        yield worker
+    finally:
+        if asks_for(_NEXT_TEST[0], name) and _settles(worker):
+            _KEPT_WORKERS[name] = worker
+        else:
+            worker.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_kept_workers() -> Iterator[None]:
+    yield
+    while _KEPT_WORKERS:
+        _KEPT_WORKERS.popitem()[1].stop()
+
+
 @pytest.fixture
-def celery_worker(transactional_db: None, payment_provider: str, live_daphne: str) -> Iterator[Worker]:
-    """A fresh worker (an empty queue first, so earlier tests' tasks do not leak in)."""
+def celery_worker(
+    transactional_db: None, payment_provider: str, live_daphne: str, request: pytest.FixtureRequest
+) -> Iterator[Worker]:
+    """A worker with an empty queue (earlier tests' tasks do not leak in) and nothing in hand:
+    fresh, or the previous test's left idle (shared_worker)."""
     env = {**app_env(payment_provider, live_daphne), "DB_POOL_MAX_SIZE": "4"}
-    celery = str(Path(sys.executable).parent / "celery")
-    subprocess.run([celery, "-A", "config.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True)
-    worker = Worker(env)
-    worker.start()
-    yield worker
-    worker.stop()
+    yield from shared_worker(request, env)
 
 
 @pytest.fixture(autouse=True)
@@ -534,14 +657,12 @@ def stripe_daphne(
 
 @pytest.fixture
 def stripe_worker(
-    transactional_db: None, payment_provider: str, localstripe: str, stripe_daphne: str
+    transactional_db: None,
+    payment_provider: str,
+    localstripe: str,
+    stripe_daphne: str,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Worker]:
-    """A fresh Celery worker that settles with Stripe (localstripe) and the simulator alike."""
+    """A Celery worker that settles with Stripe (localstripe) and the simulator alike (shared_worker)."""
     env = {**app_env(payment_provider, stripe_daphne), **stripe_env(localstripe), "DB_POOL_MAX_SIZE": "4"}
-    subprocess.run([CELERY, "-A", "config.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True)
-    worker = Worker(env)
-    worker.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
+    yield from shared_worker(request, env)

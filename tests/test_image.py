@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import pwd
 import re
@@ -23,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"  # Debian's: the project's own may live in root's home, out of a user's reach
 USER = "floodgate-image"
 VENV_CACHE = Path("/var/cache/floodgate-image")
+STATIC_CACHE = VENV_CACHE / "collected-static"
 # What compose leaves to the operator (${NAME:?...}): any values that are not the dev ones.
 OPERATOR = {
     "SECRET_KEY": "image-test-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
@@ -165,6 +168,15 @@ class Image:
                 process.wait()
 
 
+def dependencies_key() -> str:
+    """The dependencies' layer's version: what pip installs into it (the project's dependencies,
+    no extras, as the Dockerfile's install) and the Python; not the tools' settings beside them in
+    pyproject.toml, which change nothing the layer holds."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = json.dumps([project["dependencies"], project.get("requires-python"), PYTHON])
+    return hashlib.sha256(wanted.encode()).hexdigest()[:16]
+
+
 def build(root: Path) -> Path:
     """The Dockerfile's build: files copied (root-owned), pip install, collectstatic as root."""
     assert re.search(r"pip install --no-cache-dir -e \.(\s|$)", dockerfile()), "the Dockerfile's install"
@@ -176,8 +188,9 @@ def build(root: Path) -> Path:
         ignore=shutil.ignore_patterns(".venv", ".data", ".git", "__pycache__", "shots", "*.egg-info"),
     )
     # The dependencies' layer, kept between runs as Docker keeps the layer of the Dockerfile's
-    # first install: per version of pyproject.toml, outside any home (the image's user reads it).
-    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + PYTHON.encode()).hexdigest()[:16]
+    # first install: per version of the dependencies (not of every line of pyproject.toml: a
+    # tool's setting rebuilt minutes of pip), outside any home (the image's user reads it).
+    key = dependencies_key()
     venv = VENV_CACHE / f"venv-{key}"
     ready = venv / "dependencies-installed"
     if not ready.exists():
@@ -194,12 +207,56 @@ def build(root: Path) -> Path:
     )
     assert build_env is not None
     values = dict(w.split("=", 1) for w in shlex.split(build_env.group(1).replace("\\\n", " ")))
+    # collectstatic's layer (a minute: whitenoise compresses every file twice over), kept like the
+    # dependencies' one, per version of everything it reads: the installed packages (their static
+    # files, Django's and whitenoise's code), the project's static files, the settings package
+    # (STORAGES, STATIC_ROOT, the apps) and the build step's command and environment. Anything
+    # else changes, or a first run: collected by the Dockerfile's command, as root, and kept.
+    layer = STATIC_CACHE / f"static-{static_key(app, key, values)}"
+    if layer.is_dir():
+        shutil.copytree(layer, app / "staticfiles", dirs_exist_ok=True)
+        return venv
     collected = subprocess.run(
         [str(venv / "bin" / "python"), "manage.py", "collectstatic", "--no-input", "-v0"],
         cwd=app, env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin", **values}, capture_output=True, text=True,
     )  # fmt: skip
     assert collected.returncode == 0, collected.stderr[-3000:]
+    keep_layer(app / "staticfiles", layer)
     return venv
+
+
+def static_key(app: Path, dependencies: str, values: dict[str, str]) -> str:
+    """What collectstatic's output depends on, hashed (see build)."""
+    digest = hashlib.sha256(dependencies.encode())
+    digest.update(repr(sorted(values.items())).encode())
+    step = re.search(r"^.*collectstatic.*$", dockerfile(), re.MULTILINE)
+    assert step is not None
+    digest.update(step.group(0).encode())
+    read = sorted(
+        path
+        for path in app.rglob("*")
+        if path.is_file()
+        and (path.relative_to(app).parts[0] == "config" or "static" in path.relative_to(app).parts[:-1])
+    )
+    for path in read:
+        digest.update(str(path.relative_to(app)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def keep_layer(collected: Path, layer: Path) -> None:
+    """Keep a copy of collectstatic's output (written aside, then renamed: runs share the cache);
+    only the newest few layers stay."""
+    STATIC_CACHE.mkdir(parents=True, exist_ok=True)
+    aside = STATIC_CACHE / f".{layer.name}-{os.getpid()}"
+    shutil.rmtree(aside, ignore_errors=True)
+    shutil.copytree(collected, aside)
+    try:
+        aside.rename(layer)
+    except OSError:  # another run kept the same layer first
+        shutil.rmtree(aside, ignore_errors=True)
+    layers = sorted(STATIC_CACHE.glob("static-*"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for old in layers[3:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

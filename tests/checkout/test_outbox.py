@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -20,7 +17,7 @@ from checkout import outbox, tasks
 from checkout.models import Order, OrderState, OutboxMessage
 from checkout.outbox import EMAIL_TOPIC, MERCHANT_TOPIC, relay_outbox
 from holds import services as holds
-from tests.conftest import ROOT, Worker, app_env
+from tests.conftest import Worker, app_env, purge_queue
 from tests.factories import make_drop
 
 
@@ -175,11 +172,6 @@ def test_a_failing_consumer_keeps_its_message_for_the_next_round(settings, consu
     assert consumer.keys() == Counter({keys[0]: 1, keys[1]: 2, keys[2]: 1})
 
 
-def purge_queue(env: dict[str, str]) -> None:
-    celery = str(Path(sys.executable).parent / "celery")
-    subprocess.run([celery, "-A", "config.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_relay_killed_mid_delivery_repeats_only_the_message_in_flight(
     payment_provider: str, live_daphne: str, consumer: Consumer
@@ -193,7 +185,7 @@ def test_a_relay_killed_mid_delivery_repeats_only_the_message_in_flight(
         "MERCHANT_WEBHOOK_URL": consumer.url,
         "DB_POOL_MAX_SIZE": "4",
     }
-    purge_queue(env)
+    purge_queue()
     worker = Worker(env)
     worker.start()
     try:
@@ -212,7 +204,7 @@ def test_a_relay_killed_mid_delivery_repeats_only_the_message_in_flight(
         time.sleep(2)  # room for a redelivered task or a stray repeat to show up
     finally:
         worker.stop()
-        purge_queue(env)
+        purge_queue()
 
     # then nothing sent before the crash went again; only the message in flight was repeated
     seen = consumer.keys()

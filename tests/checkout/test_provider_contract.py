@@ -112,9 +112,22 @@ class Stack:
         return answer.json()
 
 
-@pytest.fixture(params=["simulated", "stripe"])
-def stack(request: pytest.FixtureRequest, payment_provider: str) -> Iterator[Stack]:
-    if request.param == "simulated":
+# Module-scoped, so pytest runs every test on the simulator, then every test on Stripe: one worker
+# serves a provider's tests in a row (shared_worker), told by the mark which one the test asks for.
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("simulated", marks=pytest.mark.asks_for("celery_worker")),
+        pytest.param("stripe", marks=pytest.mark.asks_for("stripe_worker")),
+    ],
+)
+def provider_name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def stack(request: pytest.FixtureRequest, provider_name: str, payment_provider: str) -> Iterator[Stack]:
+    if provider_name == "simulated":
         shop = request.getfixturevalue("live_daphne")
         request.getfixturevalue("celery_worker")
         provider_config(payment_provider, latency_ms=50, failure_rate=0, duplicates=1, late_seconds=0)

@@ -37,7 +37,17 @@ from holds.counts import invariant
 from holds.models import Hold
 from ops import duties
 from ops.models import Duty
-from tests.conftest import CELERY, ROOT, WEB, app_env, free_port, start_process, stop, wait_for_port
+from tests.conftest import (
+    CELERY,
+    ROOT,
+    WEB,
+    app_env,
+    free_port,
+    purge_queue,
+    start_process,
+    stop,
+    wait_for_port,
+)
 from tests.factories import expire_in, make_drop, staff
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -98,7 +108,7 @@ def shop(celery: str | None, *, takeover: bool) -> Iterator[Shop]:
         "DB_POOL_MIN_SIZE": "1",
         "DUTY_TAKEOVER": "1" if takeover else "0",
     }
-    subprocess.run([CELERY, "-A", "config.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True)
+    purge_queue()
     web, log = start_process(
         f"duties-web-{port}", [WEB, "--host", "127.0.0.1", "--port", str(port), "--workers", "2"], env
     )
@@ -111,9 +121,7 @@ def shop(celery: str | None, *, takeover: bool) -> Iterator[Shop]:
     finally:
         for process in reversed(found.processes):
             stop(process)
-        subprocess.run(
-            [CELERY, "-A", "config.celery:app", "purge", "-f"], env=env, cwd=ROOT, capture_output=True
-        )
+        purge_queue()
 
 
 def wait_for(what: str, check: Callable[[], bool], where: Shop, timeout: float = 30) -> None:
