@@ -453,6 +453,7 @@ class DropAdmin(admin.ModelAdmin):
                 "tax",
                 "tax_rate",
                 "shipping_address",
+                "variant",
             ]
         )
         writer.writerows(
