@@ -51,11 +51,12 @@ def seed() -> int:
     import django
 
     django.setup()
+    from allauth.account.models import EmailAddress
     from django.contrib.auth import get_user_model
     from django.utils import timezone
-    from shop.management.commands.seed_demo import DEMO_DESCRIPTION, DEMO_SKU
 
     from catalogue import services
+    from catalogue.management.commands.seed_demo import DEMO_DESCRIPTION, DEMO_SKU
     from holds import services as holds
     from shop.models import Product
 
@@ -116,7 +117,10 @@ def seed() -> int:
     )
     users.objects.create_superuser("admin", "admin@floodgate.invalid", PASSWORD)
     for size in SIZES:
-        users.objects.create_user(f"shopper-{size.name}", f"{size.name}@floodgate.invalid", PASSWORD)
+        address = f"{size.name}@floodgate.invalid"
+        shopper = users.objects.create_user(f"shopper-{size.name}", address, PASSWORD)
+        # the shop logs in only an account whose address is verified
+        EmailAddress.objects.create(user=shopper, email=shopper.email, verified=True, primary=True)
     return live.pk
 
 

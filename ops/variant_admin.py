@@ -147,6 +147,10 @@ class VariantFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
         return changed
 
 
+def _started(drop: Drop | None) -> bool:
+    return drop is not None and drop.pk is not None and timezone.now() >= drop.starts_at
+
+
 class VariantInline(admin.TabularInline):  # type: ignore[type-arg]
     model = Variant
     form = VariantForm
@@ -171,7 +175,10 @@ class VariantInline(admin.TabularInline):  # type: ignore[type-arg]
         return request.user.has_perm("shop.add_drop" if obj is None else "shop.change_drop")
 
     def has_delete_permission(self, request: HttpRequest, obj: Drop | None = None) -> bool:
-        return self.has_change_permission(request, obj)
+        return self.has_change_permission(request, obj) and not _started(obj)
+
+    def get_extra(self, request: HttpRequest, obj: Drop | None = None, **kwargs: Any) -> int:
+        return 0 if _started(obj) else self.extra  # rows are added only before the start
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Variant]:
         # A drop of one stock has one variant, unnamed, that the quantity above already says.
