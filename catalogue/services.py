@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 
 from core.errors import InvalidInput
@@ -77,8 +78,18 @@ def variant_from(text: str) -> NewVariant:
     raise InvalidInput(f"A variant is {VARIANT_SPEC} (got {text!r}).")
 
 
-def _variants(quantity: int, variants: list[NewVariant] | None, *, redis_gate: bool) -> list[NewVariant]:
-    """The variants a new drop sells, checked; none given: one, unnamed, of the whole quantity."""
+def check_variants(
+    *,
+    quantity: int,
+    variants: list[NewVariant] | None,
+    redis_gate: bool,
+    inventory_mode: str = InventoryMode.BUCKETS,
+    bucket_count: int = 1,
+    unit_labels: bool = False,
+) -> list[NewVariant]:
+    """The variants a drop sells, checked before anything is written (create_drop, the admin's
+    form, change_variants); none given: one, unnamed, of the whole quantity. InvalidInput says
+    what is wrong in words a merchant reads beside the form."""
     if not variants:
         return [NewVariant("", quantity)]
     if len(variants) > MAX_VARIANTS:
@@ -94,7 +105,42 @@ def _variants(quantity: int, variants: list[NewVariant] | None, *, redis_gate: b
         )
     if redis_gate and len(variants) > 1:
         raise InvalidInput("The Redis gate counts one stock: use it on a drop of one variant.")
+    if inventory_mode == InventoryMode.BUCKETS and any(v.quantity < bucket_count for v in variants):
+        raise InvalidInput(f"Each variant needs at least {bucket_count} units, one per bucket.")
+    if inventory_mode == InventoryMode.UNITS and unit_labels and len(variants) > 1:
+        raise InvalidInput("Unit labels can be given for a drop of one variant; several are numbered.")
     return variants
+
+
+def change_variants(*, drop: Drop, variants: list[NewVariant]) -> list[Variant]:
+    """Give a drop that has not started and that nobody holds any of a new set of variants (none:
+    one stock of its current quantity), its stock laid out again and its quantity their sum.
+
+    The drop row is locked first (inventory.clear_stock, which refuses a started or claimed drop
+    under that lock); InvalidInput changes nothing."""
+    quantity = sum(v.quantity for v in variants) or drop.quantity
+    sorts = check_variants(
+        quantity=quantity,
+        variants=variants,
+        redis_gate=drop.redis_gate,
+        inventory_mode=drop.inventory_mode,
+        bucket_count=drop.bucket_count,
+    )
+    with transaction.atomic(durable=True):
+        inventory.clear_stock(drop=drop, why="Variants can be added, renamed or removed")
+        try:
+            Variant.objects.filter(drop_id=drop.pk).delete()
+        except ProtectedError:  # a hold of the past names one (the lock saw none open)
+            raise InvalidInput("Variants are fixed once a buyer has held one: change quantities.") from None
+        rows = Variant.objects.bulk_create(
+            Variant(drop=drop, name=v.name, position=n, quantity=v.quantity, price_minor=v.price_minor)
+            for n, v in enumerate(sorts)
+        )
+        Drop.objects.filter(pk=drop.pk).update(quantity=quantity)
+        drop.quantity = quantity
+        inventory.configure_stock(drop=drop, variants=rows)
+    log.info("drop %s now sells %s variants", drop.pk, len(rows))
+    return rows
 
 
 def create_drop(
@@ -128,7 +174,14 @@ def create_drop(
     writes nothing. With `rehearsal_of`, it is that drop's hidden rehearsal copy from its first commit."""
     if quantity < 1:
         raise InvalidInput(f"Quantity must be at least 1 (got {quantity}).")
-    sorts = _variants(quantity, variants, redis_gate=redis_gate)
+    sorts = check_variants(
+        quantity=quantity,
+        variants=variants,
+        redis_gate=redis_gate,
+        inventory_mode=inventory_mode,
+        bucket_count=bucket_count,
+        unit_labels=bool(unit_labels),
+    )
     product = Product.objects.filter(sku=product_sku).first() or Product(
         sku=product_sku,
         name=product_name,

@@ -13,10 +13,11 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from checkout import refunds, services
+from checkout import refunds, selectors, services
 from checkout.models import Order, OutboxMessage, Payment, Refund
 from core import formatting
 from core.errors import FloodgateError
+from core.text import storable
 from shop.models import money
 
 PAYMENT_FIELDS = ("provider", "session_id", "state", "amount_minor", "currency", "last_error", "created_at")
@@ -79,15 +80,36 @@ class RefundForm(forms.Form):
     reason = forms.CharField(max_length=refunds.REASON_MAX, required=False, help_text="Shown to the buyer.")
 
 
+class VariantFilter(admin.SimpleListFilter):
+    """Orders of one variant by name ("M"): with the drop filter, that drop's variants only."""
+
+    title = "variant"
+    parameter_name = "variant"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Order]) -> list[tuple[str, str]]:
+        drop = request.GET.get("drop__id__exact", "")
+        # garbage (or a number past bigint) in the address is no drop: every drop's names
+        drop_id = int(drop) if drop.isascii() and drop.isdigit() and len(drop) < 19 else None
+        names = selectors.variant_names(drop_id=drop_id)
+        return [(name, name) for name in names]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Order]) -> QuerySet[Order]:
+        name = self.value()
+        if not name:
+            return queryset
+        # a name no variant can have (NUL, bad Unicode) matches none, not a database error
+        return queryset.filter(hold__variant__name=name) if storable(name) else queryset.none()
+
+
 @admin.register(Order)
 class OrderAdmin(admin.ModelAdmin):
     # Narrow columns, so the list fits a 1280 px screen between the admin's sidebar and its filters;
     # "payment voided" is a filter (rare), not a column.
-    list_display = ["id", "drop", "buyer", "bought", "state", "refunds", "made"]
-    list_filter = ["state", "refunded", "drop"]
+    list_display = ["id", "drop", "variant", "buyer", "bought", "state", "refunds", "made"]
+    list_filter = ["state", "refunded", "drop", VariantFilter]
     search_fields = ["buyer__username", "drop__slug", "id"]
-    list_select_related = ["drop", "buyer"]
-    readonly_fields = [f.name for f in Order._meta.fields]
+    list_select_related = ["drop", "buyer", "hold__variant"]
+    readonly_fields = [*(f.name for f in Order._meta.fields), "variant"]
     inlines = [PaymentInline, RefundInline]
     change_form_template = "admin/checkout/order/change_form.html"
 
@@ -104,6 +126,10 @@ class OrderAdmin(admin.ModelAdmin):
     @admin.display(description="made (UTC)", ordering="created_at")
     def made(self, order: Order) -> str:
         return f"{order.created_at:%Y-%m-%d %H:%M}"
+
+    @admin.display(description="variant", ordering="hold__variant__name")
+    def variant(self, order: Order) -> str:
+        return selectors.variant_name(order) or "-"
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.refund_view)

@@ -184,13 +184,17 @@ def relay_outbox(*, limit: int = 200) -> int:
 
 
 def confirmation_text(order: Order) -> str:
-    """The confirmation e-mail's body: what was bought (which seats), the total, where to see it."""
+    """The confirmation e-mail's body, a receipt: the line (its variant, which seats), net, tax and
+    total, the address, the order number, where to see it."""
     labels = sorted(order.hold.units.values_list("label", flat=True))
+    variant = order.hold.variant
     return render_to_string(
         "checkout/confirmation_email.txt",
         {
             "order": order,
             "units": formatting.units(order.quantity),
+            "variant": variant.name if variant is not None else "",  # "" for a drop of one stock
+            "placed": f"{order.created_at:%Y-%m-%d %H:%M} UTC",
             "seats": formatting.seats(labels),
             "total": formatting.money(order.amount_minor, order.currency),
             # The tax as snapshotted on the order; an untaxed order's e-mail says the total alone.

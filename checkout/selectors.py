@@ -18,6 +18,7 @@ from checkout.models import (
     WebhookEvent,
 )
 from core import formatting
+from shop.models import Variant
 
 NEEDS_ATTENTION = [PaymentState.CAPTURE_FAILED, PaymentState.VOID_FAILED]
 
@@ -26,7 +27,7 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
     """One row per order of the drops, for the merchant's CSV export."""
     orders = (
         Order.objects.filter(drop_id__in=list(drop_ids))
-        .select_related("drop", "buyer", "shipping_address")
+        .select_related("drop", "buyer", "shipping_address", "hold__variant")
         .prefetch_related("hold__units")
         .order_by("drop_id", "created_at")
     )
@@ -51,9 +52,24 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
             formatting.plain_amount(order.tax_minor, order.currency),
             f"{order.tax_rate:.2f}",
             str(order.shipping_address or ""),
+            variant_name(order),
         ]
         for order in orders
     ]
+
+
+def variant_name(order: Order) -> str:
+    """The variant bought ("" for a drop of one stock, whose one variant is unnamed)."""
+    variant = order.hold.variant
+    return variant.name if variant is not None else ""
+
+
+def variant_names(*, drop_id: int | None) -> list[str]:
+    """The variant names orders can be filtered by: the drop's in order, or every drop's named ones."""
+    variants = Variant.objects.exclude(name="")
+    if drop_id is not None:
+        return list(variants.filter(drop_id=drop_id).order_by("position").values_list("name", flat=True))
+    return sorted(set(variants.values_list("name", flat=True)))
 
 
 def payments_needing_attention() -> dict[str, int]:
@@ -76,7 +92,7 @@ def orders_of(*, buyer_id: int) -> list[Order]:
     """The buyer's latest orders, with their drops and the units (seats) of their holds."""
     return list(
         Order.objects.filter(buyer_id=buyer_id)
-        .select_related("drop__product", "hold")
+        .select_related("drop__product", "hold__variant")
         .prefetch_related("hold__units")[:100]
     )
 
@@ -84,7 +100,7 @@ def orders_of(*, buyer_id: int) -> list[Order]:
 def order_of_buyer(*, order_id: int, buyer_id: int) -> Order | None:
     """The buyer's own order with its hold and units; another buyer's is indistinguishable from none."""
     return (
-        Order.objects.select_related("drop__product", "hold", "shipping_address")
+        Order.objects.select_related("drop__product", "hold__variant", "shipping_address")
         .prefetch_related("hold__units")
         .filter(pk=order_id, buyer_id=buyer_id)
         .first()

@@ -45,8 +45,9 @@ def say(message: str) -> None:
 
 
 def seed() -> int:
-    """The shop to photograph: a live drop, one before its start with a waiting room, a seated
-    drop, a buyer per screen size and an admin. Returns the live drop's id."""
+    """The shop to photograph: a live drop in sizes (one sold out, one dearer), one before its
+    start with a waiting room, a seated drop, a buyer per screen size and an admin. Returns the
+    live drop's id."""
     import django
 
     django.setup()
@@ -56,6 +57,7 @@ def seed() -> int:
 
     from catalogue import services
     from catalogue.management.commands.seed_demo import DEMO_DESCRIPTION, DEMO_SKU
+    from holds import services as holds
     from shop.models import Product
 
     now = timezone.now()
@@ -64,16 +66,29 @@ def seed() -> int:
         "product_name": "Floodgate Runner, launch edition",
         "price_minor": 12900,
     }
+    sizes = [
+        services.NewVariant("40", 20),
+        services.NewVariant("41", 4),  # held by early buyers below: the picker shows it sold out
+        services.NewVariant("42", 30),
+        services.NewVariant("43", 26),
+        services.NewVariant("44", 20, 13900),  # the largest size costs more
+    ]
     live = services.create_drop(
         slug="runner",
         title="Floodgate Runner — launch edition",
         quantity=100,
+        variants=sizes,
         bucket_count=4,
         starts_at=now - timedelta(minutes=5),
         ends_at=now + timedelta(hours=2),
         **common,
     )
     Product.objects.filter(sku=DEMO_SKU).update(description=DEMO_DESCRIPTION)
+    users = get_user_model()
+    forty_one = live.variants.get(name="41")
+    for n in range(4):
+        early = users.objects.create_user(f"early-{n}", f"early-{n}@floodgate.invalid", PASSWORD)
+        holds.reserve(drop=live, buyer_id=early.pk, quantity=1, idempotency_key="k", variant=forty_one)
     services.create_drop(
         slug="runner-encore",
         title="Floodgate Runner — encore",
@@ -101,7 +116,6 @@ def seed() -> int:
     Product.objects.filter(sku="FRONT-ROW").update(
         description="One seat in the front row of the launch night. Choose yours on the seat map."
     )
-    users = get_user_model()
     users.objects.create_superuser("admin", "admin@floodgate.invalid", PASSWORD)
     for size in SIZES:
         address = f"{size.name}@floodgate.invalid"

@@ -461,13 +461,22 @@ def relayout_stock(*, drop: Stocked, inventory_mode: str, bucket_count: int) -> 
     Refused once the sale has started or any hold exists (the database clock decides).
     """
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        if sql.one(cursor, sql.LOCK_UNSTARTED_UNCLAIMED_DROP, {"drop": drop.pk}) is None:
-            raise InvalidInput("Mode and bucket count are fixed once the drop has started or has holds.")
+        clear_stock(drop=drop, why="Mode and bucket count")
         cursor.execute(sql.SET_LAYOUT, {"drop": drop.pk, "mode": inventory_mode, "buckets": bucket_count})
         drop.inventory_mode, drop.bucket_count = inventory_mode, bucket_count
-        StockBucket.objects.filter(drop_id=drop.pk).delete()
-        Unit.objects.filter(drop_id=drop.pk).delete()
         configure_stock(drop=drop, variants=list(Variant.objects.filter(drop_id=drop.pk)))
+
+
+def clear_stock(*, drop: Stocked, why: str) -> None:
+    """Inside the caller's transaction: lock a drop that has not started and whose every unit is
+    open (the database clock decides), and delete its stock rows for a new layout. InvalidInput
+    (`why` "are fixed ...") when it has started or has holds."""
+    assert connection.in_atomic_block, "clear_stock must run inside the new layout's transaction"
+    with connection.cursor() as cursor:
+        if sql.one(cursor, sql.LOCK_UNSTARTED_UNCLAIMED_DROP, {"drop": drop.pk}) is None:
+            raise InvalidInput(f"{why} are fixed once the drop has started or has holds.")
+    StockBucket.objects.filter(drop_id=drop.pk).delete()
+    Unit.objects.filter(drop_id=drop.pk).delete()
 
 
 LABEL_RANGE = re.compile(r"^(?P<prefix>[^\d\s]*)(?P<first>\d+)\s*-\s*(?P=prefix)?(?P<last>\d+)$")

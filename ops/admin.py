@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterable
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -19,6 +20,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import QuerySet
+from django.forms.formsets import BaseFormSet
 from django.forms.utils import ErrorDict
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -36,17 +38,17 @@ from core.http import safe_next
 from holds.counts import invariant
 from inventory import services as inventory
 from ops import dashboard, rehearsal, sales, switch
+from ops.variant_admin import MINOR_PER_MAJOR, PRICE_MAX, Plan, VariantFormSet, VariantInline
 from shop import pictures
-from shop.models import ApiToken, Drop, DropState, InventoryMode, PauseEvent, Product
+from shop.models import ApiToken, Drop, DropState, InventoryMode, PauseEvent, Product, Variant
 
 admin.site.site_header = "Floodgate"
 admin.site.site_title = "Floodgate admin"
 admin.site.index_title = "Drops and products"
 
 
-# Prices are stored in minor units (cents); people type and read them in major ones.
-MINOR_PER_MAJOR = 100  # two decimal places, as shop.models.money shows them
-PRICE_MAX = Decimal(2**31 - 1) / MINOR_PER_MAJOR  # what price_minor's column holds
+# Prices are stored in minor units (cents); people type and read them in major ones (two decimal
+# places, as shop.models.money shows them), up to what price_minor's column holds.
 
 
 class ProductForm(forms.ModelForm):
@@ -148,6 +150,12 @@ class DropForm(forms.ModelForm):
         required=False, help_text="Or upload a CSV file of labels (cells and ranges as above)."
     )
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is None and "quantity" in self.fields:
+            self.fields["quantity"].required = False
+            self.fields["quantity"].help_text = "Units on sale. With variants below: empty, their sum."
+
     class Meta:
         model = Drop
         fields = [
@@ -247,6 +255,7 @@ class DropActionForm(ActionForm):
 @admin.register(Drop)
 class DropAdmin(admin.ModelAdmin):
     form = DropForm
+    inlines = [VariantInline]
     actions = ["duplicate_drops", "export_orders_csv", "rehearse_drop"]
     action_form = DropActionForm
     # Six narrow columns, so the list fits a 1280 px screen between the admin's sidebar and its
@@ -517,6 +526,7 @@ class DropAdmin(admin.ModelAdmin):
                 "tax",
                 "tax_rate",
                 "shipping_address",
+                "variant",
             ]
         )
         writer.writerows(
@@ -552,9 +562,12 @@ class DropAdmin(admin.ModelAdmin):
         return format_html('<a href="{}">orders</a>', url)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Drop | None = None) -> list[str]:
+        fields = list(self.readonly_fields)
         if obj is not None and obj.state != DropState.SCHEDULED:
-            return [*self.readonly_fields, "inventory_mode", "bucket_count"]
-        return list(self.readonly_fields)
+            fields += ["inventory_mode", "bucket_count"]
+        if obj is not None and obj.variants.count() > 1:
+            fields.append("quantity")  # the variants' sum: each variant's quantity changes below
+        return fields
 
     @csrf_protect_m  # type: ignore[untyped-decorator]  # as on Django's own changeform_view
     def changeform_view(
@@ -575,23 +588,9 @@ class DropAdmin(admin.ModelAdmin):
         return view
 
     def save_model(self, request: HttpRequest, obj: Drop, form: forms.ModelForm, change: bool) -> None:
-        """New drop: created by catalogue.services. Changed drop: stock moves with quantity and layout."""
+        """New drop: created with its variants in save_related. Changed drop: stock moves with
+        quantity and layout."""
         if not change:
-            data = form.cleaned_data
-            product = data["product"]
-            # Every field of the form, by name: one create_drop lacks fails loudly, never silently.
-            fields = {name: data[name] for name in DropForm.Meta.fields if name != "product"}
-            drop = services.create_drop(
-                product_sku=product.sku,
-                product_name=product.name,
-                price_minor=product.price_minor,
-                currency=product.currency,
-                unit_labels=data.get("labels"),
-                **fields,
-            )
-            # The admin goes on with `obj` (log entry, redirect): make it the drop just created.
-            obj.pk = drop.pk
-            obj.refresh_from_db()
             return
         # Quantity and layout move only together with their stock rows (in the services, after
         # this transaction); the kill switch's columns are never written from a stale form.
@@ -604,6 +603,72 @@ class DropAdmin(admin.ModelAdmin):
             transaction.on_commit(partial(drawing.recommit_beacon, drop=obj))
         if wanted:
             transaction.on_commit(partial(self._move_stock, request, obj.pk, **wanted))
+
+    def save_related(
+        self, request: HttpRequest, form: forms.ModelForm, formsets: list[Any], change: bool
+    ) -> None:
+        """The variants' rows become service calls, never saved by the formset itself."""
+        found = next((fs.plan for fs in formsets if isinstance(fs, VariantFormSet)), None)
+        plan = found or Plan(variants=[], relayout=False, quantities={}, prices={})  # no rows shown
+        if not change:
+            self._create(form, plan)
+            return
+        drop = form.instance
+        for variant_id, price_minor in plan.prices.items():
+            Variant.objects.filter(pk=variant_id, drop_id=drop.pk).update(price_minor=price_minor)
+        if plan.relayout:
+            transaction.on_commit(partial(self._change_variants, request, drop.pk, plan))
+        for variant_id, quantity in plan.quantities.items():
+            transaction.on_commit(partial(self._variant_quantity, request, drop.pk, variant_id, quantity))
+
+    def construct_change_message(
+        self, request: HttpRequest, form: forms.Form, formsets: Iterable[BaseFormSet[Any]], add: bool = False
+    ) -> list[dict[str, Any]]:
+        """Django's message, the variants' rows as one more changed field (the services saved them)."""
+        others = [fs for fs in formsets if not isinstance(fs, VariantFormSet)]
+        message: list[dict[str, Any]] = super().construct_change_message(
+            request,
+            form,
+            others,
+            add,
+        )
+        plan = next((fs.plan for fs in formsets if isinstance(fs, VariantFormSet)), None)
+        if not add and plan is not None and (plan.relayout or plan.quantities or plan.prices):
+            message.append({"changed": {"fields": ["variants"]}})
+        return message
+
+    def _create(self, form: forms.ModelForm, plan: Plan) -> None:
+        data = form.cleaned_data
+        product = data["product"]
+        # Every field of the form, by name: one create_drop lacks fails loudly, never silently.
+        fields = {name: data[name] for name in DropForm.Meta.fields if name != "product"}
+        fields["quantity"] = form.instance.quantity  # typed, or the variants' sum
+        drop = services.create_drop(
+            product_sku=product.sku,
+            product_name=product.name,
+            price_minor=product.price_minor,
+            currency=product.currency,
+            unit_labels=data.get("labels"),
+            variants=plan.variants or None,
+            **fields,
+        )
+        # The admin goes on with the form's drop (log entry, redirect): make it the one just created.
+        form.instance.pk = drop.pk
+        form.instance.refresh_from_db()
+
+    def _change_variants(self, request: HttpRequest, drop_id: int, plan: Plan) -> None:
+        try:
+            services.change_variants(drop=Drop.objects.get(pk=drop_id), variants=plan.variants)
+        except FloodgateError as error:
+            messages.error(request, f"Variants not changed: {error.detail}")
+
+    def _variant_quantity(self, request: HttpRequest, drop_id: int, variant_id: int, quantity: int) -> None:
+        drop = Drop.objects.get(pk=drop_id)
+        variant = Variant.objects.get(pk=variant_id, drop_id=drop_id)
+        try:
+            inventory.change_quantity(drop=drop, quantity=quantity, variant=variant)
+        except FloodgateError as error:
+            messages.error(request, f"Stock of {variant.name} not changed: {error.detail}")
 
     def _move_stock(self, request: HttpRequest, drop_id: int, **wanted: object) -> None:
         drop = Drop.objects.get(pk=drop_id)

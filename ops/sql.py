@@ -134,3 +134,17 @@ SELECT greatest(0, floor(extract(epoch FROM h.ended_at - d.starts_at) / %(step)s
  WHERE h.drop_id = %(drop)s AND h.state = 'sold'
  GROUP BY 1 ORDER BY 1
 """
+
+
+# SALES_OVER_TIME per variant: (variant id, slot, units, revenue) for the variants' own lines on
+# the sales chart. Read only.
+SALES_OVER_TIME_BY_VARIANT = """
+SELECT h.variant_id,
+       greatest(0, floor(extract(epoch FROM h.ended_at - d.starts_at) / %(step)s))::int AS slot,
+       sum(h.quantity)::int, sum(o.amount_minor)::bigint
+  FROM holds_hold h
+  JOIN shop_drop d ON d.id = h.drop_id
+  JOIN checkout_order o ON o.hold_id = h.id
+ WHERE h.drop_id = %(drop)s AND h.state = 'sold'
+ GROUP BY 1, 2 ORDER BY 1, 2
+"""

@@ -79,6 +79,7 @@ def _hold_page(request: HttpRequest, found: Hold, form: AddressForm | None = Non
         "price": order.price
         if order is not None
         else pricing.line(product, found.quantity, variant=found.variant),
+        "each_minor": found.variant.unit_price(product) if found.variant else product.price_minor,
         # An ended hold offers "reserve again" while the drop still has units on sale.
         "on_sale": state in {"released", "expired"} and catalogue.on_sale(found.drop),
     }

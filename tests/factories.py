@@ -87,3 +87,19 @@ def staff(name: str, *groups: str) -> object:
     for group in groups:
         user.groups.add(Group.objects.get(name=group))
     return user
+
+
+def inline_rows(page: object) -> dict[str, object]:
+    """What an admin change page's inlines post unchanged (management forms, the rows shown), from
+    the page's response: a test adds its changes on top."""
+    data: dict[str, object] = {}
+    for inline in page.context["inline_admin_formsets"]:  # type: ignore[attr-defined]
+        formset = inline.formset
+        management = formset.management_form
+        data |= {management.add_prefix(name): value for name, value in management.initial.items()}
+        for form in formset.initial_forms:
+            for name, field in form.fields.items():
+                value = field.widget.format_value(form.initial.get(name, field.initial))
+                if value is not None:
+                    data[form.add_prefix(name)] = value
+    return data

@@ -11,6 +11,20 @@
     return input && input.value ? input.value : null;
   }
 
+  // A variant gone: its choice is disabled and says so; the answer's words name those left.
+  function soldOut(form, name) {
+    form.querySelectorAll("input[name=variant]").forEach(function (input) {
+      if (input.value !== name) return;
+      input.checked = false;
+      input.disabled = true;
+      var label = input.closest("label");
+      if (!label) return;
+      label.classList.add("sold-out");
+      var left = label.querySelector(".variant-left");
+      if (left) left.textContent = "sold out";
+    });
+  }
+
   function enhance(form) {
     var button = form.querySelector("button[type=submit]");
     var note = form.querySelector(".buy-status");
@@ -37,6 +51,8 @@
       var body = {quantity: parseInt(field(form, "quantity") || "1", 10)};
       var unit = field(form, "unit");
       if (unit) body.unit = unit;
+      var variant = field(form, "variant");  // the checked radio of the size picker, if any
+      if (variant !== null) body.variant = variant;
       return fetch(form.dataset.api, {
         method: "POST", credentials: "same-origin", headers: headers, body: JSON.stringify(body)
       }).then(function (response) {
@@ -68,6 +84,7 @@
           setTimeout(attempt, Math.max(1, wait) * 1000 * (0.75 + Math.random() / 2));
           return;
         }
+        if (data.error === "variant_sold_out") soldOut(form, data.variant);
         tries = 0;
         button.disabled = false;
         say(data.detail || "Something went wrong; please try again.");
@@ -75,6 +92,11 @@
         form.submit();  // the API is out of reach (or answered no JSON): the page's own way
       });
     }
+
+    // The page's watcher (countdown.js) passes on the drop's JSON every few seconds.
+    document.addEventListener("floodgate:drop", function (event) {
+      (event.detail.variants || []).forEach(function (v) { if (v.sold_out) soldOut(form, v.name); });
+    });
 
     form.addEventListener("submit", function (event) {
       event.preventDefault();

@@ -41,6 +41,7 @@
         .then(function (r) { return r.ok ? r.json() : null; })
         .then(function (d) {
           if (!d) return;
+          document.dispatchEvent(new CustomEvent("floodgate:drop", {detail: d}));
           var now = d.state === "live" && d.sold_out ? "sold_out" : d.state;
           if (now !== shown) { location.reload(); }
         })

@@ -37,11 +37,16 @@ def join_from_the_link(page: object, base: str, username: str, slug: str = "wr-l
     page.evaluate("window.stayedOnThePage = true")  # gone if the page reloads
 
 
-def reserve_from_the_drop_page(page: object, base: str, slug: str, username: str) -> None:
+def reserve_from_the_drop_page(
+    page: object, base: str, slug: str, username: str, *, variant: str | None = None
+) -> None:
+    """Log in from the drop page and press Reserve there (after picking `variant`, as a buyer clicks it)."""
     page.goto(f"{base}/accounts/login/?next=/drops/{slug}/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", "correct horse battery")
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(re.compile(rf"/drops/{slug}/$"))
+    if variant is not None:
+        page.click(f"#variant-picker label[data-variant='{variant}']")
     page.click("#buy")
     page.wait_for_url(re.compile(r"/holds/\d+/$"))

@@ -15,8 +15,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from catalogue.services import NewVariant
 from checkout.models import Order, Payment
-from holds.counts import invariant
+from holds.counts import invariant, invariant_by_variant
 from holds.models import Hold
 from tests.browser.helpers import reserve_from_the_drop_page
 from tests.checkout.helpers import stripe_event, stripe_signature
@@ -26,6 +27,11 @@ from tests.factories import make_buyer, make_drop
 PASSWORD = "pw-pw-pw-pw-pw"
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def size_m(drop: object) -> tuple[int, ...]:
+    m = next(v for v in invariant_by_variant(drop_id=drop.pk) if v.name == "M")
+    return (m.available, m.held, m.sold, m.refunded, m.drift)
 
 
 def enter_card(page: object, number: str) -> None:
@@ -41,10 +47,12 @@ def enter_card(page: object, number: str) -> None:
 def test_a_declined_card_then_another_card_pays_on_our_page_and_the_merchant_refunds_it(
     stripe_daphne: str, localstripe: str, stripe_worker: Worker, page: object, browser: object, roles: None
 ) -> None:
+    sizes = [NewVariant("S", 1), NewVariant("M", 1), NewVariant("L", 1)]
     drop = make_drop(
         slug="stripe-boot",
         product_name="Stripe Boot",
-        quantity=1,
+        quantity=3,
+        variants=sizes,
         price_minor=12900,
         tax_rate=Decimal("19.00"),
         ships=True,
@@ -55,7 +63,8 @@ def test_a_declined_card_then_another_card_pays_on_our_page_and_the_merchant_ref
         "request", lambda r: posted.append(r.post_data or "") if r.url.startswith(stripe_daphne) else None
     )
 
-    reserve_from_the_drop_page(page, stripe_daphne, "stripe-boot", "sofia")
+    reserve_from_the_drop_page(page, stripe_daphne, "stripe-boot", "sofia", variant="M")  # picks size M
+    assert page.locator("#hold-variant").inner_text() == "M"
     # a boot ships: the hold page asks where to, before paying
     page.wait_for_selector("#address-needed")
     page.fill("#id_name", "Sofia Weber")
@@ -107,13 +116,15 @@ def test_a_declined_card_then_another_card_pays_on_our_page_and_the_merchant_ref
 
     page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
     assert "Confirmed" in page.locator("#order-title").inner_text()
-    page.reload()  # the order page shows what was bought, its tax and where it goes
+    page.reload()  # the order page shows what was bought (the size), its tax and where it goes
+    assert page.locator("#order-variant").inner_text() == "M"
     assert "Torstraße 1" in page.locator("#order-address").inner_text()
     assert "19%" in page.locator("#price-breakdown").inner_text()
     assert page.locator("#price-tax").inner_text() == "€20.60"  # 129.00 includes 19%: 20.60
     assert Order.objects.get().state == "confirmed" and Hold.objects.get(drop=drop).state == "sold"
     numbers = invariant(drop_id=drop.pk)
-    assert (numbers.available, numbers.held, numbers.sold, numbers.drift) == (0, 0, 1, 0)
+    assert (numbers.available, numbers.held, numbers.sold, numbers.drift) == (2, 0, 1, 0)
+    assert size_m(drop) == (0, 0, 1, 0, 0)  # available, held, sold, refunded, drift
     # no card number ever reached our server: only token ids did
     assert posted and not any("4242424242424242" in p or "4000000000000341" in p for p in posted)
     for _ in range(30):  # the worker captures at Stripe
@@ -145,4 +156,5 @@ def test_a_declined_card_then_another_card_pays_on_our_page_and_the_merchant_ref
     assert [r["amount"] for r in refunds] == [12900]
     assert Order.objects.get().state == "refunded"
     numbers = invariant(drop_id=drop.pk)
-    assert (numbers.available, numbers.sold, numbers.refunded, numbers.drift) == (1, 0, 0, 0)
+    assert (numbers.available, numbers.sold, numbers.refunded, numbers.drift) == (3, 0, 0, 0)
+    assert size_m(drop) == (1, 0, 0, 0, 0)  # back on sale in size M

@@ -18,7 +18,7 @@ from checkout import services as checkout
 from checkout.models import Order, Payment, PaymentState, Refund
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
-from shop.models import ApiToken, Drop
+from shop.models import ApiToken, Drop, Variant
 from tests.conftest import PROVIDER_SECRET, STRIPE_WEBHOOK_SECRET
 from tests.factories import make_buyer
 
@@ -31,11 +31,12 @@ class Sale:
     event: int
 
 
-def pending_sales(drop: Drop, buyers: list[int]) -> list[Sale]:
-    """A hold, an order, a pending payment and its recorded authorisation per buyer."""
+def pending_sales(drop: Drop, buyers: list[int], *, variant: Variant | None = None) -> list[Sale]:
+    """A hold (of `variant`; None: the drop's only one), an order, a pending payment and its
+    recorded authorisation per buyer."""
     sales = []
     for buyer in buyers:
-        hold = holds.reserve(drop=drop, buyer_id=buyer, quantity=1, idempotency_key="k").hold
+        hold = holds.reserve(drop=drop, buyer_id=buyer, quantity=1, idempotency_key="k", variant=variant).hold
         order = Order.objects.create(
             hold=hold, buyer_id=buyer, drop=drop, quantity=1, amount_minor=4900, currency="EUR"
         )

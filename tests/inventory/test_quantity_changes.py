@@ -18,7 +18,7 @@ from inventory import services, sql
 from inventory.models import StockBucket, Unit
 from shop.models import Drop
 from tests.concurrency import run_concurrently
-from tests.factories import make_buyer, make_drop
+from tests.factories import inline_rows, make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,9 +96,10 @@ def admin_change(drop: Drop, **changes: str) -> object:
     client = Client()
     client.force_login(get_user_model().objects.create_superuser(f"root{drop.pk}", password="pw-pw-pw-pw"))
     url = f"/admin/shop/drop/{drop.pk}/change/"
-    form = client.get(url).context["adminform"].form
+    page = client.get(url)
+    form = page.context["adminform"].form
     data = {name: field.widget.format_value(form.initial.get(name)) for name, field in form.fields.items()}
-    data |= {
+    data |= inline_rows(page) | {
         "product": drop.product_id,
         "starts_at_0": drop.starts_at.strftime("%Y-%m-%d"),
         "starts_at_1": drop.starts_at.strftime("%H:%M:%S"),

@@ -11,6 +11,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from catalogue.services import NewVariant
 from checkout import refunds, services
 from checkout.models import Payment
 from ops import sales
@@ -20,9 +21,9 @@ from tests.factories import make_buyer, make_drop, staff
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def sold_at(drop, seconds: list[float]) -> list[int]:
+def sold_at(drop, seconds: list[float], variant: object = None) -> list[int]:
     """One unit sold per entry, that many seconds after the drop's start; the orders' ids."""
-    made = pending_sales(drop, [make_buyer().pk for _ in seconds])
+    made = pending_sales(drop, [make_buyer().pk for _ in seconds], variant=variant)
     for sale, after in zip(made, seconds, strict=True):
         assert services.process_event(event_pk=sale.event) == "confirmed"
         with connection.cursor() as cursor:
@@ -68,3 +69,29 @@ def test_the_sales_page_shows_the_chart_to_who_may_see_the_drop(roles: None) -> 
         f"/admin/shop/drop/{drop.pk}/sales/"
         in merchant.get(f"/admin/shop/drop/{drop.pk}/change/").content.decode()
     )
+
+
+def test_a_drop_of_sizes_draws_a_line_per_size_to_the_totals_scale(roles: None) -> None:
+    sizes = [NewVariant("S", 3), NewVariant("M", 3)]
+    drop = make_drop(quantity=6, variants=sizes, starts_at=timezone.now() - timedelta(minutes=5))
+    sold_at(drop, [0.5, 30.0], drop.variants.get(name="S"))
+    sold_at(drop, [4.0], drop.variants.get(name="M"))
+    merchant = Client()
+    merchant.force_login(staff("mae", "Merchants"))
+
+    found = sales.sales(drop)
+    page = merchant.get(f"/admin/shop/drop/{drop.pk}/sales/").content.decode()
+
+    assert [(v.name, v.units, v.revenue) for v in found.variants] == [("S", 2, "€98.00"), ("M", 1, "€49.00")]
+    s_points, m_points = ([p.split(",") for p in v.units_path.split()] for v in found.variants)
+    assert float(s_points[-1][1]) == pytest.approx(sales.HEIGHT / 3, abs=0.1)  # S rises to 2 of the 3 sold
+    assert float(m_points[-1][1]) == pytest.approx(sales.HEIGHT * 2 / 3, abs=0.1)  # M to 1 of 3
+    assert page.count('class="sales-variant"') == 2
+    assert "S: 2 units, €98.00" in page and "M: 1 unit, €49.00" in page  # the legend
+
+
+def test_a_drop_of_one_stock_has_no_lines_per_variant() -> None:
+    drop = make_drop(quantity=2, starts_at=timezone.now() - timedelta(minutes=5))
+    sold_at(drop, [1.0])
+
+    assert sales.sales(drop).variants == []

@@ -39,6 +39,9 @@ def add_form(**changes: str) -> dict[str, str]:
         "join_work_bits": "0",
         "offer_seconds": "90",
         "unit_labels": "",
+        # the variants inline, no rows: one stock
+        "variants-TOTAL_FORMS": "0",
+        "variants-INITIAL_FORMS": "0",
         **changes,
     }
 
