@@ -38,7 +38,7 @@ def orders(request: HttpRequest) -> JsonResponse:
 @api({"GET"}, login=True)
 def order(request: HttpRequest, order_id: str) -> JsonResponse:
     found = (
-        Order.objects.select_related("drop")
+        Order.objects.select_related("drop", "hold__variant")
         .filter(pk=int(order_id) if ORDER_ID.fullmatch(order_id) else 0, buyer_id=signed_in(request))
         .first()
     )

@@ -114,6 +114,7 @@ def order_json(order: Order) -> dict[str, object]:
         "drop": order.drop.slug,
         "state": order.state,
         "quantity": order.quantity,
+        "variant": variant_name(order),
         "amount_minor": order.amount_minor,
         "net_minor": order.amount_minor - order.tax_minor,
         "tax_minor": order.tax_minor,

@@ -109,6 +109,7 @@ class Order(Closed):
     drop: Slug
     state: OrderState
     quantity: Quantity
+    variant: str = Field(description='The variant bought; "" for a drop of one unnamed variant')
     amount_minor: NonNegativeInt = Field(description="The gross, tax included: what is charged")
     net_minor: NonNegativeInt = Field(description="amount_minor without the tax")
     tax_minor: NonNegativeInt = Field(description="The tax in amount_minor, rounded half-up on the order")

@@ -18,6 +18,7 @@ from django.test import Client, override_settings
 
 from admission import state
 from catalogue.services import NewVariant, create_buyers
+from checkout.models import Order
 from core.errors import LimitReached
 from holds import services as holds
 from holds.counts import invariant, invariant_by_variant
@@ -268,3 +269,19 @@ def test_each_variant_has_its_own_stock_rows_and_a_release_gives_back_to_its_own
     if mode == "units":
         assert all(label.startswith("39-") for label in made.units or ())
     assert big.unit_price(drop.product) == 5900 and small.unit_price(drop.product) == 4900
+
+
+def test_an_order_of_a_size_says_which_in_the_orders_api() -> None:
+    drop = make_drop(slug="order-size", quantity=4, variants=[NewVariant("M", 2), NewVariant("L", 2)])
+    buyer = make_buyer("sized")
+    _m, l_size = drop.variants.all()
+    hold = holds.reserve(drop=drop, variant=l_size, buyer_id=buyer.pk, quantity=1, idempotency_key="k").hold
+    order = Order.objects.create(
+        hold=hold, buyer=buyer, drop=drop, quantity=1, amount_minor=4900, currency="EUR"
+    )
+    client = Client()
+    client.force_login(buyer)
+
+    one, listed = client.get(f"/api/orders/{order.pk}").json(), client.get("/api/orders").json()["orders"]
+
+    assert one["variant"] == "L" and [o["variant"] for o in listed] == ["L"]
