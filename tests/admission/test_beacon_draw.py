@@ -208,8 +208,14 @@ def staff() -> Client:
 
 def admin_post(client: Client, drop: Drop, **changes: str) -> object:
     url = f"/admin/shop/drop/{drop.pk}/change/"
-    form = client.get(url).context["adminform"].form
+    context = client.get(url).context
+    form = context["adminform"].form
     data = {name: field.widget.format_value(form.initial.get(name)) for name, field in form.fields.items()}
+    for inline in context["inline_admin_formsets"]:  # the variants' rows, posted back as they are
+        formset = inline.formset
+        data |= {f"{formset.prefix}-{k}": v for k, v in formset.management_form.initial.items()}
+        for row in formset.initial_forms:
+            data |= {row.add_prefix(name): row.initial.get(name) for name in row.fields}
     starts = changes.pop("starts_at", drop.starts_at)
     data |= {
         "product": drop.product_id,
