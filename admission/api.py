@@ -29,7 +29,7 @@ def queue(request: HttpRequest, slug: str) -> JsonResponse:
             state.current(drop, publish_computed=True)
         place = services.place(drop=drop, buyer_id=buyer_id)
     ticket = queue_ticket(request, place)
-    response = JsonResponse({**place.as_json(), "queue_ticket": ticket})
+    response = JsonResponse(place.as_json(queue_ticket=ticket))
     remember(response, slug=drop.slug, ticket=ticket)
     return response
 

@@ -43,6 +43,7 @@ from admission.refusals import BUSY_JSON, busy_page, refusal
 from admission.rooms import Room, Rooms
 from admission.routes import CLAIM_JSON, CLAIM_PAGE, JOIN, QUEUE, SLUG, STATE, route
 from core.asgi import Answer, ASGIApp, Receive, Scope, Send, header
+from core.errors import NotFound
 
 
 class Lane(Protocol):
@@ -309,4 +310,4 @@ def shared() -> Edge:
 
 
 async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:
-    await Answer(404, b'{"error": "not_found", "detail": "Nothing here."}').send(send)
+    await Answer.error(NotFound("Nothing here.")).send(send)

@@ -3,7 +3,7 @@
 For a buyer who sends back the signed queue ticket (cookie or X-Queue-Ticket header), or only
 their bearer token (the lane's token cache names the buyer, one batched read their ticket): the
 position is the ticket's number against the published mark, which only ever lags the database's,
-so an admission here is never early. The body is admission.state.place_json's, as Django's.
+so an admission here is never early. The body is admission.state.place_answer's, as Django's.
 Anything it cannot vouch for (no snapshot, a ticket signed before the buyer's ban, an offer)
 is Django's.
 """
@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from django.conf import settings
 from django.db import connections
 
 from admission import sql, state, tokens
+from admission.answers import Place
 from admission.background import DB_THREADS, close_connections
 from admission.published import MAX_ENTRIES, Known, Snapshots
 from core.asgi import PRIVATE_HEADERS, Answer, Scope, bearer, cookies, header
@@ -40,7 +39,7 @@ ADMITTING_STATES = ("live", "paused")  # where Django's place hands out an admis
 BuyerOf = Callable[[str], Awaitable[int | None]]  # whose bearer token this is (the lane's cache)
 
 
-def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> dict[str, Any] | None:
+def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> Place | None:
     """The body Django's queue API gives this ticket's buyer (services.Place.as_json); None: ask Django.
 
     Before the draw a ticket has no number: while the snapshot says undrawn, its answer is the
@@ -59,10 +58,15 @@ def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> dict[str, A
     token = None
     if number is not None and number <= admitted_through and known.drop["state"] in ADMITTING_STATES:
         token = tokens.issue(drop_id=ticket.drop_id, buyer_id=ticket.buyer_id, ticket=number)
-    answer = state.place_json(
-        queue, entry=ticket.entry, number=number, admitted_through=admitted_through, drawn=drawn, token=token
+    return state.place_answer(
+        queue,
+        entry=ticket.entry,
+        number=number,
+        admitted_through=admitted_through,
+        drawn=drawn,
+        token=token,
+        queue_ticket=sent,
     )
-    return {**answer, "queue_ticket": sent}
 
 
 def credential(scope: Scope) -> str | None:
@@ -136,7 +140,7 @@ class Polls:
         if body is None:
             return None
         self.stats["queue"] += 1
-        return Answer(200, json.dumps(body).encode(), headers=headers)
+        return Answer(200, body.dump_json(), headers=headers)
 
     def note_revoked(self, buyer: int, at: float) -> None:
         """The buyer's credentials were revoked at `at`: tickets signed before it are Django's."""

@@ -14,13 +14,15 @@ from datetime import datetime, timedelta
 
 from celery import current_app
 from django.conf import settings
-from django.db import IntegrityError, connection, models, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from admission import beacon, sql, state, tokens, work
+from admission.answers import Draw, OfferState
+from admission.answers import Offer as OfferAnswer
 from admission.draw import RULE
 from admission.drawing import (
     DRAW_FIELDS,
@@ -64,14 +66,6 @@ class NotInQueue(FloodgateError):
     code, status = "not_in_queue", 404
 
 
-class OfferState(models.TextChoices):
-    """An offer as its ticket's buyer sees it: still theirs, paid for, or gone to the next ticket."""
-
-    HELD = "held"
-    SOLD = "sold"
-    LAPSED = "lapsed"
-
-
 @dataclass(frozen=True)
 class Offer:
     """The returned unit held for a ticket (sale/offers.py): yours until `expires_at`, unless
@@ -86,15 +80,15 @@ class Offer:
     def open(self) -> bool:
         return self.state == "held" and self.expires_at > timezone.now()
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "hold": self.hold,
-            "state": OfferState.HELD
+    def answer(self) -> OfferAnswer:
+        return OfferAnswer(
+            hold=self.hold,
+            state=OfferState.HELD
             if self.open
             else (OfferState.SOLD if self.state == HoldState.SOLD else OfferState.LAPSED),
-            "expires_at": self.expires_at.isoformat(),
-            "paying": self.paying,
-        }
+            expires_at=self.expires_at,
+            paying=self.paying,
+        )
 
 
 def offer_key(ticket_id: int) -> str:
@@ -124,16 +118,17 @@ class Place:
     def number(self) -> int | None:
         return self.ticket.number
 
-    def as_json(self) -> dict[str, object]:
-        return state.place_json(
+    def as_json(self, *, queue_ticket: str | None = None) -> dict[str, object]:
+        return state.place_answer(
             self.snapshot.queue_json(),
             entry=self.ticket.pk,
             number=self.number,
             admitted_through=self.queue.admitted_through,
             drawn=self.queue.drawn_at is not None,
             token=self.token,
-            offer=self.offer.as_json() if self.offer else None,
-        )
+            offer=self.offer.answer() if self.offer else None,
+            queue_ticket=queue_ticket,
+        ).dump()
 
 
 def join(*, drop: Drop, buyer_id: int, proof: str | None = None, challenge: str | None = None) -> Place:
@@ -286,7 +281,7 @@ def draw_entries(*, drop: Drop) -> dict[str, object]:
             "order": order,
             "rule": RULE,
         }
-    return body
+    return Draw.model_validate(body).dump()
 
 
 def _stock(drop: Drop) -> tuple[int, int]:

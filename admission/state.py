@@ -22,11 +22,12 @@ import redis.asyncio as aioredis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import connection, models
+from django.db import connection
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from admission import sql
+from admission.answers import Offer, Place, QueueState
 from catalogue import selectors as catalogue
 from catalogue.selectors import DropView, VariantView
 from core.metrics import Gauge
@@ -53,7 +54,7 @@ REVOKED = "fg:revoked"
 REVOKED_CHANNEL = "fg:revocations"
 
 
-def place_json(
+def place_answer(
     queue: Mapping[str, Any],
     *,
     entry: int,
@@ -61,31 +62,33 @@ def place_json(
     admitted_through: int,
     drawn: bool,
     token: str | None,
-    offer: dict[str, object] | None = None,
-) -> dict[str, Any]:
+    offer: Offer | None = None,
+    queue_ticket: str | None = None,
+) -> Place:
     """The queue API's answer to a buyer (entry, and number once drawn) over a queue message
     (Snapshot.queue_json): Django's Place.as_json and the edge's place() both return this.
     `admitted_through` is the freshest mark the caller has (Django's queue row, the edge's snapshot)."""
     position = None if number is None else max(0, number - admitted_through)
     pace = float(queue["pace_per_minute"]) / 60  # tickets per second over the last two minutes
     eta = 0 if position == 0 else (math.ceil(position / pace) if position is not None and pace > 0 else None)
-    return {
+    return Place(
         **queue,
-        "ticket": number,
-        "entry": entry,
-        "position": position,
-        "admitted": position == 0,
-        "admission_token": token,
-        "eta_seconds": eta,
-        "drawn": drawn,
-        "unlikely": unlikely(
+        ticket=number,
+        entry=entry,
+        position=position,
+        admitted=position == 0,
+        admission_token=token,
+        eta_seconds=eta,
+        drawn=drawn,
+        unlikely=unlikely(
             position,
             remaining=int(queue["remaining"]) + int(queue.get("returning") or 0),
             held=int(queue["held"]),
             admitted_unclaimed=int(queue.get("admitted_unclaimed") or 0),
         ),
-        "offer": offer,
-    }
+        offer=offer,
+        queue_ticket=queue_ticket,
+    )
 
 
 def unlikely(position: int | None, *, remaining: int, held: int, admitted_unclaimed: int = 0) -> bool:
@@ -93,7 +96,7 @@ def unlikely(position: int | None, *, remaining: int, held: int, admitted_unclai
     (the open ones, those returning to the line, and the held ones that may come back; the caller
     adds the first two as `remaining`): the page then says so, early. Ahead of it: the tickets
     still waiting before it, and the admitted who have not had a unit yet (they are let in to claim).
-    place_json asks it for Django and the edge; the page's script computes the same."""
+    place_answer asks it for Django and the edge; the page's script computes the same."""
     if not position:
         return False  # admitted, or no place before the draw
     return position - 1 + admitted_unclaimed >= remaining + held
@@ -124,17 +127,6 @@ async def revocations(client: aioredis.Redis) -> dict[int, float]:
 def group(drop_id: int) -> str:
     """The Channels group of a drop's waiting clients."""
     return f"queue.{drop_id}"
-
-
-class QueueState(models.TextChoices):
-    """What a waiting buyer is told of the line (the API's Place.state)."""
-
-    SCHEDULED = "scheduled"
-    ADMITTING = "admitting"
-    ALL_HELD = "all_held"  # nothing left to admit, but held units may come back
-    SOLD_OUT = "sold_out"
-    PAUSED = "paused"
-    CLOSED = "closed"
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
-from catalogue import selectors
+from catalogue import answers, selectors
 from core.api import api
 
 
 @api({"GET", "HEAD"})
 def drop_list(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"drops": selectors.catalogue_json()})
+    return JsonResponse(selectors.catalogue().dump())
 
 
 @api({"GET", "HEAD"})
@@ -21,4 +21,4 @@ def drop_detail(request: HttpRequest, slug: str) -> JsonResponse:
 
 @api({"GET"}, login=True)
 def me(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"username": request.user.get_username()})
+    return JsonResponse(answers.Me(username=request.user.get_username()).dump())

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.utils import timezone
 
+from catalogue import answers
 from core.errors import FloodgateError, Forbidden, InvalidVariant, NotFound, Unauthenticated
 from core.text import storable
 from inventory.selectors import available_by_drop, variants_with_stock
@@ -20,13 +21,13 @@ class VariantView:
     variant: Variant
     remaining: int
 
-    def as_json(self, drop: Drop) -> dict[str, object]:
-        return {
-            "name": self.variant.name,
-            "price_minor": self.variant.unit_price(drop.product),
-            "remaining": self.remaining,
-            "sold_out": self.remaining == 0,
-        }
+    def answer(self, drop: Drop) -> answers.VariantOnSale:
+        return answers.VariantOnSale(
+            name=self.variant.name,
+            price_minor=self.variant.unit_price(drop.product),
+            remaining=self.remaining,
+            sold_out=self.remaining == 0,
+        )
 
 
 @dataclass(frozen=True)
@@ -56,23 +57,26 @@ class DropView:
             return "sold out"
         return str(self.state.label).lower()
 
-    def as_json(self) -> dict[str, object]:
+    def answer(self) -> answers.Drop:
         drop = self.drop
-        return {
-            "slug": drop.slug,
-            "title": drop.display_title,
-            "state": self.state.value,
-            "quantity": drop.quantity,
-            "remaining": self.remaining,
-            "sold_out": self.sold_out,
-            "starts_at": drop.starts_at.isoformat(),
-            "ends_at": drop.ends_at.isoformat(),
-            "waiting_room": drop.waiting_room,
-            "price_minor": drop.product.price_minor,
-            "currency": drop.product.currency,
-            "per_buyer_limit": drop.per_buyer_limit,
-            "variants": [v.as_json(drop) for v in self.variants],
-        }
+        return answers.Drop(
+            slug=drop.slug,
+            title=drop.display_title,
+            state=self.state,
+            quantity=drop.quantity,
+            remaining=self.remaining,
+            sold_out=self.sold_out,
+            starts_at=drop.starts_at,
+            ends_at=drop.ends_at,
+            waiting_room=drop.waiting_room,
+            price_minor=drop.product.price_minor,
+            currency=drop.product.currency,
+            per_buyer_limit=drop.per_buyer_limit,
+            variants=[v.answer(drop) for v in self.variants],
+        )
+
+    def as_json(self) -> dict[str, object]:
+        return self.answer().dump()
 
 
 def _views(drops: list[Drop], now: datetime) -> list[DropView]:
@@ -182,10 +186,10 @@ def storefront(*, now: datetime | None = None) -> dict[str, list[DropView]]:
     return groups
 
 
-def catalogue_json() -> list[dict[str, object]]:
+def catalogue() -> answers.DropList:
     """Every drop as `GET /api/drops` lists it: in the home page's order (live, upcoming, sold out,
     ended with the most recent first), each as `GET /api/drops/<slug>` answers it."""
-    return [view.as_json() for group in storefront().values() for view in group]
+    return answers.DropList(drops=[view.answer() for group in storefront().values() for view in group])
 
 
 def active_drops(now: datetime) -> list[Drop]:

@@ -6,7 +6,7 @@ import re
 
 from django.http import HttpRequest, JsonResponse
 
-from checkout import refunds, selectors, services
+from checkout import answers, refunds, selectors, services
 from checkout.models import Order
 from core.api import api, signed_in
 from core.errors import NotFound
@@ -19,19 +19,21 @@ ORDER_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is Tr
 def start_payment(request: HttpRequest, hold_id: str) -> JsonResponse:
     hold = holds.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
     started = services.start_payment(hold_id=hold.pk, buyer_id=signed_in(request))
-    body = {
-        "payment": started.payment.pk,
-        "state": started.payment.state,
-        "redirect_url": started.payment.redirect_url,
-        "order": selectors.order_json(started.order),
-    }
-    return JsonResponse(body, status=202)
+    body = answers.PaymentStarted(
+        payment=started.payment.pk,
+        state=started.payment.state,
+        redirect_url=started.payment.redirect_url,
+        order=selectors.order_answer(started.order),
+    )
+    return JsonResponse(body.dump(), status=202)
 
 
 @api({"GET"}, login=True)
 def orders(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
-        {"orders": [selectors.order_json(o) for o in selectors.orders_of(buyer_id=signed_in(request))]}
+        answers.OrderList(
+            orders=[selectors.order_answer(o) for o in selectors.orders_of(buyer_id=signed_in(request))]
+        ).dump()
     )
 
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
+from checkout import answers
 from checkout.models import (
     Order,
     OrderState,
@@ -107,25 +108,29 @@ def order_of_buyer(*, order_id: int, buyer_id: int) -> Order | None:
     )
 
 
+def order_answer(order: Order) -> answers.Order:
+    return answers.Order(
+        id=order.pk,
+        hold=order.hold_id,
+        drop=order.drop.slug,
+        state=order.state,
+        quantity=order.quantity,
+        variant=variant_name(order),
+        amount_minor=order.amount_minor,
+        net_minor=order.amount_minor - order.tax_minor,
+        tax_minor=order.tax_minor,
+        tax_rate=f"{order.tax_rate:.2f}",
+        currency=order.currency,
+        failure_reason=order.failure_reason,
+        refunded=order.refunded,
+        refunded_quantity=order.refunded_quantity,
+        refunded_minor=order.refunded_minor,
+        created_at=order.created_at,
+    )
+
+
 def order_json(order: Order) -> dict[str, object]:
-    return {
-        "id": order.pk,
-        "hold": order.hold_id,
-        "drop": order.drop.slug,
-        "state": order.state,
-        "quantity": order.quantity,
-        "variant": variant_name(order),
-        "amount_minor": order.amount_minor,
-        "net_minor": order.amount_minor - order.tax_minor,
-        "tax_minor": order.tax_minor,
-        "tax_rate": f"{order.tax_rate:.2f}",
-        "currency": order.currency,
-        "failure_reason": order.failure_reason,
-        "refunded": order.refunded,
-        "refunded_quantity": order.refunded_quantity,
-        "refunded_minor": order.refunded_minor,
-        "created_at": order.created_at.isoformat(),
-    }
+    return order_answer(order).dump()
 
 
 def cancellable(order: Order) -> bool:
@@ -139,17 +144,17 @@ def cancellable(order: Order) -> bool:
 
 
 def refund_json(refund: Refund) -> dict[str, object]:
-    return {
-        "id": refund.pk,
-        "order": refund.order_id,
-        "state": refund.state,
-        "quantity": refund.quantity,
-        "amount_minor": refund.amount_minor,
-        "currency": refund.currency,
-        "restock": refund.restock,
-        "reason": refund.reason,
-        "created_at": refund.created_at.isoformat(),
-    }
+    return answers.Refund(
+        id=refund.pk,
+        order=refund.order_id,
+        state=refund.state,
+        quantity=refund.quantity,
+        amount_minor=refund.amount_minor,
+        currency=refund.currency,
+        restock=refund.restock,
+        reason=refund.reason,
+        created_at=refund.created_at,
+    ).dump()
 
 
 def unsettled_payment_ids(*, limit: int = 100) -> list[int]:

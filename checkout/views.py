@@ -24,6 +24,7 @@ from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook, PermanentProviderError, ProviderError
 from checkout.providers.stripe import StripeProvider
 from checkout.tasks import process_webhook_event
+from core.answers import Error
 from core.api import error_response, signed_in
 from core.errors import FloodgateError
 from core.text import storable_json
@@ -106,7 +107,7 @@ def webhook(request: HttpRequest, provider: str) -> JsonResponse:
         if not storable_json(payload):
             raise BadWebhook("The body nests too deep or has a string with NUL or invalid Unicode.")
     except BadWebhook as error:
-        return JsonResponse({"error": "bad_webhook", "detail": str(error)}, status=400)
+        return JsonResponse(Error(error="bad_webhook", detail=str(error)).dump(), status=400)
     if event.type == "ignored":
         # Correctly signed but of no use to the saga: 2xx, or Stripe retries and then disables us.
         log.info("webhook %s:%s (%s) ignored", provider, event.event_id, event.reason)
@@ -170,18 +171,20 @@ def stripe_card(request: HttpRequest, intent_id: str) -> JsonResponse:
     token = request.POST.get("token", "")
     if not TOKEN_ID.fullmatch(token):
         detail = "token must be a Stripe token id (tok_...)."
-        return JsonResponse({"error": "bad_token", "detail": detail}, status=400)
+        return JsonResponse(Error(error="bad_token", detail=detail).dump(), status=400)
     if payment.state != PaymentState.PENDING:
-        return JsonResponse({"error": "not_payable", "detail": "This payment is no longer open."}, status=409)
+        return JsonResponse(
+            Error(error="not_payable", detail="This payment is no longer open.").dump(), status=409
+        )
     try:
         declined = StripeProvider().confirm_with_token(intent_id, token)
     except PermanentProviderError as error:
-        return JsonResponse({"error": "refused", "detail": str(error)}, status=400)
+        return JsonResponse(Error(error="refused", detail=str(error)).dump(), status=400)
     except ProviderError:
         detail = "Stripe is not answering; try again."
-        return JsonResponse({"error": "unavailable", "detail": detail}, status=503)
+        return JsonResponse(Error(error="unavailable", detail=detail).dump(), status=503)
     if declined:
-        return JsonResponse({"error": "declined", "detail": declined}, status=402)
+        return JsonResponse(Error(error="declined", detail=declined).dump(), status=402)
     return JsonResponse({"authorised": True})
 
 

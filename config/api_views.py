@@ -21,7 +21,7 @@ def openapi(request: HttpRequest) -> JsonResponse:
 @api({"GET"})
 def index(request: HttpRequest) -> JsonResponse:
     links = Links(openapi="/api/openapi.json", drops="/api/drops/<slug>", catalogue="/api/drops")
-    return JsonResponse(links.model_dump(mode="json"))
+    return JsonResponse(links.dump())
 
 
 @api({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"})

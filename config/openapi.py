@@ -442,6 +442,8 @@ def _document() -> Schema:
         schema_generator=OpenApiJsonSchema,
     )
     refs = {model: keys[(model, "serialization")] for model in models}
+    # holds sits below checkout, so its HoldOrder cannot name checkout's OrderState; here both are known
+    definitions["$defs"]["HoldOrder"]["properties"]["state"] = {"$ref": "#/components/schemas/OrderState"}
     return {
         "openapi": "3.1.0",
         "info": INFO,

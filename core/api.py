@@ -16,7 +16,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
-from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, TooLarge, Unauthenticated, body_of
+from core.answers import Error, error_body
+from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, TooLarge, Unauthenticated
 
 View = Callable[..., HttpResponse]
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ TOO_LARGE = "The request body is too large (16 KB at most)."
 
 
 def error_response(error: FloodgateError) -> JsonResponse:
-    response = JsonResponse(body_of(error), status=error.status)
+    response = JsonResponse(error_body(error), status=error.status)
     if error.retry_after is not None:
         response["Retry-After"] = str(error.retry_after)
     return response
@@ -82,7 +83,7 @@ def api(methods: set[str], *, login: bool = False) -> Callable[[View], View]:
         def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
             if request.method not in allowed:
                 response = JsonResponse(
-                    {"error": "method_not_allowed", "detail": f"Use {', '.join(sorted(allowed))}."},
+                    Error(error="method_not_allowed", detail=f"Use {', '.join(sorted(allowed))}.").dump(),
                     status=405,
                 )
                 response["Allow"] = ", ".join(sorted(allowed))

@@ -12,7 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.http.cookie import parse_cookie
 
-from core.errors import FloodgateError, body_of
+from core.answers import error_body
+from core.errors import FloodgateError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -114,7 +115,7 @@ class Answer:
     @classmethod
     def error(cls, error: FloodgateError, *, by: bytes = b"x-floodgate-edge") -> Answer:
         """The answer core.api.error_response gives the same error."""
-        return cls(error.status, json.dumps(body_of(error)).encode(), retry_after=error.retry_after, by=by)
+        return cls(error.status, json.dumps(error_body(error)).encode(), retry_after=error.retry_after, by=by)
 
     async def send(self, send: Send, *, head: bool = False) -> None:
         headers = [

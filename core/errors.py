@@ -14,11 +14,6 @@ class FloodgateError(Exception):
         self.extra = extra
 
 
-def body_of(error: FloodgateError) -> dict[str, object]:
-    """The JSON every door answers an error with: Django's views (core.api), the edge, the lane."""
-    return {"error": error.code, "detail": error.detail, **error.extra}
-
-
 class NotFound(FloodgateError):
     code, status = "not_found", 404
 

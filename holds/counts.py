@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from core.errors import NotFound
-from holds import sql
+from holds import answers, sql
 from inventory import sql as stock
 from inventory.selectors import per_drop
 
@@ -29,17 +29,24 @@ class Invariant:
     expired_holds: int
     drift: int
 
-    def as_json(self) -> dict[str, int]:
-        return {
-            "quantity": self.quantity,
-            "available": self.available,
-            "held": self.held,
-            "sold": self.sold,
-            "refunded": self.refunded,
-            "expired_unreclaimed": self.expired_unreclaimed,
-            "expired_holds": self.expired_holds,
-            "drift": self.drift,
-        }
+    def answer(self, variants: list[VariantInvariant] | None = None) -> answers.Invariant:
+        """The numbers as the API answers them; with the variants' when given (the ops endpoint)."""
+        numbers = answers.Invariant(
+            quantity=self.quantity,
+            available=self.available,
+            held=self.held,
+            sold=self.sold,
+            refunded=self.refunded,
+            expired_unreclaimed=self.expired_unreclaimed,
+            expired_holds=self.expired_holds,
+            drift=self.drift,
+        )
+        if variants is not None:
+            numbers.variants = [v.answer() for v in variants]
+        return numbers
+
+    def as_json(self) -> dict[str, object]:
+        return self.answer().dump()
 
 
 def invariant(*, drop_id: int) -> Invariant:
@@ -84,16 +91,19 @@ class VariantInvariant:
     def drift(self) -> int:
         return self.quantity - (self.available + self.held + self.sold + self.refunded)
 
+    def answer(self) -> answers.VariantInvariant:
+        return answers.VariantInvariant(
+            name=self.name,
+            quantity=self.quantity,
+            available=self.available,
+            held=self.held,
+            sold=self.sold,
+            refunded=self.refunded,
+            drift=self.drift,
+        )
+
     def as_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "quantity": self.quantity,
-            "available": self.available,
-            "held": self.held,
-            "sold": self.sold,
-            "refunded": self.refunded,
-            "drift": self.drift,
-        }
+        return self.answer().dump()
 
 
 def invariant_by_variant(*, drop_id: int) -> list[VariantInvariant]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from core.errors import NotFound
+from holds import answers
 from holds.models import Hold
 from holds.services import effective_state
 
@@ -21,26 +22,30 @@ def hold_of_buyer(*, hold_id: object, buyer_id: int) -> Hold:
     return hold
 
 
-def hold_json(hold: Hold, *, units: tuple[str, ...] | None = None, new: bool = False) -> dict[str, object]:
+def hold_answer(hold: Hold, *, units: tuple[str, ...] | None = None, new: bool = False) -> answers.Hold:
     """The API's view of a hold; a hold just made passes its labels and has no order yet."""
     if units is None:
         units = () if hold.bucket_index is not None else tuple(hold.units.values_list("label", flat=True))
-    return {
-        "id": hold.pk,
-        "drop": hold.drop.slug,
-        "state": effective_state(hold),
-        "quantity": hold.quantity,
-        "expires_at": hold.expires_at.isoformat(),
-        "extended": hold.extended,
-        "units": sorted(units),
-        "variant": hold.variant.name if hold.variant is not None else "",
-        "order": None if new else _order_of(hold),
-    }
+    return answers.Hold(
+        id=hold.pk,
+        drop=hold.drop.slug,
+        state=effective_state(hold),
+        quantity=hold.quantity,
+        expires_at=hold.expires_at,
+        extended=hold.extended,
+        units=sorted(units),
+        variant=hold.variant.name if hold.variant is not None else "",
+        order=None if new else _order_of(hold),
+    )
 
 
-def _order_of(hold: Hold) -> dict[str, object] | None:
+def hold_json(hold: Hold, *, units: tuple[str, ...] | None = None, new: bool = False) -> dict[str, object]:
+    return hold_answer(hold, units=units, new=new).dump()
+
+
+def _order_of(hold: Hold) -> answers.HoldOrder | None:
     order = getattr(hold, "order", None)  # reverse one-to-one: absent until payment starts
-    return {"id": order.pk, "state": order.state} if order is not None else None
+    return answers.HoldOrder(id=order.pk, state=order.state) if order is not None else None
 
 
 def active_hold(*, drop_id: int, buyer_id: int) -> Hold | None:

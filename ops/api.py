@@ -12,6 +12,7 @@ from core.api import api, json_body
 from core.errors import Forbidden, InvalidInput
 from holds.counts import invariant, invariant_by_variant
 from ops import switch
+from ops.answers import Paused, Resumed
 
 
 def _require(request: HttpRequest, permission: str | None) -> None:
@@ -32,8 +33,8 @@ PERMISSION_WORDS = {
 def drop_invariant(request: HttpRequest, slug: str) -> JsonResponse:
     _require(request, None)
     drop = selectors.drop_for_claim(slug=slug)  # staff see a rehearsal's copy too
-    variants = [v.as_json() for v in invariant_by_variant(drop_id=drop.pk)]
-    return JsonResponse({**invariant(drop_id=drop.pk).as_json(), "variants": variants})
+    numbers = invariant(drop_id=drop.pk).answer(variants=invariant_by_variant(drop_id=drop.pk))
+    return JsonResponse(numbers.dump())
 
 
 @api({"POST"}, login=True)
@@ -45,7 +46,7 @@ def pause(request: HttpRequest, slug: str) -> JsonResponse:
         raise InvalidInput('Send {"reason": "why the sale is paused"}.')
     result = switch.pause_drop(drop=drop, actor_id=request.user.pk, reason=reason)
     # drained false: claims that began before the pause were still running when it returned.
-    return JsonResponse({"state": result.state, "changed": result.changed, "drained": result.drained})
+    return JsonResponse(Paused(state=result.state, changed=result.changed, drained=result.drained).dump())
 
 
 @api({"POST"}, login=True)
@@ -56,7 +57,7 @@ def resume(request: HttpRequest, slug: str) -> JsonResponse:
     result = switch.resume_drop(
         drop=drop, actor_id=request.user.pk, reason=reason if isinstance(reason, str) else ""
     )
-    return JsonResponse({"state": result.state, "changed": result.changed})
+    return JsonResponse(Resumed(state=result.state, changed=result.changed).dump())
 
 
 @api({"POST"}, login=True)

@@ -204,8 +204,9 @@ class Lane:
         if isinstance(result, Unauthenticated):  # the account went away since it was cached
             self.credentials.forget(who)
         if isinstance(result, Reservation):  # new: built from the statements, no query
-            data = selectors.hold_json(result.hold, units=result.units, new=True)
-            return Answer(201, json.dumps(data).encode(), by=LANE)
+            return Answer(
+                201, selectors.hold_answer(result.hold, units=result.units, new=True).dump_json(), by=LANE
+            )
         if isinstance(result, FloodgateError):
             self._refused(drop, result)
         self.stats["single"] += 1  # left to the single claim (also every chosen seat)

@@ -124,7 +124,7 @@ def _join(
     drop: Drop, buyer_id: int, bound_to: str, proof: str | None, challenge: str | None
 ) -> dict[str, object]:
     place = admission.join(drop=drop, buyer_id=buyer_id, proof=proof, challenge=challenge)
-    return {**place.as_json(), "queue_ticket": admission.queue_ticket(place, bound_to=bound_to)}
+    return place.as_json(queue_ticket=admission.queue_ticket(place, bound_to=bound_to))
 
 
 def _users_of_sessions(keys: list[str]) -> dict[str, int]:

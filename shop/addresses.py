@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from shop.answers import ShippingAddress
 from shop.models import ADDRESS_LIMITS, COUNTRIES, Address
 
 REQUIRED = ("name", "line1", "postal_code", "city", "country")
@@ -53,4 +54,4 @@ def errors_of(form: AddressForm) -> dict[str, str]:
 
 
 def address_json(address: Address) -> dict[str, object]:
-    return {"id": address.pk, **{field: getattr(address, field) for field in FIELDS}}
+    return ShippingAddress(id=address.pk, **{field: getattr(address, field) for field in FIELDS}).dump()

@@ -1,0 +1,125 @@
+"""The waiting room's answers: a buyer's place in line (Django's queue API and the edge's polls both
+build it with admission.state.place_answer), a returned unit offered to it, and the published draw."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.db import models
+from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt
+
+from core.answers import Closed, Moment, Omittable
+
+
+class QueueState(models.TextChoices):
+    """What a waiting buyer is told of the line (the API's Place.state)."""
+
+    SCHEDULED = "scheduled"
+    ADMITTING = "admitting"
+    ALL_HELD = "all_held"  # nothing left to admit, but held units may come back
+    SOLD_OUT = "sold_out"
+    PAUSED = "paused"
+    CLOSED = "closed"
+
+
+class OfferState(models.TextChoices):
+    """An offer as its ticket's buyer sees it: still theirs, paid for, or gone to the next ticket."""
+
+    HELD = "held"
+    SOLD = "sold"
+    LAPSED = "lapsed"
+
+
+class Offer(Closed):
+    hold: int
+    state: OfferState
+    expires_at: Moment
+    paying: bool
+
+
+class Place(Closed):
+    ticket: int | None = Field(description="Place in line; null until the draw")
+    entry: int = Field(description="Entry number (the draw sorts these)")
+    position: NonNegativeInt | None = Field(description="1 = next; 0 = in")
+    admitted: bool
+    admission_token: str | None = Field(
+        description="Send as X-Admission-Token when reserving; short-lived: GET again"
+    )
+    eta_seconds: NonNegativeInt | None
+    drawn: bool
+    unlikely: bool = Field(description="As many ahead as units left and held, or more: unlikely to get one")
+    admitted_through: NonNegativeInt
+    state: QueueState
+    remaining: NonNegativeInt
+    returning: NonNegativeInt = Field(description="Units given back, being offered to the next tickets")
+    held: NonNegativeInt
+    admitted_unclaimed: NonNegativeInt = Field(
+        description="Admitted tickets whose buyer has had no unit yet: ahead of everyone waiting"
+    )
+    offered_through: NonNegativeInt = Field(
+        description="Tickets up to this one have been offered a returned unit (or had one)"
+    )
+    offer: Offer | None = Field(
+        description="A returned unit held for you: pay for its hold before expires_at, or it goes to "
+        "the next ticket (state lapsed)"
+    )
+    last_ticket: NonNegativeInt
+    waiting: NonNegativeInt
+    pace_per_minute: NonNegativeFloat
+    seed_sha256: str | None
+    seed: str | None = Field(description="Revealed after the draw")
+    queue_ticket: str | None = Field(
+        description="Send back as X-Queue-Ticket on GET (the page's cookie carries it): the edge "
+        "answers that poll from its snapshot"
+    )
+
+
+DRAWN_ONLY = ["seed", "drawn_at", "entries", "beacon", "beacon_signature", "beacon_previous_signature"]
+DRAWN_ONLY += ["beacon_note", "order", "rule"]
+
+
+def _drawn_only(schema: dict[str, Any]) -> None:
+    """The seed, the entries and the round's value come with the draw, never before it: all or none."""
+    schema["if"] = {"properties": {"drawn": {"const": True}}}
+    schema["then"] = {"required": [*DRAWN_ONLY, "entries_sha256", "entries_closed_at"]}
+    schema["else"] = {"not": {"anyOf": [{"required": [name]} for name in DRAWN_ONLY]}}
+
+
+class Draw(Closed):
+    model_config = ConfigDict(json_schema_extra=_drawn_only)
+
+    seed_sha256: str
+    drawn: bool
+    beacon_status: Literal["none", "waiting", "verified", "unreachable"] = Field(
+        description="none: no beacon named; waiting: the round is named, not read yet; verified: read "
+        "and its signature checked; unreachable: not read, the order rests on the committed seed alone"
+    )
+    beacon_chain: Omittable[str] = Field(
+        None, description="The drand chain's hash, named at the queue's creation"
+    )
+    beacon_chain_name: Omittable[str] = Field(None, description="quicknet or mainnet (League of Entropy)")
+    beacon_scheme: Omittable[str] = Field(None, description="The chain's signature scheme")
+    beacon_public_key: Omittable[str] = Field(None, description="The chain's public key (hex)")
+    beacon_round: Omittable[NonNegativeInt] = Field(
+        None, description="The round named before the first join; its time is after the list closes"
+    )
+    beacon_round_at: Omittable[Moment] = Field(None, description="When the chain publishes that round")
+    entries_closed_at: Omittable[Moment] = Field(None, description="When the entry list closed")
+    seed: Omittable[str] = None
+    drawn_at: Omittable[Moment] = None
+    entries: Omittable[list[int]] = Field(None, description="The closed entry list, ascending")
+    entries_sha256: Omittable[str] = Field(
+        None, description="SHA-256 of the entries, ascending, joined by ','; published at the close"
+    )
+    beacon: Omittable[str] = Field(
+        None, description="The randomness mixed in: sha256 of the round's signature ('' if none or not read)"
+    )
+    beacon_signature: Omittable[str] = Field(None, description="The round's BLS signature ('' if not read)")
+    beacon_previous_signature: Omittable[str] = Field(
+        None, description="Chained schemes (mainnet): the previous round's signature"
+    )
+    beacon_note: Omittable[str] = Field(None, description="Why the round was not used ('' if it was)")
+    order: Omittable[list[int]] = Field(
+        None, description="The entries by the ticket numbers they hold (the first has ticket 1)"
+    )
+    rule: Omittable[str] = None

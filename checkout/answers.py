@@ -1,0 +1,60 @@
+"""The checkout's answers: orders, refunds and a started payment (checkout.selectors builds them)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, NonNegativeInt, PositiveInt
+
+from checkout.models import OrderState, PaymentState, RefundState
+from core.answers import Closed, Moment, Omittable, Quantity, Slug
+
+
+class Order(Closed):
+    id: int
+    hold: int
+    drop: Slug
+    state: OrderState
+    quantity: Quantity
+    variant: str = Field(description='The variant bought; "" for a drop of one unnamed variant')
+    amount_minor: NonNegativeInt = Field(description="The gross, tax included: what is charged")
+    net_minor: NonNegativeInt = Field(description="amount_minor without the tax")
+    tax_minor: NonNegativeInt = Field(description="The tax in amount_minor, rounded half-up on the order")
+    tax_rate: str = Field(
+        pattern=r"^\d{1,2}\.\d{2}$", description="The tax rate in percent when payment started, e.g. 19.00"
+    )
+    currency: str
+    failure_reason: str = Field(description="Empty unless failed")
+    refunded: bool = Field(description="An authorisation that came too late was voided")
+    refunded_quantity: NonNegativeInt = Field(description="Units refunded (or being refunded)")
+    refunded_minor: NonNegativeInt = Field(description="Money refunded (or being refunded), minor units")
+    created_at: Moment
+
+
+class Refund(Closed):
+    id: int
+    order: int
+    state: RefundState = Field(description="requested: the provider has not answered yet (retried)")
+    quantity: Quantity
+    amount_minor: PositiveInt
+    currency: str
+    restock: bool = Field(description="The units went back on sale")
+    reason: str
+    created_at: Moment
+
+
+class OrderList(Closed):
+    orders: list[Order]
+
+
+class PaymentStarted(Closed):
+    payment: int
+    state: PaymentState
+    redirect_url: str = Field(description="Send the buyer here to pay")
+    order: Order
+
+
+# A request body is an open object (a field the view does not read is ignored), inlined in the operation.
+class RefundBody(BaseModel):
+    quantity: Omittable[Quantity] = Field(None, description="Default: every unit not refunded yet")
+    amount_minor: Omittable[PositiveInt] = Field(None, description="Default: those units' share of the price")
+    restock: bool = Field(False, description="Put the units back on sale")
+    reason: str = Field("", max_length=300, description="Shown to the buyer")

@@ -1,0 +1,60 @@
+"""The holds layer's answers: a hold (holds.selectors.hold_json) and a drop's invariant (holds.counts)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, NonNegativeInt
+
+from core.answers import Closed, Moment, Omittable, Quantity, Slug
+from holds.models import HoldState
+
+
+class HoldOrder(Closed):
+    id: int
+    # checkout's OrderState: holds sits below checkout and cannot name it; config/openapi.py puts
+    # the enum into the published schema.
+    state: str
+
+
+class Hold(Closed):
+    id: int
+    drop: Slug
+    state: HoldState
+    quantity: Quantity
+    expires_at: Moment
+    extended: bool = Field(description="Paying extends a hold once")
+    units: list[str] = Field(description="Unit labels (seats); empty for identical units")
+    variant: str = Field(description='The variant held; "" for a drop of one unnamed variant')
+    order: HoldOrder | None = Field(description="The order once payment has started")
+
+
+class VariantInvariant(Closed):
+    name: str
+    quantity: NonNegativeInt
+    available: NonNegativeInt
+    held: NonNegativeInt
+    sold: NonNegativeInt
+    refunded: NonNegativeInt
+    drift: int
+
+
+class Invariant(Closed):
+    quantity: NonNegativeInt
+    available: NonNegativeInt
+    held: NonNegativeInt
+    sold: NonNegativeInt
+    refunded: NonNegativeInt = Field(description="Refunded units kept off sale (put back: available)")
+    expired_unreclaimed: NonNegativeInt
+    expired_holds: NonNegativeInt
+    drift: int = Field(description="quantity - (available + held + sold + refunded); 0")
+    variants: Omittable[list[VariantInvariant]] = Field(
+        None, description="GET /api/ops/drops/<slug>/invariant: the same per variant, in order"
+    )
+
+
+# A request body is an open object (a field the view does not read is ignored), inlined in the operation.
+class ReserveBody(BaseModel):
+    quantity: Quantity
+    unit: Omittable[str] = None
+    variant: Omittable[str] = Field(
+        None, description="The variant's name; required where the drop has several"
+    )
