@@ -6,8 +6,13 @@
 
 1. Fan-out: N WebSocket clients (one asyncio process of lean RFC 6455 sockets, `Listener`: a
    library client's per-message Python was the limit) on one drop's queue, served by
-   floodgate-web (2 workers, as production); the bench runs admission waves and records,
-   for each wave, the time from the wave (just before `run_wave`) to each client receiving its message.
+   floodgate-web (2 workers, as production); the bench runs admission waves and records each
+   socket's opening handshake and, for each wave, the time from the wave (just before
+   `run_wave`) to each client receiving its message.
+   The clients' ceiling: the same clients and waves against a bare ASGI WebSocket
+   (bench/_bare.py: accept at once, one Redis PUBLISH per wave relayed to every socket) on the
+   same server command and workers, in the same run. A store figure near the bare one is the
+   client's or the server's limit, not the store's.
 2. The "no" path under wrk (1 thread, 64 connections, same server, same run): a trivial
    Django endpoint (/healthz), the sold-out answer of the reserve API and the drop's state,
    and a sold-out drop with no snapshot yet (Django answers and publishes one), with
@@ -47,6 +52,7 @@ BUYER_PREFIX = "qbench-"
 WAVES = 5
 PER_WAVE = 100
 BODY = b'{"quantity": 1}'
+BARE_APP = "bench._bare:app"
 
 
 def setup_django() -> None:
@@ -137,6 +143,7 @@ async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> Non
     gate = asyncio.Semaphore(100)  # connect in parallel, but not 5,000 handshakes at once
     loop = asyncio.get_running_loop()
     sockets: list[asyncio.BaseTransport] = []
+    handshakes: list[float] = []  # seconds from connect() to the 101, each socket
 
     def recorder(i: int) -> Callable[[int, float], None]:
         def on_mark(mark: int, at: float) -> None:
@@ -159,11 +166,13 @@ async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> Non
             f"Origin: {origin}\r\n\r\n"
         ).encode()
         async with gate:
+            began = time.perf_counter()
             transport, protocol = await loop.create_connection(
                 lambda: Listener(request, recorder(i)), host, port
             )
             sockets.append(transport)
             await asyncio.wait_for(protocol.upgraded, 60)
+            handshakes.append(time.perf_counter() - began)
             connected += 1
             if connected % 500 == 0 or connected == n:
                 say(f"{connected:,}/{n:,} clients connected")
@@ -176,13 +185,19 @@ async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> Non
         say(f"{n - finished} clients did not see the last wave within {timeout:.0f} s")
     for transport in sockets:
         transport.close()
-    print(json.dumps([{str(k): v for k, v in s.items()} for s in seen]), flush=True)
+    marks = [{str(k): v for k, v in s.items()} for s in seen]
+    print(json.dumps({"seen": marks, "handshakes": handshakes}), flush=True)
 
 
 # The driver -------------------------------------------------------------------------------
 
 
-def start_web(port: int, log: Path) -> subprocess.Popen:
+# floodgate-web serves config.asgi:application only; the bare ceiling runs the same module
+# with its APP swapped, so it gets the very same server and workers (as bench crowd does).
+SWAP = "import sys, config.web as web; web.APP = sys.argv.pop(1); web.main()"
+
+
+def start_web(port: int, log: Path, app: str | None = None) -> subprocess.Popen:
     env = {
         **os.environ,
         "DEBUG": "0",
@@ -193,9 +208,10 @@ def start_web(port: int, log: Path) -> subprocess.Popen:
         "CLAIM_CONCURRENCY": "64",
     }
     web = str(Path(sys.executable).parent / "floodgate-web")  # production's web tier
+    flags = ["--host", "127.0.0.1", "--port", str(port), "--workers", "2"]
     out = open(log, "wb")  # noqa: SIM115 (the server's log, open while it runs)
     process = subprocess.Popen(
-        [web, "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+        [web, *flags] if app is None else [sys.executable, "-c", SWAP, app, *flags],
         env=env,
         cwd=ROOT,
         stdout=out,
@@ -261,12 +277,47 @@ class FanOut:
     per_wave: list[list[float]]  # seconds from each wave to each client's receipt
     wave_seconds: list[float]  # how long run_wave itself took (DB + publish)
     missed: int
+    handshakes: list[float]  # seconds from connect() to the 101, each socket
 
     def cell(self, q: float) -> str:
-        all_latency = sorted(x for wave in self.per_wave for x in wave)
-        if not all_latency:
-            return "-"
-        return f"{1000 * all_latency[min(len(all_latency) - 1, int(q * len(all_latency)))]:.0f}"
+        return ms_at(q, [x for wave in self.per_wave for x in wave])
+
+    def handshake(self, q: float) -> str:
+        return ms_at(q, self.handshakes)
+
+
+def ms_at(q: float, seconds: list[float]) -> str:
+    """The q-quantile of these times, in whole ms ("-" for none)."""
+    ordered = sorted(seconds)
+    if not ordered:
+        return "-"
+    return f"{1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.0f}"
+
+
+def listeners(url: str, n: int, final_mark: int) -> subprocess.Popen[str]:
+    """The client process with n sockets open on url (it said READY)."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.queue", "--child", url, str(n), str(final_mark)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline().strip()
+    if line != "READY":
+        child.kill()
+        sys.exit(f"bench: the WebSocket clients did not connect to {url} ({line!r})")
+    return child
+
+
+def heard(child: subprocess.Popen[str], n: int, waves: list[tuple[int, float]], took: list[float]) -> FanOut:
+    """What the client process saw of these waves (mark, sent at)."""
+    out, _ = child.communicate(timeout=120)
+    result = json.loads(out.strip().splitlines()[-1])
+    seen = result["seen"]
+    per_wave = [[s[str(mark)] - began for s in seen if str(mark) in s] for mark, began in waves]
+    missed = sum(n - len(w) for w in per_wave)
+    return FanOut(n, len(seen), per_wave, took, missed, result["handshakes"])
 
 
 def fan_out(base: str, n: int) -> FanOut:
@@ -280,17 +331,7 @@ def fan_out(base: str, n: int) -> FanOut:
         Ticket(drop=drop, buyer_id=b, number=i + 1) for i, b in enumerate(buyers(WAVES * PER_WAVE))
     )
     url = base.replace("http://", "ws://") + f"/ws/drops/{drop.slug}/queue/"
-    child = subprocess.Popen(
-        [sys.executable, "-m", "bench.queue", "--child", url, str(n), str(WAVES * PER_WAVE)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None
-    line = child.stdout.readline().strip()
-    if line != "READY":
-        child.kill()
-        sys.exit(f"bench: the WebSocket clients did not connect ({line!r})")
+    child = listeners(url, n, WAVES * PER_WAVE)
     time.sleep(1)  # the connect-time snapshot messages settle
     waves: list[tuple[int, float]] = []
     took: list[float] = []
@@ -303,11 +344,30 @@ def fan_out(base: str, n: int) -> FanOut:
         waves.append((wave.admitted_through, began))
         say(f"{n:,} clients: wave {i + 1}/{WAVES} through ticket {wave.admitted_through}")
         time.sleep(1.5)
-    out, _ = child.communicate(timeout=120)
-    seen = json.loads(out.strip().splitlines()[-1])
-    per_wave = [[s[str(mark)] - began for s in seen if str(mark) in s] for mark, began in waves]
-    missed = sum(n - len(w) for w in per_wave)
-    return FanOut(n, len(seen), per_wave, took, missed)
+    return heard(child, n, waves, took)
+
+
+def bare_fan_out(base: str, n: int) -> FanOut:
+    """The same clients and waves against bench/_bare.py: each wave one PUBLISH, nothing else."""
+    import redis
+
+    from bench import _bare
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    child = listeners(base.replace("http://", "ws://") + "/ws/bare/", n, WAVES)
+    time.sleep(1)  # every worker's relay has subscribed (at its first socket)
+    waves: list[tuple[int, float]] = []
+    took: list[float] = []
+    for mark in range(1, WAVES + 1):
+        began = time.time()
+        receivers = client.publish(_bare.WAVES, json.dumps({"admitted_through": mark}))
+        took.append(time.time() - began)
+        if not receivers:
+            FAILED.append(f"bare WebSocket, {n:,} clients: no worker subscribed to the waves")
+        waves.append((mark, began))
+        say(f"{n:,} clients: bare wave {mark}/{WAVES} to {receivers} worker(s)")
+        time.sleep(1.5)
+    return heard(child, n, waves, took)
 
 
 class Publisher:
@@ -493,7 +553,7 @@ def no_path(base: str, seconds: int) -> list[Load]:
     return runs
 
 
-def report(fan: list[FanOut], loads: list[Load], machine: str) -> str:
+def report(fan: list[FanOut], bare: list[FanOut], loads: list[Load], machine: str) -> str:
     lines = [
         f"# bench queue, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
         "",
@@ -502,14 +562,36 @@ def report(fan: list[FanOut], loads: list[Load], machine: str) -> str:
         *(["**FAILED** (not the answer measured for): " + "; ".join(FAILED), ""] if FAILED else []),
         "## Fan-out: wave to client (ms), one broadcast per wave",
         "",
-        "| clients | connected | waves | p50 | p99 | max | missed | run_wave (ms, median) |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| clients | connected | handshake p50 / p99 | waves | p50 | p99 | max | missed "
+        "| run_wave (ms, median) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for f in fan:
         lines.append(
-            f"| {f.clients:,} | {f.connected:,} | {len(f.per_wave)} | {f.cell(0.5)} | {f.cell(0.99)} | "
+            f"| {f.clients:,} | {f.connected:,} | {f.handshake(0.5)} / {f.handshake(0.99)} | "
+            f"{len(f.per_wave)} | {f.cell(0.5)} | {f.cell(0.99)} | "
             f"{f.cell(1.0)} | {f.missed} | {1000 * statistics.median(f.wave_seconds):.0f} |"
         )
+    if bare:
+        lines += [
+            "",
+            "## The clients' ceiling: the same sockets and waves against a bare ASGI WebSocket "
+            "(bench/_bare.py), same server and workers (ms)",
+            "",
+            "| clients | handshake p99: store / bare | wave p50: store / bare | wave p99: store / bare "
+            "| missed (bare) |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for f, b in zip(fan, bare, strict=True):
+            lines.append(
+                f"| {f.clients:,} | {f.handshake(0.99)} / {b.handshake(0.99)} | "
+                f"{f.cell(0.5)} / {b.cell(0.5)} | {f.cell(0.99)} / {b.cell(0.99)} | {b.missed} |"
+            )
+        lines += [
+            "",
+            "The bare figures are what this client and server do with no application: where the "
+            "store's is close to them, the client (one process) or the server is the limit.",
+        ]
     if loads:
         trivial = loads[0]
         lines += [
@@ -555,7 +637,8 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     try:
         fan = []
-        for n in args.clients or [500, 2000, 5000]:
+        sizes = args.clients or [500, 2000, 5000]
+        for n in sizes:
             say(f"fan-out with {n:,} WebSocket clients")
             fan.append(fan_out(base, n))
         say("the no path")
@@ -563,8 +646,18 @@ def main() -> None:
     finally:
         web.terminate()
         web.wait(15)
+    bare_port = free_port()
+    bare_web = start_web(bare_port, OUT / "queue-bare.log", app=BARE_APP)
+    try:
+        bare = []
+        for n in sizes:
+            say(f"the clients' ceiling: {n:,} sockets on a bare ASGI WebSocket")
+            bare.append(bare_fan_out(f"http://127.0.0.1:{bare_port}", n))
+    finally:
+        bare_web.terminate()
+        bare_web.wait(15)
     machine = f"{os.cpu_count()} CPUs, {' '.join(os.uname()[2:3])}"
-    text = report(fan, loads, machine)
+    text = report(fan, bare, loads, machine)
     (OUT / "queue.md").write_text(text)
     print(text)
     if FAILED:  # the trivial endpoint is every ratio's baseline: a wrong answer there is no measure
