@@ -169,6 +169,7 @@ def create_drop(
     unit_labels: list[str] | None = None,
     rehearsal_of: Drop | None = None,
     variants: list[NewVariant] | None = None,
+    presale_starts_at: datetime | None = None,
 ) -> Drop:
     """Create a drop (and its product if new) with its variants and their stock rows; InvalidInput
     writes nothing. With `rehearsal_of`, it is that drop's hidden rehearsal copy from its first commit."""
@@ -197,6 +198,7 @@ def create_drop(
         quantity=quantity,
         starts_at=starts_at,
         ends_at=ends_at,
+        presale_starts_at=presale_starts_at,
         inventory_mode=inventory_mode,
         bucket_count=bucket_count,
         hold_seconds=hold_seconds,
