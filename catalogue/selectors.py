@@ -68,6 +68,7 @@ class DropView:
             "starts_at": drop.starts_at.isoformat(),
             "ends_at": drop.ends_at.isoformat(),
             "waiting_room": drop.waiting_room,
+            "presale_starts_at": drop.presale_starts_at.isoformat() if drop.presale_starts_at else None,
             "price_minor": drop.product.price_minor,
             "currency": drop.product.currency,
             "per_buyer_limit": drop.per_buyer_limit,

@@ -76,6 +76,9 @@ class Drop(Closed):
     starts_at: datetime
     ends_at: datetime
     waiting_room: bool
+    presale_starts_at: datetime | None = Field(
+        description="When the presale opens (a code or the list admits a buyer until starts_at); null: none"
+    )
     price_minor: NonNegativeInt
     currency: str
     per_buyer_limit: Quantity

@@ -7,6 +7,7 @@ read-then-write one and shows the harness catches the double spend it allows.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections import Counter
@@ -18,7 +19,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import Count
 from django.utils import timezone
 
-from core.errors import FloodgateError
+from core.errors import FloodgateError, PresaleCodeUsed
 from holds import presale, services
 from holds.counts import invariant
 from holds.models import Hold, PresaleCode
@@ -75,11 +76,9 @@ def naive_admit(gathering: dict[int, threading.Barrier]):
         )
         code_id, uses, max_uses = cursor.fetchone()
         if uses >= max_uses:
-            raise presale.PresaleCodeUsed("used")
-        try:
+            raise PresaleCodeUsed("used")
+        with contextlib.suppress(threading.BrokenBarrierError):  # a straggler: write anyway
             gathering[code_id].wait(timeout=5)
-        except threading.BrokenBarrierError:
-            pass
         cursor.execute("UPDATE holds_presalecode SET uses = %s WHERE id = %s", [uses + 1, code_id])
         cursor.execute("UPDATE holds_hold SET presale_code_id = %s WHERE id = %s", [code_id, hold_id])
         return int(code_id)
