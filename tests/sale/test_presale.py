@@ -133,3 +133,42 @@ def test_after_the_start_the_lane_sells_to_anyone_and_a_bad_code_is_still_refuse
 
     assert reply.status == 201 and reply.headers.get("x-floodgate-lane") == "hit", reply.body
     assert (garbage.status, garbage.json()["error"]) == (403, "invalid_code")
+
+
+def test_the_drop_page_offers_the_presale_form_and_a_code_posted_without_javascript_reserves() -> None:
+    import re
+
+    from django.test import Client
+
+    from tests.factories import make_buyer
+
+    drop = presale_drop()
+    (code,) = presale.generate_codes(drop=drop, count=1)
+    client = Client()
+    client.force_login(make_buyer("formfan"))
+    visitor = Client().get("/drops/early/").content.decode()
+    page = client.get("/drops/early/").content.decode()
+    key = re.search(r'name="idempotency_key" value="(\w+)"', page).group(1)
+
+    wrong = client.post(
+        "/drops/early/buy", {"quantity": "1", "idempotency_key": key, "presale_code": "WRONG"}
+    )
+    after = client.get(wrong["Location"]).content.decode()
+    bought = client.post(
+        "/drops/early/buy", {"quantity": "1", "idempotency_key": key, "presale_code": code.code}
+    )
+
+    assert 'id="presale-code"' in page and "Presale is on" in page
+    assert "Log in to use a presale code" in visitor
+    assert "not valid for this drop" in after
+    hold = Hold.objects.get(drop=drop)
+    assert bought["Location"] == f"/holds/{hold.pk}/" and hold.presale_code_id == code.pk
+
+
+def test_the_drop_page_before_a_presale_shows_no_presale_form() -> None:
+    from django.test import Client
+
+    now = timezone.now()
+    make_drop(slug="soon", starts_at=now + timedelta(hours=2), presale_starts_at=now + timedelta(hours=1))
+
+    assert 'id="presale-code"' not in Client().get("/drops/soon/").content.decode()
