@@ -280,3 +280,17 @@ def test_a_list_is_read_from_pasted_text_or_csv_and_a_bad_address_adds_nothing()
         "b@x.org",
         "c@x.org",
     ]
+
+
+def test_the_next_sale_keeps_the_presale_window_but_not_its_codes_and_a_rehearsal_has_none() -> None:
+    from catalogue.services import duplicate_drop
+
+    drop = presale_drop()  # a presale of an hour and a minute
+    presale.generate_codes(drop=drop, count=2)
+
+    copy = duplicate_drop(drop=drop)
+    rehearsal = duplicate_drop(drop=drop, rehearsal=True, slug_word="rehearsal")
+
+    assert copy.starts_at - copy.presale_starts_at == drop.starts_at - drop.presale_starts_at
+    assert not PresaleCode.objects.filter(drop=copy).exists()
+    assert rehearsal.presale_starts_at is None
