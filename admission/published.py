@@ -44,6 +44,7 @@ class Known:
     starts_at: datetime
     ends_at: float  # epoch seconds
     rehearsal: bool = False  # a rehearsal's copy: its state is shown by Django, to its buyers only
+    presale_starts_at: float | None = None  # epoch seconds; from then until starts_at Django decides
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,12 @@ def parse(raw: bytes | str) -> Known:
         starts_at=datetime.fromisoformat(drop["starts_at"]).astimezone(UTC),
         ends_at=datetime.fromisoformat(drop["ends_at"]).timestamp(),
         rehearsal=snap.get("rehearsal") is True,
+        presale_starts_at=_epoch(drop.get("presale_starts_at")),
     )
+
+
+def _epoch(value: object) -> float | None:
+    return datetime.fromisoformat(value).timestamp() if isinstance(value, str) else None
 
 
 def _refresh_drop(drop_id: int) -> None:

@@ -31,6 +31,9 @@ def refusal(known: Known, *, token: str | None, now: float) -> FloodgateError | 
         return Paused(PAUSED)
     just_opened = False
     if current == "scheduled":
+        presale = known.presale_starts_at
+        if presale is not None and presale <= now < known.starts_at.timestamp():
+            return None  # the presale: only the claim's transaction knows a code or the list
         if now < known.starts_at.timestamp():
             starts = known.starts_at
             return NotStarted(f"This drop opens at {starts:%H:%M:%S} UTC.", starts_at=starts.isoformat())

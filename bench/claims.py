@@ -659,7 +659,7 @@ def pgbench_script(buckets: int, *, broken: bool = False) -> str:
             "BEGIN;\n",
             pgbench_sql(hold_sql.INSERT_HOLD, unchecked=broken, key="'bench-:buyer'", **digest),
             pgbench_sql(hold_sql.BUYER_UNITS),
-            pgbench_sql(stock_sql.TAKE_FROM_BUCKET),
+            pgbench_sql(stock_sql.TAKE_FROM_BUCKET, presale="false"),
             "COMMIT;\n",
         ]
     )
@@ -748,7 +748,8 @@ def explain_claim(drop_id: int) -> str:
     query("ANALYZE inventory_unit")
     variant = query("SELECT id FROM shop_variant WHERE drop_id = %(drop)s", {"drop": drop_id})[0][0]
     rows = query(
-        "EXPLAIN " + stock_sql.CLAIM_BEST_UNITS, {"drop": drop_id, "variant": variant, "q": 1, "hold": 0}
+        "EXPLAIN " + stock_sql.CLAIM_BEST_UNITS,
+        {"drop": drop_id, "variant": variant, "q": 1, "hold": 0, "presale": False},
     )
     return "\n".join(r[0] for r in rows)
 

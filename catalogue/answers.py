@@ -25,6 +25,9 @@ class Drop(Closed):
     starts_at: Moment
     ends_at: Moment
     waiting_room: bool
+    presale_starts_at: Moment | None = Field(
+        description="When the presale opens (a code or the list admits a buyer until starts_at); null: none"
+    )
     price_minor: NonNegativeInt
     currency: str
     per_buyer_limit: Quantity

@@ -69,6 +69,7 @@ class DropView:
             starts_at=drop.starts_at,
             ends_at=drop.ends_at,
             waiting_room=drop.waiting_room,
+            presale_starts_at=drop.presale_starts_at,
             price_minor=drop.product.price_minor,
             currency=drop.product.currency,
             per_buyer_limit=drop.per_buyer_limit,

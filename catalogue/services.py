@@ -169,6 +169,7 @@ def create_drop(
     unit_labels: list[str] | None = None,
     rehearsal_of: Drop | None = None,
     variants: list[NewVariant] | None = None,
+    presale_starts_at: datetime | None = None,
 ) -> Drop:
     """Create a drop (and its product if new) with its variants and their stock rows; InvalidInput
     writes nothing. With `rehearsal_of`, it is that drop's hidden rehearsal copy from its first commit."""
@@ -197,6 +198,7 @@ def create_drop(
         quantity=quantity,
         starts_at=starts_at,
         ends_at=ends_at,
+        presale_starts_at=presale_starts_at,
         inventory_mode=inventory_mode,
         bucket_count=bucket_count,
         hold_seconds=hold_seconds,
@@ -308,9 +310,10 @@ def duplicate_drop(
     rehearsal: bool = False,
     lasts: timedelta | None = None,
 ) -> Drop:
-    """A copy of a drop for the next sale (or, hidden, a rehearsal): same product and rules, fresh
-    stock, a new slug `<slug>-<slug_word>-<n>`, on sale as long as the drop (or `lasts`). A rehearsal
-    copy asks no proof of work: it measures the line, not what bots pay to join it."""
+    """A copy of a drop for the next sale (or, hidden, a rehearsal): same product and rules (a presale
+    window as long, without its codes or list), fresh stock, a new slug `<slug>-<slug_word>-<n>`,
+    on sale as long as the drop (or `lasts`). A rehearsal copy asks no proof of work: it measures
+    the line, not what bots pay to join it."""
     starts_at = timezone.now() + starts_in
     lasts = drop.ends_at - drop.starts_at if lasts is None else lasts
     sorts = list(drop.variants.all())
@@ -346,4 +349,9 @@ def duplicate_drop(
         unit_labels=labels if drop.inventory_mode == InventoryMode.UNITS else None,
         rehearsal_of=drop if rehearsal else None,
         variants=named or None,
+        # The next sale's presale is as long as this one's (its codes and list are made anew); a
+        # rehearsal measures the public crowd, so its copy has none.
+        presale_starts_at=None
+        if rehearsal or drop.presale_starts_at is None
+        else starts_at - (drop.starts_at - drop.presale_starts_at),
     )

@@ -132,16 +132,24 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
                 201: Answer("Reserved", schemas.Hold),
                 200: Answer("The same Idempotency-Key again: the hold it made", schemas.Hold),
                 400: error("invalid_idempotency_key: missing or malformed Idempotency-Key"),
-                403: error("not_admitted (waiting-room drops), or csrf_failed"),
+                403: error(
+                    "not_admitted (waiting-room drops), invalid_code (no such presale code for this drop, "
+                    "or not a code), or csrf_failed"
+                ),
                 404: error("No such drop"),
-                409: error("sold_out (with remaining), unit_taken or hold_exists (with hold)"),
+                409: error(
+                    "sold_out (with remaining), unit_taken, hold_exists (with hold), or code_used (the "
+                    "presale code has admitted all the claims it may)"
+                ),
                 410: error("ended"),
                 422: error(
                     "invalid_quantity, limit_reached, invalid (body, unit), or idempotency_key_reused "
                     "(the key was used for another quantity or unit)"
                 ),
                 423: error("paused"),
-                425: error("not_started"),
+                425: error(
+                    "not_started (in a presale window: no presale code, and the account is not on the list)"
+                ),
                 429: busy("rate_limited; see Retry-After"),
                 503: busy("busy: the database, Redis or this process' claim slots; see Retry-After"),
             },

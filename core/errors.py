@@ -90,6 +90,18 @@ class NotAdmitted(FloodgateError):
     code, status = "not_admitted", 403
 
 
+class InvalidPresaleCode(FloodgateError):
+    """No such presale code for this drop (mistyped, another drop's, or not a code at all)."""
+
+    code, status = "invalid_code", 403
+
+
+class PresaleCodeUsed(FloodgateError):
+    """The presale code exists but has been used as often as it may be."""
+
+    code, status = "code_used", 409
+
+
 class LimitReached(FloodgateError):
     code, status = "limit_reached", 422
 

@@ -4,6 +4,7 @@ Lock order, in every transaction that takes more than one:
 
     drop row (FOR NO KEY UPDATE; quantity changes and relayouts only)
       -> hold rows (the claim inserts its own; transitions lock theirs)
+        -> a presale code row (a presale claim spends its code after its hold, holds/presale.py)
         -> stock rows: buckets in index order, units in rank order; the hot row last
 
 A claim's first statement is the only one that may wait for a row lock (READ COMMITTED

@@ -58,3 +58,8 @@ class ReserveBody(BaseModel):
     variant: Omittable[str] = Field(
         None, description="The variant's name; required where the drop has several"
     )
+    presale_code: Omittable[str] = Field(
+        None,
+        pattern=r"^[A-Za-z0-9]{1,32}$",
+        description="A presale code (any case): spent in the drop's presale window, unused outside it",
+    )

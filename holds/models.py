@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 from django.urls import reverse
 
 MAX_HOLD_QUANTITY = 100
@@ -46,6 +47,16 @@ class Hold(models.Model):
     # every claim inserts a hold, and nothing looks holds up by address (addresses are never deleted).
     shipping_address = models.ForeignKey(
         "shop.Address", on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
+    # The presale code this hold's claim spent (holds/presale.py), set by the statement that spends
+    # it. No index, as above: every claim inserts a hold; a code with holds cannot be deleted.
+    presale_code = models.ForeignKey(
+        "holds.PresaleCode",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="holds",
+        db_index=False,
     )
 
     class Meta:
@@ -93,3 +104,53 @@ class Hold(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("hold", kwargs={"hold_id": self.pk})
+
+
+PRESALE_CODE_MAX = 32
+
+
+class PresaleCode(models.Model):
+    """A code that admits its holder to a drop's presale, `max_uses` claims in all (1: single-use).
+    Spent by the claim that uses it, in the claim's transaction (holds.sql.SPEND_PRESALE_CODE)."""
+
+    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="presale_codes")
+    code = models.CharField(max_length=PRESALE_CODE_MAX)
+    max_uses = models.PositiveIntegerField(default=1, help_text="Claims this code admits; 1 = single-use.")
+    uses = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["drop", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["drop", "code"], name="holds_presalecode_drop_code"),
+            models.CheckConstraint(
+                condition=Q(max_uses__gte=1),
+                name="holds_presalecode_max_uses_positive",
+                violation_error_message="A code admits at least one claim.",
+            ),
+            models.CheckConstraint(
+                condition=Q(uses__lte=models.F("max_uses")), name="holds_presalecode_uses_within_max"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.code} ({self.uses}/{self.max_uses})"
+
+
+class PresaleListEntry(models.Model):
+    """An e-mail address on a drop's presale list: an account with it verified may claim in the
+    presale window without a code. Kept lower-case (holds.presale.add_to_list)."""
+
+    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="presale_list")
+    email = models.EmailField()
+
+    class Meta:
+        ordering = ["drop", "email"]
+        verbose_name_plural = "presale list entries"
+        constraints = [
+            models.UniqueConstraint(fields=["drop", "email"], name="holds_presalelistentry_drop_email"),
+            models.CheckConstraint(condition=Q(email=Lower("email")), name="holds_presalelistentry_lower"),
+        ]
+
+    def __str__(self) -> str:
+        return self.email

@@ -40,7 +40,7 @@ from core.errors import (
     Unauthenticated,
     UnitTaken,
 )
-from holds import gate, sql
+from holds import gate, presale, sql
 from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
 from inventory import services as stock
 from shop.models import Drop, DropState, Variant
@@ -90,11 +90,17 @@ def check_quantity(drop: Drop, quantity: object) -> int:
     return quantity
 
 
-def refuse_if_closed(drop: Drop) -> None:
-    """Cheap early answer from the row already loaded; the claim SQL decides for real."""
+def refuse_if_closed(drop: Drop, *, presale_ok: bool = False) -> None:
+    """Cheap early answer from the row already loaded; the claim SQL decides for real. With
+    `presale_ok` (Django's single claim, which admits presale claims) the presale window lets the
+    claim through: its transaction spends the code or finds the buyer on the list."""
     state = drop.state
     if state == DropState.PAUSED:
         raise Paused("This sale is paused. It resumes shortly.")
+    if state == DropState.SCHEDULED and drop.in_presale:
+        if presale_ok:
+            return
+        raise presale.refused_before_start(drop)
     if state == DropState.SCHEDULED:
         raise NotStarted(
             f"This drop opens at {drop.starts_at:%H:%M:%S} UTC.", starts_at=drop.starts_at.isoformat()
@@ -111,9 +117,12 @@ def reserve(
     idempotency_key: str | None,
     unit: str | None = None,
     variant: Variant | None = None,
+    presale_code: str | None = None,
 ) -> Reservation:
     """Hold `quantity` units of `drop` (of `variant`; None: its only one) for the buyer; the same key
-    again returns the same hold.
+    again returns the same hold. In the drop's presale window the claim spends `presale_code`
+    (checked by presale.code_of), or without one needs the buyer on the drop's list; outside it
+    the code is not used.
 
     One short transaction: insert the hold, check the buyer's limit, claim stock (hot row
     last). A sold-out answer first reclaims the drop's expired holds and tries once more.
@@ -129,6 +138,7 @@ def reserve(
         quantity=quantity,
         idempotency_key=idempotency_key,
         unit=unit,
+        presale_code=presale_code,
     )
     try:
         if drop.redis_gate:  # a Redis count answers most "sold out"s; the claim still decides
@@ -146,10 +156,21 @@ def reserve(
         metrics.observe_reserve(drop_id=drop.pk, outcome=outcome, seconds=time.perf_counter() - started)
 
 
-def ask(*, drop: Drop, variant: Variant, buyer_id: int, quantity: object, idempotency_key: str | None) -> Ask:
-    """A claim's key and quantity checked (400 / 422 otherwise), ready for a batch or `reserve`."""
+def ask(
+    *,
+    drop: Drop,
+    variant: Variant,
+    buyer_id: int,
+    quantity: object,
+    idempotency_key: str | None,
+    presale_code: object = None,
+) -> Ask:
+    """A claim's key, quantity and presale code checked (400 / 422 / 403 otherwise), ready for a
+    batch or `reserve`."""
     key = check_idempotency_key(idempotency_key)  # the key first, as buyers have always been told
-    return Ask(buyer_id=buyer_id, quantity=check_quantity(drop, quantity), key=key, variant=variant)
+    checked = check_quantity(drop, quantity)
+    code = presale.code_of(presale_code)
+    return Ask(buyer_id=buyer_id, quantity=checked, key=key, variant=variant, presale_code=code)
 
 
 def _reserve(
@@ -160,14 +181,20 @@ def _reserve(
     quantity: object,
     idempotency_key: str | None,
     unit: str | None,
+    presale_code: str | None,
 ) -> Reservation:
     variant = variant or catalogue.variant_of(drop, None)  # after the gate: its "no" needs no query
     checked = ask(
-        drop=drop, variant=variant, buyer_id=buyer_id, quantity=quantity, idempotency_key=idempotency_key
+        drop=drop,
+        variant=variant,
+        buyer_id=buyer_id,
+        quantity=quantity,
+        idempotency_key=idempotency_key,
+        presale_code=presale_code,
     )
     q = checked.quantity
     stock.check_choice(drop, unit=unit, quantity=q)
-    refuse_if_closed(drop)
+    refuse_if_closed(drop, presale_ok=True)
     attempt = partial(_reserve_once, drop=drop, ask=checked, unit=unit)
     try:
         return attempt()
@@ -234,9 +261,21 @@ def _reserve_once(*, drop: Drop, ask: Ask, unit: str | None, first: int | None =
             raise LimitReached(
                 f"At most {drop.per_buyer_limit} per buyer in this drop, counting what you bought."
             )
+        # Before the public start (on this process's clock; the claim statement checks the window on
+        # the database's): a code spent or the list, after the hold row and before the stock.
+        in_presale = drop.state == DropState.SCHEDULED
+        if in_presale:
+            presale.admit(cursor, drop=drop, hold_id=hold_id, buyer_id=buyer_id, code=ask.presale_code)
         # The stock row is touched last: its lock is held only until this commit.
         claim = stock.claim(
-            cursor, drop=drop, variant=variant, quantity=quantity, hold_id=hold_id, first=first, unit=unit
+            cursor,
+            drop=drop,
+            variant=variant,
+            quantity=quantity,
+            hold_id=hold_id,
+            first=first,
+            unit=unit,
+            presale=in_presale,
         )
         if claim.bucket_index != first:
             cursor.execute(sql.SET_BUCKET, {"index": claim.bucket_index, "hold": hold_id, "drop": drop.pk})
@@ -270,6 +309,7 @@ class Ask:
     quantity: int
     key: str
     variant: Variant | None = None  # None: the drop's only one
+    presale_code: str | None = None  # checked by presale.code_of; spent only in the presale window
 
     @property
     def digest(self) -> str:  # a batch claims no chosen unit

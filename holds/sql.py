@@ -51,6 +51,39 @@ ON CONFLICT DO NOTHING
 RETURNING id, buyer_id, idempotency_key, created_at, expires_at
 """
 
+# Spend one use of a presale code on the hold this transaction just inserted, and record it on the
+# hold: one statement, inside the claim's transaction (after the hold row, before the stock: the
+# lock order of core.locks, the code row between the two). Locks the code row until commit, so
+# claims of one code queue here and each sees the uses the one before it committed.
+# 1 row: spent; 0 rows: no such code in this drop, or used up (PRESALE_CODE_USES tells which).
+# Protects: a code admits at most max_uses claims (also holds_presalecode_uses_within_max); a claim
+# that fails later (sold out) rolls the use back with it.
+SPEND_PRESALE_CODE = """
+WITH spent AS (
+    UPDATE holds_presalecode SET uses = uses + 1
+     WHERE drop_id = %(drop)s AND code = %(code)s AND uses < max_uses
+    RETURNING id
+)
+UPDATE holds_hold h SET presale_code_id = spent.id
+  FROM spent
+ WHERE h.drop_id = %(drop)s AND h.id = %(hold)s
+RETURNING spent.id
+"""
+
+# After a spend found nothing: whether the code exists in this drop. No row: unknown code.
+PRESALE_CODE_USES = (
+    "SELECT uses, max_uses FROM holds_presalecode WHERE drop_id = %(drop)s AND code = %(code)s"
+)
+
+# Whether the buyer has a verified e-mail address on the drop's presale list (allauth keeps the
+# addresses; the list keeps them lower-case). Read in the claim's transaction. 1 row: on the list.
+ON_PRESALE_LIST = """
+SELECT 1 FROM holds_presalelistentry p
+  JOIN account_emailaddress e ON lower(e.email) = p.email AND e.verified AND e.user_id = %(buyer)s
+ WHERE p.drop_id = %(drop)s
+ LIMIT 1
+"""
+
 # The buyers whose accounts exist and are active, each with whether it may take part in the
 # drop (the claim lane caches who a bearer token belongs to; an account deleted or deactivated
 # since then is refused here, and so is a rehearsal's account outside its rehearsal). A drop

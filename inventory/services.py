@@ -119,11 +119,16 @@ class Claim:
     variant_id: int | None = None  # set where the claim chose it (a returned unit's)
 
 
-def _refusal(cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int) -> FloodgateError:
-    """Why a claim found nothing: the sale window, else really no stock, else a busy tail."""
-    available, in_drop, others, state = sql.single(
+def _refusal(
+    cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int, presale: bool = False
+) -> FloodgateError:
+    """Why a claim found nothing: the sale window (for a presale claim, the presale's), else really
+    no stock, else a busy tail."""
+    available, in_drop, others, state, presale_open = sql.single(
         cursor, sql.STOCK_AND_WINDOW, {"drop": drop_id, "variant": variant.pk}
     )
+    if presale and presale_open:
+        state = "live"
     if state == "paused":
         return Paused("This sale is paused. It resumes shortly; your place is kept.")
     if state == "scheduled":
@@ -153,7 +158,7 @@ class StockScattered(Busy):
 
 
 def take_from_buckets(
-    cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int, first: int
+    cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int, first: int, presale: bool = False
 ) -> Claim:
     """Claim `quantity` units from the drop's buckets: the first pick, then a few probes.
 
@@ -162,7 +167,7 @@ def take_from_buckets(
     really has too little left, and StockScattered when the rest is spread too thin
     or mid-claim (the caller collapses the buckets outside this transaction).
     """
-    params = {"drop": drop_id, "variant": variant.pk, "q": quantity, "index": first}
+    params = {"drop": drop_id, "variant": variant.pk, "q": quantity, "index": first, "presale": presale}
     row = sql.one(cursor, sql.TAKE_FROM_BUCKET, params)
     for _ in range(PROBES):
         if row is not None:
@@ -170,7 +175,7 @@ def take_from_buckets(
         row = sql.one(cursor, sql.TAKE_FROM_ANY_BUCKET, params)
     if row is not None:
         return Claim(bucket_index=row[0])
-    refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=quantity)
+    refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=quantity, presale=presale)
     if isinstance(refusal, Busy):
         raise StockScattered(refusal.detail)
     raise refusal
@@ -196,29 +201,33 @@ def collapse_buckets(*, drop_id: int, variant_id: int, quantity: int) -> int:
     return int(max(levels, key=lambda row: row[1])[0])
 
 
-def take_units(cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int, hold_id: int) -> Claim:
+def take_units(
+    cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int, hold_id: int, presale: bool = False
+) -> Claim:
     """Claim the best `quantity` free units, skipping rows other claimers have locked.
 
     Units locked by other claimers are theirs in a moment, so short means sold out (they
     come back if those claims fail); never waits, so claims cannot form lock cycles.
     """
-    params = {"drop": drop_id, "variant": variant.pk, "q": quantity, "hold": hold_id}
+    params = {"drop": drop_id, "variant": variant.pk, "q": quantity, "hold": hold_id, "presale": presale}
     labels = [r[0] for r in sql.all_rows(cursor, sql.CLAIM_BEST_UNITS, params)]
     if len(labels) < quantity:
-        refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=quantity)
+        refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=quantity, presale=presale)
         if isinstance(refusal, Busy):
             raise SoldOut("Sold out right now: the last units are being claimed. They come back if unpaid.")
         raise refusal
     return Claim(bucket_index=None, labels=tuple(labels))
 
 
-def take_named_unit(cursor: CursorWrapper, *, drop_id: int, variant: Sort, label: str, hold_id: int) -> Claim:
+def take_named_unit(
+    cursor: CursorWrapper, *, drop_id: int, variant: Sort, label: str, hold_id: int, presale: bool = False
+) -> Claim:
     """Claim one chosen unit of the variant; taken (or being taken) is an immediate UnitTaken."""
-    params = {"drop": drop_id, "variant": variant.pk, "label": label, "hold": hold_id}
+    params = {"drop": drop_id, "variant": variant.pk, "label": label, "hold": hold_id, "presale": presale}
     row = sql.one(cursor, sql.CLAIM_NAMED_UNIT, params)
     if row is not None:
         return Claim(bucket_index=None, labels=(row[0],))
-    refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=1)
+    refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=1, presale=presale)
     if isinstance(refusal, Paused | NotStarted | Ended):
         raise refusal
     if sql.one(cursor, sql.UNIT_LABEL_EXISTS, params) is None:
@@ -249,19 +258,27 @@ def claim(
     hold_id: int,
     first: int | None,
     unit: str | None,
+    presale: bool = False,
 ) -> Claim:
     """Take `quantity` units for a hold inside the caller's transaction, in the drop's mode.
 
     The caller has written the hold row already (lock order: hold, then stock) and runs
-    this last. Refusals raise (SoldOut, UnitTaken, Paused, ...); StockScattered asks the
-    caller to `collapse_buckets` outside its transaction and claim once more.
+    this last; `presale` only when it admitted the claim to the drop's presale (holds.presale).
+    Refusals raise (SoldOut, UnitTaken, Paused, ...); StockScattered asks the caller to
+    `collapse_buckets` outside its transaction and claim once more.
     """
     if drop.inventory_mode == InventoryMode.BUCKETS:
         start = bucket_range(drop, variant).start if first is None else first
-        return take_from_buckets(cursor, drop_id=drop.pk, variant=variant, quantity=quantity, first=start)
+        return take_from_buckets(
+            cursor, drop_id=drop.pk, variant=variant, quantity=quantity, first=start, presale=presale
+        )
     if unit is not None:
-        return take_named_unit(cursor, drop_id=drop.pk, variant=variant, label=unit, hold_id=hold_id)
-    return take_units(cursor, drop_id=drop.pk, variant=variant, quantity=quantity, hold_id=hold_id)
+        return take_named_unit(
+            cursor, drop_id=drop.pk, variant=variant, label=unit, hold_id=hold_id, presale=presale
+        )
+    return take_units(
+        cursor, drop_id=drop.pk, variant=variant, quantity=quantity, hold_id=hold_id, presale=presale
+    )
 
 
 @dataclass(frozen=True)
@@ -315,7 +332,7 @@ def claim_batch(
     if len(granted) == len(holds):
         return BatchClaim(granted, None)
     ids = {"drop": drop.pk, "variant": variant.pk}
-    available, in_drop, others, state = sql.single(cursor, sql.STOCK_AND_WINDOW, ids)
+    available, in_drop, others, state, _presale = sql.single(cursor, sql.STOCK_AND_WINDOW, ids)
     if state != "live":
         raise _refusal(cursor, drop_id=drop.pk, variant=variant, quantity=1)
     return BatchClaim(granted, int(available), int(in_drop), tuple(others))

@@ -5,7 +5,9 @@ units in rank order); the hot bucket row is always touched last. At commit, Djan
 deferred foreign keys take KEY SHARE on the drop row, so nothing that holds a drop
 row lock may wait for a bucket unless that lock is NO KEY UPDATE.
 The sale window is checked inside each claim with the database's clock, so a
-paused, unstarted or ended drop cannot be claimed from, whatever Python thought.
+paused, unstarted or ended drop cannot be claimed from, whatever Python thought. The single
+claims take `%(presale)s` (shop.sql.ON_SALE): true only for a claim admitted to the drop's
+presale in the same transaction, which may then take units in the presale window.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, cast
 
 from django.db.backends.utils import CursorWrapper
 
-from shop.sql import LIVE, STATE
+from shop.sql import LIVE, ON_SALE, PRESALE, STATE
 
 # What any claim may take (d = shop_drop): free units in its buckets plus its unit rows in
 # state 'available' (the partial index).
@@ -104,7 +106,7 @@ UPDATE inventory_stockbucket b
    SET available = b.available - %(q)s
   FROM shop_drop d
  WHERE b.drop_id = %(drop)s AND b.index = %(index)s AND b.variant_id = %(variant)s
-   AND b.available >= %(q)s AND d.id = b.drop_id AND {LIVE}
+   AND b.available >= %(q)s AND d.id = b.drop_id AND {ON_SALE}
 RETURNING b.index
 """
 
@@ -120,7 +122,7 @@ UPDATE inventory_stockbucket b
                 WHERE drop_id = %(drop)s AND variant_id = %(variant)s AND available >= %(q)s
                 ORDER BY random() LIMIT 1
                   FOR UPDATE SKIP LOCKED)
-   AND d.id = b.drop_id AND {LIVE}
+   AND d.id = b.drop_id AND {ON_SALE}
 RETURNING b.index
 """
 
@@ -227,12 +229,13 @@ def variant_returned(v: str) -> str:
 
 
 # Units open to a claim in the variant and in the whole drop, the names of the drop's variants
-# that have some (in position order), and the drop's state (STATE), in one snapshot; read only.
+# that have some (in position order), the drop's state (STATE) and whether its presale window is open
+# (PRESALE), in one snapshot; read only.
 STOCK_AND_WINDOW = f"""
 SELECT {VARIANT_OPEN}, {OPEN},
        ARRAY(SELECT ov.name FROM shop_variant ov
               WHERE ov.drop_id = d.id AND {_variant_open("ov")} > 0 ORDER BY ov.position),
-       {STATE}
+       {STATE}, {PRESALE}
   FROM shop_drop d JOIN shop_variant v ON v.drop_id = d.id AND v.id = %(variant)s
  WHERE d.id = %(drop)s
 """
@@ -258,7 +261,7 @@ WITH pick AS (
 UPDATE inventory_unit u
    SET state = 'held', hold_id = %(hold)s
   FROM pick, shop_drop d
- WHERE u.id = pick.id AND d.id = u.drop_id AND {LIVE}
+ WHERE u.id = pick.id AND d.id = u.drop_id AND {ON_SALE}
 RETURNING u.label
 """
 
@@ -347,7 +350,7 @@ WITH pick AS (
 UPDATE inventory_unit u
    SET state = 'held', hold_id = %(hold)s
   FROM pick, shop_drop d
- WHERE u.id = pick.id AND d.id = u.drop_id AND {LIVE}
+ WHERE u.id = pick.id AND d.id = u.drop_id AND {ON_SALE}
 RETURNING u.label
 """
 

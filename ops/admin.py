@@ -37,7 +37,7 @@ from core.errors import FloodgateError
 from core.http import safe_next
 from holds.counts import invariant
 from inventory import services as inventory
-from ops import dashboard, rehearsal, sales, switch
+from ops import dashboard, presale_admin, rehearsal, sales, switch
 from ops.variant_admin import MINOR_PER_MAJOR, PRICE_MAX, Plan, VariantFormSet, VariantInline
 from shop import pictures
 from shop.models import ApiToken, Drop, DropState, InventoryMode, PauseEvent, Product, Variant
@@ -136,6 +136,8 @@ PAUSE_FIELDS = {"paused", "paused_at", "paused_by", "pause_reason"}
 CONSTRAINT_FIELDS = {
     "shop_drop_ends_after_start": "ends_at",
     "shop_drop_buckets_within_quantity": "bucket_count",
+    "shop_drop_presale_before_start": "presale_starts_at",
+    "shop_drop_presale_first_come": "presale_starts_at",
 }
 
 
@@ -164,6 +166,7 @@ class DropForm(forms.ModelForm):
             "title",
             "starts_at",
             "ends_at",
+            "presale_starts_at",
             "quantity",
             "inventory_mode",
             "bucket_count",
@@ -284,7 +287,7 @@ class DropAdmin(admin.ModelAdmin):
     ]
     fieldsets = [
         (None, {"fields": ["product", "slug", "title"]}),
-        ("When", {"fields": ["starts_at", "ends_at"]}),
+        ("When", {"fields": ["starts_at", "ends_at", "presale_starts_at"]}),
         (
             "Stock",
             {"fields": ["quantity", "inventory_mode", "bucket_count", "unit_labels", "unit_labels_file"]},
@@ -329,6 +332,12 @@ class DropAdmin(admin.ModelAdmin):
                 name="shop_drop_rehearsal_report",
             ),
             path("<int:drop_id>/sales/", wrap(self.sales_view), name="shop_drop_sales"),
+            path("<int:drop_id>/presale/", wrap(self.presale_view), name="shop_drop_presale"),
+            path(
+                "<int:drop_id>/presale/codes.csv",
+                wrap(self.presale_codes_csv),
+                name="shop_drop_presale_codes",
+            ),
             *super().get_urls(),
         ]
 
@@ -362,6 +371,12 @@ class DropAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/shop/drop/sales.html", context)
+
+    def presale_view(self, request: HttpRequest, drop_id: int) -> HttpResponse:
+        return presale_admin.page(self, request, drop_id)
+
+    def presale_codes_csv(self, request: HttpRequest, drop_id: int) -> HttpResponse:
+        return presale_admin.codes_csv(self, request, drop_id)
 
     def dashboard_data(self, request: HttpRequest) -> JsonResponse:
         self._may_watch(request)

@@ -24,6 +24,7 @@ def reserve(request: HttpRequest, slug: str) -> JsonResponse:
             unit=body.get("unit"),
             admission_token=request.headers.get("X-Admission-Token"),
             variant=body.get("variant"),
+            presale_code=body.get("presale_code"),
         )
     )
     body = selectors.hold_json(result.hold, units=result.units, new=result.created)

@@ -36,6 +36,7 @@ class ReserveRequest:
     unit: object = None
     admission_token: str | None = None
     variant: object = None  # a variant's name; None: the drop's only one
+    presale_code: object = None  # spent in the drop's presale window (holds.presale)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,12 @@ def steps(drop: Drop, request: ReserveRequest) -> Generator[Limit | Claim, None,
     variant = catalogue.variant_of(drop, request.variant)
     key = request.idempotency_key
     ask = services.ask(
-        drop=drop, variant=variant, buyer_id=request.buyer_id, quantity=request.quantity, idempotency_key=key
+        drop=drop,
+        variant=variant,
+        buyer_id=request.buyer_id,
+        quantity=request.quantity,
+        idempotency_key=key,
+        presale_code=request.presale_code,
     )
     yield Claim(ask, unit)
 
@@ -84,6 +90,7 @@ def reserve(request: ReserveRequest) -> Reservation:
                 quantity=step.ask.quantity,
                 idempotency_key=step.ask.key,
                 unit=step.unit,
+                presale_code=step.ask.presale_code,
             )
         except SoldOut as error:
             if sold_out_for_all(error):
@@ -105,8 +112,9 @@ def sold_out_for_all(answer: object) -> bool:
 def check_open_and_admitted(drop: Drop, *, buyer_id: int, token: str | None) -> None:
     """The first refusals of both doors, from the drop row and a signature: paused, not started or
     ended first (before the start nobody is admitted, so a buyer in line hears when it opens, 425),
-    then the waiting room's admission."""
-    services.refuse_if_closed(drop)
+    then the waiting room's admission. The presale window lets a claim on to its transaction, which
+    spends its code or finds the buyer on the list (the lane leaves those claims to Django)."""
+    services.refuse_if_closed(drop, presale_ok=True)
     admission.check_admitted(drop=drop, buyer_id=buyer_id, token=token)
 
 

@@ -16,9 +16,9 @@ order, with the same answers); where the doors differ, it is here:
   chosen seat, another bucket) goes to the single claim on the same threads (sale.workers);
 - the first "sold out" flips this process's edge flag at once and is published for the others.
 
-Anything else (another Authorization scheme, no credentials, a drop with a Redis gate, a row
-gone since it was cached) goes to Django with its body replayed, so every request gets an
-answer either way.
+Anything else (another Authorization scheme, no credentials, a drop with a Redis gate or in its
+presale window, a row gone since it was cached) goes to Django with its body replayed, so every
+request gets an answer either way.
 """
 
 from __future__ import annotations
@@ -179,8 +179,8 @@ class Lane:
     async def _reserve(self, slug: str, scope: Scope, raw: bytes, who: Who) -> Answer | None:
         body = parse_json_body(raw)
         drop = await self._drop(slug)
-        if drop.redis_gate:
-            return None  # the gate's count and give-back live on Django's path
+        if drop.redis_gate or drop.in_presale:
+            return None  # the gate's count and give-back, and a presale's code spent, live on Django's path
         request = entry.ReserveRequest(
             slug=slug,
             buyer_id=who.buyer_id,
@@ -190,6 +190,7 @@ class Lane:
             unit=body.get("unit"),
             admission_token=header(scope, b"x-admission-token"),
             variant=body.get("variant"),
+            presale_code=body.get("presale_code"),
         )
         for step in entry.steps(drop, request):  # sale.entry's sequence: the limit awaited, claims batched
             if isinstance(step, entry.Limit):

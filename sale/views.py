@@ -40,6 +40,7 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
                 unit=unit,
                 admission_token=request.POST.get("admission_token"),
                 variant=request.POST.get("variant") or None,
+                presale_code=request.POST.get("presale_code"),
             )
         )
     except NotFound as error:

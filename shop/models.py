@@ -140,6 +140,15 @@ class Drop(models.Model):
     quantity = models.PositiveIntegerField(help_text="Units on sale in this drop.")
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
+    # The presale window: from here until starts_at only a presale code or a place on the drop's
+    # list lets a buyer claim (holds/presale.py); empty: no presale.
+    presale_starts_at = models.DateTimeField(
+        "presale starts at",
+        null=True,
+        blank=True,
+        help_text="Optional. From then until the start, only buyers with a presale code or on the "
+        "drop's presale list can reserve. First-come drops only (not with a waiting room).",
+    )
     inventory_mode = models.CharField(
         max_length=10, choices=InventoryMode.choices, default=InventoryMode.BUCKETS
     )
@@ -228,6 +237,18 @@ class Drop(models.Model):
                 violation_error_message="The drop must end after it starts.",
             ),
             models.CheckConstraint(
+                condition=Q(presale_starts_at__isnull=True) | Q(presale_starts_at__lt=F("starts_at")),
+                name="shop_drop_presale_before_start",
+                violation_error_message="The presale must start before the drop's public start.",
+            ),
+            # A waiting room admits by ticket number: a presale beside it would need its own line.
+            models.CheckConstraint(
+                condition=Q(presale_starts_at__isnull=True) | Q(waiting_room=False),
+                name="shop_drop_presale_first_come",
+                violation_error_message="A presale is for first-come drops: turn the waiting room off "
+                "or leave the presale start empty.",
+            ),
+            models.CheckConstraint(
                 condition=Q(bucket_count__gte=1, bucket_count__lte=MAX_BUCKETS),
                 name="shop_drop_bucket_count_range",
                 violation_error_message="Use between 1 and 256 buckets.",
@@ -296,6 +317,15 @@ class Drop(models.Model):
     @property
     def state(self) -> DropState:
         return self.state_at(timezone.now())
+
+    def in_presale_at(self, now: datetime) -> bool:
+        """Inside the presale window at `now` (not paused); shop.sql.PRESALE is the same rule."""
+        start = self.presale_starts_at
+        return not self.paused and start is not None and start <= now < self.starts_at
+
+    @property
+    def in_presale(self) -> bool:
+        return self.in_presale_at(timezone.now())
 
 
 VARIANT_NAME_MAX = 40

@@ -25,3 +25,12 @@ STATE = """CASE WHEN d.paused THEN 'paused'
             WHEN now() >= d.ends_at THEN 'ended'
             ELSE 'live' END"""
 LIVE = f"({STATE}) = 'live'"
+
+# The presale window (d = shop_drop), on the database's clock: from presale_starts_at until the
+# public start, not paused. Drop.in_presale_at is the same rule for Python.
+PRESALE = "(NOT d.paused AND d.presale_starts_at <= now() AND now() < d.starts_at)"
+
+# "On sale" for a single claim: live, or in the presale window for a claim whose caller admitted it
+# to the presale (a code spent or a place on the list, in the same transaction: holds/presale.py).
+# Every statement using it takes %(presale)s.
+ON_SALE = f"({LIVE} OR (%(presale)s AND {PRESALE}))"

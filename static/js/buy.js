@@ -53,6 +53,8 @@
       if (unit) body.unit = unit;
       var variant = field(form, "variant");  // the checked radio of the size picker, if any
       if (variant !== null) body.variant = variant;
+      var code = field(form, "presale_code");  // the presale's form only
+      if (code) body.presale_code = code;
       return fetch(form.dataset.api, {
         method: "POST", credentials: "same-origin", headers: headers, body: JSON.stringify(body)
       }).then(function (response) {

@@ -61,6 +61,14 @@ def test_create_drop_in_units_mode_makes_one_row_per_unit() -> None:
         (["--slug", "short-offer", "--quantity", "3", "--waiting-room", "--offer-seconds", "5"], "offer"),
         (["--slug", "labels", "--quantity", "3", "--mode", "units", "--labels", "A1,A1,A2"], "unique"),
         (["--slug", "eur", "--quantity", "3", "--currency", "eur"], "three-letter"),
+        (["--slug", "p0", "--quantity", "3", "--presale-in", "0"], "at least 1"),
+        (["--slug", "p-room", "--quantity", "3", "--presale-in", "60", "--waiting-room"], "first-come"),
+        (["--slug", "p-codes", "--quantity", "3", "--presale-codes", "5"], "needs a presale"),
+        (
+            ["--slug", "p-many", "--quantity", "3", "--presale-in", "9", "--presale-codes", "99999"],
+            "1 to 10000",
+        ),
+        (["--slug", "p-neg", "--quantity", "3", "--presale-in", "9", "--presale-codes", "-1"], "1 to 10000"),
     ],
 )
 def test_create_drop_refuses_bad_input_and_writes_nothing(args: list[str], message: str) -> None:
@@ -96,3 +104,50 @@ def test_schema_refuses_what_the_code_must_never_write(statement: str) -> None:
 
     with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(statement)
+
+
+def test_create_drop_opens_a_presale_before_the_start_with_single_use_codes() -> None:
+    from holds.models import PresaleCode
+
+    made = run(
+        "--slug",
+        "early",
+        "--quantity",
+        "50",
+        "--starts-in",
+        "600",
+        "--presale-in",
+        "300",
+        "--presale-codes",
+        "7",
+    )
+
+    drop = Drop.objects.get(slug="early")
+    assert (drop.starts_at - drop.presale_starts_at).total_seconds() == 300
+    assert made["presale_starts_at"] == drop.presale_starts_at.isoformat()
+    assert sorted(made["presale_codes"]) == sorted(
+        PresaleCode.objects.filter(drop=drop).values_list("code", flat=True)
+    )
+    assert len(made["presale_codes"]) == 7
+    assert set(PresaleCode.objects.values_list("max_uses", "uses")) == {(1, 0)}
+    assert run("--slug", "plain", "--quantity", "5")["presale_codes"] == []
+
+
+def test_presale_codes_prints_new_codes_as_csv_and_refuses_garbage() -> None:
+    from io import StringIO
+
+    make_drop(slug="coded")
+    out = StringIO()
+    call_command("presale_codes", "coded", "--count", "3", "--uses", "4", stdout=out)
+
+    header, *rows = out.getvalue().splitlines()
+    assert header == "code,max_uses,uses" and len(rows) == 3 and all(r.endswith(",4,0") for r in rows)
+    for args, message in [
+        (["nope", "--count", "3"], "no drop called"),
+        (["coded", "--count", "0"], "between 1 and"),
+        (["coded", "--count", "3", "--uses", "0"], "between 1 and"),
+    ]:
+        with pytest.raises(CommandError, match=message):
+            call_command("presale_codes", *args, stdout=StringIO())
+    with pytest.raises(CommandError):
+        call_command("presale_codes", "coded", "--count", "many", stdout=StringIO())

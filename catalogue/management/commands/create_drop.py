@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import timedelta
 from typing import Any
 
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from catalogue import services
 from core.errors import InvalidInput
 from shop.models import DEFAULT_JOIN_WORK_BITS, InventoryMode
+
+PRESALE_CODES_MAX = 10_000  # holds.presale.GENERATE_MAX
 
 
 class Command(BaseCommand):
@@ -43,6 +47,20 @@ class Command(BaseCommand):
         parser.add_argument("--duration", type=int, default=3600, help="seconds the sale lasts")
         parser.add_argument(
             "--ends-in", type=int, default=None, help="seconds from now (instead of --duration)"
+        )
+        parser.add_argument(
+            "--presale-in",
+            type=int,
+            default=None,
+            metavar="SECONDS",
+            help="a presale window of this many seconds before the start (codes and the list only)",
+        )
+        parser.add_argument(
+            "--presale-codes",
+            type=int,
+            default=0,
+            metavar="N",
+            help="make N single-use presale codes (printed in the JSON line as presale_codes)",
         )
         room = parser.add_mutually_exclusive_group()
         room.add_argument("--waiting-room", dest="waiting_room", action="store_true")
@@ -87,7 +105,15 @@ class Command(BaseCommand):
         slug = str(opts["slug"])
         title = str(opts["title"])
         labels = str(opts["labels"]).split(",") if opts["labels"] else None
+        presale_in = opts["presale_in"]
+        codes = int(opts["presale_codes"])
         try:
+            if presale_in is not None and int(presale_in) < 1:
+                raise InvalidInput("--presale-in is the presale's length in seconds: at least 1.")
+            if codes and presale_in is None:
+                raise InvalidInput("--presale-codes needs a presale: give --presale-in SECONDS too.")
+            if not 0 <= codes <= PRESALE_CODES_MAX:
+                raise InvalidInput(f"--presale-codes makes 1 to {PRESALE_CODES_MAX} codes.")
             variants = [services.variant_from(str(text)) for text in opts["variant"]]
             quantity = opts["quantity"]
             if quantity is None:
@@ -119,9 +145,18 @@ class Command(BaseCommand):
                 join_work_bits=int(opts["join_work_bits"]),
                 redis_gate=bool(opts["redis_gate"]),
                 unit_labels=labels,
+                presale_starts_at=None
+                if presale_in is None
+                else starts_at - timedelta(seconds=int(presale_in)),
             )
         except InvalidInput as error:
             raise CommandError(f"drop not created: {error.detail}") from None
+        made: list[str] = []
+        if codes:
+            # By name: presale codes are the holds layer's, above the catalogue (holds/presale.py).
+            out = io.StringIO()
+            call_command("presale_codes", drop.slug, count=codes, json=True, stdout=out)
+            made = json.loads(out.getvalue())["codes"]
         self.stdout.write(
             json.dumps(
                 {
@@ -136,6 +171,10 @@ class Command(BaseCommand):
                     "admission_percent": drop.admission_percent,
                     "wave_seconds": drop.admission_wave_seconds,
                     "redis_gate": drop.redis_gate,
+                    "presale_starts_at": drop.presale_starts_at.isoformat()
+                    if drop.presale_starts_at
+                    else None,
+                    "presale_codes": made,
                     "variants": [
                         {"name": v.name, "quantity": v.quantity, "price_minor": v.price_minor}
                         for v in drop.variants.all()
