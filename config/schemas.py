@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegative
 from pydantic.json_schema import SkipJsonSchema
 
 from admission.services import OfferState
-from admission.state import QueueState
+from admission.state import QueueState, RaffleResult
 from checkout.models import OrderState, PaymentState, RefundState
 from holds.models import HoldState
-from shop.models import DropState
+from shop.models import DropFormat, DropState
 
 T = TypeVar("T")
 # A field an answer may leave out, typed honestly: None is its default, not a value the schema allows.
@@ -51,6 +51,7 @@ class Error(Closed):
         None, description="proof_of_work_required: the challenge is refused after this"
     )
     opens_at: Omittable[datetime] = Field(None, description="room_not_open: when challenges are issued")
+    closed_at: Omittable[datetime] = Field(None, description="entries_closed: when the raffle's entries closed")
     fields: Omittable[dict[str, str]] = Field(
         None, description="invalid_address: what is wrong, field by field"
     )
@@ -187,6 +188,13 @@ class Place(Closed):
         description="A returned unit held for you: pay for its hold before expires_at, or it goes to "
         "the next ticket (state lapsed)"
     )
+    format: DropFormat = Field(description="waiting_room, or raffle (entries drawn at the close)")
+    result: RaffleResult | None = Field(
+        description="A raffle's entry after the draw: won (the offer is your hold: pay before its "
+        "expires_at), reserve (an unpaid or released win may pass to you, by rank), lost; null "
+        "before the draw and for a waiting room"
+    )
+    rank: PositiveInt | None = Field(description="A raffle's entry: its place in the published ranking")
     last_ticket: NonNegativeInt
     waiting: NonNegativeInt
     pace_per_minute: NonNegativeFloat
