@@ -38,8 +38,8 @@ from core import locks
 from core.errors import Busy, Ended, FloodgateError, SoldOut
 from holds import gate
 from holds import services as holds
-from inventory import services as stock
 from holds.models import HoldState
+from inventory import services as stock
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
@@ -390,7 +390,7 @@ def _raffle_drawn(drop: Drop, queue: Queue, now: datetime) -> None:
         moved = stock.return_open(cursor, drop_id=drop.pk)
     queue.last_wave_at = now
     queue.save(update_fields=["last_wave_at", *DRAW_FIELDS])
-    log.info("admission: raffle %s drawn, %s units to its %s ranked entries", drop.pk, moved, queue.drawn_entries)
+    log.info("admission: raffle %s drawn, %s units to its %s entries", drop.pk, moved, queue.drawn_entries)
     holds.offer_after_commit(drop.pk)
     transaction.on_commit(lambda: state.refresh([drop.pk]))
     return None

@@ -25,8 +25,8 @@ from django.utils import timezone
 from checkout.models import Order, OutboxMessage, Refund, Reminder
 from core import formatting
 from holds.counts import claimable_by_drop
-from shop import calendar, pricing
 from holds.models import Hold
+from shop import calendar, pricing
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
