@@ -345,7 +345,8 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
                 transaction.on_commit(lambda: state.refresh([drop.pk]))
                 return None  # the line waits for its round: no wave before the order exists
         if drop.raffle:
-            return _raffle_drawn(drop, queue, now)
+            _raffle_drawn(drop, queue, now)
+            return None
         due = queue.last_wave_at is None or now - queue.last_wave_at >= timedelta(
             seconds=drop.admission_wave_seconds
         )
@@ -385,7 +386,7 @@ def _raffle_drawn(drop: Drop, queue: Queue, now: datetime) -> None:
     (sale/offers.py, sent at once) hold one for each ranked entry in order, for the offer time: an
     unpaid or released win comes back to the line and goes to the next entry the same way."""
     if queue.last_wave_at is not None:
-        return None  # drawn and handed to the offers already
+        return  # drawn and handed to the offers already
     with connection.cursor() as cursor:
         moved = stock.return_open(cursor, drop_id=drop.pk)
     queue.last_wave_at = now
@@ -393,7 +394,6 @@ def _raffle_drawn(drop: Drop, queue: Queue, now: datetime) -> None:
     log.info("admission: raffle %s drawn, %s units to its %s entries", drop.pk, moved, queue.drawn_entries)
     holds.offer_after_commit(drop.pk)
     transaction.on_commit(lambda: state.refresh([drop.pk]))
-    return None
 
 
 START_AHEAD = timedelta(seconds=2)  # a start this close gets its own wave, timed to the instant
