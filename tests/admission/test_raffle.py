@@ -30,7 +30,8 @@ from holds.models import Hold, HoldState
 from sale import offers
 from shop.models import Drop, DropFormat
 from tests.conftest import app_env, free_port, start_process, stop, wait_for_port
-from tests.factories import expire_in, make_buyer, make_drop
+from tests.factories import expire_in, make_buyer, make_drop, merchant
+from tests.shop.test_admin_add import add_form
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
@@ -316,3 +317,27 @@ def test_create_drop_refuses_a_close_that_is_not_a_number() -> None:
     with pytest.raises(CommandError, match="entries-close-in"):
         create("--slug", "bad-raffle", "--quantity", "10", "--raffle", "--entries-close-in", "soon")
     assert not Drop.objects.filter(slug="bad-raffle").exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "chosen, flags",
+    [("raffle", (True, True)), ("waiting_room", (True, False)), ("first_come", (False, False))],
+)
+def test_the_admin_sets_a_drops_format_as_one_choice(
+    roles: None, chosen: str, flags: tuple[bool, bool]
+) -> None:
+    client = merchant()
+    answer = client.post("/admin/shop/drop/add/", add_form(format=chosen))
+    assert answer.status_code == 302, answer.context["adminform"].form.errors if answer.context else answer
+    drop = Drop.objects.get(slug="tees")
+    assert (drop.waiting_room, drop.raffle) == flags and drop.format == chosen
+    page = client.get(f"/admin/shop/drop/{drop.pk}/change/")
+    assert f'<option value="{chosen}" selected>' in page.content.decode()
+
+
+def test_the_admin_refuses_a_format_that_does_not_exist(roles: None) -> None:
+    answer = merchant().post("/admin/shop/drop/add/", add_form(format="lottery"))
+    assert answer.status_code == 200
+    assert "format" in answer.context["adminform"].form.errors
+    assert not Drop.objects.filter(slug="tees").exists()
