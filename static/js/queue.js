@@ -47,6 +47,10 @@
     mark = Math.max(mark, msg.admitted_through);
     var state = msg.state;
     root.dataset.state = state;
+    if (msg.result === undefined && msg.format === "raffle" && ticket !== null && !offered &&
+        (state === "sold_out" || state === "closed")) {
+      showResult("lost");  // the socket's news: every unit sold (or the drop over), none can reach us
+    }
     if (state !== lastState) {
       lastState = state;
       document.querySelectorAll("#queue-state [data-when]").forEach(function (el) {
