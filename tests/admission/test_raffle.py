@@ -29,7 +29,8 @@ from holds.counts import invariant
 from holds.models import Hold, HoldState
 from sale import offers
 from shop.models import Drop, DropFormat
-from tests.conftest import app_env, free_port, start_process, stop, wait_for_port
+from tests.checkout.helpers import api, buyer_token, pay_at_provider, provider_config, wait_until
+from tests.conftest import Worker, app_env, free_port, start_process, stop, wait_for_port
 from tests.factories import expire_in, make_buyer, make_drop, merchant
 from tests.shop.test_admin_add import add_form
 
@@ -341,3 +342,43 @@ def test_the_admin_refuses_a_format_that_does_not_exist(roles: None) -> None:
     assert answer.status_code == 200
     assert "format" in answer.context["adminform"].form.errors
     assert not Drop.objects.filter(slug="tees").exists()
+
+
+def test_a_winner_pays_through_the_saga_and_an_unpaid_win_passes_on(
+    live_daphne: str, payment_provider: str, celery_worker: Worker
+) -> None:
+    # given: a raffle of 2 units and 3 entrants, drawn
+    provider_config(payment_provider, latency_ms=50, failure_rate=0, duplicates=1, late_seconds=0)
+    drop = raffle("raffle-saga", quantity=2)
+    tokens = [buyer_token(f"saga-{n}") for n in range(3)]
+    for token in tokens:
+        with api(live_daphne, token) as client:
+            assert client.post(f"/api/drops/{drop.slug}/queue").status_code == 200
+    drop = close_and_draw(drop)
+    looked = {}
+    for token in tokens:
+        with api(live_daphne, token) as client:
+            body = client.get(f"/api/drops/{drop.slug}/queue").json()
+            looked[body["rank"]] = (token, body)
+    assert [looked[n][1]["result"] for n in (1, 2, 3)] == ["won", "won", "reserve"]
+
+    # when: rank 1 pays for its win through the saga; rank 2 lets its deadline pass
+    first_token, first = looked[1]
+    with api(live_daphne, first_token) as client:
+        started = client.post(f"/api/holds/{first['offer']['hold']}/payment")
+    assert started.status_code == 202, started.text
+    pay_at_provider(started.json()["redirect_url"])
+    wait_until(lambda: Hold.objects.get(pk=first["offer"]["hold"]).state == HoldState.SOLD)
+    expire_in([looked[2][1]["offer"]["hold"]], -1)
+    offers.offer_returns(drop, wait=True)
+
+    # then: the sold win stays won, the lapsed one is lost, rank 3 won it; nothing drifts
+    results = {}
+    for n, (token, _) in looked.items():
+        with api(live_daphne, token) as client:
+            results[n] = client.get(f"/api/drops/{drop.slug}/queue").json()
+    assert (results[1]["result"], results[1]["offer"]["state"]) == ("won", "sold")
+    assert (results[2]["result"], results[2]["offer"]["state"]) == ("lost", "lapsed")
+    assert (results[3]["result"], results[3]["offer"]["state"]) == ("won", "held")
+    count = invariant(drop_id=drop.pk)
+    assert (count.sold, count.held, count.available, count.drift) == (1, 1, 0, 0)
