@@ -32,6 +32,8 @@ from shop.models import Drop, DropFormat
 from tests.checkout.helpers import api, buyer_token, pay_at_provider, provider_config, wait_until
 from tests.conftest import Worker, app_env, free_port, start_process, stop, wait_for_port
 from tests.factories import expire_in, make_buyer, make_drop, merchant
+from tests.harness import EDGE, VOLATILE, DjangoWork, Reply, bearer, django_poll, poll, without
+from tests.harness import join as harness_join
 from tests.shop.test_admin_add import add_form
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
@@ -382,3 +384,46 @@ def test_a_winner_pays_through_the_saga_and_an_unpaid_win_passes_on(
     assert (results[3]["result"], results[3]["offer"]["state"]) == ("won", "held")
     count = invariant(drop_id=drop.pk)
     assert (count.sold, count.held, count.available, count.drift) == (1, 1, 0, 0)
+
+
+def test_the_edge_answers_a_raffles_reserves_as_django_does_and_sends_wins_to_django(
+    work: DjangoWork,
+) -> None:
+    # given: a raffle of 2 units and 5 entrants, drawn
+    drop = raffle("raffle-edge", quantity=2)
+    auths = [bearer(f"re{i}") for i in range(5)]
+    joined = [harness_join(drop.slug, auth) for auth in auths]
+    drop = close_and_draw(drop)
+    state.refresh([drop.pk])
+    EDGE.forget()
+
+    def both() -> list[tuple[Reply, Reply]]:
+        answers = [
+            (poll(drop.slug, a, j["queue_ticket"]), django_poll(drop.slug, a))
+            for a, j in zip(auths, joined, strict=True)
+        ]
+        for edge, django in answers:
+            assert edge.status == django.status == 200
+            assert without(edge.json(), *VOLATILE) == without(django.json(), *VOLATILE)
+        return answers
+
+    # then: both doors say the same; the reserves are the edge's to answer, the wins Django's
+    answers = both()
+    by_rank = {e.json()["rank"]: e for e, _ in answers}
+    assert [by_rank[n].json()["result"] for n in range(1, 6)] == [
+        "won",
+        "won",
+        "reserve",
+        "reserve",
+        "reserve",
+    ]
+    assert [by_rank[n].edge for n in range(1, 6)] == [False, False, True, True, True]
+
+    # when: both winners pay, nothing can reach the reserves: lost, at the edge as in Django
+    for n in (1, 2):
+        assert holds.confirm(hold_id=by_rank[n].json()["offer"]["hold"])
+    state.refresh([drop.pk])
+    EDGE.forget()
+    after = {e.json()["rank"]: e for e, _ in both()}
+    assert [after[n].json()["result"] for n in range(1, 6)] == ["won", "won", "lost", "lost", "lost"]
+    assert after[3].edge
