@@ -78,19 +78,23 @@ REMINDER_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '2s'"
 # Rows: (ticket, drop, buyer, result, hold or NULL), at most `limit`. Read only; the outbox's
 # unique (topic, key) keeps a message to one per entrant whoever writes it.
 RAFFLE_RESULTS_DUE = f"""
+WITH raffle AS MATERIALIZED (
+    SELECT d.id,
+           d.ends_at <= now()
+           OR ({stock.AVAILABLE} = 0
+               AND NOT EXISTS (SELECT 1 FROM holds_hold hh WHERE hh.drop_id = d.id AND hh.state = 'held'))
+           AS decided
+      FROM shop_drop d JOIN admission_queue q ON q.drop_id = d.id AND q.drawn_at IS NOT NULL
+     WHERE d.raffle AND d.ends_at > now() - interval '1 day'
+)
 SELECT t.id, t.drop_id, t.buyer_id, CASE WHEN h.id IS NOT NULL THEN 'won' ELSE 'lost' END, h.id
-  FROM shop_drop d
-  JOIN admission_queue q ON q.drop_id = d.id AND q.drawn_at IS NOT NULL
-  JOIN admission_ticket t ON t.drop_id = d.id AND t.number IS NOT NULL
+  FROM raffle r
+  JOIN admission_ticket t ON t.drop_id = r.id AND t.number IS NOT NULL
   LEFT JOIN holds_hold h ON h.drop_id = t.drop_id AND h.buyer_id = t.buyer_id
         AND h.idempotency_key = 'offer:' || t.id AND h.request_digest = ''
- WHERE d.raffle AND d.ends_at > now() - interval '1 day'
+ WHERE (h.id IS NOT NULL OR r.decided)
    AND NOT EXISTS (SELECT 1 FROM checkout_outboxmessage o
                     WHERE o.topic = %(topic)s AND o.key = 'raffle-' || t.id)
-   AND (h.id IS NOT NULL
-        OR d.ends_at <= now()
-        OR ({stock.AVAILABLE} = 0
-            AND NOT EXISTS (SELECT 1 FROM holds_hold hh WHERE hh.drop_id = d.id AND hh.state = 'held')))
- ORDER BY t.number
+ ORDER BY t.drop_id, t.number
  LIMIT %(limit)s
 """
