@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from django.db import models
-from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt
+from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from core.answers import Closed, Moment, Omittable
+from shop.models import DropFormat
 
 
 class QueueState(models.TextChoices):
@@ -28,6 +29,14 @@ class OfferState(models.TextChoices):
     HELD = "held"
     SOLD = "sold"
     LAPSED = "lapsed"
+
+
+class RaffleResult(models.TextChoices):
+    """A raffle entry's outcome as its buyer is told it (the API's Place.result)."""
+
+    WON = "won"  # a unit is held for you (the place's offer): pay before it expires
+    RESERVE = "reserve"  # ranked behind the winners: an unpaid or released win may pass to you
+    LOST = "lost"  # your win lapsed, or no unit can reach you any more
 
 
 class Offer(Closed):
@@ -63,6 +72,13 @@ class Place(Closed):
         description="A returned unit held for you: pay for its hold before expires_at, or it goes to "
         "the next ticket (state lapsed)"
     )
+    format: DropFormat = Field(description="waiting_room, or raffle (entries drawn at the close)")
+    result: RaffleResult | None = Field(
+        description="A raffle's entry after the draw: won (the offer is your hold: pay before its "
+        "expires_at), reserve (an unpaid or released win may pass to you, by rank), lost; null "
+        "before the draw and for a waiting room"
+    )
+    rank: PositiveInt | None = Field(description="A raffle's entry: its place in the published ranking")
     last_ticket: NonNegativeInt
     waiting: NonNegativeInt
     pace_per_minute: NonNegativeFloat

@@ -39,7 +39,9 @@ from catalogue import selectors as catalogue
 from core import locks
 from core.errors import Busy, Ended, FloodgateError, SoldOut
 from holds import gate
+from holds import services as holds
 from holds.models import HoldState
+from inventory import services as stock
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,12 @@ return n
 
 class NoWaitingRoom(FloodgateError):
     code, status = "no_waiting_room", 409
+
+
+class EntriesClosed(FloodgateError):
+    """A raffle's entries closed at its start (the draw ranks those it had): no new entry."""
+
+    code, status = "entries_closed", 409
 
 
 class NotInQueue(FloodgateError):
@@ -143,6 +151,8 @@ def join(*, drop: Drop, buyer_id: int, proof: str | None = None, challenge: str 
         return place_of(drop=drop, ticket=ticket)
     if drop.state == DropState.ENDED:
         raise Ended("This drop has ended; its waiting room is closed.")
+    if drop.raffle and timezone.now() >= drop.starts_at:
+        raise _entries_closed(drop)
     if drop.state == DropState.LIVE and _line_closed(drop):
         raise SoldOut("Sold out: the line is closed. Every unit is sold and none is held.")
     work.check(drop=drop, buyer_id=buyer_id, challenge=challenge, proof=proof)
@@ -168,7 +178,13 @@ def _new_ticket(drop: Drop, buyer_id: int, queue: Queue) -> Ticket:
             inserted = cursor.fetchone()
         if inserted is not None:
             return Ticket(id=inserted[0], drop=drop, buyer_id=buyer_id, number=None, joined_at=inserted[1])
-        # Joined from another tab meanwhile, or the list closed first: then a number after it.
+        # Joined from another tab meanwhile, or the list closed first: then a number after it
+        # (a raffle has none: its entries are the closed list).
+    if drop.raffle:
+        existing = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
+        if existing is None:
+            raise _entries_closed(drop)
+        return existing
     for _ in range(5):
         existing = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
         if existing is not None:
@@ -187,6 +203,14 @@ def _new_ticket(drop: Drop, buyer_id: int, queue: Queue) -> Ticket:
     if existing is None:
         raise Busy("The waiting room is very busy; try again in a second.")
     return existing
+
+
+def _entries_closed(drop: Drop) -> EntriesClosed:
+    closed = timezone.localtime(drop.starts_at)
+    return EntriesClosed(
+        f"Entries to this raffle closed at {closed:%Y-%m-%d %H:%M %Z}; the draw has ranked those it had.",
+        closed_at=drop.starts_at.isoformat(),
+    )
 
 
 def _next_number(drop: Drop) -> int:
@@ -315,6 +339,9 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
                 queue.save(update_fields=DRAW_FIELDS)
                 transaction.on_commit(lambda: state.refresh([drop.pk]))
                 return None  # the line waits for its round: no wave before the order exists
+        if drop.raffle:
+            _raffle_drawn(drop, queue, now)
+            return None
         due = queue.last_wave_at is None or now - queue.last_wave_at >= timedelta(
             seconds=drop.admission_wave_seconds
         )
@@ -347,6 +374,21 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
             log.info("admission: drop %s let %s in, through ticket %s", drop.pk, size, queue.admitted_through)
         transaction.on_commit(lambda: state.refresh([drop.pk]))
     return wave
+
+
+def _raffle_drawn(drop: Drop, queue: Queue, now: datetime) -> None:
+    """A raffle admits nobody in waves: at its draw every open unit goes to the line, and the offers
+    (sale/offers.py, sent at once) hold one for each ranked entry in order, for the offer time: an
+    unpaid or released win comes back to the line and goes to the next entry the same way."""
+    if queue.last_wave_at is not None:
+        return  # drawn and handed to the offers already
+    with connection.cursor() as cursor:
+        moved = stock.return_open(cursor, drop_id=drop.pk)
+    queue.last_wave_at = now
+    queue.save(update_fields=["last_wave_at", *DRAW_FIELDS])
+    log.info("admission: raffle %s drawn, %s units to its %s entries", drop.pk, moved, queue.drawn_entries)
+    holds.offer_after_commit(drop.pk)
+    transaction.on_commit(lambda: state.refresh([drop.pk]))
 
 
 START_AHEAD = timedelta(seconds=2)  # a start this close gets its own wave, timed to the instant

@@ -27,11 +27,11 @@ from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from admission import sql
-from admission.answers import Offer, Place, QueueState
+from admission.answers import Offer, Place, QueueState, RaffleResult
 from catalogue import selectors as catalogue
 from catalogue.selectors import DropView, VariantView
 from core.metrics import Gauge
-from shop.models import Drop, DropState, Variant
+from shop.models import Drop, DropFormat, DropState, Variant
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,26 @@ def place_answer(
             admitted_unclaimed=int(queue.get("admitted_unclaimed") or 0),
         ),
         offer=offer,
+        result=raffle_result(queue, number=number, drawn=drawn, offer=offer),
+        rank=number if queue.get("format") == DropFormat.RAFFLE and drawn else None,
         queue_ticket=queue_ticket,
     )
+
+
+def raffle_result(
+    queue: Mapping[str, Any], *, number: int | None, drawn: bool, offer: Offer | None
+) -> RaffleResult | None:
+    """A raffle entry's result from the queue message, its rank and its offer (None: not a raffle, or
+    before the draw). Django and the edge both ask it (through place_answer), so both doors agree."""
+    if queue.get("format") != DropFormat.RAFFLE or not drawn or number is None:
+        return None
+    if offer is not None:
+        return RaffleResult.WON if offer.state in ("held", "sold") else RaffleResult.LOST
+    if number <= int(queue.get("offered_through") or 0):
+        return RaffleResult.LOST  # the wins have gone past this entry (an account closed since)
+    if queue["state"] in (QueueState.SOLD_OUT, QueueState.CLOSED):
+        return RaffleResult.LOST  # every unit sold and none held: nothing can pass to it
+    return RaffleResult.RESERVE
 
 
 def unlikely(position: int | None, *, remaining: int, held: int, admitted_unclaimed: int = 0) -> bool:
@@ -175,6 +193,7 @@ class Snapshot:
             "seed_sha256": self.seed_sha256,
             "seed": self.seed,
             "admitted_unclaimed": self.admitted_unclaimed,
+            "format": self.drop.format.value,
         }
 
     def as_json(self) -> dict[str, Any]:

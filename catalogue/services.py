@@ -162,6 +162,7 @@ def create_drop(
     offer_seconds: int = 90,
     per_buyer_limit: int = 2,
     waiting_room: bool = False,
+    raffle: bool = False,
     admission_wave_seconds: int = 5,
     admission_percent: int = 150,
     join_work_bits: int = DEFAULT_JOIN_WORK_BITS,
@@ -205,6 +206,7 @@ def create_drop(
         offer_seconds=offer_seconds,
         per_buyer_limit=per_buyer_limit,
         waiting_room=waiting_room,
+        raffle=raffle,
         admission_wave_seconds=admission_wave_seconds,
         admission_percent=admission_percent,
         join_work_bits=join_work_bits,
@@ -342,6 +344,7 @@ def duplicate_drop(
         offer_seconds=drop.offer_seconds,
         per_buyer_limit=drop.per_buyer_limit,
         waiting_room=drop.waiting_room,
+        raffle=drop.raffle,
         admission_wave_seconds=drop.admission_wave_seconds,
         admission_percent=drop.admission_percent,
         join_work_bits=0 if rehearsal else drop.join_work_bits,  # a rehearsal measures the line

@@ -13,17 +13,21 @@ from datetime import timedelta
 import httpx
 from celery import current_app
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.mail import EmailMessage
 from django.db import transaction
 from django.db.models.functions import Now
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 
 from checkout.models import Order, OutboxMessage, Refund, Reminder
 from core import formatting
 from holds.counts import claimable_by_drop
+from holds.models import Hold
 from shop import calendar, pricing
-from shop.models import DropState
+from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +37,7 @@ LATE_VOIDED_TOPIC = "late_payment_voided.email"
 REFUND_TOPIC = "refund.email"
 CANCELLED_TOPIC = "order_cancelled.email"
 REMINDER_TOPIC = "drop_open.email"
+RAFFLE_TOPIC = "raffle_result.email"
 MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
 
 
@@ -148,6 +153,28 @@ def reminder_text(reminder: Reminder) -> str:
     )
 
 
+def raffle_text(message: OutboxMessage, drop: Drop, buyer: AbstractBaseUser) -> str:
+    """A raffle result's body: won, with the hold's page to pay on and its deadline; lost, with
+    where the draw can be checked."""
+    base = settings.PUBLIC_BASE_URL.rstrip("/")
+    hold = Hold.objects.filter(pk=message.payload.get("hold")).first()
+    won = message.payload["result"] == "won" and hold is not None
+    return render_to_string(
+        "checkout/raffle_email.txt",
+        {
+            "buyer": buyer,
+            "drop": drop,
+            "result": "won" if won else "lost",
+            "deadline": formatting.moment(hold.expires_at) if won and hold is not None else "",
+            "url": base + (hold.get_absolute_url() if won and hold is not None else _verify_url(drop)),
+        },
+    )
+
+
+def _verify_url(drop: Drop) -> str:
+    return reverse("drop-queue-verify", kwargs={"slug": drop.slug})
+
+
 def relay_outbox(*, limit: int = 200) -> int:
     """Send unsent outbox messages one by one, each marked sent in the transaction that locked it.
 
@@ -256,6 +283,19 @@ def _deliver(message: OutboxMessage) -> None:
         event = calendar.drop_event(reminder.drop, stamped_at=timezone.now())
         mail.attach(calendar.file_name(reminder.drop), event, "text/calendar; method=PUBLISH")
         mail.send()
+    elif message.topic == RAFFLE_TOPIC:
+        drop = Drop.objects.select_related("product").get(pk=message.payload["drop"])
+        buyer = get_user_model().objects.get(pk=message.payload["buyer"])
+        if not buyer.email:
+            return
+        won = message.payload["result"] == "won"
+        subject = "You won: pay for your unit of {}" if won else "The raffle of {} is decided"
+        EmailMessage(
+            subject=subject.format(drop.display_title),
+            body=raffle_text(message, drop, buyer),
+            to=[buyer.email],
+            headers={"Message-ID": f"<{message.key}@floodgate>"},
+        ).send()
     elif message.topic == MERCHANT_TOPIC:
         url = getattr(settings, "MERCHANT_WEBHOOK_URL", "")
         if not url:

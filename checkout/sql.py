@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from inventory import sql as stock
+
 # Store a verified provider event once per (provider, event id); the first delivery is kept
 # whole (the no-op update only returns the row). 1 row: new, or the same event seen but not
 # yet processed (its task may have been lost); 0 rows: already processed, or a different
@@ -68,3 +70,31 @@ RETURNING r.id, r.drop_id, r.buyer_id
 # A reminder batch waits at most this long for another transaction (one writing the same
 # outbox key): past it the batch rolls back and its task is retried, holding nothing meanwhile.
 REMINDER_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '2s'"
+
+# A raffle's entrants to tell their result by e-mail, once each (key raffle-<ticket>; admission's
+# ticket, the offer hold made for it under 'offer:<ticket>', sale/offers.py): `won` for an entry
+# that got a unit (its hold: where to pay, by when), `lost` for a ranked entry that never did once
+# the raffle is decided (every unit sold and none held or on its way back, or the drop over).
+# Rows: (ticket, drop, buyer, result, hold or NULL), at most `limit`. Read only; the outbox's
+# unique (topic, key) keeps a message to one per entrant whoever writes it.
+RAFFLE_RESULTS_DUE = f"""
+WITH raffle AS MATERIALIZED (
+    SELECT d.id,
+           d.ends_at <= now()
+           OR ({stock.AVAILABLE} = 0
+               AND NOT EXISTS (SELECT 1 FROM holds_hold hh WHERE hh.drop_id = d.id AND hh.state = 'held'))
+           AS decided
+      FROM shop_drop d JOIN admission_queue q ON q.drop_id = d.id AND q.drawn_at IS NOT NULL
+     WHERE d.raffle AND d.ends_at > now() - interval '1 day'
+)
+SELECT t.id, t.drop_id, t.buyer_id, CASE WHEN h.id IS NOT NULL THEN 'won' ELSE 'lost' END, h.id
+  FROM raffle r
+  JOIN admission_ticket t ON t.drop_id = r.id AND t.number IS NOT NULL
+  LEFT JOIN holds_hold h ON h.drop_id = t.drop_id AND h.buyer_id = t.buyer_id
+        AND h.idempotency_key = 'offer:' || t.id AND h.request_digest = ''
+ WHERE (h.id IS NOT NULL OR r.decided)
+   AND NOT EXISTS (SELECT 1 FROM checkout_outboxmessage o
+                    WHERE o.topic = %(topic)s AND o.key = 'raffle-' || t.id)
+ ORDER BY t.drop_id, t.number
+ LIMIT %(limit)s
+"""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
-from checkout import outbox, refunds, reminders, selectors, services
+from checkout import outbox, raffles, refunds, reminders, selectors, services
 from checkout.providers.base import ProviderError
 
 
@@ -93,3 +93,9 @@ def sweep() -> dict[str, int]:
         "refunds_resent": len(unsent),
         "orders_abandoned": services.fail_abandoned_orders(),
     }
+
+
+@shared_task(name="checkout.announce_raffles", acks_late=True, time_limit=60, max_retries=0)
+def announce_raffles() -> int:
+    """Beat, every few seconds: raffle results now known become outbox e-mails, once per entrant."""
+    return raffles.announce_raffle_results()

@@ -101,7 +101,8 @@ QUEUE_ERRORS = {
     404: error("No such drop (or, for GET, not in its queue: not_in_queue)"),
     409: error(
         "no_waiting_room; sold_out (POST, a new buyer: sold out with none held, the line is closed); "
-        "room_not_open (POST, a drop asking proof of work, earlier than opens_at)"
+        "room_not_open (POST, a drop asking proof of work, earlier than opens_at); "
+        "entries_closed (POST, a new entry to a raffle after its entries closed at closed_at)"
     ),
     410: error("ended: the queue is closed"),
 }

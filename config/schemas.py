@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from admission.answers import Draw, Offer, OfferState, Place, QueueState
+from admission.answers import Draw, Offer, OfferState, Place, QueueState, RaffleResult
 from catalogue.answers import Drop, DropList, Me, VariantOnSale
 from checkout.answers import Order, OrderList, PaymentStarted, Refund, RefundBody
 from core.answers import Closed, Error
@@ -39,6 +39,7 @@ __all__ = [
     "PaymentStarted",
     "Place",
     "QueueState",
+    "RaffleResult",
     "Refund",
     "RefundBody",
     "ReserveBody",

@@ -223,6 +223,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": float(env.integer("REMINDERS_EVERY_SECONDS", 5)),
         "options": {"expires": 10},
     },
+    "announce-raffles": {
+        "task": "checkout.announce_raffles",
+        "schedule": 5.0,
+        "options": {"expires": 10},
+    },
     "checkout-sweep": {
         "task": "checkout.sweep",
         "schedule": 10.0,

@@ -66,6 +66,7 @@ class Error(Closed):
         None, description="proof_of_work_required: the challenge is refused after this"
     )
     opens_at: Omittable[Moment] = Field(None, description="room_not_open: when challenges are issued")
+    closed_at: Omittable[Moment] = Field(None, description="entries_closed: when the raffle's entries closed")
     fields: Omittable[dict[str, str]] = Field(
         None, description="invalid_address: what is wrong, field by field"
     )

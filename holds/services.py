@@ -437,7 +437,7 @@ def _release(cursor: CursorWrapper, *, hold_id: int, buyer_id: int | None) -> bo
     changed, credited, line = cursor.fetchone()
     if changed:
         log.info("hold %s released, %s units back", hold_id, credited)
-        _offer_after_commit(line)
+        offer_after_commit(line)
     return bool(changed)
 
 
@@ -445,7 +445,7 @@ OFFER_PENDING = "fg:offer:pending:{}"  # set while a sale.offer_now of the drop 
 OFFER_EXPIRES = 5  # seconds: an offer_now not started by then is dropped (beat's tick covers it)
 
 
-def _offer_after_commit(line_drop_id: int | None) -> None:
+def offer_after_commit(line_drop_id: int | None) -> None:
     """Units just went back to a waiting room's line: have them offered to the next tickets as
     soon as this commits (sale.offer_now), not on beat's next tick. Sent by name: the flow that
     offers builds on this layer. One send per drop at a time: a burst of returns shares the task
@@ -512,7 +512,7 @@ def refund_units_in(cursor: CursorWrapper, *, hold_id: int, units: int, restock:
     changed, back, line = cursor.fetchone()
     if changed:
         log.info("hold %s: %s units refunded, %s back on sale", hold_id, units, back)
-        _offer_after_commit(line if back else None)
+        offer_after_commit(line if back else None)
     return bool(changed)
 
 

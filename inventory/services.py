@@ -410,6 +410,13 @@ def open_returned(cursor: CursorWrapper, *, drop_id: int) -> int:
     return int(sql.single(cursor, sql.OPEN_RETURNED, {"drop": drop_id})[0])
 
 
+def return_open(cursor: CursorWrapper, *, drop_id: int) -> int:
+    """Move the drop's open units to its line (a raffle's draw: the ranked entries get them as
+    offers, in order); returns how many. Runs inside the caller's transaction."""
+    assert connection.in_atomic_block, "the units move with the draw that ranks who gets them"
+    return int(sql.single(cursor, sql.RETURN_OPEN, {"drop": drop_id})[0])
+
+
 def change_quantity(
     *, drop: Stocked, quantity: int, new_labels: list[str] | None = None, variant: Sort | None = None
 ) -> int:

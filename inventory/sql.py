@@ -478,3 +478,21 @@ WITH locked AS (
 )
 SELECT COALESCE((SELECT sum(returned) FROM buckets), 0) + (SELECT count(*) FROM units)
 """
+
+# The reverse, for a raffle's draw: every open unit of the drop goes to its line, to be offered to
+# the ranked entries in order (no claim reads returned units). Buckets locked in index order.
+# Returns units moved. Protects: the sum of available + returned is unchanged.
+RETURN_OPEN = """
+WITH locked AS (
+    SELECT id, available FROM inventory_stockbucket
+     WHERE drop_id = %(drop)s AND available > 0 ORDER BY index FOR UPDATE
+), buckets AS (
+    UPDATE inventory_stockbucket b SET returned = b.returned + locked.available, available = 0
+      FROM locked WHERE b.id = locked.id
+    RETURNING locked.available
+), units AS (
+    UPDATE inventory_unit SET state = 'returned' WHERE drop_id = %(drop)s AND state = 'available'
+    RETURNING id
+)
+SELECT COALESCE((SELECT sum(available) FROM buckets), 0) + (SELECT count(*) FROM units)
+"""

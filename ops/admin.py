@@ -40,7 +40,7 @@ from inventory import services as inventory
 from ops import dashboard, presale_admin, rehearsal, sales, switch
 from ops.variant_admin import MINOR_PER_MAJOR, PRICE_MAX, Plan, VariantFormSet, VariantInline
 from shop import pictures
-from shop.models import ApiToken, Drop, DropState, InventoryMode, PauseEvent, Product, Variant
+from shop.models import ApiToken, Drop, DropFormat, DropState, InventoryMode, PauseEvent, Product, Variant
 
 admin.site.site_header = "Floodgate"
 admin.site.site_title = "Floodgate admin"
@@ -151,9 +151,21 @@ class DropForm(forms.ModelForm):
     unit_labels_file = forms.FileField(
         required=False, help_text="Or upload a CSV file of labels (cells and ranges as above)."
     )
+    # The drop's two flags (waiting_room, raffle) as the one choice a merchant makes.
+    format = forms.TypedChoiceField(
+        choices=DropFormat.choices,
+        coerce=DropFormat,
+        required=False,
+        help_text="First come: anyone may buy from the start. Waiting room: buyers who come before the "
+        "start are drawn into a line and let in in waves. Raffle: entries until the start, then the "
+        "draw ranks them; the first ranked get a unit each to pay for within the offer time, and an "
+        "unpaid win passes to the next entry.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if "format" in self.fields:
+            self.fields["format"].initial = self.instance.format
         if self.instance.pk is None and "quantity" in self.fields:
             self.fields["quantity"].required = False
             self.fields["quantity"].help_text = "Units on sale. With variants below: empty, their sum."
@@ -174,6 +186,7 @@ class DropForm(forms.ModelForm):
             "offer_seconds",
             "per_buyer_limit",
             "waiting_room",
+            "raffle",
             "admission_wave_seconds",
             "admission_percent",
             "join_work_bits",
@@ -183,6 +196,10 @@ class DropForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
+        chosen = data.get("format") or self.instance.format  # not posted (a script): kept as it was
+        data["waiting_room"] = chosen != DropFormat.FIRST_COME
+        data["raffle"] = chosen == DropFormat.RAFFLE
+        self.instance.waiting_room, self.instance.raffle = data["waiting_room"], data["raffle"]
         text = str(data.get("unit_labels") or "")
         upload = data.get("unit_labels_file")
         if upload is not None:
@@ -298,7 +315,7 @@ class DropAdmin(admin.ModelAdmin):
                 "fields": [
                     "hold_seconds",
                     "per_buyer_limit",
-                    "waiting_room",
+                    "format",
                     "admission_wave_seconds",
                     "admission_percent",
                     "offer_seconds",

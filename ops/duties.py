@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from admission import services as admission
 from catalogue import selectors as catalogue
-from checkout import outbox, reminders
+from checkout import outbox, raffles, reminders
 from checkout import selectors as payments
 from checkout import services as checkout
 from checkout.providers.base import ProviderError
@@ -73,6 +73,7 @@ COVER: dict[str, Callable[[], object]] = {
     "ops.watch_invariants": switch.watch_invariants,
     "checkout.relay_outbox": outbox.relay_outbox,
     "checkout.send_reminders": reminders.send_due_reminders,  # who asked hears when a drop opens
+    "checkout.announce_raffles": raffles.announce_raffle_results,  # each entrant hears their result
     "checkout.sweep": _sweep,
     "checkout.settle_unsettled_payments": _settle,
     "ops.end_rehearsals": rehearsal.end_overdue,  # a killed rehearsal's buyers go all the same

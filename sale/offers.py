@@ -68,7 +68,8 @@ def offer_returns(drop: Drop, *, wait: bool = False) -> int:
 
 
 def _offer(cursor: CursorWrapper, drop: Drop, queue: Queue, waiting: list[line.Waiting]) -> int:
-    plan = plan_offers(stock.returned_pools(cursor, drop_id=drop.pk), waiting, limit=drop.per_buyer_limit)
+    limit = 1 if drop.raffle else drop.per_buyer_limit  # a raffle's win is one unit per entry
+    plan = plan_offers(stock.returned_pools(cursor, drop_id=drop.pk), waiting, limit=limit)
     if not plan:
         return 0
     offered = [w for w, _, _ in plan]

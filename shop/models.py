@@ -133,6 +133,14 @@ class InventoryMode(models.TextChoices):
     UNITS = "units", "Units (labelled, e.g. seats)"
 
 
+class DropFormat(models.TextChoices):
+    """How a drop's buyers get their units (the admin's choice; the two flags below say it)."""
+
+    FIRST_COME = "first_come", "First come, first served"
+    WAITING_ROOM = "waiting_room", "Waiting room"
+    RAFFLE = "raffle", "Raffle"
+
+
 class Drop(models.Model):
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="drops")
     slug = models.SlugField(max_length=80, unique=True, validators=[SLUG_RULE])
@@ -176,6 +184,13 @@ class Drop(models.Model):
     )
     waiting_room = models.BooleanField(
         default=False, help_text="Admit buyers from a queue in waves instead of all at once."
+    )
+    # A raffle is a waiting room whose entries close at the start: the draw ranks every entry and
+    # the units go to the first ranked as offers (admission/raffle.py), not in admission waves.
+    raffle = models.BooleanField(
+        default=False,
+        help_text="Raffle: entries are taken until the start, then drawn; the first ranked get a unit each "
+        "to pay for within the offer time, and an unpaid win passes to the next ranked entry.",
     )
     admission_wave_seconds = models.PositiveSmallIntegerField(
         default=5, validators=[MinValueValidator(1)], help_text="Seconds between admission waves."
@@ -287,6 +302,11 @@ class Drop(models.Model):
                 violation_error_message="Admit between 100% and 1000% of the remaining units per wave.",
             ),
             models.CheckConstraint(
+                condition=Q(raffle=False) | Q(waiting_room=True),
+                name="shop_drop_raffle_has_waiting_room",
+                violation_error_message="A raffle takes its entries through the waiting room; turn it on.",
+            ),
+            models.CheckConstraint(
                 condition=Q(inventory_mode__in=InventoryMode.values),
                 name="shop_drop_inventory_mode_valid",
                 violation_error_message="Inventory mode must be buckets or units.",
@@ -326,6 +346,12 @@ class Drop(models.Model):
     @property
     def in_presale(self) -> bool:
         return self.in_presale_at(timezone.now())
+
+    @property
+    def format(self) -> DropFormat:
+        if self.raffle:
+            return DropFormat.RAFFLE
+        return DropFormat.WAITING_ROOM if self.waiting_room else DropFormat.FIRST_COME
 
 
 VARIANT_NAME_MAX = 40

@@ -17,11 +17,11 @@ import config.openapi
 import config.schemas
 import ops.answers
 import shop.models
-from admission.answers import OfferState, QueueState
+from admission.answers import OfferState, QueueState, RaffleResult
 from checkout.models import OrderState, PaymentState, RefundState
 from config.openapi import schema
 from holds.models import HoldState
-from shop.models import ApiToken, DropState
+from shop.models import ApiToken, DropFormat, DropState
 from tests.api_schema import ApiSchema, SchemaMismatch
 from tests.factories import make_buyer, make_drop
 
@@ -105,7 +105,17 @@ def test_every_state_in_the_schema_is_a_models_choices() -> None:
 
     assert enums == {
         choices.__name__: choices.values
-        for choices in (DropState, HoldState, OrderState, PaymentState, RefundState, QueueState, OfferState)
+        for choices in (
+            DropState,
+            HoldState,
+            OrderState,
+            PaymentState,
+            RefundState,
+            QueueState,
+            OfferState,
+            DropFormat,
+            RaffleResult,
+        )
     }
 
 

@@ -40,12 +40,17 @@
     if (!msg || typeof msg.admitted_through !== "number") return;
     if (msg.ticket !== undefined && msg.ticket !== null) ticket = msg.ticket;
     if (msg.offer !== undefined) showOffer(msg.offer);  // only the API's answers say (null: none)
+    if (msg.result !== undefined) showResult(msg.result, msg.rank);
     if (msg.admission_token) showBuy(msg.admission_token);
     // Messages may cross (a reconnect's snapshot and a wave): the mark only moves forward.
     var jump = msg.admitted_through - mark;  // how many this message admits: about how many will ask
     mark = Math.max(mark, msg.admitted_through);
     var state = msg.state;
     root.dataset.state = state;
+    if (msg.result === undefined && msg.format === "raffle" && ticket !== null && !offered &&
+        (state === "sold_out" || state === "closed")) {
+      showResult("lost");  // the socket's news: every unit sold (or the drop over), none can reach us
+    }
     if (state !== lastState) {
       lastState = state;
       document.querySelectorAll("#queue-state [data-when]").forEach(function (el) {
@@ -121,6 +126,16 @@
 
   // A returned unit held for this ticket: its deadline and the way to pay; or the news that it
   // was not paid for in time and went on to the next ticket.
+  // A raffle's result (the API's answers only): won, reserve with its rank, lost; null before the draw.
+  function showResult(result, rank) {
+    var box = $("raffle-result");
+    if (!box) return;
+    box.querySelectorAll("[data-result-is]").forEach(function (el) {
+      el.hidden = el.dataset.resultIs !== (result || "");
+    });
+    if (rank && $("raffle-rank")) $("raffle-rank").textContent = number(rank);
+  }
+
   function showOffer(offer) {
     var open = !!offer && offer.state === "held";
     $("offer").hidden = !open;

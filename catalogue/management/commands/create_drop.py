@@ -43,7 +43,7 @@ class Command(BaseCommand):
             help="waiting room: seconds a returned unit is kept for a ticket",
         )
         parser.add_argument("--per-buyer-limit", type=int, default=2)
-        parser.add_argument("--starts-in", type=int, default=60, help="seconds from now")
+        parser.add_argument("--starts-in", type=int, default=None, help="seconds from now (default 60)")
         parser.add_argument("--duration", type=int, default=3600, help="seconds the sale lasts")
         parser.add_argument(
             "--ends-in", type=int, default=None, help="seconds from now (instead of --duration)"
@@ -65,7 +65,19 @@ class Command(BaseCommand):
         room = parser.add_mutually_exclusive_group()
         room.add_argument("--waiting-room", dest="waiting_room", action="store_true")
         room.add_argument("--no-waiting-room", dest="waiting_room", action="store_false")
-        parser.set_defaults(waiting_room=False)
+        parser.set_defaults(waiting_room=None)
+        parser.add_argument(
+            "--raffle",
+            action="store_true",
+            help="a raffle: entries through the waiting room until the close, then drawn (implies "
+            "--waiting-room; the winners pay within --offer-seconds)",
+        )
+        parser.add_argument(
+            "--entries-close-in",
+            type=int,
+            default=None,
+            help="raffle: seconds from now until entries close and the draw (the drop's start)",
+        )
         parser.add_argument(
             "--admission-percent", type=int, default=150, help="each wave admits this %% of the units left"
         )
@@ -95,7 +107,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **opts: Any) -> None:  # argparse's values
         now = timezone.now()
-        starts_at = now + timedelta(seconds=int(opts["starts_in"]))
+        starts_at = now + timedelta(seconds=_start_in(opts))
         ends_in = opts["ends_in"]
         ends_at = (
             now + timedelta(seconds=int(ends_in))
@@ -139,7 +151,8 @@ class Command(BaseCommand):
                 hold_seconds=int(opts["hold_seconds"]),
                 offer_seconds=int(opts["offer_seconds"]),
                 per_buyer_limit=int(opts["per_buyer_limit"]),
-                waiting_room=bool(opts["waiting_room"]),
+                waiting_room=bool(opts["raffle"] if opts["waiting_room"] is None else opts["waiting_room"]),
+                raffle=bool(opts["raffle"]),
                 admission_wave_seconds=int(opts["wave_seconds"]),
                 admission_percent=int(opts["admission_percent"]),
                 join_work_bits=int(opts["join_work_bits"]),
@@ -167,6 +180,7 @@ class Command(BaseCommand):
                     "starts_at": drop.starts_at.isoformat(),
                     "ends_at": drop.ends_at.isoformat(),
                     "waiting_room": drop.waiting_room,
+                    "format": drop.format.value,
                     "join_work_bits": drop.join_work_bits,
                     "admission_percent": drop.admission_percent,
                     "wave_seconds": drop.admission_wave_seconds,
@@ -182,3 +196,18 @@ class Command(BaseCommand):
                 }
             )
         )
+
+
+def _start_in(opts: dict[str, Any]) -> int:
+    """Seconds until the start: --starts-in, or for a raffle --entries-close-in (its entries close at
+    the start, where the draw runs). Refused before anything is written."""
+    close_in, starts_in = opts["entries_close_in"], opts["starts_in"]
+    if close_in is None:
+        return 60 if starts_in is None else int(starts_in)
+    if not opts["raffle"]:
+        raise CommandError("--entries-close-in is for a raffle; add --raffle (or use --starts-in).")
+    if starts_in is not None:
+        raise CommandError("A raffle starts when its entries close: give --entries-close-in or --starts-in.")
+    if int(close_in) < 1:
+        raise CommandError(f"--entries-close-in must be at least 1 second (got {close_in}).")
+    return int(close_in)
