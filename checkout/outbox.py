@@ -17,6 +17,7 @@ from django.core.mail import EmailMessage
 from django.db import transaction
 from django.db.models.functions import Now
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 
 from checkout.models import Order, OutboxMessage, Refund, Reminder
@@ -144,6 +145,7 @@ def reminder_text(reminder: Reminder) -> str:
             "ends": formatting.moment(drop.ends_at),
             "limit": formatting.units(drop.per_buyer_limit),
             "url": settings.PUBLIC_BASE_URL.rstrip("/") + drop.get_absolute_url(),
+            "calendar_url": settings.PUBLIC_BASE_URL.rstrip("/") + reverse("drop-calendar", args=[drop.slug]),
         },
     )
 

@@ -61,6 +61,11 @@ def has_reminder(*, drop_id: int, buyer_id: int) -> bool:
     return Reminder.objects.filter(drop_id=drop_id, buyer_id=buyer_id).exists()
 
 
+def reminder_of(*, drop_id: int, buyer_id: int) -> Reminder | None:
+    """The buyer's reminder of a drop, sent or not; None when there is none."""
+    return Reminder.objects.filter(drop_id=drop_id, buyer_id=buyer_id).first()
+
+
 def send_due_reminders(*, batch: int = BATCH, most: int = 20 * BATCH) -> int:
     """Turn the reminders of every open drop into outbox e-mails, a batch per transaction; returns
     how many this call wrote. A failed batch (its transaction rolled back) leaves its reminders

@@ -282,6 +282,16 @@ class Paused(Resumed):
     drained: bool
 
 
+class DropReminder(Closed):
+    drop: Slug
+    reminded: bool = Field(description="An e-mail goes (or went) to you when the drop opens")
+    sent_at: datetime | None = Field(
+        description="When the reminder was written to the outbox; null until then"
+    )
+    starts_at: datetime
+    calendar: str = Field(description="The drop's start as an iCalendar file (text/calendar), for anyone")
+
+
 class Me(Closed):
     username: str
 
