@@ -74,6 +74,7 @@ def reminder(request: HttpRequest, slug: str) -> JsonResponse:
         "reminded": found is not None,
         "sent_at": found.sent_at.isoformat() if found is not None and found.sent_at else None,
         "starts_at": drop.starts_at.isoformat(),
+        "sends_at": reminders.reminded_at(drop).isoformat(),
         "calendar": reverse("drop-calendar", args=[drop.slug]),
     }
     return JsonResponse(body, status=status)

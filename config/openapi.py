@@ -211,8 +211,11 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
             {
                 201: Answer("Asked", schemas.DropReminder),
                 200: Answer("Asked already: the same reminder", schemas.DropReminder),
+                403: error("forbidden: an account made for a rehearsal; or csrf_failed"),
                 404: error("No such drop"),
-                409: error("not_scheduled: the drop has started or ended, no reminder is needed"),
+                409: error(
+                    "not_scheduled: the drop has started or ended, or its waiting room is open (join it)"
+                ),
             },
             (SLUG,),
             login=True,

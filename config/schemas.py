@@ -289,6 +289,9 @@ class DropReminder(Closed):
         description="When the reminder was written to the outbox; null until then"
     )
     starts_at: datetime
+    sends_at: datetime = Field(
+        description="When the e-mail goes: the start, or for a waiting room its opening (an hour before)"
+    )
     calendar: str = Field(description="The drop's start as an iCalendar file (text/calendar), for anyone")
 
 

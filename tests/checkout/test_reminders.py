@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from celery import current_app
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core import mail as sent_mail
 from django.db import connection, transaction
 from django.db.models.functions import Now
@@ -25,7 +26,8 @@ from django.utils import timezone
 
 from checkout import outbox, reminders
 from checkout.models import OutboxMessage, Reminder
-from shop.models import ApiToken, Drop
+from core.errors import NotFound
+from shop.models import ApiToken, Drop, RehearsalBuyer
 from tests.checkout.helpers import wait_until
 from tests.concurrency import run_concurrently
 from tests.conftest import ROOT, Worker, database_url_for_tests
@@ -118,7 +120,7 @@ def test_an_ended_drop_sends_no_reminder_and_a_rehearsal_copy_takes_none() -> No
     Drop.objects.filter(pk=drop.pk).update(ends_at=Now())  # it ended before any sender ran
     assert reminders.send_due_reminders() == 0
     copy = make_drop(quantity=1, starts_at=timezone.now() + timedelta(hours=1), rehearsal_of=drop)
-    with pytest.raises(reminders.AlreadyOpen):
+    with pytest.raises(NotFound):  # a rehearsal's copy exists for its own buyers only
         reminders.ask_reminder(drop=copy, buyer_id=buyer.pk)  # type: ignore[attr-defined]
 
 
@@ -262,6 +264,7 @@ def test_the_api_asks_reads_and_forgets_a_reminder_and_refuses_garbage() -> None
             "reminded": True,
             "sent_at": None,
             "starts_at": drop.starts_at.isoformat(),
+            "sends_at": drop.starts_at.isoformat(),  # no waiting room: the start
             "calendar": f"/drops/{drop.slug}/calendar.ics",
         }
     )
@@ -286,6 +289,10 @@ def test_the_api_asks_reads_and_forgets_a_reminder_and_refuses_garbage() -> None
     assert unknown.status_code == 404 and unknown.json()["error"] == "not_found"
     copy = make_drop(quantity=1, starts_at=timezone.now() + timedelta(hours=1), rehearsal_of=drop)
     assert client.post(f"/api/drops/{copy.slug}/reminder", **auth).status_code == 404  # type: ignore[arg-type]
+    rehearsal_auth = bearer("api-rehearsal")
+    RehearsalBuyer.objects.create(user=User.objects.get(username="api-rehearsal"), drop=copy)
+    forbidden = client.post(url, **rehearsal_auth)  # type: ignore[arg-type]
+    assert forbidden.status_code == 403 and forbidden.json()["error"] == "forbidden"
     assert client.post(url).status_code == 401  # nobody signed in
     assert client.post(url, HTTP_AUTHORIZATION="Bearer not-a-token").status_code == 401
     wrong = client.put(url, **auth)  # type: ignore[arg-type]
