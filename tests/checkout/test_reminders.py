@@ -13,6 +13,7 @@ from datetime import UTC, timedelta
 from email.message import EmailMessage
 from pathlib import Path
 
+import icalendar
 import psycopg
 import pytest
 from celery import current_app
@@ -334,3 +335,8 @@ def test_a_sent_reminder_is_not_forgotten_and_its_email_links_the_start_as_ics()
     assert event["DTEND"] > event["DTSTART"] and event["DTSTAMP"].endswith("Z")
     assert event["SUMMARY"] == "Dawn\\; Dusk\\, 2 of 2 goes on sale"
     assert event["URL"] == f"{base}/drops/{drop.slug}/"
+    # and a calendar library reads the same event: the start, the title unescaped, the link
+    (parsed,) = icalendar.Calendar.from_ical(fetched.content).walk("VEVENT")
+    assert parsed.decoded("DTSTART") == drop.starts_at.astimezone(UTC).replace(microsecond=0)
+    assert str(parsed["SUMMARY"]) == "Dawn; Dusk, 2 of 2 goes on sale"
+    assert str(parsed["URL"]) == f"{base}/drops/{drop.slug}/"
