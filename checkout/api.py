@@ -60,7 +60,7 @@ def cancel(request: HttpRequest, order_id: str) -> JsonResponse:
 @api({"GET", "POST", "DELETE"}, login=True)
 def reminder(request: HttpRequest, slug: str) -> JsonResponse:
     """The buyer's "tell me when it opens": POST asks (201, or 200 asked already), DELETE forgets an
-    unsent one, GET reads it; 409 not_scheduled once the drop has started or ended."""
+    unsent one, GET reads it; 409 not_scheduled on POST once its reminders go (sends_at) or later."""
     drop = reminders.drop_for_reminder(slug=slug)
     buyer_id = signed_in(request)
     status = 200

@@ -47,7 +47,7 @@ class Asked:
 
 
 def ask_reminder(*, drop: Drop, buyer_id: int) -> Asked:
-    """The buyer's reminder of a drop that has not started; AlreadyOpen once it has (or is over).
+    """The buyer's reminder of a drop whose reminders have not gone (reminded_at); AlreadyOpen from then on.
     A rehearsal's account is refused a real drop's (Forbidden): it would be e-mailed about a sale
     it cannot buy from."""
     catalogue.check_audience(drop, buyer_id=buyer_id)

@@ -99,7 +99,10 @@ def remind(request: HttpRequest, slug: str) -> HttpResponse:
     except FloodgateError as error:
         messages.error(request, error.detail)
         return render(request, "shop/reminder_refused.html", {"drop": drop}, status=error.status)
-    messages.success(request, "We will e-mail you when the sale opens.")
+    if drop.waiting_room:
+        messages.success(request, "We will e-mail you when its waiting room opens, an hour before the sale.")
+    else:
+        messages.success(request, "We will e-mail you when the sale opens.")
     return redirect(drop)
 
 

@@ -115,6 +115,32 @@ def test_senders_at_once_write_each_reminder_as_one_message() -> None:
     assert reminders.send_due_reminders() == 0  # a sender after them finds nothing
 
 
+def test_two_senders_at_once_then_a_retry_write_300_reminders_as_300_messages() -> None:
+    # given 300 reminders of a drop that has just opened
+    drop = make_drop(quantity=10, starts_at=timezone.now() + timedelta(hours=1))
+    buyers = User.objects.bulk_create(
+        [User(username=f"many-{i}", email=f"many-{i}@example.com") for i in range(300)]
+    )
+    Reminder.objects.bulk_create([Reminder(drop=drop, buyer=buyer) for buyer in buyers])
+    Drop.objects.filter(pk=drop.pk).update(starts_at=Now() - timedelta(seconds=1))
+
+    # when two senders, each on its own connection, start together in batches of 25, and then the
+    # task runs again as a retry would
+    results = run_concurrently([lambda: reminders.send_due_reminders(batch=25)] * 2, threads=2)
+    retried = reminders.send_due_reminders(batch=25)
+
+    # then each reminder is one outbox message: 300 in all, none twice, nothing left for the retry
+    assert sum(r for r in results if isinstance(r, int)) == 300, results
+    assert retried == 0
+    keys = list(
+        OutboxMessage.objects.filter(topic=outbox.REMINDER_TOPIC, payload__drop=drop.pk).values_list(
+            "key", flat=True
+        )
+    )
+    assert len(keys) == len(set(keys)) == 300
+    assert not Reminder.objects.filter(drop=drop, sent_at__isnull=True).exists()
+
+
 def test_an_ended_drop_sends_no_reminder_and_a_rehearsal_copy_takes_none() -> None:
     buyer = make_buyer("late-reader")
     drop = opening_drop([buyer])
