@@ -52,6 +52,17 @@ class PaymentStarted(Closed):
     order: Order
 
 
+class DropReminder(Closed):
+    drop: Slug
+    reminded: bool = Field(description="An e-mail goes (or went) to you when the drop opens")
+    sent_at: Moment | None = Field(description="When the reminder was written to the outbox; null until then")
+    starts_at: Moment
+    sends_at: Moment = Field(
+        description="When the e-mail goes: the start, or for a waiting room its opening (an hour before)"
+    )
+    calendar: str = Field(description="The drop's start as an iCalendar file (text/calendar), for anyone")
+
+
 # A request body is an open object (a field the view does not read is ignored), inlined in the operation.
 class RefundBody(BaseModel):
     quantity: Omittable[Quantity] = Field(None, description="Default: every unit not refunded yet")

@@ -1,12 +1,13 @@
-"""JSON API of checkout: start paying a hold, list orders, cancel one not yet charged."""
+"""JSON API of checkout: start paying a hold, list orders, cancel one not yet charged, a drop's reminder."""
 
 from __future__ import annotations
 
 import re
 
 from django.http import HttpRequest, JsonResponse
+from django.urls import reverse
 
-from checkout import answers, refunds, selectors, services
+from checkout import answers, refunds, reminders, selectors, services
 from checkout.models import Order
 from core.api import api, signed_in
 from core.errors import NotFound
@@ -56,3 +57,26 @@ def cancel(request: HttpRequest, order_id: str) -> JsonResponse:
         order_id=int(order_id) if ORDER_ID.fullmatch(order_id) else 0, buyer_id=signed_in(request)
     )
     return JsonResponse(selectors.order_json(found))
+
+
+@api({"GET", "POST", "DELETE"}, login=True)
+def reminder(request: HttpRequest, slug: str) -> JsonResponse:
+    """The buyer's "tell me when it opens": POST asks (201, or 200 asked already), DELETE forgets an
+    unsent one, GET reads it; 409 not_scheduled on POST once its reminders go (sends_at) or later."""
+    drop = reminders.drop_for_reminder(slug=slug)
+    buyer_id = signed_in(request)
+    status = 200
+    if request.method == "POST":
+        status = 201 if reminders.ask_reminder(drop=drop, buyer_id=buyer_id).new else 200
+    elif request.method == "DELETE":
+        reminders.cancel_reminder(drop=drop, buyer_id=buyer_id)
+    found = reminders.reminder_of(drop_id=drop.pk, buyer_id=buyer_id)
+    body = answers.DropReminder(
+        drop=drop.slug,
+        reminded=found is not None,
+        sent_at=found.sent_at if found is not None else None,
+        starts_at=drop.starts_at,
+        sends_at=reminders.reminded_at(drop),
+        calendar=reverse("drop-calendar", args=[drop.slug]),
+    )
+    return JsonResponse(body.dump(), status=status)

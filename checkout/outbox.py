@@ -138,6 +138,16 @@ def late_void_text(order: Order) -> str:
     )
 
 
+def room_ahead(drop: Drop) -> bool:
+    """A reminder of a waiting room that is open before the sale: it says "join now", not "buy"."""
+    return drop.waiting_room and timezone.now() < drop.starts_at
+
+
+def reminder_subject(reminder: Reminder) -> str:
+    title = reminder.drop.display_title
+    return f"The waiting room of {title} is open" if room_ahead(reminder.drop) else f"{title} is on sale now"
+
+
 def reminder_text(reminder: Reminder) -> str:
     drop = reminder.drop
     return render_to_string(
@@ -145,10 +155,12 @@ def reminder_text(reminder: Reminder) -> str:
         {
             "reminder": reminder,
             "drop": drop,
+            "room_ahead": room_ahead(drop),
             "starts": formatting.moment(drop.starts_at),
             "ends": formatting.moment(drop.ends_at),
             "limit": formatting.units(drop.per_buyer_limit),
             "url": settings.PUBLIC_BASE_URL.rstrip("/") + drop.get_absolute_url(),
+            "calendar_url": settings.PUBLIC_BASE_URL.rstrip("/") + reverse("drop-calendar", args=[drop.slug]),
         },
     )
 
@@ -274,7 +286,7 @@ def _deliver(message: OutboxMessage) -> None:
         if not reminder.buyer.email:
             return
         mail = EmailMessage(
-            subject=f"{reminder.drop.display_title} is on sale now",
+            subject=reminder_subject(reminder),
             body=reminder_text(reminder),
             to=[reminder.buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},

@@ -1,20 +1,25 @@
 """Reminders ("tell me when it opens"): a buyer's reminder of a drop, and its e-mail once the sale opens.
 
 A reminder is one row per (drop, buyer) (a unique constraint: a second click, another web
-process, the same answer). Once the drop has started, `send_due_reminders` marks each reminder
-sent and writes its e-mail's outbox row in one transaction, so a reminder becomes exactly one
-message whoever runs it (beat's worker, a second worker, a retried task, a web process covering
-the duty: ops/duties.py); the outbox relays it (docs/ARCHITECTURE.md §7, step 5).
+process, the same answer). Once the drop opens (its start, or its waiting room's opening),
+`send_due_reminders` marks each reminder sent and writes its e-mail's outbox row in one
+transaction, so a reminder becomes exactly one message whoever runs it (beat's worker, a second
+worker, a retried task, a web process covering the duty: ops/duties.py); the outbox relays it
+(docs/ARCHITECTURE.md §7, step 5).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from celery import current_app
 from django.db import connection, transaction
+from django.utils import timezone
 
+from admission.work import ROOM_OPENS
+from catalogue import selectors as catalogue
 from checkout import outbox, sql
 from checkout.models import OutboxMessage, Reminder
 from core.errors import FloodgateError, NotFound
@@ -23,10 +28,16 @@ from shop.models import Drop
 log = logging.getLogger(__name__)
 
 BATCH = 500  # reminders marked and written per transaction
+ROOM_LEAD = int(ROOM_OPENS.total_seconds())  # sql.REMINDED_AT: a waiting room's reminders go this early
 
 
 class AlreadyOpen(FloodgateError):
     code, status = "not_scheduled", 409
+
+
+def reminded_at(drop: Drop) -> datetime:
+    """When the drop's reminders go: its start, or its waiting room's opening (sql.REMINDED_AT)."""
+    return drop.starts_at - ROOM_OPENS if drop.waiting_room else drop.starts_at
 
 
 @dataclass(frozen=True)
@@ -36,9 +47,12 @@ class Asked:
 
 
 def ask_reminder(*, drop: Drop, buyer_id: int) -> Asked:
-    """The buyer's reminder of a drop that has not started; AlreadyOpen once it has (or is over)."""
+    """The buyer's reminder of a drop whose reminders have not gone (reminded_at); AlreadyOpen from then on.
+    A rehearsal's account is refused a real drop's (Forbidden): it would be e-mailed about a sale
+    it cannot buy from."""
+    catalogue.check_audience(drop, buyer_id=buyer_id)
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(sql.ASK_REMINDER, {"drop": drop.pk, "buyer": buyer_id})
+        cursor.execute(sql.ASK_REMINDER, {"drop": drop.pk, "buyer": buyer_id, "room_lead": ROOM_LEAD})
         row = cursor.fetchone()
     if row is not None:
         log.info("reminder %s of drop %s asked", row[0], drop.pk)
@@ -48,6 +62,8 @@ def ask_reminder(*, drop: Drop, buyer_id: int) -> Asked:
     )
     if existing is not None:
         return Asked(reminder_id=existing, new=False)
+    if drop.waiting_room and drop.starts_at > timezone.now():
+        raise AlreadyOpen(f"The waiting room of {drop.display_title} is open already: join it now.")
     raise AlreadyOpen(f"{drop.display_title} is not waiting to open any more: no reminder is needed.")
 
 
@@ -61,6 +77,11 @@ def has_reminder(*, drop_id: int, buyer_id: int) -> bool:
     return Reminder.objects.filter(drop_id=drop_id, buyer_id=buyer_id).exists()
 
 
+def reminder_of(*, drop_id: int, buyer_id: int) -> Reminder | None:
+    """The buyer's reminder of a drop, sent or not; None when there is none."""
+    return Reminder.objects.filter(drop_id=drop_id, buyer_id=buyer_id).first()
+
+
 def send_due_reminders(*, batch: int = BATCH, most: int = 20 * BATCH) -> int:
     """Turn the reminders of every open drop into outbox e-mails, a batch per transaction; returns
     how many this call wrote. A failed batch (its transaction rolled back) leaves its reminders
@@ -70,7 +91,9 @@ def send_due_reminders(*, batch: int = BATCH, most: int = 20 * BATCH) -> int:
         with transaction.atomic(durable=True):
             with connection.cursor() as cursor:
                 cursor.execute(sql.REMINDER_LOCK_TIMEOUT)
-                cursor.execute(sql.TAKE_DUE_REMINDERS, {"limit": min(batch, most - written)})
+                cursor.execute(
+                    sql.TAKE_DUE_REMINDERS, {"limit": min(batch, most - written), "room_lead": ROOM_LEAD}
+                )
                 taken = cursor.fetchall()
             OutboxMessage.objects.bulk_create(
                 [

@@ -40,25 +40,32 @@ UPDATE checkout_order o
    AND (h.state IN ('released', 'expired') OR (h.state = 'held' AND h.expires_at <= now()))
 """
 
-# A buyer's reminder of a drop, only while the drop has not started (the database's clock) and
+# When a drop's reminders go (d = shop_drop): its start, or for a drop with a waiting room the
+# room's opening (%(room_lead)s seconds before the start, admission.work.ROOM_OPENS), since who joins
+# before the start is drawn with everyone else and who waits for the start comes after them all.
+REMINDED_AT = (
+    "(d.starts_at - CASE WHEN d.waiting_room THEN make_interval(secs => %(room_lead)s) ELSE interval '0' END)"
+)
+
+# A buyer's reminder of a drop, only while its REMINDED_AT is ahead (the database's clock) and it
 # is no rehearsal's copy. No row back: already asked (the unique (drop, buyer) kept the first;
-# REMINDER_OF tells) or the drop is open, over, or unknown. Locks nothing beyond the new row.
-ASK_REMINDER = """
+# the caller looks it up) or the drop is open, over, or unknown. Locks nothing beyond the new row.
+ASK_REMINDER = f"""
 INSERT INTO checkout_reminder (drop_id, buyer_id, created_at)
 SELECT d.id, %(buyer)s, now() FROM shop_drop d
- WHERE d.id = %(drop)s AND now() < d.starts_at AND d.rehearsal_of_id IS NULL
+ WHERE d.id = %(drop)s AND now() < {REMINDED_AT} AND d.rehearsal_of_id IS NULL
 ON CONFLICT (drop_id, buyer_id) DO NOTHING
 RETURNING id
 """
 
-# The reminders of drops that are open now (started, not ended; paused counts: the page says
-# so), up to a batch, each marked sent once: SKIP LOCKED leaves the rows another sender holds to
+# The reminders of drops that are open now (past REMINDED_AT, not ended; paused counts: the page
+# says so), up to a batch, each marked sent once: SKIP LOCKED leaves the rows another sender holds to
 # it, and the UPDATE's `sent_at IS NULL` is rechecked on the row it locks. The caller writes the
 # e-mails' outbox rows in the same transaction. Rows back: the reminders this caller sends.
-TAKE_DUE_REMINDERS = """
+TAKE_DUE_REMINDERS = f"""
 WITH due AS (
   SELECT r.id FROM checkout_reminder r JOIN shop_drop d ON d.id = r.drop_id
-   WHERE r.sent_at IS NULL AND d.starts_at <= now() AND now() < d.ends_at
+   WHERE r.sent_at IS NULL AND {REMINDED_AT} <= now() AND now() < d.ends_at
    ORDER BY r.id LIMIT %(limit)s
      FOR UPDATE OF r SKIP LOCKED
 )

@@ -214,6 +214,42 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
             login=True,
         ),
     },
+    "/api/drops/{slug}/reminder": {
+        "post": Operation(
+            "Ask to be e-mailed when the drop opens (before its start); asking again keeps one reminder",
+            {
+                201: Answer("Asked", schemas.DropReminder),
+                200: Answer("Asked already: the same reminder", schemas.DropReminder),
+                403: error("forbidden: an account made for a rehearsal; or csrf_failed"),
+                404: error("No such drop"),
+                409: error(
+                    "not_scheduled: the drop has started or ended, or its waiting room is open (join it)"
+                ),
+            },
+            (SLUG,),
+            login=True,
+            unsafe=True,
+        ),
+        "get": Operation(
+            "Whether you asked for a reminder of this drop, and whether it went out",
+            {
+                200: Answer("Your reminder (reminded false: none)", schemas.DropReminder),
+                404: error("No such drop"),
+            },
+            (SLUG,),
+            login=True,
+        ),
+        "delete": Operation(
+            "Forget your reminder if it has not gone out (none to forget: the same answer)",
+            {
+                200: Answer("Your reminder now (reminded true only if it was sent)", schemas.DropReminder),
+                404: error("No such drop"),
+            },
+            (SLUG,),
+            login=True,
+            unsafe=True,
+        ),
+    },
     "/api/drops/{slug}/queue/draw": {
         "get": Operation(
             "Check the draw: the seed's hash before the start; seed and entries after",

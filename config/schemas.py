@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from admission.answers import Draw, Offer, OfferState, Place, QueueState, RaffleResult
 from catalogue.answers import Drop, DropList, Me, VariantOnSale
-from checkout.answers import Order, OrderList, PaymentStarted, Refund, RefundBody
+from checkout.answers import DropReminder, Order, OrderList, PaymentStarted, Refund, RefundBody
 from core.answers import Closed, Error
 from holds.answers import Hold, HoldOrder, Invariant, ReserveBody, VariantInvariant
 from ops.answers import PauseBody, Paused, Resumed
@@ -24,6 +24,7 @@ __all__ = [
     "Draw",
     "Drop",
     "DropList",
+    "DropReminder",
     "Error",
     "Hold",
     "HoldOrder",

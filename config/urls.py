@@ -26,6 +26,7 @@ api_patterns = [
     path("drops/<slug:slug>", catalogue_api.drop_detail, name="api-drop"),
     path("drops/<slug:slug>/holds", sale_api.reserve, name="api-reserve"),
     path("drops/<slug:slug>/queue", admission_api.queue, name="api-queue"),
+    path("drops/<slug:slug>/reminder", checkout_api.reminder, name="api-reminder"),
     path("drops/<slug:slug>/queue/draw", admission_api.draw, name="api-queue-draw"),
     path("holds/<str:hold_id>", sale_api.hold, name="api-hold"),
     path("holds/<str:hold_id>/payment", checkout_api.start_payment, name="api-payment"),

@@ -101,6 +101,17 @@ def seed() -> int:
         **common,
     )
     services.create_drop(
+        slug="runner-restock",
+        title="Floodgate Runner — restock",
+        quantity=100,
+        bucket_count=4,
+        waiting_room=True,
+        # days ahead: its room is not open yet, so the page offers a reminder for when it opens
+        starts_at=now + timedelta(days=2),
+        ends_at=now + timedelta(days=2, hours=3),
+        **common,
+    )
+    services.create_drop(
         slug="front-row",
         title="Front row: the launch night",
         product_sku="FRONT-ROW",
@@ -171,10 +182,11 @@ def walk_buyer(walk: Walk, provider: str, drop_id: int) -> None:
     walk.go("/accounts/password/reset/", "password-reset")
     walk.log_in(f"shopper-{walk.size.name}", "/drops/runner/")
     walk.shot("drop-live")
-    walk.go("/drops/runner-encore/", "drop-before-start")
+    walk.go("/drops/runner-restock/", "drop-before-its-room")
     page.click("#remind-me")
     page.wait_for_selector("#forget-reminder")
     walk.shot("drop-reminder-asked")
+    walk.go("/drops/runner-encore/", "drop-before-start")
     page.click("#join-queue")
     page.wait_for_url(re.compile(r"/queue/$"))
     walk.shot("waiting-room")

@@ -42,6 +42,9 @@ def drop(request: HttpRequest, slug: str) -> HttpResponse:
         # One key per page view: a double click or a resubmit returns the same hold.
         "idempotency_key": uuid.uuid4().hex,
         "quantities": range(1, page.view.drop.per_buyer_limit + 1),
+        # Asking is open until the reminders go (for a waiting room, its opening: then join instead).
+        "reminder_open": page.view.state == DropState.SCHEDULED
+        and timezone.now() < reminders.reminded_at(page.view.drop),
         "reminded": buyer_id is not None
         and page.view.state == DropState.SCHEDULED
         and reminders.has_reminder(drop_id=page.view.drop.pk, buyer_id=buyer_id),
@@ -96,7 +99,10 @@ def remind(request: HttpRequest, slug: str) -> HttpResponse:
     except FloodgateError as error:
         messages.error(request, error.detail)
         return render(request, "shop/reminder_refused.html", {"drop": drop}, status=error.status)
-    messages.success(request, "We will e-mail you when the sale opens.")
+    if drop.waiting_room:
+        messages.success(request, "We will e-mail you when its waiting room opens, an hour before the sale.")
+    else:
+        messages.success(request, "We will e-mail you when the sale opens.")
     return redirect(drop)
 
 

@@ -13,9 +13,13 @@ from datetime import UTC, timedelta
 from email.message import EmailMessage
 from pathlib import Path
 
+import icalendar
 import psycopg
 import pytest
 from celery import current_app
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core import mail as sent_mail
 from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.test import Client
@@ -23,7 +27,8 @@ from django.utils import timezone
 
 from checkout import outbox, reminders
 from checkout.models import OutboxMessage, Reminder
-from shop.models import Drop
+from core.errors import NotFound
+from shop.models import ApiToken, Drop, RehearsalBuyer
 from tests.checkout.helpers import wait_until
 from tests.concurrency import run_concurrently
 from tests.conftest import ROOT, Worker, database_url_for_tests
@@ -110,13 +115,39 @@ def test_senders_at_once_write_each_reminder_as_one_message() -> None:
     assert reminders.send_due_reminders() == 0  # a sender after them finds nothing
 
 
+def test_two_senders_at_once_then_a_retry_write_300_reminders_as_300_messages() -> None:
+    # given 300 reminders of a drop that has just opened
+    drop = make_drop(quantity=10, starts_at=timezone.now() + timedelta(hours=1))
+    buyers = User.objects.bulk_create(
+        [User(username=f"many-{i}", email=f"many-{i}@example.com") for i in range(300)]
+    )
+    Reminder.objects.bulk_create([Reminder(drop=drop, buyer=buyer) for buyer in buyers])
+    Drop.objects.filter(pk=drop.pk).update(starts_at=Now() - timedelta(seconds=1))
+
+    # when two senders, each on its own connection, start together in batches of 25, and then the
+    # task runs again as a retry would
+    results = run_concurrently([lambda: reminders.send_due_reminders(batch=25)] * 2, threads=2)
+    retried = reminders.send_due_reminders(batch=25)
+
+    # then each reminder is one outbox message: 300 in all, none twice, nothing left for the retry
+    assert sum(r for r in results if isinstance(r, int)) == 300, results
+    assert retried == 0
+    keys = list(
+        OutboxMessage.objects.filter(topic=outbox.REMINDER_TOPIC, payload__drop=drop.pk).values_list(
+            "key", flat=True
+        )
+    )
+    assert len(keys) == len(set(keys)) == 300
+    assert not Reminder.objects.filter(drop=drop, sent_at__isnull=True).exists()
+
+
 def test_an_ended_drop_sends_no_reminder_and_a_rehearsal_copy_takes_none() -> None:
     buyer = make_buyer("late-reader")
     drop = opening_drop([buyer])
     Drop.objects.filter(pk=drop.pk).update(ends_at=Now())  # it ended before any sender ran
     assert reminders.send_due_reminders() == 0
     copy = make_drop(quantity=1, starts_at=timezone.now() + timedelta(hours=1), rehearsal_of=drop)
-    with pytest.raises(reminders.AlreadyOpen):
+    with pytest.raises(NotFound):  # a rehearsal's copy exists for its own buyers only
         reminders.ask_reminder(drop=copy, buyer_id=buyer.pk)  # type: ignore[attr-defined]
 
 
@@ -125,7 +156,8 @@ def test_the_drop_page_asks_and_forgets_a_reminder_and_refuses_garbage() -> None
     buyer = make_buyer("page-reader")
     client = Client()
     # a visitor is asked to log in; the calendar file is anyone's
-    assert "Log in</a> to be told" in client.get(drop.get_absolute_url()).content.decode()
+    anonymous = client.get(drop.get_absolute_url()).content.decode()
+    assert "Log in</a> to be told" in anonymous and 'id="add-to-calendar"' in anonymous
     assert client.post(f"/drops/{drop.slug}/remind").status_code == 302
     calendar = client.get(f"/drops/{drop.slug}/calendar.ics")
     assert calendar.status_code == 200 and calendar["Content-Type"].startswith("text/calendar")
@@ -222,6 +254,7 @@ def test_two_workers_and_a_retried_task_send_each_buyer_one_email_with_the_start
     assert mail["Subject"] == f"{drop.display_title} is on sale now"
     body = mail.get_body(preferencelist=("plain",))
     assert body is not None and f"/drops/{drop.slug}/" in body.get_content()
+    assert f"/drops/{drop.slug}/calendar.ics" in body.get_content()
     (attachment,) = [part for part in mail.iter_attachments() if part.get_content_type() == "text/calendar"]
     assert attachment.get_filename() == f"{drop.slug}.ics"
     event = unfolded(attachment.get_content(), by_mail=True)
@@ -232,3 +265,104 @@ def test_two_workers_and_a_retried_task_send_each_buyer_one_email_with_the_start
     assert event["URL"].endswith(f"/drops/{drop.slug}/")
     assert OutboxMessage.objects.filter(topic=outbox.REMINDER_TOPIC, payload__drop=drop.pk).count() == 30
     assert connection.is_usable()
+
+
+def bearer(username: str) -> dict[str, str]:
+    user = make_buyer(username)
+    ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
+    return {"HTTP_AUTHORIZATION": f"Bearer token-{username}"}
+
+
+def test_the_api_asks_reads_and_forgets_a_reminder_and_refuses_garbage() -> None:
+    drop = make_drop(quantity=5, starts_at=timezone.now() + timedelta(hours=1))
+    url = f"/api/drops/{drop.slug}/reminder"
+    auth = bearer("api-reader")
+    client = Client()
+
+    # asking twice keeps one reminder: 201, then 200 with the same answer
+    first = client.post(url, **auth)  # type: ignore[arg-type]
+    again = client.post(url, **auth)  # type: ignore[arg-type]
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert (
+        first.json()
+        == again.json()
+        == {
+            "drop": drop.slug,
+            "reminded": True,
+            "sent_at": None,
+            "starts_at": drop.starts_at.isoformat(),
+            "sends_at": drop.starts_at.isoformat(),  # no waiting room: the start
+            "calendar": f"/drops/{drop.slug}/calendar.ics",
+        }
+    )
+    assert Reminder.objects.filter(drop=drop).count() == 1
+    assert client.get(url, **auth).json()["reminded"] is True  # type: ignore[arg-type]
+    # forgetting it twice: the same answer, no reminder
+    for _ in range(2):
+        forgot = client.delete(url, **auth)  # type: ignore[arg-type]
+        assert forgot.status_code == 200 and forgot.json()["reminded"] is False
+    assert not Reminder.objects.exists()
+
+    # garbage: each a clear error, and no reminder
+    started = make_drop(quantity=5)
+    refused = client.post(f"/api/drops/{started.slug}/reminder", **auth)  # type: ignore[arg-type]
+    assert refused.status_code == 409 and refused.json()["error"] == "not_scheduled"
+    assert "no reminder is needed" in refused.json()["detail"]
+    ended = make_drop(
+        quantity=5, starts_at=timezone.now() - timedelta(hours=2), ends_at=timezone.now() - timedelta(hours=1)
+    )
+    assert client.post(f"/api/drops/{ended.slug}/reminder", **auth).status_code == 409  # type: ignore[arg-type]
+    unknown = client.post("/api/drops/no-such-drop/reminder", **auth)  # type: ignore[arg-type]
+    assert unknown.status_code == 404 and unknown.json()["error"] == "not_found"
+    copy = make_drop(quantity=1, starts_at=timezone.now() + timedelta(hours=1), rehearsal_of=drop)
+    assert client.post(f"/api/drops/{copy.slug}/reminder", **auth).status_code == 404  # type: ignore[arg-type]
+    rehearsal_auth = bearer("api-rehearsal")
+    RehearsalBuyer.objects.create(user=User.objects.get(username="api-rehearsal"), drop=copy)
+    forbidden = client.post(url, **rehearsal_auth)  # type: ignore[arg-type]
+    assert forbidden.status_code == 403 and forbidden.json()["error"] == "forbidden"
+    assert client.post(url).status_code == 401  # nobody signed in
+    assert client.post(url, HTTP_AUTHORIZATION="Bearer not-a-token").status_code == 401
+    wrong = client.put(url, **auth)  # type: ignore[arg-type]
+    assert wrong.status_code == 405 and wrong.json()["error"] == "method_not_allowed"
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(make_buyer("api-session"))  # type: ignore[arg-type]
+    assert strict.post(url).status_code == 403  # a session's write needs its CSRF token
+    assert not Reminder.objects.exists()
+
+
+def test_a_sent_reminder_is_not_forgotten_and_its_email_links_the_start_as_ics() -> None:
+    # given a buyer who asked through the API, and the drop opened
+    auth = bearer("ics-reader")
+    drop = make_drop(quantity=5, starts_at=timezone.now() + timedelta(hours=1), title="Dawn; Dusk, 2 of 2")
+    url = f"/api/drops/{drop.slug}/reminder"
+    assert Client().post(url, **auth).status_code == 201  # type: ignore[arg-type]
+    Drop.objects.filter(pk=drop.pk).update(starts_at=Now() - timedelta(seconds=1))
+    drop.refresh_from_db()
+
+    # when the duty and the relay run
+    assert reminders.send_due_reminders() == 1
+    assert outbox.relay_outbox() >= 1
+
+    # then the API says it went out, and forgetting it now changes nothing
+    answer = Client().delete(url, **auth).json()  # type: ignore[arg-type]
+    assert answer["reminded"] is True and answer["sent_at"] is not None
+    # and the e-mail links the drop and its start as an .ics, which parses to the drop's start in UTC
+    (mail,) = [m for m in sent_mail.outbox if m.to == ["ics-reader@example.com"]]
+    base = settings.PUBLIC_BASE_URL.rstrip("/")
+    assert mail.subject == "Dawn; Dusk, 2 of 2 is on sale now"
+    assert f"{base}/drops/{drop.slug}/" in mail.body
+    (link,) = re.findall(rf"{re.escape(base)}(/\S*\.ics)", mail.body)
+    fetched = Client().get(link)
+    assert fetched.status_code == 200 and fetched["Content-Type"] == "text/calendar; charset=utf-8"
+    text = fetched.content.decode()
+    assert text.startswith("BEGIN:VCALENDAR\r\n") and text.endswith("END:VEVENT\r\nEND:VCALENDAR\r\n")
+    event = unfolded(text)
+    assert event["DTSTART"] == f"{drop.starts_at.astimezone(UTC):%Y%m%dT%H%M%SZ}"
+    assert event["DTEND"] > event["DTSTART"] and event["DTSTAMP"].endswith("Z")
+    assert event["SUMMARY"] == "Dawn\\; Dusk\\, 2 of 2 goes on sale"
+    assert event["URL"] == f"{base}/drops/{drop.slug}/"
+    # and a calendar library reads the same event: the start, the title unescaped, the link
+    (parsed,) = icalendar.Calendar.from_ical(fetched.content).walk("VEVENT")
+    assert parsed.decoded("DTSTART") == drop.starts_at.astimezone(UTC).replace(microsecond=0)
+    assert str(parsed["SUMMARY"]) == "Dawn; Dusk, 2 of 2 goes on sale"
+    assert str(parsed["URL"]) == f"{base}/drops/{drop.slug}/"
