@@ -253,6 +253,31 @@ def test_a_stale_snapshot_or_none_sends_the_poll_to_django(redis: redis_lib.Redi
     assert work.requests == 2
 
 
+def test_a_snapshot_the_edge_cannot_read_sends_the_poll_to_django(
+    redis: redis_lib.Redis, work: DjangoWork
+) -> None:
+    """A snapshot another build published (its queue message lacks a field this build's Place
+    needs) is Django's to answer, not a 500 at the edge (the edge hands any poll it fails on on)."""
+    drop = room(quantity=1)
+    auth = bearer("older")
+    ticket = join("room", auth)["queue_ticket"]
+    state.refresh([drop.pk])
+    EDGE.forget()
+    work.reset()
+    readable = poll("room", auth, ticket)  # the control: this build's snapshot is the edge's
+    snap = json.loads(redis.get("fg:drop:room"))
+    del snap["queue"]["format"]
+    redis.set("fg:drop:room", json.dumps(snap))
+    EDGE.forget()
+    work.reset()
+
+    older = poll("room", auth, ticket)
+
+    assert (readable.status, readable.edge) == (200, True)
+    assert (older.status, older.edge, older.json()["format"]) == (200, False, "waiting_room")
+    assert work.requests == 1
+
+
 def test_before_the_draw_an_entry_is_answered_and_after_it_the_edge_knows_the_number(
     work: DjangoWork, redis: redis_lib.Redis
 ) -> None:
