@@ -224,6 +224,7 @@ def walk_admin(walk: Walk, provider: str, drop_id: int) -> None:
     page.wait_for_selector(".fg-switch.is-paused")
     walk.shot("admin-drop-paused")
     walk.go("/admin/shop/drop/dashboard/", "dashboard")
+    walk.go(f"/admin/shop/drop/{drop_id}/presale/", "admin-drop-presale")
     page.goto(f"{walk.base}/admin/shop/drop/{drop_id}/change/")
     page.get_by_role("button", name="Resume sale").click()  # the next screen size buys from it
     page.wait_for_selector(".fg-switch:not(.is-paused)")

@@ -24,9 +24,9 @@ LIST_UPLOAD_MAX = 5_000_000  # bytes of a list file read
 
 
 class GenerateCodesForm(forms.Form):
-    count = forms.IntegerField(min_value=1, max_value=presale.GENERATE_MAX, initial=100, label="codes")
+    count = forms.IntegerField(min_value=1, max_value=presale.GENERATE_MAX, initial=100, label="Codes")
     max_uses = forms.IntegerField(
-        min_value=1, max_value=presale.USES_MAX, initial=1, label="uses each", help_text="1 = single-use"
+        min_value=1, max_value=presale.USES_MAX, initial=1, label="Uses each", help_text="1 = single-use"
     )
 
 
@@ -34,10 +34,10 @@ class PresaleListForm(forms.Form):
     emails = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 5, "cols": 60}),
-        label="e-mail addresses",
+        label="E-mail addresses",
         help_text="One per line, or separated by commas or semicolons.",
     )
-    emails_file = forms.FileField(required=False, label="or a CSV file", help_text="An address per row.")
+    emails_file = forms.FileField(required=False, label="Or a CSV file", help_text="An address per row.")
 
     def clean(self) -> dict[str, object]:
         data = super().clean() or {}
