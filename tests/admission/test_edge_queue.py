@@ -257,7 +257,7 @@ def test_a_snapshot_the_edge_cannot_read_sends_the_poll_to_django(
     redis: redis_lib.Redis, work: DjangoWork
 ) -> None:
     """A snapshot another build published (its queue message lacks a field this build's Place
-    needs) is Django's to answer, not a 500 at the edge (the edge hands any poll it fails on on)."""
+    needs) is Django's to answer, not a 500 at the edge (the edge hands any poll it fails on to Django)."""
     drop = room(quantity=1)
     auth = bearer("older")
     ticket = join("room", auth)["queue_ticket"]

@@ -1,21 +1,23 @@
-"""Create a drop with its product and stock rows: `manage.py create_drop --slug S --quantity N`."""
+"""Create a drop with its product and stock rows: `manage.py create_drop --slug S --quantity N`.
+
+Here rather than in the catalogue (which makes the drop) because it can make the drop's presale
+codes too, and those are the holds layer's (holds/presale.py)."""
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import timedelta
 from typing import Any
 
-from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from catalogue import services
 from core.errors import InvalidInput
+from holds import presale
 from shop.models import DEFAULT_JOIN_WORK_BITS, InventoryMode
 
-PRESALE_CODES_MAX = 10_000  # holds.presale.GENERATE_MAX
+PRESALE_CODES_MAX = presale.GENERATE_MAX
 
 
 class Command(BaseCommand):
@@ -166,10 +168,7 @@ class Command(BaseCommand):
             raise CommandError(f"drop not created: {error.detail}") from None
         made: list[str] = []
         if codes:
-            # By name: presale codes are the holds layer's, above the catalogue (holds/presale.py).
-            out = io.StringIO()
-            call_command("presale_codes", drop.slug, count=codes, json=True, stdout=out)
-            made = json.loads(out.getvalue())["codes"]
+            made = [code.code for code in presale.generate_codes(drop=drop, count=codes, max_uses=1)]
         self.stdout.write(
             json.dumps(
                 {
