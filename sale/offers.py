@@ -46,6 +46,8 @@ def offer_returns(drop: Drop, *, wait: bool = False) -> int:
             elif not locks.try_lock(cursor, locks.Namespace.WAVE, drop.pk):
                 return 0  # a wave or another offerer has the line; the next tick comes
             cursor.execute(sql.OFFER_LOCK_TIMEOUT)
+            if drop.raffle:
+                _rank_what_opened(cursor, drop)
             returned = stock.returned_units(cursor, drop_id=drop.pk)
             if not returned:
                 return 0
@@ -65,6 +67,17 @@ def offer_returns(drop: Drop, *, wait: bool = False) -> int:
     except OperationalError as error:  # lock_timeout: a buyer's claim had a row it needed, or a long wave
         log.info("drop %s: offers wait for the next tick (%s)", drop.pk, error)
         return 0
+
+
+def _rank_what_opened(cursor: CursorWrapper, drop: Drop) -> None:
+    """A drawn raffle's units go by rank while a ranked entry still waits: units open since the draw
+    (stock added) go to the line as the draw's did, not to the winners, whose admission lets them
+    claim open units. Once every entry has had its turn, the units open for good (below)."""
+    queue = line.line_for_offers(drop)
+    if queue is None or queue.last_wave_at is None or drop.state != DropState.LIVE:
+        return  # not handed to the offers yet: the draw moves the units itself
+    if line.next_waiting(queue, limit=1):
+        stock.return_open(cursor, drop_id=drop.pk)
 
 
 def _offer(cursor: CursorWrapper, drop: Drop, queue: Queue, waiting: list[line.Waiting]) -> int:

@@ -27,6 +27,7 @@ from core.errors import InvalidInput
 from holds import services as holds
 from holds.counts import invariant
 from holds.models import Hold, HoldState
+from inventory import services as stock
 from sale import offers
 from shop.models import Drop, DropFormat
 from tests.checkout.helpers import api, buyer_token, pay_at_provider, provider_config, wait_until
@@ -427,3 +428,24 @@ def test_the_edge_answers_a_raffles_reserves_as_django_does_and_sends_wins_to_dj
     after = {e.json()["rank"]: e for e, _ in both()}
     assert [after[n].json()["result"] for n in range(1, 6)] == ["won", "won", "lost", "lost", "lost"]
     assert after[3].edge
+
+
+def test_units_added_after_the_draw_go_to_the_next_ranked_entry_not_to_the_winners() -> None:
+    # given: a raffle of 2 units and 4 entrants, drawn (ranks 1 and 2 hold the wins)
+    drop = raffle("raffle-more", quantity=2, per_buyer_limit=2)
+    buyers = [make_buyer(f"more-{n}").pk for n in range(4)]
+    for buyer in buyers:
+        services.join(drop=drop, buyer_id=buyer)
+    drop = close_and_draw(drop)
+    by_rank = {services.place(drop=drop, buyer_id=b).number: b for b in buyers}
+
+    # when: the merchant adds a unit after the draw, and the offers run
+    stock.change_quantity(drop=drop, quantity=3)
+    offers.offer_returns(drop, wait=True)
+
+    # then: rank 3 is offered it (as a win passed on would be); no winner can claim it as a second unit
+    assert services.place(drop=drop, buyer_id=by_rank[3]).as_json()["result"] == "won"
+    assert services.place(drop=drop, buyer_id=by_rank[4]).as_json()["result"] == "reserve"
+    assert winners_in_hold_order(drop.pk) == [1, 2, 3]
+    count = invariant(drop_id=drop.pk)
+    assert (count.quantity, count.held, count.available, count.drift) == (3, 3, 0, 0)
