@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections import Counter
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
@@ -26,6 +28,7 @@ from holds.models import Hold, PresaleCode
 from shop.models import Drop
 from tests.concurrency import run_concurrently
 from tests.factories import make_drop
+from tests.harness import lock_stock, lock_waits
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -129,3 +132,92 @@ def test_five_hundred_buyers_with_a_hundred_single_use_codes_make_exactly_a_hund
     numbers = invariant(drop_id=drop.pk)
     assert (numbers.held, numbers.drift) == (CODES, 0)
     assert connection.vendor == "postgresql"
+
+
+def claim_in_thread(drop: Drop, buyer: int, code: str, outcomes: dict[int, str]) -> threading.Thread:
+    """A presale claim on its own thread and connection; its answer lands in outcomes[buyer]."""
+
+    def run() -> None:
+        try:
+            services.reserve(
+                drop=drop, buyer_id=buyer, quantity=1, idempotency_key=uuid.uuid4().hex, presale_code=code
+            )
+            outcomes[buyer] = "held"
+        except FloodgateError as error:
+            outcomes[buyer] = error.code
+        except Exception as error:  # a deadlock's victim, say: the test shows what it was
+            outcomes[buyer] = repr(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def wait_for_lock_waits(n: int) -> None:
+    deadline = time.monotonic() + 20
+    while lock_waits() < n:
+        assert time.monotonic() < deadline, f"{lock_waits()} lock waits, expected {n}"
+        time.sleep(0.02)
+
+
+def test_claims_waiting_on_two_codes_and_the_stock_close_no_cycle_and_codes_can_be_made_meanwhile(
+    make_buyers,
+) -> None:
+    # given: two single-use codes, and another session holding the stock row every claim ends on
+    drop = presale_drop()
+    first, second = (c.code for c in presale.generate_codes(drop=drop, count=2))
+    buyers = make_buyers(4)
+    outcomes: dict[int, str] = {}
+    blocker = lock_stock(drop.pk)
+    try:
+        # when: a claim of each code spends it and waits for the stock (holding its code row), and a
+        # second claim of each code waits for that code's row: both waits of a presale claim at once
+        threads = [claim_in_thread(drop, buyers[0], first, outcomes)]
+        threads.append(claim_in_thread(drop, buyers[1], second, outcomes))
+        wait_for_lock_waits(2)
+        threads.append(claim_in_thread(drop, buyers[2], second, outcomes))
+        threads.append(claim_in_thread(drop, buyers[3], first, outcomes))
+        wait_for_lock_waits(4)
+        # and the merchant makes more codes meanwhile: that waits for none of them
+        assert len(presale.generate_codes(drop=drop, count=5)) == 5
+        assert lock_waits() == 4
+    finally:
+        blocker.rollback()
+        blocker.close()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    # then: every claim finished (no deadlock's victim); each code admitted exactly one
+    assert outcomes == {buyers[0]: "held", buyers[1]: "held", buyers[2]: "code_used", buyers[3]: "code_used"}
+    assert spent_twice(drop) == []
+    assert invariant(drop_id=drop.pk).drift == 0
+
+
+def test_control_a_stock_holder_that_waits_for_a_code_row_closes_a_cycle_the_database_breaks(
+    make_buyers,
+) -> None:
+    # given: a claim that spent its code and waits for the stock another session holds
+    drop = presale_drop()
+    (code,) = presale.generate_codes(drop=drop, count=1)
+    (buyer,) = make_buyers(1)
+    outcomes: dict[int, str] = {}
+    blocker = lock_stock(drop.pk)
+    try:
+        thread = claim_in_thread(drop, buyer, code.code, outcomes)
+        wait_for_lock_waits(1)
+        # when: the stock's holder then waits for that code's row (the order of core.locks reversed)
+        blocker_saw = ""
+        try:
+            blocker.execute("UPDATE holds_presalecode SET uses = uses WHERE id = %s", [code.pk])
+        except psycopg.errors.DeadlockDetected as error:
+            blocker_saw = str(error)
+    finally:
+        blocker.rollback()
+        blocker.close()
+    thread.join(timeout=30)
+
+    # then: the database found the cycle and broke it, the claim (the first to wait) or the blocker
+    # its victim: the harness above would see one as an answer other than held or code_used
+    assert "deadlock detected" in blocker_saw + outcomes[buyer], (blocker_saw, outcomes)
