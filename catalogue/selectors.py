@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from catalogue import answers
@@ -194,10 +195,12 @@ def catalogue() -> answers.DropList:
 
 
 def active_drops(now: datetime) -> list[Drop]:
-    """Drops a tick looks after: starting within the hour, on sale, or ended in the last ten minutes."""
+    """Drops a tick looks after: starting (or their presale opening) within the hour, on sale, or
+    ended in the last ten minutes."""
+    soon = now + timedelta(hours=1)
     return list(
         Drop.objects.select_related("product").filter(
-            starts_at__lte=now + timedelta(hours=1), ends_at__gte=now - timedelta(minutes=10)
+            Q(starts_at__lte=soon) | Q(presale_starts_at__lte=soon), ends_at__gte=now - timedelta(minutes=10)
         )
     )
 
