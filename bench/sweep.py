@@ -72,6 +72,9 @@ class Point:
     rss_peak: int = 0
     rss_after: int = 0
     ceiling: float | None = None  # the bare ASGI callable's answers/s for the same crowd
+    overflows: int | None = (
+        None  # listen queue overflows while the crowd ran (machine-wide): a 1 s SYN retry each
+    )
     # per drop, in drop order
     to_last_hold: list[float | None] = field(default_factory=list)
     no_p99: list[float | None] = field(default_factory=list)
@@ -168,9 +171,10 @@ def run_point(
     }
     web = stack.pids("web")
     p.rss_before = rss_bytes(web)
-    cpu_before = crowd.cpu_seconds(web)
+    cpu_before, overflows = crowd.cpu_seconds(web), crowd.listen_overflows()
     with PeakRss(web) as peak:
         buyers, p.client_cpu = crowd.run_crowd(spec, tokens, clients)
+    p.overflows = crowd.listen_overflows() - overflows
     p.rss_peak = peak.peak
     p.web_cpu = crowd.cpu_seconds(web) - cpu_before
     p.rss_after = rss_bytes(web)
@@ -206,6 +210,10 @@ def ms(seconds: float | None) -> str:
 
 def sec(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:,.2f} s"
+
+
+def count(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
 
 
 def cpu_ms(seconds: float | None) -> str:
@@ -261,15 +269,16 @@ def tables(sizes: list[Point], drops: list[Point], alone: Point | None, header: 
             f" {sizes[0].in_flight} in flight):",
             "",
             '| buyers | answers/s | bare ASGI answers/s | first request to last hold | "no" p99 '
-            "| 503/429 retries | errors / no answer | web CPU per answer "
+            "| 503/429 retries | errors / no answer | listen overflows | web CPU per answer "
             "| web RSS before / peak / after (MB) | peak growth per connection | holds (DB) / units, drift |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         for p in sizes:
             ceiling = f"{p.ceiling:,.0f}" if p.ceiling else "-"
             lines.append(
                 f"| {p.crowd:,} | {p.rate:,.0f} | {ceiling} | {sec(p.to_last_hold[0])} | {ms(p.no_p99[0])} "
-                f"| {p.retries:,} | {p.errors:,} / {p.gave_up:,} | {cpu_ms(p.cpu_per_answer)} "
+                f"| {p.retries:,} | {p.errors:,} / {p.gave_up:,} | {count(p.overflows)} "
+                f"| {cpu_ms(p.cpu_per_answer)} "
                 f"| {mb(p.rss_before)} / {mb(p.rss_peak)} / {mb(p.rss_after)} "
                 f"| {p.rss_per_connection / 1024:,.0f} KiB | {check(p)} |"
             )
@@ -287,13 +296,13 @@ def tables(sizes: list[Point], drops: list[Point], alone: Point | None, header: 
     if drops:
         base = alone or drops[0]
         lines += [
-            f"**Drops live at once** (each its own crowd of {base.crowd:,} buyers, {base.in_flight} in"
-            f" flight, {base.units:,} units; the same web processes), against one drop alone:",
+            f"**Drops live at once** (each its own crowd of {base.crowd:,} buyers, {base.units:,} units;"
+            " the same web processes), against one drop alone:",
             "",
-            '| drops | buyers | answers/s (all) | last hold, worst drop / alone | | "no" p99, worst drop '
-            "/ alone | | 503/429 retries | web CPU per answer | web RSS before / peak (MB) "
-            "| holds (DB) / units, drift |",
-            "| ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | --- |",
+            "| drops | buyers | in flight (all) | answers/s (all) | last hold, worst drop / alone | "
+            '| "no" p99, worst drop / alone | | 503/429 retries | listen overflows | web CPU per answer '
+            "| web RSS before / peak (MB) | holds (DB) / units, drift |",
+            "| ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | --- |",
         ]
         for p in drops:
             last, no = p.worst(p.to_last_hold), p.worst(p.no_p99)
@@ -303,8 +312,10 @@ def tables(sizes: list[Point], drops: list[Point], alone: Point | None, header: 
             )
             shown_no = f"{ms(no)} / {ms(base.no_p99[0])}" + (f" = {r_no:.1f}x" if r_no else "")
             lines.append(
-                f"| {p.drops} | {p.buyers:,} | {p.rate:,.0f} | {shown_last} | {verdict(r_last)} "
-                f"| {shown_no} | {verdict(r_no)} | {p.retries:,} | {cpu_ms(p.cpu_per_answer)} "
+                f"| {p.drops} | {p.buyers:,} | {p.connections:,} | {p.rate:,.0f} | {shown_last} "
+                f"| {verdict(r_last)} "
+                f"| {shown_no} | {verdict(r_no)} | {p.retries:,} | {count(p.overflows)} "
+                f"| {cpu_ms(p.cpu_per_answer)} "
                 f"| {mb(p.rss_before)} / {mb(p.rss_peak)} | {check(p)} |"
             )
         lines += ["", "Goal (issue 26, item 3): each drop's figures within 2x of the same crowd alone.", ""]
@@ -313,7 +324,7 @@ def tables(sizes: list[Point], drops: list[Point], alone: Point | None, header: 
 
 # The picture: an SVG by hand, one panel per measure, log-scale x ---------------------------------
 
-PANEL_W, PANEL_H, LEFT, RIGHT, TOP, BOTTOM = 330, 210, 62, 14, 30, 40
+PANEL_W, PANEL_H, LEFT, RIGHT, TOP, BOTTOM = 330, 220, 62, 14, 40, 40
 COLUMNS = 3
 
 
@@ -403,9 +414,8 @@ def panel(
         out.append(f'<text x="{px(x1) - 2:.1f}" y="{py(y0) - 4:.1f}" class="guide-label">flat</text>')
         linear_top = min(y0 * x1 / x0, ticks[-1])
         at = x0 * linear_top / y0
-        out.append(
-            f'<text x="{px(at) - 4:.1f}" y="{py(linear_top) + 12:.1f}" class="guide-label">linear</text>'
-        )
+        where = max(px(at) - 4, LEFT + 40)  # the label ends here: inside the frame on the left
+        out.append(f'<text x="{where:.1f}" y="{py(linear_top) + 12:.1f}" class="guide-label">linear</text>')
     for i, s in enumerate(series):
         known = [(x, y) for x, y in s.points if y is not None]
         if len(known) > 1:
@@ -420,13 +430,14 @@ def panel(
             )
         if len(series) > 1:
             out.append(
-                f'<text x="{LEFT + 8}" y="{TOP + 14 + 13 * i}" class="legend" fill="{s.color}">'
+                f'<text x="{LEFT + 2 + sum(5.2 * len(t.name) + 14 for t in series[:i]):.0f}" y="{TOP - 5}"'
+                f' class="legend" fill="{s.color}">'
                 f"{escape(s.name)}</text>"
             )
     return out
 
 
-def picture(sizes: list[Point], drops: list[Point], alone: Point | None, caption: str) -> str:
+def picture(sizes: list[Point], drops: list[Point], alone: Point | None, caption: str, note: str = "") -> str:
     blue, orange, grey = "#1f5fa8", "#d0661c", "#777"
     by = [(float(p.crowd), p) for p in sizes]
     panels = [
@@ -505,7 +516,7 @@ def picture(sizes: list[Point], drops: list[Point], alone: Point | None, caption
             )
         )
     rows = math.ceil(len(panels) / COLUMNS)
-    width, height = COLUMNS * PANEL_W, rows * PANEL_H + 34
+    width, height = COLUMNS * PANEL_W, rows * PANEL_H + (48 if note else 34)
     body = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
         f' viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
@@ -515,7 +526,8 @@ def picture(sizes: list[Point], drops: list[Point], alone: Point | None, caption
         ".goal{stroke:#2a9d3a;stroke-dasharray:6 3}.guide-label{fill:#888;text-anchor:end;font-size:10px}"
         ".legend{font-size:10px}</style>",
         f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="8" y="{height - 10}" fill="{grey}">{escape(caption)}</text>',
+        f'<text x="8" y="{rows * PANEL_H + 18}" fill="{grey}">{escape(caption)}</text>',
+        f'<text x="8" y="{rows * PANEL_H + 34}" fill="#b03030">{escape(note)}</text>' if note else "",
     ]
     for i, elements in enumerate(panels):
         x, y = (i % COLUMNS) * PANEL_W, (i // COLUMNS) * PANEL_H
@@ -563,6 +575,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--units", type=int, default=UNITS, help=f"units per drop (default {UNITS:,})")
     parser.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="requests in flight per crowd")
     parser.add_argument("--clients", type=int, default=1, help="client processes (default 1)")
+    parser.add_argument(
+        "--split-in-flight", action="store_true", help="drops at once share --in-flight (else each its own)"
+    )
     parser.add_argument("--no-ceiling", action="store_true", help="skip the bare ASGI ceiling runs")
     parser.add_argument("--no-warmup", action="store_true", help="skip the unmeasured warm-up crowd")
     parser.add_argument("--lead", type=float, default=LEAD, help=f"seconds to each start (default {LEAD:g})")
@@ -576,7 +591,15 @@ def main(argv: list[str]) -> None:
         action="store_true",
         help="control: each drop gets one unit more than the check expects",
     )
+    parser.add_argument(
+        "--from", dest="source", type=Path, help="redraw a run's sweep-<time>.json, run nothing"
+    )
     args = parser.parse_args(argv)
+    if args.source:
+        if not args.source.is_file() or args.source.suffix != ".json":
+            parser.error(f"--from takes a sweep's .json figures: {args.source}")
+        finish(Run.load(args.source), args.source.with_suffix(""), "", args.write_readme)
+        return
     if args.units < 1 or args.in_flight < 1 or args.clients < 1:
         parser.error("--units, --in-flight and --clients must be at least 1")
     if not 1.0 <= args.lead <= 60.0:
@@ -602,7 +625,10 @@ def main(argv: list[str]) -> None:
     failed = ""
 
     def fresh(n: int, d: int) -> Point:
-        return Point(n, d, args.units, args.in_flight)
+        # --split-in-flight: D drops' crowds share the one limit (the same connections in all), so
+        # what D drops cost is told apart from what D times the connections cost.
+        share = max(1, args.in_flight // d) if args.split_in_flight else args.in_flight
+        return Point(n, d, args.units, share)
 
     try:
         ceilings: dict[int, float] = {}
@@ -657,34 +683,74 @@ def main(argv: list[str]) -> None:
     load = os.getloadavg()[0]
     header = (
         f"Measured {began:%Y-%m-%d %H:%M} UTC with `bench crowd --sweep --sizes "
-        f"{','.join(map(str, args.sizes))} --drops {','.join(map(str, args.drops))} --units {args.units}`"
+        f"{','.join(map(str, args.sizes))} --drops {','.join(map(str, args.drops))} --units {args.units}"
+        f" --in-flight {args.in_flight} --drop-crowd {drop_crowd}"
+        f"{' --split-in-flight' if args.split_in_flight else ''}`"
         f" ({os.cpu_count()} CPUs, load average {load:.1f} at the end; web: {crowd.server_name()}; "
         f"the crowd: aiohttp, {args.clients} process(es), on the same machine)."
     )
-    if args.note:
-        header += f" {args.note}"
-    text = tables(sizes, series, alone, header)
-    stamp = f"{began:%Y%m%d-%H%M%S}"
-    table_path, svg_path = args.out / f"sweep-{stamp}.md", args.out / f"sweep-{stamp}.svg"
-    table_path.write_text(text)
     caption = f"bench crowd --sweep, {began:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs (bench/README.md)"
-    svg_path.write_text(picture(sizes, series, alone, caption))
-    (args.out / f"sweep-{stamp}.json").write_text(
-        json.dumps({"sizes": [asdict(p) for p in sizes], "drops": [asdict(p) for p in series]}, indent=1)
-    )
+    run = Run(header + (f" {args.note}" if args.note else ""), caption, args.note, sizes, series, warm)
+    stem = args.out / f"sweep-{began:%Y%m%d-%H%M%S}"
+    run.save(stem.with_suffix(".json"))
+    finish(run, stem, failed, args.write_readme)
+
+
+@dataclass
+class Run:
+    """A sweep's figures and how they were taken: what the table, picture and README are made of."""
+
+    header: str
+    caption: str
+    note: str
+    sizes: list[Point]
+    drops: list[Point]
+    warm: Point | None = None
+
+    @property
+    def alone(self) -> Point | None:
+        """The drops series' one drop alone (the size series' point of that crowd, when it has one)."""
+        return next((p for p in self.drops if p.drops == 1), None)
+
+    def save(self, path: Path) -> None:
+        points = {"sizes": [asdict(p) for p in self.sizes], "drops": [asdict(p) for p in self.drops]}
+        warm = asdict(self.warm) if self.warm else None
+        meta = {"header": self.header, "caption": self.caption, "note": self.note, "warm": warm}
+        path.write_text(json.dumps(meta | points, indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> Run:
+        data = json.loads(path.read_text())
+        warm = Point(**data["warm"]) if data.get("warm") else None
+        sizes = [Point(**p) for p in data["sizes"]]
+        drops = [Point(**p) for p in data["drops"]]
+        return cls(data["header"], data["caption"], data.get("note", ""), sizes, drops, warm)
+
+    def wrong(self) -> list[str]:
+        reasons = []
+        for p in [*([self.warm] if self.warm else []), *self.sizes, *self.drops]:
+            if wrong := p.wrong():
+                reasons.append(
+                    f"CORRECTNESS at {p.drops} drop(s) x {p.crowd:,} buyers: drop(s) {[d + 1 for d in wrong]}"
+                    f" held {[p.holds[d] for d in wrong]} of {p.units:,} units,"
+                    f" drift {[p.drift[d] for d in wrong]}"
+                )
+        return list(dict.fromkeys(reasons))  # the one drop alone may be in both series
+
+
+def finish(run: Run, stem: Path, failed: str, readme: bool) -> None:
+    """Table (stdout and stem.md), picture (stem.svg), figures (stem.json); exit 2 on a wrong count
+    or a stopped run, else the README part when asked."""
+    text = tables(run.sizes, run.drops, run.alone, run.header)
+    table_path, svg_path = stem.with_suffix(".md"), stem.with_suffix(".svg")
+    table_path.write_text(text)
+    svg_path.write_text(picture(run.sizes, run.drops, run.alone, run.caption, run.note))
     print(text)
     say(f"table: {table_path}; picture: {svg_path}")
     reasons = [failed] if failed else []
-    checked = [*([warm] if warm else []), *sizes, *(q for q in series if all(q is not r for r in sizes))]
-    for p in checked:
-        if wrong := p.wrong():
-            reasons.append(
-                f"CORRECTNESS at {p.drops} drop(s) x {p.crowd:,} buyers: drop(s) {[d + 1 for d in wrong]}"
-                f" held {[p.holds[d] for d in wrong]} of {p.units:,} units,"
-                f" drift {[p.drift[d] for d in wrong]}"
-            )
+    reasons += run.wrong()
     if reasons:
         print(f"bench crowd --sweep: FAILED: {'; '.join(reasons)}", file=sys.stderr)
         sys.exit(2)
-    if args.write_readme:
+    if readme:
         write_readme(text, svg_path)
