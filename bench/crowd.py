@@ -3,6 +3,7 @@
     python3 floodgate.py bench crowd            # the four scenarios at full size
     python3 floodgate.py bench crowd --quick    # 500 buyers each: a smoke run
     python3 floodgate.py bench crowd --only 3   # one scenario (repeatable)
+    python3 floodgate.py bench crowd --sweep    # how the costs grow with crowd and drops: bench/sweep.py
 
 The store runs as in production: web processes serving config.asgi:application (production
 profile, DEBUG off), a Celery worker and beat, PostgreSQL and Redis. The crowd is aiohttp
@@ -11,7 +12,7 @@ requests in flight, one request per buyer, retrying 503/429 after Retry-After. T
 client against a bare ASGI callable (bench/_bare.py), served the same way, gives the
 client's own ceiling in the same run.
 
-Scenarios (each a fresh drop of 100 units, each buyer an account with a bearer token):
+Scenarios (each a fresh drop of 100 units, `--units` to change, each buyer an account with a bearer token):
 1. 2,000 buyers, 128 in flight, buckets mode, 1 stock row;
 2. 5,000 buyers, 256 in flight, units mode (seats);
 3. waiting room, polling: join before the start, poll the queue every ~2 s, reserve with the
@@ -78,16 +79,25 @@ class Scenario:
     mode: str = "buckets"  # buckets | units
     room: str = ""  # "" | poll | ws
     ticket: bool = True  # pollers send X-Queue-Ticket; False: only their bearer token, as the contract allows
+    units: int = QUANTITY  # the drop's stock; the run must sell exactly this many
 
 
-def scenarios(quick: bool) -> list[Scenario]:
+def scenarios(quick: bool, units: int = QUANTITY) -> list[Scenario]:
     n = 500 if quick else 0
     return [
-        Scenario(1, "buckets, 1 stock row", n or 2000, 128),
-        Scenario(2, "units (seats)", n or 5000, 256 if not quick else 128, mode="units"),
-        Scenario(3, "waiting room, polling", n or 2000, 128, room="poll"),
-        Scenario(4, "waiting room, WebSocket", n or 2000, 128, room="ws"),
-        Scenario(5, "waiting room, polling, bearer token only", n or 2000, 128, room="poll", ticket=False),
+        Scenario(1, "buckets, 1 stock row", n or 2000, 128, units=units),
+        Scenario(2, "units (seats)", n or 5000, 256 if not quick else 128, mode="units", units=units),
+        Scenario(3, "waiting room, polling", n or 2000, 128, room="poll", units=units),
+        Scenario(4, "waiting room, WebSocket", n or 2000, 128, room="ws", units=units),
+        Scenario(
+            5,
+            "waiting room, polling, bearer token only",
+            n or 2000,
+            128,
+            room="poll",
+            ticket=False,
+            units=units,
+        ),
     ]
 
 
@@ -181,14 +191,23 @@ class Client:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.bases: list[str] = spec["bases"]
-        self.slug: str = spec["slug"]
-        self.gate = asyncio.Semaphore(spec["in_flight"])
+        # Several drops live at once (bench/sweep.py): buyer i is in drop i // per_drop's crowd,
+        # and each crowd has its own in-flight limit, as independent crowds would.
+        self.slugs: list[str] = spec.get("slugs") or [spec["slug"]]
+        self.per_drop: int = spec.get("per_drop") or sys.maxsize
+        self.gates = [asyncio.Semaphore(spec["in_flight"]) for _ in self.slugs]
         self.deadline: float = spec["deadline"]  # epoch: nothing is sent after it
         self.session: Any = None
         self.ws_session: Any = None
 
     def base(self, i: int) -> str:
         return self.bases[i % len(self.bases)]  # one port per server process group: spread over all
+
+    def drop(self, i: int) -> int:
+        return min(i // self.per_drop, len(self.slugs) - 1)
+
+    def slug(self, i: int) -> str:
+        return self.slugs[self.drop(i)]
 
     def headers(self, i: int, token: str) -> dict[str, str]:
         return {
@@ -200,10 +219,10 @@ class Client:
         }
 
     async def request(
-        self, method: str, url: str, headers: dict[str, str], body: bytes | None
+        self, i: int, method: str, url: str, headers: dict[str, str], body: bytes | None
     ) -> tuple[int, dict[str, Any], float, float]:
-        """(status, JSON body, latency, Retry-After) of one request inside the in-flight limit."""
-        async with self.gate:
+        """(status, JSON body, latency, Retry-After) of buyer i's request, in its crowd's in-flight limit."""
+        async with self.gates[self.drop(i)]:
             began = time.perf_counter()
             async with self.session.request(method, url, headers=headers, data=body) as response:
                 raw = await response.read()
@@ -236,7 +255,7 @@ class Client:
                 return None
             try:
                 buyer.requests += 1
-                status, payload, latency, wait = await self.request(method, url, headers, body)
+                status, payload, latency, wait = await self.request(buyer.index, method, url, headers, body)
             except (aiohttp.ClientError, TimeoutError, OSError):
                 buyer.errors += 1
                 await asyncio.sleep(1.0)
@@ -252,7 +271,7 @@ class Client:
         headers = self.headers(buyer.index, token) | {"Idempotency-Key": str(uuid.uuid4())}
         if admission:
             headers["X-Admission-Token"] = admission
-        url = f"{self.base(buyer.index)}/api/drops/{self.slug}/holds"
+        url = f"{self.base(buyer.index)}/api/drops/{self.slug(buyer.index)}/holds"
         if not buyer.first:
             buyer.first = time.time()
         # An admitted buyer still reserves a little past the deadline: the waiting stops, not the buying.
@@ -278,7 +297,7 @@ class Client:
     # Scenario 3: join, then poll the queue until admitted ------------------------------------
 
     async def join(self, buyer: Buyer, token: str) -> dict[str, Any] | None:
-        url = f"{self.base(buyer.index)}/api/drops/{self.slug}/queue"
+        url = f"{self.base(buyer.index)}/api/drops/{self.slug(buyer.index)}/queue"
         got = await self.call(buyer, "POST", url, self.headers(buyer.index, token), b"")
         if got is None or got[0] != 200:
             buyer.errors += 1
@@ -289,7 +308,7 @@ class Client:
 
     async def ask(self, buyer: Buyer, token: str) -> dict[str, Any] | None:
         """GET the queue API: the buyer's place, and the admission token once admitted."""
-        url = f"{self.base(buyer.index)}/api/drops/{self.slug}/queue"
+        url = f"{self.base(buyer.index)}/api/drops/{self.slug(buyer.index)}/queue"
         headers = self.headers(buyer.index, token)
         if buyer.queue_ticket and self.spec.get("ticket", True):  # as the page's cookie carries it
             headers["X-Queue-Ticket"] = buyer.queue_ticket
@@ -344,7 +363,9 @@ class Client:
         if place is None:
             return
         buyer.ticket = place.get("ticket")
-        ws_url = self.base(buyer.index).replace("http://", "ws://") + f"/ws/drops/{self.slug}/queue/"
+        ws_url = (
+            self.base(buyer.index).replace("http://", "ws://") + f"/ws/drops/{self.slug(buyer.index)}/queue/"
+        )
         origin = "https://127.0.0.1"  # the page's origin behind the TLS proxy
         down, stop = asyncio.Event(), asyncio.Event()
         poller = asyncio.create_task(self.poll_while_down(buyer, token, down, stop))
@@ -455,7 +476,7 @@ class Client:
         buyers = [Buyer(i) for i in indices]
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
         # The connection limit is the in-flight limit: the client never queues inside aiohttp.
-        connector = aiohttp.TCPConnector(limit=self.spec["in_flight"], limit_per_host=0)
+        connector = aiohttp.TCPConnector(limit=self.spec["in_flight"] * len(self.slugs), limit_per_host=0)
         async with contextlib.AsyncExitStack() as stack:
             self.session = await stack.enter_async_context(
                 aiohttp.ClientSession(connector=connector, timeout=timeout)
@@ -696,13 +717,14 @@ def retire_old_drops() -> None:
     )
 
 
-def new_drop(s: Scenario, starts_at: dt.datetime) -> Any:
+def new_drop(s: Scenario, starts_at: dt.datetime, quantity: int | None = None) -> Any:
+    """A fresh drop of `quantity` units (the scenario's by default) for scenario s."""
     from catalogue.services import create_drop
     from shop.models import InventoryMode
 
     return create_drop(
         slug=f"{SLUG_PREFIX}{s.number}-{time.time_ns()}",
-        quantity=QUANTITY,
+        quantity=s.units if quantity is None else quantity,
         starts_at=starts_at,
         ends_at=starts_at + dt.timedelta(hours=1),
         product_sku="BENCH-CROWD",
@@ -770,7 +792,8 @@ class Measured:
     answers: int = 0
     wall: float = 0.0
     rate: float = 0.0
-    to_hundredth: float | None = None  # first request to the 100th hold (client side)
+    to_hundredth: float | None = None  # first request to the units-th (100th) hold (client side)
+    to_last_hold: float | None = None  # first request to the last hold the client saw
     holds_seen: int = 0
     hold_p50: float | None = None
     hold_p99: float | None = None
@@ -818,7 +841,8 @@ def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured
     holds = sorted((b for b in finals if b["status"] == 201), key=lambda b: b["final"])
     m.holds_seen = len(holds)
     if holds and firsts:
-        m.to_hundredth = holds[min(QUANTITY, len(holds)) - 1]["final"] - min(firsts)
+        m.to_hundredth = holds[min(s.units, len(holds)) - 1]["final"] - min(firsts)
+        m.to_last_hold = holds[-1]["final"] - min(firsts)
         m.last_hold_after_start = holds[-1]["final"] - start
     m.hold_p50 = quantile([b["latency"] for b in holds], 0.5)
     m.hold_p99 = quantile([b["latency"] for b in holds], 0.99)
@@ -955,16 +979,16 @@ def table(m: Measured) -> list[str]:
     def add(name: str, value: str, goal: str = "-", ok: bool | None = None) -> None:
         rows.append(f"| {name} | {value} | {goal} | {verdict(ok)} |")
 
-    correct = m.holds_db == QUANTITY and m.drift == 0
-    if m.holds_db > QUANTITY or m.drift != 0:
+    correct = m.holds_db == s.units and m.drift == 0
+    if m.holds_db > s.units or m.drift != 0:
         why = "OVERSOLD OR DRIFT"
     else:
         why = f"only {m.holds_db} holds: the crowd did not buy the drop out before the deadline"
     add(
         "holds created (DB)",
         f"{m.holds_db} (client saw {m.holds_seen})",
-        "exactly 100",
-        m.holds_db == QUANTITY,
+        f"exactly {s.units:,}",
+        m.holds_db == s.units,
     )
     add("invariant", m.invariant, "drift 0", m.drift == 0)
     if not s.room:
@@ -972,7 +996,7 @@ def table(m: Measured) -> list[str]:
         add("answers/s", f"{m.rate:,.0f}", ">= 3,000", m.rate >= 3000)
         vs = f"{m.rate:,.0f} / {m.ceiling:,.0f} = {share:.0%}" if m.ceiling and share is not None else "-"
         add("answers/s vs bare ASGI", vs, ">= 65%", None if share is None else share >= 0.65)
-        add("first request to 100th hold", sec(m.to_hundredth), "<= 0.5 s", _le(m.to_hundredth, 0.5))
+        add(f"first request to {s.units:,}th hold", sec(m.to_hundredth), "<= 0.5 s", _le(m.to_hundredth, 0.5))
     else:
         add("answers/s", f"{m.rate:,.0f}")
         add("joined before the start", f"{m.joined:,}", f"{s.buyers:,}", m.joined == s.buyers)
@@ -1037,9 +1061,11 @@ def report(results: list[Measured], ceilings: list[Measured], server: str, clien
         lines.append("")
     for m in results:
         lines += table(m)
-    misses = [m.scenario.number for m in results if m.holds_db != QUANTITY or m.drift != 0]
+    misses = [m.scenario.number for m in results if m.holds_db != m.scenario.units or m.drift != 0]
     if misses:
-        lines.append(f"MISS: CORRECTNESS in scenario(s) {misses}: not exactly {QUANTITY} holds, or drift.")
+        lines.append(
+            f"MISS: CORRECTNESS in scenario(s) {misses}: not exactly the drop's units held, or drift."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -1049,7 +1075,13 @@ def server_name() -> str:
 
 
 def main() -> None:
+    if "--sweep" in sys.argv[1:]:  # the cost-growth sweep has its own flags and report
+        from bench import sweep
+
+        sweep.main([a for a in sys.argv[1:] if a != "--sweep"])
+        return
     parser = argparse.ArgumentParser(prog="bench crowd")
+    parser.add_argument("--units", type=int, default=QUANTITY, help=f"units per drop (default {QUANTITY})")
     parser.add_argument("--quick", action="store_true", help="500 buyers per scenario")
     parser.add_argument("--only", type=int, action="append", help="run this scenario (1-5; repeatable)")
     parser.add_argument("--clients", type=int, default=1, help="client processes (default 1)")
@@ -1062,7 +1094,9 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **production_env()}
     setup_django(env)
-    chosen = [s for s in scenarios(args.quick) if not args.only or s.number in args.only]
+    if args.units < 1:
+        parser.error("--units must be at least 1")
+    chosen = [s for s in scenarios(args.quick, args.units) if not args.only or s.number in args.only]
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     stack = Stack(env)
     results: list[Measured] = []
@@ -1108,10 +1142,10 @@ def main() -> None:
 
 
 def failures(results: list[Measured], stopped: str) -> list[str]:
-    """Why the run failed: it stopped, sold other than exactly 100, or a rush has no bare ceiling
+    """Why the run failed: it stopped, sold other than exactly its units, or a rush has no bare ceiling
     (its baseline: the share of it would be a dash beside its goal)."""
     reasons = [stopped] if stopped else []
-    if wrong := [m.scenario.number for m in results if m.holds_db != QUANTITY or m.drift != 0]:
+    if wrong := [m.scenario.number for m in results if m.holds_db != m.scenario.units or m.drift != 0]:
         reasons.append(f"CORRECTNESS in scenario(s) {wrong}")
     if bare := [m.scenario.number for m in results if not m.scenario.room and not m.ceiling]:
         reasons.append(f"no bare-ASGI ceiling measured for scenario(s) {bare}")

@@ -11,10 +11,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
-from bench import claims
+from bench import claims, sweep
 from tests.conftest import database_url_for_tests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,3 +77,88 @@ def test_a_failed_or_missing_run_is_named() -> None:
         claims.failures({**good, (claims.NAIVE, 1): claims.Run(claims.NAIVE, 1, 5, 1.0, cpu)}, [1], None)
         == []
     )
+
+
+# bench crowd --sweep, its smallest form: the store, the bare ceiling, two sizes and two drops at once.
+
+
+def run_sweep(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m bench.crowd --sweep` on the test database, its table and picture into `out`."""
+    env = {**os.environ, "DATABASE_URL": database_url_for_tests()}
+    quick = ["--lead", "2", "--no-warmup"]  # the suite's smallest form: correct, not a measure
+    command = [sys.executable, "-m", "bench.crowd", "--sweep", "--out", str(out), *quick, *args]
+    return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweep_draws_each_point_and_tables_it(tmp_path: Path) -> None:
+    readme = sweep.README.read_text()
+    done = run_sweep(tmp_path, "--sizes", "150,300", "--drops", "1,2", "--units", "20")
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-4000:]
+    assert "Traceback" not in done.stderr, done.stderr[-4000:]
+    (picture,) = tmp_path.glob("sweep-*.svg")
+    (table,) = tmp_path.glob("sweep-*.md")
+    root = ElementTree.parse(picture).getroot()
+    points: dict[tuple[str, str], list[float]] = {}
+    for circle in root.iter("{http://www.w3.org/2000/svg}circle"):
+        points.setdefault((circle.get("data-panel", ""), circle.get("data-series", "")), []).append(
+            float(circle.get("data-x", "nan"))
+        )
+    for key in [
+        ("answers", "the store"),
+        ("answers", "bare ASGI (the client's ceiling)"),
+        ("last-hold", "last hold"),
+    ]:
+        assert points[key] == [150, 300], (key, points)
+    for panel in ("no-p99", "cpu", "rss"):
+        assert [xs for (p, _), xs in points.items() if p == panel] == [[150, 300]], (panel, points)
+    assert points["drops", "last hold"] == points["drops", '"no" p99'] == [1, 2]
+    text = table.read_text()
+    assert text in done.stdout
+    assert text.count("20 / 20, drift 0 ok") == 3 and "40 / 40, drift 0 ok" in text  # 150, 300; 2 x 300
+    assert "| 150 |" in text and "| 2 | 600 |" in text and "WRONG" not in text
+    assert sweep.README.read_text() == readme  # only --write-readme touches it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wrong_count_fails_the_sweep(tmp_path: Path) -> None:
+    """The control: each drop one unit larger than the check expects sells one too many."""
+    done = run_sweep(
+        tmp_path, "--sizes", "150", "--drops", "1", "--units", "20", "--break-count", "--no-ceiling"
+    )
+    assert done.returncode == 2, (done.stdout + done.stderr)[-4000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (
+        "bench crowd --sweep: FAILED: CORRECTNESS at 1 drop(s) x 150 buyers:"
+        " drop(s) [1] held [21] of 20 units, drift [0]"
+    ), last
+    assert "21 / 20, drift 0 **WRONG**" in done.stdout
+
+
+def test_the_readme_part_is_replaced_between_its_markers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme, picture, svg = tmp_path / "README.md", tmp_path / "sweep.svg", tmp_path / "new.svg"
+    monkeypatch.setattr(sweep, "README", readme)
+    monkeypatch.setattr(sweep, "PICTURE", picture)
+    monkeypatch.setattr(sweep, "ROOT", tmp_path)
+    svg.write_text("<svg/>")
+    readme.write_text(f"# top\n\n{sweep.README_BEGIN}\nold table\n{sweep.README_END}\n\n## after\n")
+    sweep.write_readme("first table", svg)
+    sweep.write_readme("second table", svg)  # a rerun replaces, never appends
+    text = readme.read_text()
+    assert text.startswith("# top\n") and text.endswith("\n## after\n")
+    assert "second table" in text and "first table" not in text and "old table" not in text
+    assert text.count(sweep.README_BEGIN) == 1 and "![bench crowd --sweep](sweep.svg)" in text
+    assert picture.read_text() == "<svg/>"
+    readme.write_text("# no markers\n")
+    with pytest.raises(SystemExit, match="markers"):
+        sweep.write_readme("table", svg)
+
+
+def test_growth_names_flat_linear_and_worse() -> None:
+    assert sweep.growth([(1000, 5.0), (10000, 5.1)]).endswith("(flat)")
+    assert sweep.growth([(1000, 1.0), (2000, 2.1), (5000, 4.8)]).endswith("(linear)")
+    assert sweep.growth([(1000, 1.0), (10000, 100.0)]) == "~ n^2.00 (worse than linear)"
+    assert sweep.growth([(1000, None), (2000, 1.0)]) == "-"
