@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.template.context import Context
 from django.templatetags.static import static
+from django.utils import translation
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
@@ -27,9 +28,10 @@ register = template.Library()
 
 
 def _locale(context: Context) -> str:
+    """The page's language (LocaleMiddleware's choice), with the browser's region if it agrees."""
     request = context.get("request")
     header = request.headers.get("Accept-Language", "") if request is not None else ""
-    return formatting.locale_from_header(header)
+    return formatting.locale_for(translation.get_language(), header)
 
 
 @register.simple_tag(takes_context=True)
@@ -79,7 +81,7 @@ def unit_seats(units: Iterable[Unit]) -> str:
 def moment(when: datetime, style: str = "time") -> str:
     """A UTC time the page's script completes with the buyer's own clock ("14:05 UTC · 15:05 your time")."""
     utc = when.astimezone(UTC)
-    shown = utc.strftime("%H:%M:%S" if style == "time" else "%a %-d %b %Y, %H:%M")
+    shown = utc.strftime("%H:%M:%S") if style == "time" else formatting.day_and_time(utc)
     return format_html('<time datetime="{}" data-local="{}">{} UTC</time>', utc.isoformat(), style, shown)
 
 
