@@ -16,6 +16,8 @@ from django.templatetags.static import static
 from django.utils import translation
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from admission import work
 from core import formatting
@@ -150,3 +152,40 @@ def seat_options(labels: Iterable[str]) -> str:
 def sentence_case(text: object) -> str:
     """allauth's title-case headings and buttons in the shop's sentence case."""
     return formatting.sentence_case(str(text))
+
+
+def _both(singular: str, plural: str, **values: str) -> list[str]:
+    """One and many of an ngettext message, "{n}" standing for the number a script fills in (the
+    shop's languages have two plural forms)."""
+    return [ngettext(singular, plural, count) % values for count in (1, 2)]
+
+
+@register.simple_tag
+def queue_words() -> dict[str, object]:
+    """The waiting room script's words (static/js/queue.js) in the page's language: it holds none."""
+    return {
+        "lang": translation.get_language() or settings.LANGUAGE_CODE,
+        "unit": _both("%(count)s unit", "%(count)s units", count="{n}"),
+        "minute": _both("%(count)s minute", "%(count)s minutes", count="{n}"),
+        "hour": _both("%(count)s hour", "%(count)s hours", count="{n}"),
+        "people": _both("%(ahead)s person ahead of you", "%(ahead)s people ahead of you", ahead="{n}"),
+        "left": _("%(left)s left") % {"left": "{units}"},
+        "coming": _(" (%(count)s coming back to the line)") % {"count": "{n}"},
+        "unlikely": _(
+            "%(ahead)s ahead of you, %(left)s left: you are unlikely to get one. You keep your place in "
+            "case buyers ahead do not buy."
+        )
+        % {"ahead": "{ahead}", "left": "{units}"},
+        "ticket": _("Your ticket"),
+        "next": _("you are next"),
+        "soon": _("any moment"),
+        "paused": _("on hold while the sale is paused"),
+        "all_held": _("on hold until units come back"),
+        "sold_out": _("the line is closed: sold out"),
+        "working": _("working it out…"),
+        "under_a_minute": _("under a minute"),
+        "about": _("about %(time)s") % {"time": "{time}"},
+        "live": _("Updating live"),
+        "polling": _("Checking every few seconds"),
+        "reconnecting": _("Reconnecting… (checking every few seconds meanwhile)"),
+    }
