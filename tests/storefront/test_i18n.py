@@ -3,14 +3,21 @@ German catalogue compiled from its .po, and the pages in German for a German bro
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
+from django.core import mail
 from django.template.base import Lexer, TokenType
 from django.test import Client
+from django.utils import translation
 
+from admission import services as admission
+from checkout import outbox
+from checkout.models import Order, OrderState
 from devtools import po
 from holds import services as holds
 from tests.factories import make_buyer, make_drop
@@ -170,3 +177,46 @@ def test_english_stays_the_default_and_the_switcher_changes_the_language() -> No
     answer = client.post("/i18n/setlang/", {"language": "xx", "next": "https://evil.example/"})
     assert answer.status_code == 302 and answer["Location"] == "/"
     assert client.cookies[settings.LANGUAGE_COOKIE_NAME].value == "en"
+
+
+@pytest.mark.django_db
+def test_a_german_shop_writes_its_e_mails_in_german() -> None:
+    drop = make_drop(slug="de-mail", quantity=5, price_minor=4900)
+    buyer = make_buyer("dieter")
+    hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=2, idempotency_key="m").hold
+    assert holds.confirm(hold_id=hold.pk)
+    order = Order.objects.create(
+        hold=hold,
+        buyer=buyer,
+        drop=drop,
+        quantity=2,
+        amount_minor=9800,
+        currency="EUR",
+        state=OrderState.CONFIRMED,
+    )
+    outbox.announce(order)
+    with translation.override("de"):  # the relaying worker's language: LANGUAGE_CODE = "de"
+        outbox.relay_outbox()
+    sent = mail.outbox[0]
+    assert sent.subject == f"Ihre Bestellung {order.pk} ist bestätigt: {drop.display_title}"
+    assert sent.body.startswith("Guten Tag dieter,\n")
+    assert f"Ihre Bestellung {order.pk} ist bestätigt: 2 Stück {drop.display_title}." in sent.body
+    assert "Bezahlt insgesamt: 98,00\xa0€" in sent.body and "Total paid" not in sent.body
+    mail.outbox.clear()
+    outbox.relay_outbox()  # nothing twice, in any language
+    assert mail.outbox == []
+
+
+@pytest.mark.django_db
+def test_the_waiting_room_speaks_german_with_buyers_ahead() -> None:
+    drop = make_drop(slug="de-line", quantity=2, waiting_room=True, admission_percent=100)
+    for name in ("erste", "zweite", "dritte"):
+        admission.join(drop=drop, buyer_id=make_buyer(name).pk)
+    client = Client()
+    client.force_login(make_buyer("vierte"))
+    admission.join(drop=drop, buyer_id=User.objects.get(username="vierte").pk)
+    page = german(client, "/drops/de-line/queue/")
+    assert "Warteraum" in page and "Waiting room" not in page
+    words = json.loads(re.search(r'<script id="queue-words"[^>]*>(.*?)</script>', page, re.S).group(1))
+    assert words["unit"] == ["{n} Stück", "{n} Stück"] and words["lang"] == "de"
+    assert words["people"] == ["{n} Person vor Ihnen", "{n} Personen vor Ihnen"]
