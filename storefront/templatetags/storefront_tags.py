@@ -189,3 +189,42 @@ def queue_words() -> dict[str, object]:
         "polling": _("Checking every few seconds"),
         "reconnecting": _("Reconnecting… (checking every few seconds meanwhile)"),
     }
+
+
+@register.simple_tag
+def verify_words() -> dict[str, str]:
+    """The draw checker's words (static/js/verify.js) in the page's language; {name} marks what the
+    script fills in."""
+    return {
+        "round": _("drand {chain} round {round}"),
+        "beacon_unnamed": _("A beacon value is mixed in, but no beacon round was named."),
+        "no_beacon": _("No beacon round was named: the order rests on the seed and the entry list alone."),
+        "late_close": _("The entry list did not close before {round} was due."),
+        "closed_in_time": _("The entry list closed ({closed}) before {round} was due ({due})."),
+        "unread_mixed": _("The round was not read, yet a beacon value is mixed in."),
+        "unread": _(
+            "{round} could not be read at the draw ({note}): the order rests on the committed seed and "
+            "the entry list alone."
+        ),
+        "beacon_ok": _(
+            "The beacon value {beacon} is the SHA-256 of {round}'s signature (the signature itself: "
+            "manage.py verify_draw or any drand client)."
+        ),
+        "beacon_bad": _("The beacon value is not the SHA-256 of {round}'s published signature."),
+        "seed_ok": _("The seed matches the hash published before the first join."),
+        "seed_bad": _("The seed does not match the hash published before the first join."),
+        "list_ok": _("The list of {count} entries matches the hash published when it closed."),
+        "list_bad": _("The list of entries does not match the hash published when it closed."),
+        "order_ok": _("Every published place is the place the rule gives."),
+        "order_bad": _("The published places are not the order the rule gives."),
+        "no_crypto": _("This browser cannot compute SHA-256 here (it needs https)."),
+        "not_drawn": _("The draw has not run yet: it runs at the start. Seed SHA-256: {sha}"),
+        "ticket_differs": _("Your ticket says {number}, the draw gives {place}."),
+        "mismatch": _("Mismatch: the draw does not check out. {problems}"),
+        "not_among": _(
+            "Entry {entry} is not among the drawn entries (it joined after the start, or does not exist)."
+        ),
+        "place_ok": _("Your place {place} is verified: entry {entry} is number {place} of {count}."),
+        "all_ok": _("The draw of {count} entries is verified. Enter an entry number to see its place."),
+        "failed": _("Could not check the draw: {error}"),
+    }
