@@ -66,7 +66,7 @@ def main(argv: list[str]) -> None:
     if not argv or argv[0] not in {"run", "test", "manage", "bench", "shots", "prove", "rehearse"}:
         sys.exit(
             "usage: python3 floodgate.py run | test [pytest args] | manage <command> | bench <name> [args]"
-            " | shots [folder] | prove failover | rehearse SLUG [--buyers N] [--base URL]"
+            " | shots [folder] [--lang de] | prove failover | rehearse SLUG [--buyers N] [--base URL]"
         )
     ensure_virtualenv()
     if argv[0] in {"test", "shots"} and not os.environ.get("CHROMIUM_PATH"):

@@ -11,13 +11,14 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 
 from admission import limits
 
 VERIFY_STAGE = "allauth.account.stages.EmailVerificationStage"
 # Named, not imported: allauth.account.stages must not load before allauth has (an import cycle).
 OUR_VERIFY_STAGE = "accounts.stages.VerifyOrAddEmailStage"
-STAFF_MESSAGE = "Staff accounts sign in at the admin's login page."
+STAFF_MESSAGE = _("Staff accounts sign in at the admin's login page.")
 
 
 class AccountAdapter(DefaultAccountAdapter):

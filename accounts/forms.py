@@ -6,8 +6,9 @@ from allauth.account.forms import LoginForm as AllauthLoginForm
 from allauth.account.forms import ResetPasswordForm as AllauthResetPasswordForm
 from allauth.account.forms import SignupForm as AllauthSignupForm
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
-EMAIL = "E-mail"
+EMAIL = _("E-mail")
 
 
 def _plain(form: forms.Form) -> None:
@@ -21,12 +22,12 @@ class LoginForm(AllauthLoginForm):
         super().__init__(*args, **kwargs)
         _plain(self)
         # Accounts made before e-mail sign-up log in with their username: the label says both.
-        self.fields["login"].label = "E-mail or username"
+        self.fields["login"].label = _("E-mail or username")
         self.fields["login"].help_text = ""
         self.fields["login"].widget.attrs.update({"autocomplete": "username", "autofocus": True})
         self.fields["password"].help_text = ""  # the page links "Forgot your password?" itself
         if "remember" in self.fields:
-            self.fields["remember"].label = "Keep me logged in"
+            self.fields["remember"].label = _("Keep me logged in")
             self.fields["remember"].label_suffix = ""  # a box beside its words, not a question
 
     def add_prefix(self, field_name: str) -> str:

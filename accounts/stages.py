@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext as _
 
 
 class VerifyOrAddEmailStage(EmailVerificationStage):
@@ -22,8 +23,10 @@ class VerifyOrAddEmailStage(EmailVerificationStage):
         messages.warning(
             self.request,
             format_html(
-                "Your account has no e-mail address, so order confirmations cannot reach you. "
-                '<a href="{}">Add one</a>.',
+                _(
+                    "Your account has no e-mail address, so order confirmations cannot reach you. "
+                    '<a href="{}">Add one</a>.'
+                ),
                 reverse("account_email"),
             ),
         )

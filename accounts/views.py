@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
@@ -25,15 +26,15 @@ def api_access(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         action = request.POST.get("action")
         if action not in ACTIONS:
-            messages.error(request, "Choose 'Create a token' or 'Revoke the token'; nothing was changed.")
+            messages.error(request, _("Choose 'Create a token' or 'Revoke the token'; nothing was changed."))
             return redirect("api-access")
         if action == "create":
             token = services.create_token(user_id=signed_in(request))
         elif services.revoke_token(user_id=signed_in(request)):
-            messages.success(request, "Your API token is revoked; it no longer works.")
+            messages.success(request, _("Your API token is revoked; it no longer works."))
             return redirect("api-access")
         else:
-            messages.info(request, "You had no API token; nothing was changed.")
+            messages.info(request, _("You had no API token; nothing was changed."))
             return redirect("api-access")
     created_at = selectors.api_token_created_at(user_id=signed_in(request))
     return render(request, "accounts/api_access.html", {"token": token, "created_at": created_at})

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from catalogue import answers
 from core.errors import FloodgateError, Forbidden, InvalidVariant, NotFound, Unauthenticated
@@ -56,6 +57,13 @@ class DropView:
     def badge(self) -> str:
         if self.state == DropState.LIVE and self.sold_out:
             return "sold out"
+        return str(self.state.value)
+
+    @property
+    def badge_label(self) -> str:
+        """The badge's words in the page's language ("sold out", "ausverkauft")."""
+        if self.badge == "sold out":
+            return _("sold out")
         return str(self.state.label).lower()
 
     def answer(self) -> answers.Drop:

@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 
 from shop.models import money
 from shop.pricing import Price
@@ -20,11 +21,11 @@ def _refund_key() -> str:
 
 
 class OrderState(models.TextChoices):
-    PENDING = "pending"
-    CONFIRMED = "confirmed"
-    FAILED = "failed"
-    REFUNDED = "refunded"  # confirmed, then every unit refunded
-    CANCELLED = "cancelled"  # by the buyer before the money was taken
+    PENDING = "pending", _("Pending")
+    CONFIRMED = "confirmed", _("Confirmed")
+    FAILED = "failed", _("Failed")
+    REFUNDED = "refunded", _("Refunded")  # confirmed, then every unit refunded
+    CANCELLED = "cancelled", _("Cancelled")  # by the buyer before the money was taken
 
 
 class Order(models.Model):

@@ -1,6 +1,8 @@
 """The outbox: what must leave the process (e-mail, the merchant's webhook) is written in the
 transaction of the change it announces, and relayed one message per transaction.
 
+E-mails are written in the active language: the shop's LANGUAGE_CODE in the relaying worker.
+
 A crash loses nothing (the message stays unsent) and can repeat only the message in
 flight, with the same key, which its consumer uses to drop the repeat.
 """
@@ -21,6 +23,7 @@ from django.db.models.functions import Now
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from checkout.models import Order, OutboxMessage, Refund, Reminder
 from core import formatting
@@ -145,7 +148,9 @@ def room_ahead(drop: Drop) -> bool:
 
 def reminder_subject(reminder: Reminder) -> str:
     title = reminder.drop.display_title
-    return f"The waiting room of {title} is open" if room_ahead(reminder.drop) else f"{title} is on sale now"
+    if room_ahead(reminder.drop):
+        return _("The waiting room of %(title)s is open") % {"title": title}
+    return _("%(title)s is on sale now") % {"title": title}
 
 
 def reminder_text(reminder: Reminder) -> str:
@@ -194,7 +199,7 @@ def relay_outbox(*, limit: int = 200) -> int:
     flight, with the same key, which its consumer uses to drop the repeat.
     """
     sent, failed = 0, list[int]()
-    for _ in range(limit):
+    for _round in range(limit):
         with transaction.atomic(durable=True):
             message = (
                 OutboxMessage.objects.select_for_update(skip_locked=True)
@@ -233,7 +238,7 @@ def confirmation_text(order: Order) -> str:
             "order": order,
             "units": formatting.units(order.quantity),
             "variant": variant.name if variant is not None else "",  # "" for a drop of one stock
-            "placed": f"{order.created_at:%Y-%m-%d %H:%M} UTC",
+            "placed": formatting.moment(order.created_at),
             "seats": formatting.seats(labels),
             "total": formatting.money(order.amount_minor, order.currency),
             # The tax as snapshotted on the order; an untaxed order's e-mail says the total alone.
@@ -251,7 +256,8 @@ def _deliver(message: OutboxMessage) -> None:
         if not order.buyer.email:
             return  # nobody to write to; delivered as far as it can be
         EmailMessage(
-            subject=f"Your order {order.pk} is confirmed: {order.drop.display_title}",
+            subject=_("Your order %(number)s is confirmed: %(title)s")
+            % {"number": order.pk, "title": order.drop.display_title},
             body=confirmation_text(order),
             to=[order.buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},
@@ -261,7 +267,8 @@ def _deliver(message: OutboxMessage) -> None:
         if not order.buyer.email:
             return
         EmailMessage(
-            subject=f"Your payment for order {order.pk} was cancelled: you are not charged",
+            subject=_("Your payment for order %(number)s was cancelled: you are not charged")
+            % {"number": order.pk},
             body=late_void_text(order),
             to=[order.buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},
@@ -273,12 +280,17 @@ def _deliver(message: OutboxMessage) -> None:
         _mail(
             refund.order,
             message,
-            f"Order {refund.order.pk}: {formatting.money(refund.amount_minor, refund.currency)} refunded",
+            _("Order %(number)s: %(amount)s refunded")
+            % {
+                "number": refund.order.pk,
+                "amount": formatting.money(refund.amount_minor, refund.currency),
+            },
             refund_text(refund),
         )
     elif message.topic == CANCELLED_TOPIC:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
-        _mail(order, message, f"Your order {order.pk} is cancelled: you are not charged", cancel_text(order))
+        subject = _("Your order %(number)s is cancelled: you are not charged") % {"number": order.pk}
+        _mail(order, message, subject, cancel_text(order))
     elif message.topic == REMINDER_TOPIC:
         reminder = Reminder.objects.select_related("buyer", "drop__product").get(
             pk=message.payload["reminder"]

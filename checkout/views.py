@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
@@ -78,7 +79,7 @@ def cancel(request: HttpRequest, order_id: int) -> HttpResponse:
     except FloodgateError as error:
         messages.error(request, error.detail)
     else:
-        messages.success(request, "Your order is cancelled: you are not charged.")
+        messages.success(request, _("Your order is cancelled: you are not charged."))
     return redirect("order", order_id=order_id)
 
 

@@ -68,6 +68,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The buyer's language: the switcher's cookie, else the browser's Accept-Language, else English.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -317,7 +319,12 @@ AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 
-LANGUAGE_CODE = "en-us"
+# The shop speaks English and German (locale/, compiled by `python -m devtools.po`); a merchant adds
+# a language with its django.po and a line here (docs/ARCHITECTURE.md, "Languages").
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("de", "Deutsch")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_SAMESITE = "Lax"
 # Date and time formats with the zone (config/formats): the admin's lists and pages say "UTC".
 FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = "UTC"
@@ -367,6 +374,7 @@ CONTENT_SECURITY_POLICY = {
 SECURE_SSL_REDIRECT = env.flag("SECURE_SSL_REDIRECT", default=not DEV)
 SESSION_COOKIE_SECURE = env.flag("SESSION_COOKIE_SECURE", default=not DEV)
 CSRF_COOKIE_SECURE = env.flag("CSRF_COOKIE_SECURE", default=not DEV)
+LANGUAGE_COOKIE_SECURE = CSRF_COOKIE_SECURE  # the language cookie rides HTTPS like the others
 SECURE_HSTS_SECONDS = env.integer("SECURE_HSTS_SECONDS", 0 if DEV else 31_536_000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEV
 SECURE_HSTS_PRELOAD = not DEV

@@ -81,6 +81,7 @@ urlpatterns = [
     path("docs/api/", api_views.docs, name="api-docs"),
     path("admin/", admin.site.urls),
     path("terms/", views.terms, name="terms"),
+    path("i18n/", include("django.conf.urls.i18n")),  # set_language: the footer's language switcher
     path("favicon.ico", views.favicon, name="favicon"),
     path("healthz", views.healthz, name="healthz"),
     # Uploaded product pictures: few and small, served by Django from MEDIA_ROOT (a CDN or the

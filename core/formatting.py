@@ -2,7 +2,7 @@
 format them.
 
 Money follows the buyer's locale (Babel's CLDR data): 12900 EUR is "€129.00" in English,
-"129,00 €" in German. Words are English, as the rest of the shop is.
+"129,00 €" in German. Words are in the active language (gettext: "1 Stück", "8 Minuten").
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ from decimal import Decimal
 from functools import lru_cache
 
 from babel import Locale, UnknownLocaleError
-from babel.numbers import format_currency, get_currency_precision
+from babel.dates import format_datetime
+from babel.numbers import format_currency, format_decimal, get_currency_precision
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 DEFAULT_LOCALE = "en"
@@ -33,8 +37,26 @@ def locale_from_header(accept_language: str) -> str:
     return DEFAULT_LOCALE
 
 
-def money(amount_minor: int, currency: str, locale: str = DEFAULT_LOCALE) -> str:
-    """12900, "EUR" -> "€129.00" (en), "129,00 €" (de); the currency's own number of decimals."""
+def locale_for(language: str | None, accept_language: str = "") -> str:
+    """The Babel locale of the active language, with the browser's region when it names the same
+    language ("de" + "de-AT,de;q=0.9" -> "de_AT"; "de" + "en-GB" -> "de")."""
+    base = (language or DEFAULT_LOCALE).split("-")[0].lower()
+    if accept_language:
+        wanted = locale_from_header(accept_language)
+        if wanted.split("_")[0].lower() == base:
+            return wanted
+    return base
+
+
+def current_locale() -> str:
+    """The Babel locale of the active language (an e-mail's, or a page's without a request)."""
+    return locale_for(translation.get_language())
+
+
+def money(amount_minor: int, currency: str, locale: str | None = None) -> str:
+    """12900, "EUR" -> "€129.00" (en), "129,00 €" (de); the currency's own number of decimals.
+    Without a locale, the active language's (an e-mail's, the admin's)."""
+    locale = locale or current_locale()
     digits = get_currency_precision(currency)
     amount = Decimal(amount_minor).scaleb(-digits)
     try:
@@ -58,13 +80,14 @@ def plain_amount(amount_minor: int, currency: str) -> str:
     return f"{Decimal(amount_minor).scaleb(-get_currency_precision(currency)):f}"
 
 
-def plural(count: int, one: str, many: str | None = None) -> str:
-    """1, "unit" -> "1 unit"; 2 -> "2 units"; thousands grouped ("1,200 units")."""
-    return f"{count:,} {one if count == 1 else (many or one + 's')}"
+def count(number: int) -> str:
+    """1200 -> "1,200" (en), "1.200" (de): a count grouped the active language's way."""
+    return format_decimal(number, locale=current_locale())
 
 
-def units(count: int) -> str:
-    return plural(count, "unit")
+def units(number: int) -> str:
+    """1 -> "1 unit"; 1200 -> "1,200 units"; in German "1 Stück", "1.200 Stück"."""
+    return ngettext("%(count)s unit", "%(count)s units", number) % {"count": count(number)}
 
 
 def duration(seconds: float) -> str:
@@ -74,12 +97,12 @@ def duration(seconds: float) -> str:
     minutes, secs = divmod(rest, 60)
     parts = []
     if hours:
-        parts.append(plural(hours, "hour"))
+        parts.append(ngettext("%(count)s hour", "%(count)s hours", hours) % {"count": count(hours)})
     if minutes:
-        parts.append(plural(minutes, "minute"))
+        parts.append(ngettext("%(count)s minute", "%(count)s minutes", minutes) % {"count": minutes})
     if secs and not hours:
-        parts.append(plural(secs, "second"))
-    return " ".join(parts) or "0 seconds"
+        parts.append(ngettext("%(count)s second", "%(count)s seconds", secs) % {"count": secs})
+    return " ".join(parts) or _("0 seconds")
 
 
 def seats(labels: Iterable[str]) -> str:
@@ -87,12 +110,18 @@ def seats(labels: Iterable[str]) -> str:
     ordered = sorted(labels)
     if not ordered:
         return ""
-    return ("seat " if len(ordered) == 1 else "seats ") + ", ".join(ordered)
+    listed = ", ".join(ordered)
+    return ngettext("seat %(labels)s", "seats %(labels)s", len(ordered)) % {"labels": listed}
 
 
 def moment(when: datetime) -> str:
     """A time for an e-mail (no script there adds the reader's own clock): "Fri 4 Dec 2026, 18:00 UTC"."""
-    return when.astimezone(UTC).strftime("%a %-d %b %Y, %H:%M UTC")
+    return day_and_time(when) + " UTC"
+
+
+def day_and_time(when: datetime) -> str:
+    """ "Fri 4 Dec 2026, 18:00" in UTC, the day and month in the active language ("Fr. 4 Dez. 2026")."""
+    return format_datetime(when.astimezone(UTC), "EEE d MMM y, HH:mm", tzinfo=UTC, locale=current_locale())
 
 
 WORD = re.compile(r"[^\W\d_]+")  # a run of letters

@@ -203,8 +203,16 @@ def run_tests(args: list[str]) -> int:
 
 
 def run_shots(args: list[str]) -> int:
-    """`shots [FOLDER]`: the real store on servers of its own, walked by Chromium (devtools/shots.py)."""
-    out = (Path(args[0]) if args else ROOT / "shots").resolve()
+    """`shots [FOLDER] [--lang CODE]`: the real store on servers of its own, walked by Chromium
+    (devtools/shots.py); with --lang, by a browser in that language (into shots-CODE/ by default)."""
+    lang = ""
+    if "--lang" in args:
+        at = args.index("--lang")
+        if at + 1 >= len(args) or not args[at + 1].replace("-", "").isalpha():
+            sys.exit("usage: python3 floodgate.py shots [folder] [--lang de]")
+        lang = args[at + 1]
+        args = args[:at] + args[at + 2 :]
+    out = (Path(args[0]) if args else ROOT / (f"shots-{lang}" if lang else "shots")).resolve()
     data = ROOT / ".data" / f"shots-{os.getpid()}"
     try:
         with servers(data) as env:
@@ -236,6 +244,8 @@ def run_shots(args: list[str]) -> int:
                     wait_for_port(each, seconds=60, failed=lambda p=each: f"nothing answers on port {p}")
                 base, provider = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{provider_port}"
                 command = [sys.executable, "-m", "devtools.shots", "--base", base, "--provider", provider]
+                if lang:
+                    command += ["--lang", lang]
                 done = subprocess.run([*command, "--out", str(out)], env={**os.environ, **env}, cwd=ROOT)
                 return done.returncode
             finally:

@@ -239,6 +239,7 @@ def main() -> None:
     parser.add_argument("--base", required=True)
     parser.add_argument("--provider", required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--lang", default="", help="the browser's language (Accept-Language), e.g. de")
     args = parser.parse_args()
     drop_id = seed()
     from playwright.sync_api import sync_playwright
@@ -255,6 +256,7 @@ def main() -> None:
                     is_mobile=size.mobile,
                     has_touch=size.mobile,
                     timezone_id=size.timezone,  # the pages show the buyer's clock beside UTC
+                    **({"locale": args.lang} if args.lang else {}),  # the shop answers in that language
                 )
                 context.set_default_timeout(20_000)
                 walk = Walk(context.new_page(), args.base, args.out, size)
@@ -263,7 +265,8 @@ def main() -> None:
                 shown = walk.count
                 context.close()
         browser.close()
-    say(f"done in {time.monotonic() - started:.0f} s: {args.out}/desktop and {args.out}/phone")
+    language = f" in {args.lang}" if args.lang else ""
+    say(f"done{language} in {time.monotonic() - started:.0f} s: {args.out}/desktop and {args.out}/phone")
 
 
 if __name__ == "__main__":

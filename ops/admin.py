@@ -331,7 +331,7 @@ class DropAdmin(admin.ModelAdmin):
 
     @admin.display(description="state")
     def state_display(self, drop: Drop) -> str:
-        return drop.state.label
+        return str(drop.state.label)
 
     change_form_template = "admin/shop/drop/change_form.html"
 

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from admission import limits
@@ -105,7 +106,7 @@ def address(request: HttpRequest, hold_id: int) -> HttpResponse:
     except FloodgateError as error:
         messages.error(request, error.detail)
         return redirect("hold", hold_id=hold_id)
-    messages.success(request, "Shipping address saved: the order will be sent there.")
+    messages.success(request, _("Shipping address saved: the order will be sent there."))
     return redirect("hold", hold_id=hold_id)
 
 
@@ -117,7 +118,7 @@ def release(request: HttpRequest, hold_id: int) -> HttpResponse:
     except NotFound as error:
         raise Http404(error.detail) from None
     if services.release(hold_id=found.pk, buyer_id=signed_in(request)):
-        messages.success(request, "Released. The units are back on sale.")
+        messages.success(request, _("Released. The units are back on sale."))
     else:
-        messages.info(request, "This hold had already ended.")
+        messages.info(request, _("This hold had already ended."))
     return redirect(found.drop)

@@ -6,6 +6,7 @@ import unicodedata
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from shop.answers import ShippingAddress
 from shop.models import ADDRESS_LIMITS, COUNTRIES, Address
@@ -19,18 +20,18 @@ def _printable(value: str) -> None:
     # A carrier's label takes one line per field: no control characters (NUL, tabs, new lines,
     # escape sequences), which PostgreSQL would refuse (NUL) or a label printer would mangle.
     if any(unicodedata.category(char) in {"Cc", "Cf", "Cs"} for char in value):
-        raise forms.ValidationError("Use letters, digits and punctuation only (no control characters).")
+        raise forms.ValidationError(_("Use letters, digits and punctuation only (no control characters)."))
 
 
 class AddressForm(forms.Form):
-    name = forms.CharField(max_length=ADDRESS_LIMITS["name"], label="Full name")
-    line1 = forms.CharField(max_length=ADDRESS_LIMITS["line1"], label="Street and number")
-    line2 = forms.CharField(max_length=ADDRESS_LIMITS["line2"], required=False, label="Address, 2nd line")
-    postal_code = forms.CharField(max_length=ADDRESS_LIMITS["postal_code"], label="Postal code")
-    city = forms.CharField(max_length=ADDRESS_LIMITS["city"])
-    region = forms.CharField(max_length=ADDRESS_LIMITS["region"], required=False, label="Region or state")
-    country = forms.ChoiceField(choices=(("", "Choose…"), *COUNTRIES))
-    phone = forms.CharField(max_length=ADDRESS_LIMITS["phone"], required=False, label="Phone (carrier)")
+    name = forms.CharField(max_length=ADDRESS_LIMITS["name"], label=_("Full name"))
+    line1 = forms.CharField(max_length=ADDRESS_LIMITS["line1"], label=_("Street and number"))
+    line2 = forms.CharField(max_length=ADDRESS_LIMITS["line2"], required=False, label=_("Address, 2nd line"))
+    postal_code = forms.CharField(max_length=ADDRESS_LIMITS["postal_code"], label=_("Postal code"))
+    city = forms.CharField(max_length=ADDRESS_LIMITS["city"], label=_("City"))
+    region = forms.CharField(max_length=ADDRESS_LIMITS["region"], required=False, label=_("Region or state"))
+    country = forms.ChoiceField(label=_("Country"), choices=(("", _("Choose…")), *COUNTRIES))
+    phone = forms.CharField(max_length=ADDRESS_LIMITS["phone"], required=False, label=_("Phone (carrier)"))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -40,7 +41,7 @@ class AddressForm(forms.Form):
     def clean_phone(self) -> str:
         phone = str(self.cleaned_data.get("phone", ""))
         if phone and not all(char.isdigit() or char in "+-() ./" for char in phone):
-            raise forms.ValidationError("A phone number has digits, spaces and + - ( ) . / only.")
+            raise forms.ValidationError(_("A phone number has digits, spaces and + - ( ) . / only."))
         return phone
 
 

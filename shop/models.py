@@ -14,6 +14,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from core import formatting
 
@@ -120,10 +121,10 @@ class Product(models.Model):
 
 
 class DropState(models.TextChoices):
-    SCHEDULED = "scheduled"
-    LIVE = "live"
-    PAUSED = "paused"
-    ENDED = "ended"
+    SCHEDULED = "scheduled", _("Scheduled")
+    LIVE = "live", _("Live")
+    PAUSED = "paused", _("Paused")
+    ENDED = "ended", _("Ended")
 
 
 class InventoryMode(models.TextChoices):

@@ -14,6 +14,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.db import DatabaseError
+from django.utils.translation import gettext as _
 
 from shop.models import Product, Variant
 
@@ -78,14 +79,14 @@ def footer_note(rates: Iterable[Decimal], *, prices_include_tax: bool | None = N
     name = settings.TAX_NAME
     named = f"{rate_text(next(iter(distinct)))} {name}" if len(distinct) == 1 else name
     if included:
-        return f"Prices include {named}."
-    return f"Prices exclude {named}; it is added at checkout."
+        return _("Prices include %(tax)s.") % {"tax": named}
+    return _("Prices exclude %(tax)s; it is added at checkout.") % {"tax": named}
 
 
 # Every page's footer says it: one small query per process every half minute, not one per page
 # under a crowd. A rate changed in the admin shows in the footer within that time.
 FOOTER_SECONDS = 30.0
-_footer: tuple[float, str] | None = None
+_footer: tuple[float, list[Decimal]] | None = None  # the rates; the words are the page's language
 
 
 def shop_footer_note() -> str:
@@ -95,9 +96,9 @@ def shop_footer_note() -> str:
         try:
             rates = list(Product.objects.values_list("tax_rate", flat=True).distinct())
         except DatabaseError:  # a 404 or 429 page still renders while the database is away
-            return _footer[1] if _footer is not None else ""
-        _footer = (now, footer_note(rates))
-    return _footer[1]
+            return footer_note(_footer[1]) if _footer is not None else ""
+        _footer = (now, rates)
+    return footer_note(_footer[1])
 
 
 def forget_footer_note() -> None:

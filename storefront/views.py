@@ -13,6 +13,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 from django.views.static import serve
 
@@ -92,7 +93,7 @@ def remind(request: HttpRequest, slug: str) -> HttpResponse:
         return HttpResponseBadRequest("forget is 1 (no reminder after all) or absent (remind me).")
     if forget == "1":
         reminders.cancel_reminder(drop=drop, buyer_id=signed_in(request))
-        messages.info(request, "No reminder, then: nothing will be sent.")
+        messages.info(request, _("No reminder, then: nothing will be sent."))
         return redirect(drop)
     try:
         reminders.ask_reminder(drop=drop, buyer_id=signed_in(request))
@@ -100,9 +101,11 @@ def remind(request: HttpRequest, slug: str) -> HttpResponse:
         messages.error(request, error.detail)
         return render(request, "shop/reminder_refused.html", {"drop": drop}, status=error.status)
     if drop.waiting_room:
-        messages.success(request, "We will e-mail you when its waiting room opens, an hour before the sale.")
+        messages.success(
+            request, _("We will e-mail you when its waiting room opens, an hour before the sale.")
+        )
     else:
-        messages.success(request, "We will e-mail you when the sale opens.")
+        messages.success(request, _("We will e-mail you when the sale opens."))
     return redirect(drop)
 
 

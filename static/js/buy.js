@@ -1,7 +1,8 @@
 // The Reserve button posts to the JSON API (the claim lane answers it before Django) instead of
 // submitting the form: the buyer stays on the page for a "no", and a busy shop is retried after
 // the Retry-After it sends. Without JavaScript, or if the API cannot be reached, the form still
-// posts to the page's own endpoint.
+// posts to the page's own endpoint. Its words come translated from the form's data-say-* attributes
+// (templates/shop/_buy_messages.html), so this file holds none of its own.
 (function () {
   "use strict";
   var MAX_RETRIES = 5;
@@ -21,7 +22,7 @@
       if (!label) return;
       label.classList.add("sold-out");
       var left = label.querySelector(".variant-left");
-      if (left) left.textContent = "sold out";
+      if (left) left.textContent = form.dataset.saySoldOut;
     });
   }
 
@@ -64,7 +65,7 @@
 
     function attempt() {
       button.disabled = true;
-      say("Reserving…");
+      say(form.dataset.sayReserving);
       send().then(function (got) {
         var code = got.response.status, data = got.data;
         if (code === 200 || code === 201) {
@@ -82,14 +83,14 @@
         var wait = parseInt(got.response.headers.get("Retry-After") || "", 10);
         if ((code === 503 || code === 429) && wait >= 0 && tries < MAX_RETRIES) {
           tries += 1;
-          say("Very busy right now. Trying again in " + Math.max(1, wait) + " s…");
+          say(form.dataset.sayBusy.replace("{seconds}", String(Math.max(1, wait))));
           setTimeout(attempt, Math.max(1, wait) * 1000 * (0.75 + Math.random() / 2));
           return;
         }
         if (data.error === "variant_sold_out") soldOut(form, data.variant);
         tries = 0;
         button.disabled = false;
-        say(data.detail || "Something went wrong; please try again.");
+        say(data.detail || form.dataset.sayFailed);
       }).catch(function () {
         form.submit();  // the API is out of reach (or answered no JSON): the page's own way
       });

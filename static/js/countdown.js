@@ -64,7 +64,7 @@
         : {hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short"};
       var local = document.createElement("span");
       local.className = "local-time";
-      local.textContent = " · " + when.toLocaleString(undefined, options);
+      local.textContent = " · " + when.toLocaleString(document.documentElement.lang || undefined, options);
       el.after(local);
     });
   });

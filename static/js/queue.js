@@ -19,20 +19,22 @@
   var socket = null, backoff = BACKOFF_MIN, pollTimer = null, tokenTimer = null, asking = false;
 
   function $(id) { return document.getElementById(id); }
-  function number(n) { return Number(n).toLocaleString("en"); }
-  function plural(n, one, many) { return number(n) + " " + (n === 1 ? one : many); }
+  // The page's words, in its language (storefront_tags.queue_words): this file holds none.
+  var words = {};
+  function number(n) { return Number(n).toLocaleString(words.lang || "en"); }
+  function plural(n, forms) { return forms[n === 1 ? 0 : 1].replace("{n}", number(n)); }
 
   function eta(position, pace, state) {
-    if (position === 0) return "any moment";
-    if (state === "paused") return "on hold while the sale is paused";
-    if (state === "all_held") return "on hold until units come back";
-    if (state === "sold_out") return "the line is closed: sold out";
+    if (position === 0) return words.soon;
+    if (state === "paused") return words.paused;
+    if (state === "all_held") return words.all_held;
+    if (state === "sold_out") return words.sold_out;
     if (state !== "admitting") return "—";
-    if (!(pace > 0)) return "working it out…";
+    if (!(pace > 0)) return words.working;
     var minutes = position / pace;
-    if (minutes < 1) return "under a minute";
-    if (minutes < 90) return "about " + plural(Math.round(minutes), "minute", "minutes");
-    return "about " + plural(Math.round(minutes / 60), "hour", "hours");
+    if (minutes < 1) return words.under_a_minute;
+    if (minutes < 90) return words.about.replace("{time}", plural(Math.round(minutes), words.minute));
+    return words.about.replace("{time}", plural(Math.round(minutes / 60), words.hour));
   }
 
   // Render a queue message (from the socket) or the queue API's answer (which adds this buyer's place).
@@ -58,8 +60,8 @@
       });
     }
     var coming = msg.returning || 0;
-    $("remaining").textContent = plural(msg.remaining + coming, "unit", "units") + " left" +
-      (coming ? " (" + number(coming) + " coming back to the line)" : "");
+    $("remaining").textContent = words.left.replace("{units}", plural(msg.remaining + coming, words.unit)) +
+      (coming ? words.coming.replace("{n}", number(coming)) : "");
     if (msg.seed_sha256) $("seed-sha256").textContent = msg.seed_sha256;
     if (msg.seed) { $("seed").textContent = msg.seed; $("seed-line").hidden = false; }
 
@@ -74,7 +76,7 @@
       var strong = document.createElement("strong");
       strong.id = "ticket";
       strong.textContent = "#" + number(ticket);
-      $("ticket-line").replaceChildren("Your ticket ", strong);
+      $("ticket-line").replaceChildren(words.ticket + " ", strong);
     }
     $("position-line").hidden = false;
     $("position").textContent = number(position);
@@ -86,10 +88,10 @@
     var unlikely = position > 0 && before >= left;
     $("unlikely").hidden = !unlikely;
     if (unlikely) {
-      $("unlikely").textContent = number(before) + " ahead of you, " + plural(left, "unit", "units") +
-        " left: you are unlikely to get one. You keep your place in case buyers ahead do not buy.";
+      $("unlikely").textContent = words.unlikely.replace("{ahead}", number(before))
+        .replace("{units}", plural(left, words.unit));
     }
-    $("ahead").textContent = position === 0 ? "" : " · " + (ahead === 0 ? "you are next" : plural(ahead, "person", "people") + " ahead of you");
+    $("ahead").textContent = position === 0 ? "" : " · " + (ahead === 0 ? words.next : plural(ahead, words.people));
     var progress = $("progress");
     progress.hidden = false;
     progress.max = ticket;
@@ -201,7 +203,7 @@
     }
     socket.onopen = function () {
       backoff = BACKOFF_MIN;
-      connection("Updating live");
+      connection(words.live);
       stopPolling();
     };
     socket.onmessage = function (event) {
@@ -211,7 +213,7 @@
       socket = null;
       startPolling();
       if (event.code === NO_SUCH_WAITING_ROOM || event.code === TOO_MANY_SOCKETS) {
-        connection("Checking every few seconds");
+        connection(words.polling);
         return;
       }
       retry();
@@ -219,7 +221,7 @@
   }
 
   function retry() {
-    connection("Reconnecting… (checking every few seconds meanwhile)");
+    connection(words.reconnecting);
     startPolling();
     // Jitter: thousands of pages lose the same server at once and must not return in step.
     setTimeout(connect, backoff / 2 + Math.random() * backoff);
@@ -239,6 +241,7 @@
     if (!root) return;
     apiUrl = root.dataset.apiUrl;
     wsUrl = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + root.dataset.wsPath;
+    words = JSON.parse($("queue-words").textContent);
     var initial = JSON.parse($("queue-data").textContent);
     if (initial.admission_token) showBuy(initial.admission_token);
     apply(initial);

@@ -7,6 +7,11 @@
 (function () {
   "use strict";
   var enc = new TextEncoder();
+  // The page's words, in its language (storefront_tags.verify_words): this file holds none.
+  var words = {};
+  function say(key, values) {
+    return words[key].replace(/\{(\w+)\}/g, function (all, name) { return values && name in values ? values[name] : all; });
+  }
 
   function hex(buffer) {
     return Array.from(new Uint8Array(buffer)).map(function (b) { return b.toString(16).padStart(2, "0"); }).join("");
@@ -18,27 +23,27 @@
   }
 
   async function beaconSteps(draw, beacon, steps, problems) {
-    var status = draw.beacon_status || "none", round = "drand " + draw.beacon_chain_name + " round " + draw.beacon_round;
+    var status = draw.beacon_status || "none", round = say("round", {chain: draw.beacon_chain_name, round: draw.beacon_round});
     if (status === "none") {
-      if (beacon) problems.push("A beacon value is mixed in, but no beacon round was named.");
-      else steps.push("No beacon round was named: the order rests on the seed and the entry list alone.");
+      if (beacon) problems.push(say("beacon_unnamed"));
+      else steps.push(say("no_beacon"));
       return;
     }
     if (!(Date.parse(draw.entries_closed_at) < Date.parse(draw.beacon_round_at))) {
-      problems.push("The entry list did not close before " + round + " was due.");
+      problems.push(say("late_close", {round: round}));
     } else {
-      steps.push("The entry list closed (" + draw.entries_closed_at + ") before " + round + " was due (" + draw.beacon_round_at + ").");
+      steps.push(say("closed_in_time", {closed: draw.entries_closed_at, round: round, due: draw.beacon_round_at}));
     }
     if (status === "unreachable") {
-      if (beacon) problems.push("The round was not read, yet a beacon value is mixed in.");
-      else steps.push(round + " could not be read at the draw (" + draw.beacon_note + "): the order rests on the committed seed and the entry list alone.");
+      if (beacon) problems.push(say("unread_mixed"));
+      else steps.push(say("unread", {round: round, note: draw.beacon_note}));
       return;
     }
     var signature = draw.beacon_signature || "";
     if (status === "verified" && /^[0-9a-f]+$/.test(signature) && hex(await sha256Hex(signature)) === beacon) {
-      steps.push("The beacon value " + beacon + " is the SHA-256 of " + round + "'s signature (the signature itself: manage.py verify_draw or any drand client).");
+      steps.push(say("beacon_ok", {beacon: beacon, round: round}));
     } else {
-      problems.push("The beacon value is not the SHA-256 of " + round + "'s published signature.");
+      problems.push(say("beacon_bad", {round: round}));
     }
   }
   function compare(a, b) {
@@ -50,11 +55,11 @@
   async function recompute(draw) {
     var problems = [], steps = [];
     var entries = draw.entries.slice().sort(function (a, b) { return a - b; });
-    if (hex(await sha256(draw.seed)) === draw.seed_sha256) steps.push("The seed matches the hash published before the first join.");
-    else problems.push("The seed does not match the hash published before the first join.");
+    if (hex(await sha256(draw.seed)) === draw.seed_sha256) steps.push(say("seed_ok"));
+    else problems.push(say("seed_bad"));
     var listed = hex(await sha256(entries.join(",")));
-    if (listed === draw.entries_sha256) steps.push("The list of " + entries.length + " entries matches the hash published when it closed.");
-    else problems.push("The list of entries does not match the hash published when it closed.");
+    if (listed === draw.entries_sha256) steps.push(say("list_ok", {count: entries.length}));
+    else problems.push(say("list_bad"));
     var beacon = draw.beacon || "";
     await beaconSteps(draw, beacon, steps, problems);
     var keyed = await Promise.all(entries.map(async function (entry) {
@@ -63,8 +68,8 @@
     keyed.sort(compare);
     var order = keyed.map(function (k) { return k.entry; });
     if (Array.isArray(draw.order)) {
-      if (order.join(",") === draw.order.join(",")) steps.push("Every published place is the place the rule gives.");
-      else problems.push("The published places are not the order the rule gives.");
+      if (order.join(",") === draw.order.join(",")) steps.push(say("order_ok"));
+      else problems.push(say("order_bad"));
     }
     return {order: order, problems: problems, steps: steps};
   }
@@ -74,37 +79,38 @@
     var list = document.getElementById("verify-steps");
     list.replaceChildren();
     result.className = "notice";
-    if (!(window.crypto && crypto.subtle)) { result.textContent = "This browser cannot compute SHA-256 here (it needs https)."; return; }
+    if (!(window.crypto && crypto.subtle)) { result.textContent = say("no_crypto"); return; }
     var draw = await fetch(root.dataset.drawUrl, {headers: {"Accept": "application/json"}}).then(function (r) { return r.json(); });
-    if (!draw.drawn) { result.textContent = "The draw has not run yet: it runs at the start. Seed SHA-256: " + draw.seed_sha256; return; }
+    if (!draw.drawn) { result.textContent = say("not_drawn", {sha: draw.seed_sha256}); return; }
     var done = await recompute(draw);
     done.steps.concat(done.problems).forEach(function (text) {
       var li = document.createElement("li"); li.textContent = text; list.appendChild(li);
     });
     var place = entry ? done.order.indexOf(entry) + 1 : 0;
-    if (number && place && place !== number) done.problems.push("Your ticket says " + number + ", the draw gives " + place + ".");
+    if (number && place && place !== number) done.problems.push(say("ticket_differs", {number: number, place: place}));
     if (done.problems.length) {
       result.className = "notice warning";
       result.dataset.verified = "false";
-      result.textContent = "Mismatch: the draw does not check out. " + done.problems.join(" ");
+      result.textContent = say("mismatch", {problems: done.problems.join(" ")});
     } else if (entry && !place) {
       result.dataset.verified = "false";
-      result.textContent = "Entry " + entry + " is not among the drawn entries (it joined after the start, or does not exist).";
+      result.textContent = say("not_among", {entry: entry});
     } else if (entry) {
       result.dataset.verified = "true";
-      result.textContent = "Your place " + place + " is verified" + ": entry " + entry + " is number " + place + " of " + done.order.length + ".";
+      result.textContent = say("place_ok", {place: place, entry: entry, count: done.order.length});
     } else {
       result.dataset.verified = "true";
-      result.textContent = "The draw of " + done.order.length + " entries is verified. Enter an entry number to see its place.";
+      result.textContent = say("all_ok", {count: done.order.length});
     }
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     var root = document.getElementById("verify");
     if (!root) return;
+    words = JSON.parse(document.getElementById("verify-words").textContent);
     var run = function (entry) {
       check(root, entry, Number(root.dataset.number) || 0).catch(function (e) {
-        document.getElementById("verify-result").textContent = "Could not check the draw: " + e;
+        document.getElementById("verify-result").textContent = say("failed", {error: String(e)});
       });
     };
     run(Number(root.dataset.entry) || 0);

@@ -72,7 +72,7 @@
     var button = form.querySelector("button[type=submit]");
     var label = button.textContent;
     button.disabled = true;
-    button.textContent = "Preparing your place…";
+    button.textContent = form.dataset.sayPreparing;  // in the page's language (join_button.html)
     var source = "(" + worker.toString() + ")()";
     var job = new Worker(URL.createObjectURL(new Blob([source], {type: "text/javascript"})));
     job.onmessage = function (event) {

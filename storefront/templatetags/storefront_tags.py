@@ -13,8 +13,11 @@ from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.template.context import Context
 from django.templatetags.static import static
+from django.utils import translation
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from admission import work
 from core import formatting
@@ -27,9 +30,10 @@ register = template.Library()
 
 
 def _locale(context: Context) -> str:
+    """The page's language (LocaleMiddleware's choice), with the browser's region if it agrees."""
     request = context.get("request")
     header = request.headers.get("Accept-Language", "") if request is not None else ""
-    return formatting.locale_from_header(header)
+    return formatting.locale_for(translation.get_language(), header)
 
 
 @register.simple_tag(takes_context=True)
@@ -79,7 +83,7 @@ def unit_seats(units: Iterable[Unit]) -> str:
 def moment(when: datetime, style: str = "time") -> str:
     """A UTC time the page's script completes with the buyer's own clock ("14:05 UTC · 15:05 your time")."""
     utc = when.astimezone(UTC)
-    shown = utc.strftime("%H:%M:%S" if style == "time" else "%a %-d %b %Y, %H:%M")
+    shown = utc.strftime("%H:%M:%S") if style == "time" else formatting.day_and_time(utc)
     return format_html('<time datetime="{}" data-local="{}">{} UTC</time>', utc.isoformat(), style, shown)
 
 
@@ -148,3 +152,79 @@ def seat_options(labels: Iterable[str]) -> str:
 def sentence_case(text: object) -> str:
     """allauth's title-case headings and buttons in the shop's sentence case."""
     return formatting.sentence_case(str(text))
+
+
+def _both(singular: str, plural: str, **values: str) -> list[str]:
+    """One and many of an ngettext message, "{n}" standing for the number a script fills in (the
+    shop's languages have two plural forms)."""
+    return [ngettext(singular, plural, count) % values for count in (1, 2)]
+
+
+@register.simple_tag
+def queue_words() -> dict[str, object]:
+    """The waiting room script's words (static/js/queue.js) in the page's language: it holds none."""
+    return {
+        "lang": translation.get_language() or settings.LANGUAGE_CODE,
+        "unit": _both("%(count)s unit", "%(count)s units", count="{n}"),
+        "minute": _both("%(count)s minute", "%(count)s minutes", count="{n}"),
+        "hour": _both("%(count)s hour", "%(count)s hours", count="{n}"),
+        "people": _both("%(ahead)s person ahead of you", "%(ahead)s people ahead of you", ahead="{n}"),
+        "left": _("%(left)s left") % {"left": "{units}"},
+        "coming": _(" (%(count)s coming back to the line)") % {"count": "{n}"},
+        "unlikely": _(
+            "%(ahead)s ahead of you, %(left)s left: you are unlikely to get one. You keep your place in "
+            "case buyers ahead do not buy."
+        )
+        % {"ahead": "{ahead}", "left": "{units}"},
+        "ticket": _("Your ticket"),
+        "next": _("you are next"),
+        "soon": _("any moment"),
+        "paused": _("on hold while the sale is paused"),
+        "all_held": _("on hold until units come back"),
+        "sold_out": _("the line is closed: sold out"),
+        "working": _("working it out…"),
+        "under_a_minute": _("under a minute"),
+        "about": _("about %(time)s") % {"time": "{time}"},
+        "live": _("Updating live"),
+        "polling": _("Checking every few seconds"),
+        "reconnecting": _("Reconnecting… (checking every few seconds meanwhile)"),
+    }
+
+
+@register.simple_tag
+def verify_words() -> dict[str, str]:
+    """The draw checker's words (static/js/verify.js) in the page's language; {name} marks what the
+    script fills in."""
+    return {
+        "round": _("drand {chain} round {round}"),
+        "beacon_unnamed": _("A beacon value is mixed in, but no beacon round was named."),
+        "no_beacon": _("No beacon round was named: the order rests on the seed and the entry list alone."),
+        "late_close": _("The entry list did not close before {round} was due."),
+        "closed_in_time": _("The entry list closed ({closed}) before {round} was due ({due})."),
+        "unread_mixed": _("The round was not read, yet a beacon value is mixed in."),
+        "unread": _(
+            "{round} could not be read at the draw ({note}): the order rests on the committed seed and "
+            "the entry list alone."
+        ),
+        "beacon_ok": _(
+            "The beacon value {beacon} is the SHA-256 of {round}'s signature (the signature itself: "
+            "manage.py verify_draw or any drand client)."
+        ),
+        "beacon_bad": _("The beacon value is not the SHA-256 of {round}'s published signature."),
+        "seed_ok": _("The seed matches the hash published before the first join."),
+        "seed_bad": _("The seed does not match the hash published before the first join."),
+        "list_ok": _("The list of {count} entries matches the hash published when it closed."),
+        "list_bad": _("The list of entries does not match the hash published when it closed."),
+        "order_ok": _("Every published place is the place the rule gives."),
+        "order_bad": _("The published places are not the order the rule gives."),
+        "no_crypto": _("This browser cannot compute SHA-256 here (it needs https)."),
+        "not_drawn": _("The draw has not run yet: it runs at the start. Seed SHA-256: {sha}"),
+        "ticket_differs": _("Your ticket says {number}, the draw gives {place}."),
+        "mismatch": _("Mismatch: the draw does not check out. {problems}"),
+        "not_among": _(
+            "Entry {entry} is not among the drawn entries (it joined after the start, or does not exist)."
+        ),
+        "place_ok": _("Your place {place} is verified: entry {entry} is number {place} of {count}."),
+        "all_ok": _("The draw of {count} entries is verified. Enter an entry number to see its place."),
+        "failed": _("Could not check the draw: {error}"),
+    }

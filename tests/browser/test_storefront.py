@@ -32,7 +32,7 @@ def log_in(page: object, base: str, username: str, then: str) -> None:
     page.goto(f"{base}/accounts/login/?next={then}")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", "correct horse battery")
-    page.get_by_role("button", name="Log in").click()
+    page.locator("main form button[type=submit]").click()  # "Log in", or "Anmelden" for a German browser
     page.wait_for_url(re.compile(re.escape(then) + "$"))
 
 
@@ -54,12 +54,12 @@ def test_on_a_phone_drop_waiting_room_hold_and_order_fit_and_speak_the_buyers_fo
     make_buyer("pia")
     log_in(phone, live_daphne, "pia", "/drops/phone-now/")
 
-    # the drop: a picture, the price as a German browser writes it, minutes in words
+    # the drop: a picture, the price as a German browser writes it, minutes in its words
     fits_the_phone(phone)
     assert phone.locator("#price").inner_text() == "129,00\xa0€"
     assert phone.evaluate("document.querySelector('img.hero').naturalWidth") > 0
     facts = phone.locator(".facts").inner_text()
-    assert "8 minutes" in facts and " s " not in facts and "5 units" in facts
+    assert "8 Minuten" in facts and " s " not in facts and "5 Stück" in facts
     assert phone.locator("time[data-local] + .local-time").count() >= 1  # Berlin time beside UTC
     phone.select_option("select[name=quantity]", "2")
     phone.click("#buy")
@@ -67,13 +67,13 @@ def test_on_a_phone_drop_waiting_room_hold_and_order_fit_and_speak_the_buyers_fo
     # the hold: the total, not the unit price times two
     phone.wait_for_url(re.compile(r"/holds/\d+/$"))
     fits_the_phone(phone)
-    assert phone.locator("#pay").inner_text() == "Pay 258,00\xa0€"
-    assert phone.locator("#hold-items").inner_text().startswith("2 units")
+    assert phone.locator("#pay").inner_text() == "258,00\xa0€ bezahlen"
+    assert phone.locator("#hold-items").inner_text().startswith("2 Stück")
 
     # back on the drop page the running hold is shown instead of Reserve
     phone.goto(f"{live_daphne}/drops/phone-now/")
     assert phone.locator("#buy").count() == 0
-    assert "You hold 2 units" in phone.locator("#your-hold").inner_text()
+    assert "Sie haben 2 Stück reserviert" in phone.locator("#your-hold").inner_text()
     phone.click("#to-hold")
     phone.click("#pay")
     phone.wait_for_url(re.compile(re.escape(payment_provider) + r"/pay/"))
@@ -96,7 +96,7 @@ def test_on_a_phone_drop_waiting_room_hold_and_order_fit_and_speak_the_buyers_fo
     phone.wait_for_url(re.compile(r"/drops/phone-soon/queue/$"))
     fits_the_phone(phone)
     assert phone.locator("#queue-state [data-when='scheduled']").is_visible()
-    assert "50 units left" in phone.locator("#remaining").inner_text()
+    assert "noch 50 Stück" in phone.locator("#remaining").inner_text()
 
 
 def test_a_buyer_chooses_a_seat_and_the_order_names_it(
