@@ -666,3 +666,24 @@ def stripe_worker(
     """A Celery worker that settles with Stripe (localstripe) and the simulator alike (shared_worker)."""
     env = {**app_env(payment_provider, stripe_daphne), **stripe_env(localstripe), "DB_POOL_MAX_SIZE": "4"}
     yield from shared_worker(request, env)
+
+
+@pytest.fixture
+def crowd_server(payment_provider: str) -> Iterator[str]:
+    """floodgate-web, the production server (two workers), whose address limit lets one machine's
+    crowd through (the whole crowd comes from 127.0.0.1 here): the HTTP crowd tests' server."""
+    port = free_port()
+    env = {
+        **app_env(payment_provider, f"http://127.0.0.1:{port}"),
+        "IP_RATE_LIMIT_BURST": "100000",
+        "DB_POOL_MAX_SIZE": "8",
+    }
+    web = str(Path(sys.executable).parent / "floodgate-web")
+    process, log = start_process(
+        f"crowd-{port}", [web, "--host", "127.0.0.1", "--port", str(port), "--workers", "2"], env
+    )
+    try:
+        wait_for_port(port, process, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)

@@ -5,11 +5,8 @@ win passes to the next ranked entry. Over a real server (floodgate-web, two work
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import Iterator
 from datetime import timedelta
 from io import StringIO
-from pathlib import Path
 
 import httpx
 import pytest
@@ -31,7 +28,7 @@ from inventory import services as stock
 from sale import offers
 from shop.models import Drop, DropFormat
 from tests.checkout.helpers import api, buyer_token, pay_at_provider, provider_config, wait_until
-from tests.conftest import Worker, app_env, free_port, start_process, stop, wait_for_port
+from tests.conftest import Worker
 from tests.factories import expire_in, make_buyer, make_drop, merchant
 from tests.harness import EDGE, VOLATILE, DjangoWork, Reply, bearer, django_poll, poll, without
 from tests.harness import join as harness_join
@@ -81,26 +78,6 @@ def winners_in_hold_order(drop_id: int, *, after_hold: int = 0) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
-@pytest.fixture
-def raffle_server(payment_provider: str) -> Iterator[str]:
-    """floodgate-web (two workers) whose address limit lets one machine's crowd through."""
-    port = free_port()
-    env = {
-        **app_env(payment_provider, f"http://127.0.0.1:{port}"),
-        "IP_RATE_LIMIT_BURST": "100000",
-        "DB_POOL_MAX_SIZE": "8",
-    }
-    web = str(Path(sys.executable).parent / "floodgate-web")
-    process, log = start_process(
-        f"raffle-{port}", [web, "--host", "127.0.0.1", "--port", str(port), "--workers", "2"], env
-    )
-    try:
-        wait_for_port(port, process, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(process)
-
-
 async def _crowd(base: str, tokens: list[str], call):  # type: ignore[no-untyped-def]
     limits = httpx.Limits(max_connections=64)
     in_flight = asyncio.Semaphore(64)
@@ -134,12 +111,12 @@ def look_all(base: str, slug: str, tokens: list[str]) -> list[httpx.Response]:
     return asyncio.run(_crowd(base, tokens, look))
 
 
-def test_a_raffle_of_100_units_for_2000_entrants_over_http(raffle_server: str, capsys) -> None:
+def test_a_raffle_of_100_units_for_2000_entrants_over_http(crowd_server: str, capsys) -> None:
     # given: a raffle of 100 units, 2,000 entrants entering over HTTP with the room's proof of work
     drop = raffle("raffle-http", bits=BITS)
     buyers = create_buyers(count=ENTRANTS, prefix="rafflehttp")
     tokens = [b.token for b in buyers]
-    entered = enter_all(raffle_server, drop.slug, tokens)
+    entered = enter_all(crowd_server, drop.slug, tokens)
     assert [r.status_code for r in entered] == [200] * ENTRANTS, {
         r.text for r in entered if r.status_code != 200
     }
@@ -150,7 +127,7 @@ def test_a_raffle_of_100_units_for_2000_entrants_over_http(raffle_server: str, c
     drop = close_and_draw(drop)
 
     # then: exactly 100 holds, held by the first 100 of the published ranking, in rank order
-    published = httpx.get(f"{raffle_server}/api/drops/{drop.slug}/queue/draw").json()
+    published = httpx.get(f"{crowd_server}/api/drops/{drop.slug}/queue/draw").json()
     ranking = published["order"]  # entry ids, first ranked first
     assert len(ranking) == ENTRANTS
     buyer_of_entry = dict(Ticket.objects.filter(drop=drop).values_list("id", "buyer_id"))
@@ -167,7 +144,7 @@ def test_a_raffle_of_100_units_for_2000_entrants_over_http(raffle_server: str, c
     for entry, username in Ticket.objects.filter(drop=drop).values_list("id", "buyer__username"):
         entry_of_token[token_of_buyer[username]] = entry
     rank_of_entry = {entry: n for n, entry in enumerate(ranking, start=1)}
-    looked = look_all(raffle_server, drop.slug, tokens)
+    looked = look_all(crowd_server, drop.slug, tokens)
     results = {}
     for token, answer in zip(tokens, looked, strict=True):
         assert answer.status_code == 200, answer.text
@@ -195,7 +172,7 @@ def test_a_raffle_of_100_units_for_2000_entrants_over_http(raffle_server: str, c
     assert (count.held, count.available + count.held + count.sold, count.drift) == (UNITS, UNITS, 0)
     again = {
         rank_of_entry[entry_of_token[t]]: a.json()
-        for t, a in zip(tokens, look_all(raffle_server, drop.slug, tokens), strict=True)
+        for t, a in zip(tokens, look_all(crowd_server, drop.slug, tokens), strict=True)
     }
     assert all(again[r]["result"] == "lost" and again[r]["offer"]["state"] == "lapsed" for r in unpaid_ranks)
     assert all(again[r]["result"] == "won" for r in range(UNITS + 1, UNITS + UNPAID + 1))
@@ -203,7 +180,7 @@ def test_a_raffle_of_100_units_for_2000_entrants_over_http(raffle_server: str, c
 
     # and the raffle's draw checks out from its published JSON
     capsys.readouterr()
-    call_command("verify_draw", drop.slug, "--json", f"{raffle_server}/api/drops/{drop.slug}/queue/draw")
+    call_command("verify_draw", drop.slug, "--json", f"{crowd_server}/api/drops/{drop.slug}/queue/draw")
     assert "verified" in capsys.readouterr().out.lower()
 
 

@@ -7,10 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import sys
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -24,7 +21,6 @@ from holds import services as holds
 from holds.counts import invariant, invariant_by_variant
 from holds.models import Hold, HoldState
 from inventory import sql as stock_sql
-from tests.conftest import app_env, free_port, start_process, stop, wait_for_port
 from tests.factories import make_buyer, make_drop
 from tests.harness import Reply, bearer, call, reserve_headers, run
 
@@ -112,27 +108,6 @@ def test_two_thousand_buyers_for_four_sizes_hold_exactly_each_sizes_stock(monkey
     # Every 201 says which size it holds, and it is the one asked for.
     won = [(size, r.json()["variant"]) for size, r in zip(wishes(), replies, strict=True) if r.status == 201]
     assert all(asked == got for asked, got in won) and {got for _, got in won} == set(SIZES)
-
-
-@pytest.fixture
-def crowd_server(payment_provider: str) -> Iterator[str]:
-    """floodgate-web, the production server (two workers), whose address limit lets one machine's
-    crowd through (the whole crowd comes from 127.0.0.1 here)."""
-    port = free_port()
-    env = {
-        **app_env(payment_provider, f"http://127.0.0.1:{port}"),
-        "IP_RATE_LIMIT_BURST": "100000",
-        "DB_POOL_MAX_SIZE": "8",
-    }
-    web = str(Path(sys.executable).parent / "floodgate-web")
-    process, log = start_process(
-        f"sizes-{port}", [web, "--host", "127.0.0.1", "--port", str(port), "--workers", "2"], env
-    )
-    try:
-        wait_for_port(port, process, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(process)
 
 
 def test_two_thousand_buyers_over_a_real_server_hold_exactly_each_sizes_stock(crowd_server: str) -> None:
