@@ -67,6 +67,7 @@ PAGE_POLL = 4.0
 ASKS_PER_SECOND, SPREAD_MIN, SPREAD_MAX = 5000, 0.1, 5.0  # static/js/queue.js's spread()
 BACKOFF_MIN, BACKOFF_MAX = 0.5, 15.0
 POLL_EVERY = 2.0  # scenario 3's pollers, +-25% jitter
+OPEN_BEFORE = 1.0  # seconds before the start a rush opens its connections (--open-early)
 ROOM_DONE = {"all_held", "sold_out", "closed"}  # with nothing left: a waiting buyer's final "no"
 
 
@@ -291,8 +292,26 @@ class Client:
     # Scenarios 1, 2 and the ceiling: everyone reserves at the start ---------------------------
 
     async def rush(self, buyers: list[Buyer], tokens: list[str]) -> None:
+        if self.spec.get("open_early"):
+            await asyncio.sleep(max(0.0, self.spec["start_at"] - OPEN_BEFORE - time.time()))
+            await self.open_connections()
         await asyncio.sleep(max(0.0, self.spec["start_at"] - time.time()))
         await asyncio.gather(*(self.reserve(b, t) for b, t in zip(buyers, tokens, strict=True)))
+
+    async def open_connections(self) -> None:
+        """Before the start, each connection of the in-flight limit reads the drop's state once,
+        as the buyers' pages did while counting down: the rush then finds them open (kept alive),
+        as a crowd's browsers would, instead of this one process opening them all in its first
+        instant. Nothing is measured here."""
+
+        async def read(d: int, j: int) -> None:
+            url = f"{self.bases[j % len(self.bases)]}/api/drops/{self.slugs[d]}"
+            with contextlib.suppress(Exception):
+                async with self.gates[d], self.session.get(url) as response:
+                    await response.read()
+
+        limit = self.spec["in_flight"]
+        await asyncio.gather(*(read(d, j) for d in range(len(self.slugs)) for j in range(limit)))
 
     # Scenario 3: join, then poll the queue until admitted ------------------------------------
 
@@ -938,9 +957,9 @@ def settle(stack: Stack, *, quiet: float = 0.25, limit: float = 30.0) -> None:
     say(f"the web processes are still busy after {limit:.0f} s; going on")
 
 
-def run_ceiling(s: Scenario, bases: list[str], clients: int) -> Measured:
+def run_ceiling(s: Scenario, bases: list[str], clients: int, *, open_early: bool = False) -> Measured:
     """The same crowd (size, in-flight, client) against the bare ASGI callable."""
-    start = time.time() + 2.0  # the client processes start and import aiohttp first
+    start = time.time() + 2.0 + (OPEN_BEFORE if open_early else 0.0)  # the children start, import aiohttp
     spec = {
         "kind": "rush",
         "bases": bases,
@@ -948,6 +967,7 @@ def run_ceiling(s: Scenario, bases: list[str], clients: int) -> Measured:
         "in_flight": s.in_flight,
         "start_at": start,
         "deadline": start + 60.0,
+        "open_early": open_early,
     }
     overflows = listen_overflows()
     buyers, client_cpu = run_crowd(spec, ["bare"] * s.buyers, clients)

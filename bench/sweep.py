@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import crowd
+from bench import crowd, profile
 from bench.crowd import Measured, Scenario, Stack, say
 
 ROOT = crowd.ROOT
@@ -80,6 +80,11 @@ class Point:
     no_p99: list[float | None] = field(default_factory=list)
     holds: list[int] = field(default_factory=list)
     drift: list[int | None] = field(default_factory=list)
+    # The database's own clock: the drop's start to its last hold's transaction, and how many
+    # claim transactions made its holds (batches and single claims): what the store took, apart
+    # from how late the client read its answers.
+    server_last_hold: list[float | None] = field(default_factory=list)
+    transactions: list[int] = field(default_factory=list)
 
     @property
     def buyers(self) -> int:
@@ -143,8 +148,17 @@ class PeakRss:
 
 
 def run_point(
-    stack: Stack, bases: list[str], p: Point, clients: int, *, break_count: bool, lead: float = LEAD
+    stack: Stack,
+    bases: list[str],
+    p: Point,
+    clients: int,
+    *,
+    break_count: bool,
+    lead: float = LEAD,
+    profile_to: Path | None = None,
+    open_early: bool = False,
 ) -> tuple[Point, list[Measured]]:
+    from django.db.models import Count, Max
     from django.utils import timezone
 
     from holds.counts import invariant
@@ -168,11 +182,13 @@ def run_point(
         "in_flight": p.in_flight,
         "start_at": start + 0.01,
         "deadline": start + DEADLINE,
+        "open_early": open_early,
     }
     web = stack.pids("web")
     p.rss_before = rss_bytes(web)
     cpu_before, overflows = crowd.cpu_seconds(web), crowd.listen_overflows()
-    with PeakRss(web) as peak:
+    stem = profile_to / f"profile-{p.crowd}x{p.drops}" if profile_to is not None else None
+    with PeakRss(web) as peak, profile.recording(web, stem):
         buyers, p.client_cpu = crowd.run_crowd(spec, tokens, clients)
     p.overflows = crowd.listen_overflows() - overflows
     p.rss_peak = peak.peak
@@ -185,6 +201,12 @@ def run_point(
     for d, drop in enumerate(drops):
         m = crowd.measure(s, [b for b in buyers if b["index"] // p.crowd == d], start)
         m.holds_db = Hold.objects.filter(drop=drop).count()
+        # created_at is now() of the claim's transaction: one value per transaction.
+        made = Hold.objects.filter(drop=drop).aggregate(
+            last=Max("created_at"), tx=Count("created_at", distinct=True)
+        )
+        p.server_last_hold.append((made["last"] - drop.starts_at).total_seconds() if made["last"] else None)
+        p.transactions.append(made["tx"])
         inv = invariant(drop_id=drop.pk)
         m.drift = inv.drift
         p.to_last_hold.append(m.to_last_hold)
@@ -268,15 +290,18 @@ def tables(sizes: list[Point], drops: list[Point], alone: Point | None, header: 
             f"**Crowd size** (one drop, {sizes[0].units:,} units on one stock row,"
             f" {sizes[0].in_flight} in flight):",
             "",
-            '| buyers | answers/s | bare ASGI answers/s | first request to last hold | "no" p99 '
+            "| buyers | answers/s | bare ASGI answers/s | first request to last hold "
+            '| start to last hold (DB clock), claim transactions | "no" p99 '
             "| 503/429 retries | errors / no answer | listen overflows | web CPU per answer "
             "| web RSS before / peak / after (MB) | peak growth per connection | holds (DB) / units, drift |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         for p in sizes:
+            server = f"{sec(p.server_last_hold[0])}, {p.transactions[0]:,}" if p.server_last_hold else "-"
             ceiling = f"{p.ceiling:,.0f}" if p.ceiling else "-"
             lines.append(
-                f"| {p.crowd:,} | {p.rate:,.0f} | {ceiling} | {sec(p.to_last_hold[0])} | {ms(p.no_p99[0])} "
+                f"| {p.crowd:,} | {p.rate:,.0f} | {ceiling} | {sec(p.to_last_hold[0])} | {server} "
+                f"| {ms(p.no_p99[0])} "
                 f"| {p.retries:,} | {p.errors:,} / {p.gave_up:,} | {count(p.overflows)} "
                 f"| {cpu_ms(p.cpu_per_answer)} "
                 f"| {mb(p.rss_before)} / {mb(p.rss_peak)} / {mb(p.rss_after)} "
@@ -585,6 +610,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--write-readme", action="store_true", help="the table and picture into bench/README.md"
     )
+    parser.add_argument(
+        "--open-early",
+        action="store_true",
+        help="each rush's connections opened before its start, as the buyers' pages had them",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="sample the web processes with py-spy at each measured point"
+    )
     parser.add_argument("--note", default="", help="a line printed above the table (how the machine was)")
     parser.add_argument(
         "--break-count",
@@ -617,6 +650,9 @@ def main(argv: list[str]) -> None:
     crowd.setup_django(env)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     began = dt.datetime.now(dt.UTC)
+    profiles = args.out / f"sweep-{began:%Y%m%d-%H%M%S}" if args.profile else None
+    if profiles is not None:
+        profiles.mkdir(parents=True, exist_ok=True)
     stack = Stack(env)
     sizes: list[Point] = []
     series: list[Point] = []
@@ -636,7 +672,9 @@ def main(argv: list[str]) -> None:
             say("sweep: the client's ceiling at each size, against a bare ASGI callable")
             bases = stack.web(crowd.BARE_APP)
             for n in args.sizes:
-                bare = crowd.run_ceiling(Scenario(0, "bare", n, args.in_flight), bases, args.clients)
+                bare = crowd.run_ceiling(
+                    Scenario(0, "bare", n, args.in_flight), bases, args.clients, open_early=args.open_early
+                )
                 ceilings[n] = bare.rate
             stack.stop()
         say("sweep: starting the store: web, Celery worker and beat (production profile)")
@@ -652,7 +690,14 @@ def main(argv: list[str]) -> None:
         for n in args.sizes:
             crowd.settle(stack)
             p, _ = run_point(
-                stack, bases, fresh(n, 1), args.clients, break_count=args.break_count, lead=args.lead
+                stack,
+                bases,
+                fresh(n, 1),
+                args.clients,
+                break_count=args.break_count,
+                lead=args.lead,
+                profile_to=profiles,
+                open_early=args.open_early,
             )
             p.ceiling = ceilings.get(n)
             sizes.append(p)
@@ -664,7 +709,14 @@ def main(argv: list[str]) -> None:
                 continue
             crowd.settle(stack)
             p, _ = run_point(
-                stack, bases, fresh(drop_crowd, d), args.clients, break_count=args.break_count, lead=args.lead
+                stack,
+                bases,
+                fresh(drop_crowd, d),
+                args.clients,
+                break_count=args.break_count,
+                lead=args.lead,
+                profile_to=profiles,
+                open_early=args.open_early,
             )
             series.append(p)
             if d == 1:
@@ -685,7 +737,7 @@ def main(argv: list[str]) -> None:
         f"Measured {began:%Y-%m-%d %H:%M} UTC with `bench crowd --sweep --sizes "
         f"{','.join(map(str, args.sizes))} --drops {','.join(map(str, args.drops))} --units {args.units}"
         f" --in-flight {args.in_flight} --drop-crowd {drop_crowd}"
-        f"{' --split-in-flight' if args.split_in_flight else ''}`"
+        f"{' --split-in-flight' if args.split_in_flight else ''}{' --open-early' if args.open_early else ''}`"
         f" ({os.cpu_count()} CPUs, load average {load:.1f} at the end; web: {crowd.server_name()}; "
         f"the crowd: aiohttp, {args.clients} process(es), on the same machine)."
     )

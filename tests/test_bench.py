@@ -7,6 +7,7 @@ and the bench still exited 0. Here a statement that changes under a baseline fai
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -93,7 +94,9 @@ def run_sweep(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.django_db(transaction=True)
 def test_the_sweep_draws_each_point_and_tables_it(tmp_path: Path) -> None:
     readme = sweep.README.read_text()
-    done = run_sweep(tmp_path, "--sizes", "150,300", "--drops", "1,2", "--units", "20")
+    done = run_sweep(
+        tmp_path, "--sizes", "150,300", "--drops", "1,2", "--units", "20", "--open-early", "--profile"
+    )
     said = done.stdout + done.stderr
     assert done.returncode == 0, said[-4000:]
     assert "Traceback" not in done.stderr, done.stderr[-4000:]
@@ -118,7 +121,35 @@ def test_the_sweep_draws_each_point_and_tables_it(tmp_path: Path) -> None:
     assert text in done.stdout
     assert text.count("20 / 20, drift 0 ok") == 3 and "40 / 40, drift 0 ok" in text  # 150, 300; 2 x 300
     assert "| 150 |" in text and "| 2 | 600 |" in text and "WRONG" not in text
+    assert "--open-early" in text and "start to last hold (DB clock), claim transactions" in text
+    (figures,) = tmp_path.glob("sweep-*.json")
+    for point in json.loads(figures.read_text())["sizes"]:
+        (after_start,) = point["server_last_hold"]
+        assert 0 < after_start < 60 and 1 <= point["transactions"][0] <= 20  # 20 holds: 20 at most
+    # --profile: py-spy's stacks of the web processes and their summary for each measured point
+    profiles = {p.name for p in tmp_path.glob("sweep-*/profile-*")}
+    assert {"profile-150x1.txt", "profile-300x1.txt", "profile-300x2.txt"} <= profiles, profiles
+    summary = next(tmp_path.glob("sweep-*/profile-150x1.profile.md")).read_text()
+    assert "by itself:" in summary and "with what it called:" in summary and "floodgate-web" in summary
     assert sweep.README.read_text() == readme  # only --write-readme touches it
+
+
+def test_a_profile_is_summed_by_function_and_leaves_idle_waits_out() -> None:
+    from bench import profile
+
+    collapsed = "\n".join(
+        [
+            "process 1;thread (1);serve (granian);claim (sale/lane.py:10);execute (psycopg) 30",
+            "process 1;thread (1);serve (granian);claim (sale/lane.py:10) 10",
+            "process 1;thread (2);_worker (concurrent/futures/thread.py:89) 50",
+            "garbage line",
+        ]
+    )
+    s = profile.summarise(collapsed)
+    assert (s.samples, s.idle) == (90, 50)
+    assert s.by_itself == [("execute (psycopg)", 30), ("claim (sale/lane.py:10)", 10)]
+    assert dict(s.with_callees)["claim (sale/lane.py:10)"] == 40
+    assert "75.0%  execute (psycopg)" in s.text()  # a share of the 40 busy samples
 
 
 @pytest.mark.django_db(transaction=True)
