@@ -346,28 +346,29 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
     inserted: dict[int, tuple[int, datetime, datetime]] = {}  # ask index -> (hold, created, expires)
     try:
         with transaction.atomic(durable=True), connection.cursor() as cursor:
-            cursor.execute(
-                sql.ELIGIBLE_BUYERS, {"drop": drop.pk, "buyers": sorted({ask.buyer_id for ask in asks})}
-            )
-            eligible = dict(cursor.fetchall())
+            params = {
+                "drop": drop.pk,
+                "variant": variant.pk,
+                "index": first,
+                "buyers": [ask.buyer_id for ask in asks],
+                "qs": [ask.quantity for ask in asks],
+                "keys": [ask.key for ask in asks],
+                "digests": [ask.digest for ask in asks],
+            }
+            cursor.execute(sql.INSERT_HOLDS, params)
+            eligible: dict[int, bool] = {}
+            rows: dict[tuple[int, str], tuple[int, datetime, datetime]] = {}
+            for kind, hold, buyer, may, key, created, expires in cursor:
+                if kind == "buyer":
+                    eligible[buyer] = may
+                else:
+                    rows[(buyer, key)] = (hold, created, expires)
             for i, ask in enumerate(asks):
                 if ask.buyer_id not in eligible:
                     answers[i] = Unauthenticated("That bearer token is not valid.")
                 elif not eligible[ask.buyer_id]:
                     answers[i] = catalogue.outsider(drop)
             active = {buyer for buyer, may in eligible.items() if may}
-            claiming = [ask for ask in asks if ask.buyer_id in active]
-            params = {
-                "drop": drop.pk,
-                "variant": variant.pk,
-                "index": first,
-                "buyers": [ask.buyer_id for ask in claiming],
-                "qs": [ask.quantity for ask in claiming],
-                "keys": [ask.key for ask in claiming],
-                "digests": [ask.digest for ask in claiming],
-            }
-            cursor.execute(sql.INSERT_HOLDS, params)
-            rows = {(buyer, key): (hold, created, expires) for hold, buyer, key, created, expires in cursor}
             for i, ask in enumerate(asks):  # a repeated (buyer, key) in the batch is the single path's
                 if ask.buyer_id in active and (row := rows.pop((ask.buyer_id, ask.key), None)) is not None:
                     inserted[i] = row

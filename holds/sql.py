@@ -33,22 +33,35 @@ ON CONFLICT DO NOTHING
 RETURNING id, created_at, expires_at
 """
 
-# INSERT_HOLD for a batch of claims, in arrival order, of the buyers ELIGIBLE_BUYERS let in (in
-# the same transaction). Rows: the holds started; a claim with no row conflicted (its key again,
-# or the buyer's other active hold, also within the batch) and is answered by the single path,
-# which looks it up.
-INSERT_HOLDS = """
-INSERT INTO holds_hold
-       (drop_id, variant_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
-        created_at, expires_at, extended)
-SELECT d.id, %(variant)s, c.buyer, c.q, %(index)s, 'held', c.key, c.digest,
-       now(), now() + make_interval(secs => d.hold_seconds), false
-  FROM unnest(%(buyers)s::bigint[], %(qs)s::int[], %(keys)s::text[], %(digests)s::text[])
-       WITH ORDINALITY AS c(buyer, q, key, digest, ord)
-  JOIN shop_drop d ON d.id = %(drop)s
- ORDER BY c.ord
-ON CONFLICT DO NOTHING
-RETURNING id, buyer_id, idempotency_key, created_at, expires_at
+# INSERT_HOLD for a batch of claims, in arrival order, of the buyers ELIGIBLE_BUYERS lets in,
+# in one statement (a batch's round trips are its cost under a crowd). Rows: ('buyer', NULL,
+# buyer, may take part) for each active account asked about, and ('hold', id, buyer, NULL, key,
+# created, expires) for each hold started; a claim of an eligible buyer with no hold row
+# conflicted (its key again, or the buyer's other active hold, also within the batch) and is
+# answered by the single path, which looks it up.
+INSERT_HOLDS = f"""
+WITH eligible AS (
+    SELECT u.id, {AUDIENCE} AS may
+      FROM auth_user u LEFT JOIN shop_drop d ON d.id = %(drop)s
+     WHERE u.id = ANY(%(buyers)s) AND u.is_active
+), made AS (
+    INSERT INTO holds_hold
+           (drop_id, variant_id, buyer_id, quantity, bucket_index, state, idempotency_key,
+            request_digest, created_at, expires_at, extended)
+    SELECT d.id, %(variant)s, c.buyer, c.q, %(index)s, 'held', c.key, c.digest,
+           now(), now() + make_interval(secs => d.hold_seconds), false
+      FROM unnest(%(buyers)s::bigint[], %(qs)s::int[], %(keys)s::text[], %(digests)s::text[])
+           WITH ORDINALITY AS c(buyer, q, key, digest, ord)
+      JOIN eligible e ON e.id = c.buyer AND e.may
+      JOIN shop_drop d ON d.id = %(drop)s
+     ORDER BY c.ord
+    ON CONFLICT DO NOTHING
+    RETURNING id, buyer_id, idempotency_key, created_at, expires_at
+)
+SELECT 'buyer', NULL::bigint, id::bigint, may, NULL::text, NULL::timestamptz, NULL::timestamptz
+  FROM eligible
+ UNION ALL
+SELECT 'hold', id, buyer_id, NULL, idempotency_key, created_at, expires_at FROM made
 """
 
 # Spend one use of a presale code on the hold this transaction just inserted, and record it on the
