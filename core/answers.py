@@ -76,5 +76,7 @@ class Error(Closed):
 
 
 def error_body(error: FloodgateError) -> dict[str, Any]:
-    """The JSON every door answers an error with: Django's views (core.api), the edge, the lane."""
-    return Error(error=error.code, detail=error.detail, **error.extra).dump()
+    """The JSON every door answers an error with: Django's views (core.api), the edge, the lane.
+    The detail is read in the active language (the request's: LocaleMiddleware, or the edge's and
+    the lane's override)."""
+    return Error(error=error.code, detail=str(error.detail), **error.extra).dump()
