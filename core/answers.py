@@ -51,7 +51,9 @@ class Closed(BaseModel):
 
 class Error(Closed):
     error: str = Field(description="A stable code, e.g. sold_out")
-    detail: str = Field(description="What to do, for a person")
+    detail: str = Field(
+        description="What to do, for a person, in the request's language (Accept-Language; default English)"
+    )
     remaining: Omittable[NonNegativeInt] = Field(None, description="sold_out: how many are left to ask for")
     hold: int | None = Field(
         None, description="hold_exists: the buyer's active hold (null: one is being made)"
