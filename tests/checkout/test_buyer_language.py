@@ -185,3 +185,12 @@ def test_raffle_results_go_out_in_each_buyers_language() -> None:
     assert english.subject == "You won: pay for your unit of Losbude"
     assert "you won a unit in the raffle of Losbude." in english.body
     assert settings.LANGUAGE_CODE == "en"
+
+
+def test_a_session_whose_account_is_gone_records_nothing_and_still_gets_its_page() -> None:
+    buyer = make_buyer("gone")
+    client = Client()
+    client.force_login(buyer)  # type: ignore[arg-type]
+    buyer.delete()  # type: ignore[attr-defined]
+    assert client.get("/", HTTP_ACCEPT_LANGUAGE=GERMAN).status_code == 200
+    assert not BuyerLanguage.objects.exists()

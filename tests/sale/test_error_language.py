@@ -156,3 +156,9 @@ def test_a_storefront_flash_message_is_in_german() -> None:
     page = answer.content.decode()
     assert re.search(r"Dieser Drop öffnet um \d\d:\d\d:\d\d UTC\.", page), page[-2000:]
     assert "This drop opens at" not in page
+
+
+def test_the_shops_404_says_the_missing_drop_in_german() -> None:
+    page = Client().get("/drops/nirgends/", HTTP_ACCEPT_LANGUAGE="de")
+    assert page.status_code == 404
+    assert "Es gibt keinen Drop namens &#x27;nirgends&#x27;." in page.content.decode()
