@@ -33,16 +33,17 @@ from typing import Any, Protocol
 import redis.asyncio as aioredis
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
+from django.utils.translation import gettext_lazy
 
 from admission import state
 from admission.background import Trouble
 from admission.listener import Listener
 from admission.polls import Polls
 from admission.published import MAX_AGE, REFRESH_AFTER, STALE_AFTER, Known, Snapshots
-from admission.refusals import BUSY_JSON, busy_page, refusal
+from admission.refusals import answer, busy_json, busy_page, refusal
 from admission.rooms import Room, Rooms
 from admission.routes import CLAIM_JSON, CLAIM_PAGE, JOIN, QUEUE, SLUG, STATE, route
-from core.asgi import Answer, ASGIApp, Receive, Scope, Send, header
+from core.asgi import Answer, ASGIApp, Receive, Scope, Send, header, language
 from core.errors import NotFound
 
 
@@ -176,7 +177,8 @@ class Edge:
         limit = settings.CLAIM_CONCURRENCY if self.claim_limit is None else self.claim_limit
         if self.in_flight >= limit:
             self.stats["busy"] += 1
-            return await (BUSY_JSON if kind == CLAIM_JSON else busy_page(slug)).send(send)
+            said = language(scope)
+            return await (busy_json(said) if kind == CLAIM_JSON else busy_page(slug, said)).send(send)
         self.in_flight += 1
         try:
             await self.app(scope, receive, send)
@@ -228,7 +230,7 @@ class Edge:
             lane = self.lane
             return await self.polls.answer(known, scope, buyer_of=lane.buyer_of if lane is not None else None)
         why = refusal(known, token=header(scope, b"x-admission-token"), now=time.time())
-        return None if why is None else Answer.error(why)
+        return None if why is None else answer(why, language(scope))
 
     def _may_answer(self, scope: Scope) -> bool:
         """Only where Django would answer too: an allowed Host, and no redirect to HTTPS due."""
@@ -310,4 +312,4 @@ def shared() -> Edge:
 
 
 async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:
-    await Answer.error(NotFound("Nothing here.")).send(send)
+    await Answer.error(NotFound(gettext_lazy("Nothing here.")), language=language(scope)).send(send)

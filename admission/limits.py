@@ -11,11 +11,12 @@ import math
 import redis.asyncio as aioredis
 from django.conf import settings
 from django.http import HttpRequest
+from django.utils.translation import gettext_lazy
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from core.api import signed_in
-from core.errors import Busy, RateLimited
+from core.errors import Busy, RateLimited, fill
 
 # KEYS: the buckets; ARGV: capacity and refill per second of each, in the same order.
 # All or nothing: a token is taken from every bucket only when each has one, so a request
@@ -72,7 +73,9 @@ def take(limits: list[Bucket]) -> float:
         client = get_redis_connection("default")
         wait = client.register_script(TAKE_TOKENS)(keys=[key for key, _, _ in limits], args=args)
     except (RedisError, OSError):
-        raise Busy("The shop is catching its breath; please wait a moment and try again.") from None
+        raise Busy(
+            gettext_lazy("The shop is catching its breath; please wait a moment and try again.")
+        ) from None
     return float(wait)
 
 
@@ -82,7 +85,9 @@ async def take_async(client: aioredis.Redis, limits: list[Bucket]) -> float:
     try:
         wait = await client.eval(TAKE_TOKENS, len(limits), *[key for key, _, _ in limits], *args)
     except (RedisError, OSError):
-        raise Busy("The shop is catching its breath; please wait a moment and try again.") from None
+        raise Busy(
+            gettext_lazy("The shop is catching its breath; please wait a moment and try again.")
+        ) from None
     return float(wait)
 
 
@@ -124,4 +129,7 @@ def buckets(*, scope: str, ip: str, buyer_id: int) -> list[Bucket]:
 def _refuse(wait: float) -> None:
     if wait:
         seconds = math.ceil(wait)
-        raise RateLimited(f"Too many attempts; try again in {seconds} s.", retry_after=seconds)
+        raise RateLimited(
+            fill(gettext_lazy("Too many attempts; try again in %(seconds)s s."), seconds=seconds),
+            retry_after=seconds,
+        )

@@ -8,19 +8,41 @@ from __future__ import annotations
 
 import html
 
+from django.utils import translation
+from django.utils.translation import gettext, gettext_lazy
+
 from admission import tokens
 from admission.published import Known
 from admission.routes import SLUG
 from core.asgi import Answer
-from core.errors import Busy, Ended, FloodgateError, NotAdmitted, NotStarted, Paused, SoldOut
+from core.errors import Busy, Ended, FloodgateError, NotAdmitted, NotStarted, Paused, SoldOut, fill
 
-# Django's own wording for the same refusals (holds.services, inventory.services).
-PAUSED = "This sale is paused. It resumes shortly."
-ENDED = "This drop has ended."
-SOLD_OUT = "Sold out. Units come back if a buyer does not pay in time."
-BUSY = "The shop is very busy; try again in a second."
+# Django's own wording for the same refusals (holds.services, inventory.services), in the
+# request's language (core.asgi.language) as Django's are.
+PAUSED = gettext_lazy("This sale is paused. It resumes shortly.")
+ENDED = gettext_lazy("This drop has ended.")
+SOLD_OUT = gettext_lazy("Sold out. Units come back if a buyer does not pay in time.")
+BUSY = gettext_lazy("The shop is very busy; try again in a second.")
+# The refusals that read the same for every drop: their answers are built once per language.
+CONSTANT = (PAUSED, ENDED, SOLD_OUT, BUSY)
+_built: dict[tuple[str, str], Answer] = {}
 
-BUSY_JSON = Answer.error(Busy(BUSY))
+
+def answer(error: FloodgateError, language: str) -> Answer:
+    """The refusal's answer in the request's language; a constant one (paused, ended, sold out,
+    busy: most of a crowd's refusals) from the answers built before, at the cost of a dict lookup."""
+    if error.extra or not any(error.detail is words for words in CONSTANT):
+        return Answer.error(error, language=language)
+    key = (error.code, language)
+    built = _built.get(key)
+    if built is None:
+        built = _built[key] = Answer.error(error, language=language)
+    return built
+
+
+def busy_json(language: str) -> Answer:
+    """The reserve API's 503 when Django's claims are at their bound."""
+    return answer(Busy(BUSY), language)
 
 
 def refusal(known: Known, *, token: str | None, now: float) -> FloodgateError | None:
@@ -36,7 +58,10 @@ def refusal(known: Known, *, token: str | None, now: float) -> FloodgateError | 
             return None  # the presale: only the claim's transaction knows a code or the list
         if now < known.starts_at.timestamp():
             starts = known.starts_at
-            return NotStarted(f"This drop opens at {starts:%H:%M:%S} UTC.", starts_at=starts.isoformat())
+            return NotStarted(
+                fill(gettext_lazy("This drop opens at %(starts)s UTC."), starts=format(starts, "%H:%M:%S")),
+                starts_at=starts.isoformat(),
+            )
         just_opened = True  # the next snapshot says so; only the admission is certain meanwhile
     elif current == "ended" or now >= known.ends_at:
         return Ended(ENDED)
@@ -52,11 +77,19 @@ def refusal(known: Known, *, token: str | None, now: float) -> FloodgateError | 
     return None
 
 
-def busy_page(slug: str) -> Answer:
-    """The drop page's form posted when Django's claims are at their bound."""
-    back = f' <a href="/drops/{html.escape(slug)}/">Back to the drop</a>' if SLUG.fullmatch(slug) else ""
+def busy_page(slug: str, language: str) -> Answer:
+    """The drop page's form posted when Django's claims are at their bound, in the buyer's language."""
+    with translation.override(language):
+        back, words = "", html.escape(gettext("Back to the drop"))
+        if SLUG.fullmatch(slug):
+            back = f' <a href="/drops/{html.escape(slug)}/">{words}</a>'
+        title = html.escape(gettext("Very busy"))
+        text = html.escape(gettext("The shop is very busy right now; press the button again in a second."))
     page = (
-        '<!doctype html><html lang="en"><meta charset="utf-8"><title>Very busy</title>'
-        f"<p>The shop is very busy right now; press the button again in a second.{back}</p></html>"
+        f'<!doctype html><html lang="{html.escape(language)}"><meta charset="utf-8"><title>{title}</title>'
+        f"<p>{text}{back}</p></html>"
     )
-    return Answer(503, page.encode(), content_type=b"text/html; charset=utf-8", retry_after=1)
+    headers = ((b"content-language", language.encode()), (b"vary", b"Accept-Language, Cookie"))
+    return Answer(
+        503, page.encode(), content_type=b"text/html; charset=utf-8", retry_after=1, headers=headers
+    )

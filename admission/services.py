@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
@@ -37,7 +38,7 @@ from admission.drawing import (
 from admission.models import Queue, Ticket, Wave
 from catalogue import selectors as catalogue
 from core import locks
-from core.errors import Busy, Ended, FloodgateError, SoldOut
+from core.errors import Busy, Ended, FloodgateError, SoldOut, fill
 from holds import gate
 from holds import services as holds
 from holds.models import HoldState
@@ -145,16 +146,16 @@ def join(*, drop: Drop, buyer_id: int, proof: str | None = None, challenge: str 
     A new place costs the drop's proof of work (admission.work), if it asks for one."""
     catalogue.check_audience(drop, buyer_id=buyer_id)  # first: a rehearsal's copy says nothing to others
     if not drop.waiting_room:
-        raise NoWaitingRoom("This drop has no waiting room; buy from the drop page directly.")
+        raise NoWaitingRoom(gettext_lazy("This drop has no waiting room; buy from the drop page directly."))
     ticket = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
     if ticket is not None:
         return place_of(drop=drop, ticket=ticket)
     if drop.state == DropState.ENDED:
-        raise Ended("This drop has ended; its waiting room is closed.")
+        raise Ended(gettext_lazy("This drop has ended; its waiting room is closed."))
     if drop.raffle and timezone.now() >= drop.starts_at:
         raise _entries_closed(drop)
     if drop.state == DropState.LIVE and _line_closed(drop):
-        raise SoldOut("Sold out: the line is closed. Every unit is sold and none is held.")
+        raise SoldOut(gettext_lazy("Sold out: the line is closed. Every unit is sold and none is held."))
     work.check(drop=drop, buyer_id=buyer_id, challenge=challenge, proof=proof)
     queue = queue_for(drop)
     # The queue row read before the insert: its mark can only be behind, never admit early.
@@ -201,14 +202,17 @@ def _new_ticket(drop: Drop, buyer_id: int, queue: Queue) -> Ticket:
             return Ticket(id=inserted[0], drop=drop, buyer_id=buyer_id, number=number, joined_at=inserted[1])
     existing = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
     if existing is None:
-        raise Busy("The waiting room is very busy; try again in a second.")
+        raise Busy(gettext_lazy("The waiting room is very busy; try again in a second."))
     return existing
 
 
 def _entries_closed(drop: Drop) -> EntriesClosed:
     closed = timezone.localtime(drop.starts_at)
     return EntriesClosed(
-        f"Entries to this raffle closed at {closed:%Y-%m-%d %H:%M %Z}; the draw has ranked those it had.",
+        fill(
+            gettext_lazy("Entries to this raffle closed at %(closed)s; the draw has ranked those it had."),
+            closed=format(closed, "%Y-%m-%d %H:%M %Z"),
+        ),
         closed_at=drop.starts_at.isoformat(),
     )
 
@@ -222,7 +226,9 @@ def _next_number(drop: Drop) -> int:
         return int(client.eval(NEXT_NUMBER, 1, COUNTER.format(drop=drop.pk), floor))
     except (RedisError, OSError) as error:
         log.warning("admission: Redis unavailable for a join: %s", error)
-        raise Busy("The waiting room is catching its breath; please wait a moment and try again.") from None
+        raise Busy(
+            gettext_lazy("The waiting room is catching its breath; please wait a moment and try again.")
+        ) from None
 
 
 def own_ticket(*, drop: Drop, buyer_id: int) -> Ticket | None:
@@ -232,7 +238,7 @@ def own_ticket(*, drop: Drop, buyer_id: int) -> Ticket | None:
 def place(*, drop: Drop, buyer_id: int) -> Place:
     ticket = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
     if ticket is None:
-        raise NotInQueue("You are not in this drop's waiting room yet; join it with POST.")
+        raise NotInQueue(gettext_lazy("You are not in this drop's waiting room yet; join it with POST."))
     return place_of(drop=drop, ticket=ticket)
 
 
@@ -268,7 +274,7 @@ def draw_entries(*, drop: Drop) -> dict[str, object]:
     hash and the beacon round named; from the close the entry list's hash; after the draw the seed,
     the list, the round's signature and randomness (or why it could not be read), the order."""
     if not drop.waiting_room:
-        raise NoWaitingRoom("This drop has no waiting room.")
+        raise NoWaitingRoom(gettext_lazy("This drop has no waiting room."))
     queue = queue_for(drop)
     body: dict[str, object] = {
         "seed_sha256": queue.seed_sha256,

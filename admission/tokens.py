@@ -13,6 +13,7 @@ from typing import TypeGuard
 
 from django.conf import settings
 from django.core import signing
+from django.utils.translation import gettext_lazy
 
 from core.errors import NotAdmitted
 
@@ -27,7 +28,7 @@ def claims(token: str | None, *, drop_id: int) -> dict[str, int]:
     """The token's claims if it is genuine, fresh and for this drop (the buyer is checked by `verify`)."""
     if not token:
         raise NotAdmitted(
-            "You have not been admitted yet: join the waiting room and wait for your turn.",
+            gettext_lazy("You have not been admitted yet: join the waiting room and wait for your turn."),
             queue=True,
         )
     try:
@@ -36,13 +37,16 @@ def claims(token: str | None, *, drop_id: int) -> dict[str, int]:
         )
     except signing.SignatureExpired:
         raise NotAdmitted(
-            "Your admission has expired; open the waiting room again for a fresh one (you keep your place).",
+            gettext_lazy(
+                "Your admission has expired; open the waiting room again for a fresh one "
+                "(you keep your place)."
+            ),
             queue=True,
         ) from None
     except (signing.BadSignature, ValueError, UnicodeDecodeError):
-        raise NotAdmitted("That admission token is not valid.", queue=True) from None
+        raise NotAdmitted(gettext_lazy("That admission token is not valid."), queue=True) from None
     if not isinstance(found, dict) or found.get("d") != drop_id:
-        raise NotAdmitted("That admission token is for another drop.", queue=True)
+        raise NotAdmitted(gettext_lazy("That admission token is for another drop."), queue=True)
     return found
 
 
@@ -50,7 +54,7 @@ def verify(token: str | None, *, drop_id: int, buyer_id: int) -> int:
     """The admitted ticket number; NotAdmitted (403) for a missing, forged, expired or foreign token."""
     found = claims(token, drop_id=drop_id)
     if found.get("b") != buyer_id:
-        raise NotAdmitted("That admission token belongs to another buyer.", queue=True)
+        raise NotAdmitted(gettext_lazy("That admission token belongs to another buyer."), queue=True)
     return int(found["t"])
 
 

@@ -23,7 +23,7 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         drop = catalogue.drop_for_buyer(slug=slug, buyer_id=signed_in(request))
     except NotFound as error:
-        raise Http404(error.detail) from None
+        raise Http404(str(error.detail)) from None
     if not drop.waiting_room:
         return redirect(drop)
     if request.method == "POST":
@@ -85,7 +85,7 @@ def verify(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)
     except NotFound as error:
-        raise Http404(error.detail) from None
+        raise Http404(str(error.detail)) from None
     if not drop.waiting_room:
         raise Http404("This drop has no waiting room.")
     mine = services.own_ticket(drop=drop, buyer_id=request.user.pk) if request.user.is_authenticated else None

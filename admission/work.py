@@ -21,10 +21,11 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
-from core.errors import Busy, FloodgateError, ProofRequired
+from core.errors import Busy, Detail, FloodgateError, ProofRequired, fill
 from shop.models import Drop
 
 NONCE = re.compile(r"[0-9a-z]{1,32}")
@@ -62,7 +63,10 @@ def issue(*, drop: Drop, buyer_id: int, now: datetime | None = None) -> Challeng
     opens = room_opens_at(drop)
     if now < opens:
         raise RoomNotOpen(
-            f"This waiting room opens at {opens:%Y-%m-%d %H:%M} UTC, an hour before the sale.",
+            fill(
+                gettext_lazy("This waiting room opens at %(opens)s UTC, an hour before the sale."),
+                opens=format(opens, "%Y-%m-%d %H:%M"),
+            ),
             opens_at=opens.isoformat(),
         )
     expires = int(now.timestamp()) + settings.JOIN_WORK_CHALLENGE_SECONDS
@@ -97,25 +101,37 @@ def check(
     now = now or timezone.now()
     parsed = CHALLENGE.fullmatch(challenge or "")
     if parsed is None:
-        _refuse(drop, buyer_id, now, "Joining this waiting room needs a small proof of work.")
+        _refuse(drop, buyer_id, now, gettext_lazy("Joining this waiting room needs a small proof of work."))
     assert parsed is not None and challenge is not None
     expires, nonce = int(parsed[1]), parsed[2]
     if not hmac.compare_digest(parsed[3], _mac(drop.pk, buyer_id, expires, nonce)):
-        _refuse(drop, buyer_id, now, "That challenge was not issued to this account for this drop.")
+        _refuse(
+            drop, buyer_id, now, gettext_lazy("That challenge was not issued to this account for this drop.")
+        )
     if expires <= now.timestamp():
-        _refuse(drop, buyer_id, now, "That challenge has expired; here is a fresh one.")
+        _refuse(drop, buyer_id, now, gettext_lazy("That challenge has expired; here is a fresh one."))
     if not solves(challenge, proof, bits):
-        _refuse(drop, buyer_id, now, "That nonce does not solve the challenge.")
+        _refuse(drop, buyer_id, now, gettext_lazy("That nonce does not solve the challenge."))
     if not _spend(drop.pk, buyer_id, nonce, expires):
-        _refuse(drop, buyer_id, now, "That challenge has been used already; here is a fresh one.")
+        _refuse(
+            drop, buyer_id, now, gettext_lazy("That challenge has been used already; here is a fresh one.")
+        )
 
 
-def _refuse(drop: Drop, buyer_id: int, now: datetime, why: str) -> None:
+def _refuse(drop: Drop, buyer_id: int, now: datetime, why: Detail) -> None:
     fresh = issue(drop=drop, buyer_id=buyer_id, now=now)
     raise ProofRequired(
-        f"{why} Find a nonce whose sha256('{fresh.text}:<nonce>') starts with {fresh.bits} zero bits "
-        "and send it as X-Join-Proof, the challenge as X-Join-Challenge, before "
-        f"{fresh.expires_at:%H:%M:%S} UTC. The waiting-room page does this for you.",
+        fill(
+            gettext_lazy(
+                "%(why)s Find a nonce whose sha256('%(text)s:<nonce>') starts with %(bits)s zero bits "
+                "and send it as X-Join-Proof, the challenge as X-Join-Challenge, before "
+                "%(expires_at)s UTC. The waiting-room page does this for you."
+            ),
+            why=why,
+            text=fresh.text,
+            bits=fresh.bits,
+            expires_at=format(fresh.expires_at, "%H:%M:%S"),
+        ),
         challenge=fresh.text,
         bits=fresh.bits,
         expires_at=fresh.expires_at.isoformat(),
@@ -130,7 +146,9 @@ def _spend(drop_id: int, buyer_id: int, nonce: str, expires: int) -> bool:
         key = SPENT.format(drop=drop_id, buyer=buyer_id, nonce=nonce)
         return bool(client.set(key, "1", nx=True, exat=expires + 1))
     except (RedisError, OSError):
-        raise Busy("The waiting room is catching its breath; please try again in a moment.") from None
+        raise Busy(
+            gettext_lazy("The waiting room is catching its breath; please try again in a moment.")
+        ) from None
 
 
 def solve(challenge_: str, bits: int) -> str:

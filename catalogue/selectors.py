@@ -9,9 +9,10 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from catalogue import answers
-from core.errors import FloodgateError, Forbidden, InvalidVariant, NotFound, Unauthenticated
+from core.errors import FloodgateError, Forbidden, InvalidVariant, NotFound, Unauthenticated, fill
 from core.text import storable
 from inventory.selectors import available_by_drop, variants_with_stock
 from shop import sql
@@ -101,7 +102,7 @@ def _views(drops: list[Drop], now: datetime) -> list[DropView]:
 
 def unknown_drop(slug: str) -> NotFound:
     """The one answer to a slug no drop has (every door says it the same way)."""
-    return NotFound(f"There is no drop called {slug!r}.")
+    return NotFound(fill(gettext_lazy("There is no drop called %(slug)s."), slug=repr(slug)))
 
 
 def outsider(drop: Drop) -> FloodgateError:
@@ -109,7 +110,9 @@ def outsider(drop: Drop) -> FloodgateError:
     does not exist for anyone but its own buyers; a rehearsal's account buys nothing real."""
     if drop.rehearsal_of_id is not None:
         return unknown_drop(drop.slug)
-    return Forbidden("This account was made for a rehearsal; it takes part in that rehearsal only.")
+    return Forbidden(
+        gettext_lazy("This account was made for a rehearsal; it takes part in that rehearsal only.")
+    )
 
 
 def check_audience(drop: Drop, *, buyer_id: int) -> None:
@@ -119,7 +122,7 @@ def check_audience(drop: Drop, *, buyer_id: int) -> None:
         cursor.execute(sql.MAY_TAKE_PART, {"drop": drop.pk, "buyer": buyer_id})
         row = cursor.fetchone()
     if row is None:
-        raise Unauthenticated("This account is not active.")
+        raise Unauthenticated(gettext_lazy("This account is not active."))
     if not row[0]:
         raise outsider(drop)
 
@@ -162,14 +165,24 @@ def variant_of(drop: Drop, name: object) -> Variant:
     if name is None:
         if len(variants) == 1:
             return variants[0]
-        raise InvalidVariant(f"Choose a variant: one of {', '.join(names)}.", variants=names)
+        raise InvalidVariant(
+            fill(gettext_lazy("Choose a variant: one of %(names)s."), names=", ".join(names)), variants=names
+        )
     if not isinstance(name, str) or len(name) > VARIANT_NAME_MAX or not storable(name):
-        raise InvalidVariant(f"variant must be the name of one of {', '.join(names)}.", variants=names)
+        raise InvalidVariant(
+            fill(gettext_lazy("variant must be the name of one of %(names)s."), names=", ".join(names)),
+            variants=names,
+        )
     for variant in variants:
         if variant.name == name:
             return variant
     raise InvalidVariant(
-        f"This drop has no variant {name!r}: choose one of {', '.join(names)}.", variants=names
+        fill(
+            gettext_lazy("This drop has no variant %(name)s: choose one of %(names)s."),
+            name=repr(name),
+            names=", ".join(names),
+        ),
+        variants=names,
     )
 
 

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from core.errors import InvalidInput
 from inventory import selectors as stock
@@ -127,7 +128,7 @@ def change_variants(*, drop: Drop, variants: list[NewVariant]) -> list[Variant]:
         bucket_count=drop.bucket_count,
     )
     with transaction.atomic(durable=True):
-        inventory.clear_stock(drop=drop, why="Variants can be added, renamed or removed")
+        inventory.clear_stock(drop=drop, why=gettext_lazy("Variants can be added, renamed or removed"))
         try:
             Variant.objects.filter(drop_id=drop.pk).delete()
         except ProtectedError:  # a hold of the past names one (the lock saw none open)

@@ -6,6 +6,7 @@ import re
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
+from django.utils.translation import gettext_lazy
 
 from checkout import answers, refunds, reminders, selectors, services
 from checkout.models import Order
@@ -46,7 +47,7 @@ def order(request: HttpRequest, order_id: str) -> JsonResponse:
         .first()
     )
     if found is None:
-        raise NotFound("There is no such order among yours.")
+        raise NotFound(gettext_lazy("There is no such order among yours."))
     return JsonResponse(selectors.order_json(found))
 
 

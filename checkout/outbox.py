@@ -1,7 +1,8 @@
 """The outbox: what must leave the process (e-mail, the merchant's webhook) is written in the
 transaction of the change it announces, and relayed one message per transaction.
 
-E-mails are written in the active language: the shop's LANGUAGE_CODE in the relaying worker.
+E-mails are written in their buyer's language (shop.languages: the one they last used the shop
+in), subject and body; a buyer with none recorded gets the relaying worker's, LANGUAGE_CODE.
 
 A crash loses nothing (the message stays unsent) and can repeat only the message in
 flight, with the same key, which its consumer uses to drop the repeat.
@@ -22,14 +23,14 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from checkout.models import Order, OutboxMessage, Refund, Reminder
 from core import formatting
 from holds.counts import claimable_by_drop
 from holds.models import Hold
-from shop import calendar, pricing
+from shop import calendar, languages, pricing
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
@@ -211,7 +212,8 @@ def relay_outbox(*, limit: int = 200) -> int:
             if message is None:
                 break
             try:
-                _deliver(message)
+                with translation.override(_language_of(message)):
+                    _deliver(message)
             except Exception as error:  # any consumer failure: keep it for a later round
                 backoff = timedelta(seconds=min(2**message.attempts, 3600))
                 OutboxMessage.objects.filter(pk=message.pk).update(
@@ -248,6 +250,19 @@ def confirmation_text(order: Order) -> str:
             "url": settings.PUBLIC_BASE_URL.rstrip("/") + order.get_absolute_url(),
         },
     )
+
+
+def _language_of(message: OutboxMessage) -> str:
+    """The language to write the message in: its buyer's (every e-mail's payload names them; a
+    reminder written before it did names its reminder), else the worker's."""
+    worker = translation.get_language() or settings.LANGUAGE_CODE
+    if not message.topic.endswith(".email"):
+        return worker  # the merchant's webhook: JSON, no words
+    buyer = message.payload.get("buyer")
+    if buyer is None and "reminder" in message.payload:
+        reminders = Reminder.objects.filter(pk=message.payload["reminder"])
+        buyer = reminders.values_list("buyer_id", flat=True).first()
+    return languages.of(buyer, default=worker)
 
 
 def _deliver(message: OutboxMessage) -> None:
@@ -313,9 +328,12 @@ def _deliver(message: OutboxMessage) -> None:
         if not buyer.email:
             return
         won = message.payload["result"] == "won"
-        subject = "You won: pay for your unit of {}" if won else "The raffle of {} is decided"
+        if won:
+            subject = _("You won: pay for your unit of %(title)s") % {"title": drop.display_title}
+        else:
+            subject = _("The raffle of %(title)s is decided") % {"title": drop.display_title}
         EmailMessage(
-            subject=subject.format(drop.display_title),
+            subject=subject,
             body=raffle_text(message, drop, buyer),
             to=[buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},

@@ -24,12 +24,13 @@ from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.db.models import F
 from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy
 
 from checkout import outbox
 from checkout.models import REFUND_KEY_MAX, Order, OrderState, Payment, PaymentState, Refund, RefundState
 from checkout.providers import get_provider
 from checkout.providers.base import PermanentProviderError, ProviderError
-from core.errors import FloodgateError, IdempotencyKeyReused, InvalidInput, NotFound
+from core.errors import FloodgateError, IdempotencyKeyReused, InvalidInput, NotFound, fill
 from core.text import storable
 from holds import services as holds
 
@@ -62,7 +63,7 @@ def _whole(value: object, what: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{what} must be a whole number.")
+        raise InvalidInput(fill(gettext_lazy("%(what)s must be a whole number."), what=what))
     return value
 
 
@@ -82,28 +83,49 @@ def request_refund(
     nothing then."""
     units, amount = _whole(quantity, "quantity"), _whole(amount_minor, "amount_minor")
     if not isinstance(restock, bool):
-        raise InvalidInput("restock must be true or false.")
+        raise InvalidInput(gettext_lazy("restock must be true or false."))
     if not isinstance(reason, str) or len(reason) > REASON_MAX or not storable(reason):
-        raise InvalidInput(f"reason must be text of at most {REASON_MAX} characters.")
+        raise InvalidInput(
+            fill(
+                gettext_lazy("reason must be text of at most %(reason_max)s characters."),
+                reason_max=REASON_MAX,
+            )
+        )
     if len(request_key) > REFUND_KEY_MAX or not request_key.isprintable():
-        raise InvalidInput(f"The Idempotency-Key must be printable, at most {REFUND_KEY_MAX} characters.")
+        raise InvalidInput(
+            fill(
+                gettext_lazy("The Idempotency-Key must be printable, at most %(refund_key_max)s characters."),
+                refund_key_max=REFUND_KEY_MAX,
+            )
+        )
     with transaction.atomic(durable=True):
         order = Order.objects.select_for_update(of=("self",)).filter(pk=order_id).first()
         if order is None:
-            raise NotFound(f"There is no order {order_id}.")
+            raise NotFound(fill(gettext_lazy("There is no order %(order_id)s."), order_id=order_id))
         if request_key and (same := order.refunds.filter(request_key=request_key).first()):
             asked = (units or same.quantity, amount or same.amount_minor, restock)
             if asked != (same.quantity, same.amount_minor, same.restock):
-                raise IdempotencyKeyReused("This Idempotency-Key was used for another refund of this order.")
+                raise IdempotencyKeyReused(
+                    gettext_lazy("This Idempotency-Key was used for another refund of this order.")
+                )
             return Asked(same, created=False)
         payment = _captured_payment(order)
         left_units = order.quantity - order.refunded_quantity
         left_money = order.amount_minor - order.refunded_minor
         if left_units <= 0:
-            raise NotRefundable(f"Every unit of order {order.pk} is refunded already.")
+            raise NotRefundable(
+                fill(gettext_lazy("Every unit of order %(pk)s is refunded already."), pk=order.pk)
+            )
         units = left_units if units is None else units
         if not 1 <= units <= left_units:
-            raise InvalidInput(f"quantity must be between 1 and {left_units}, the units not refunded yet.")
+            raise InvalidInput(
+                fill(
+                    gettext_lazy(
+                        "quantity must be between 1 and %(left_units)s, the units not refunded yet."
+                    ),
+                    left_units=left_units,
+                )
+            )
         if amount is None:
             # The last units take what is left, so rounded shares still add up to the amount paid.
             amount = left_money if units == left_units else order.amount_minor * units // order.quantity
@@ -139,21 +161,33 @@ def _captured_payment(order: Order) -> Payment:
     """The payment whose money a refund gives back, locked; refuses any other state clearly."""
     if order.state not in {OrderState.CONFIRMED}:
         words = {
-            OrderState.REFUNDED: "is refunded already",
-            OrderState.CANCELLED: "was cancelled: nothing was charged",
-            OrderState.FAILED: "was never paid (or its payment was cancelled)",
-            OrderState.PENDING: "is not paid yet",
+            OrderState.REFUNDED: gettext_lazy("is refunded already"),
+            OrderState.CANCELLED: gettext_lazy("was cancelled: nothing was charged"),
+            OrderState.FAILED: gettext_lazy("was never paid (or its payment was cancelled)"),
+            OrderState.PENDING: gettext_lazy("is not paid yet"),
         }
-        raise NotRefundable(f"Order {order.pk} {words.get(OrderState(order.state), order.state)}.")
+        raise NotRefundable(
+            fill(
+                gettext_lazy("Order %(pk)s %(value)s."),
+                pk=order.pk,
+                value=words.get(OrderState(order.state), order.state),
+            )
+        )
     payment = (
         Payment.objects.select_for_update()
         .filter(order=order, state__in=[PaymentState.CAPTURED, PaymentState.CAPTURE_PENDING])
         .first()
     )
     if payment is None:
-        raise NotRefundable(f"Order {order.pk} has no captured payment to refund; see its payments.")
+        raise NotRefundable(
+            fill(
+                gettext_lazy("Order %(pk)s has no captured payment to refund; see its payments."), pk=order.pk
+            )
+        )
     if payment.state == PaymentState.CAPTURE_PENDING:
-        raise CapturePending("The payment is still being captured; try the refund again in a minute.")
+        raise CapturePending(
+            gettext_lazy("The payment is still being captured; try the refund again in a minute.")
+        )
     return payment
 
 
@@ -284,7 +318,7 @@ def cancel_order(*, order_id: int, buyer_id: int) -> Order:
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         order = Order.objects.select_for_update(of=("self",)).filter(pk=order_id, buyer_id=buyer_id).first()
         if order is None:
-            raise NotFound("There is no such order among yours.")
+            raise NotFound(gettext_lazy("There is no such order among yours."))
         if order.state == OrderState.CANCELLED:
             return order
         if order.state == OrderState.PENDING:
@@ -300,11 +334,15 @@ def cancel_order(*, order_id: int, buyer_id: int) -> Order:
                 order=order, state=PaymentState.CAPTURE_PENDING
             )
             if not payment.update(state=PaymentState.VOID_PENDING, updated_at=Now()):
-                raise NotCancellable("The payment has been taken already; ask the shop for a refund.")
+                raise NotCancellable(
+                    gettext_lazy("The payment has been taken already; ask the shop for a refund.")
+                )
             holds.refund_units_in(cursor, hold_id=order.hold_id, units=order.quantity, restock=True)
             transaction.on_commit(lambda: _send_settle(order.pk))
         else:
-            raise NotCancellable(f"This order is {order.state}: there is nothing to cancel.")
+            raise NotCancellable(
+                fill(gettext_lazy("This order is %(state)s: there is nothing to cancel."), state=order.state)
+            )
         Order.objects.filter(pk=order.pk).update(state=OrderState.CANCELLED, updated_at=Now())
         outbox.announce_cancel(order)
     order.refresh_from_db()

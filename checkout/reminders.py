@@ -17,12 +17,13 @@ from datetime import datetime
 from celery import current_app
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from admission.work import ROOM_OPENS
 from catalogue import selectors as catalogue
 from checkout import outbox, sql
 from checkout.models import OutboxMessage, Reminder
-from core.errors import FloodgateError, NotFound
+from core.errors import FloodgateError, NotFound, fill
 from shop.models import Drop
 
 log = logging.getLogger(__name__)
@@ -63,8 +64,18 @@ def ask_reminder(*, drop: Drop, buyer_id: int) -> Asked:
     if existing is not None:
         return Asked(reminder_id=existing, new=False)
     if drop.waiting_room and drop.starts_at > timezone.now():
-        raise AlreadyOpen(f"The waiting room of {drop.display_title} is open already: join it now.")
-    raise AlreadyOpen(f"{drop.display_title} is not waiting to open any more: no reminder is needed.")
+        raise AlreadyOpen(
+            fill(
+                gettext_lazy("The waiting room of %(display_title)s is open already: join it now."),
+                display_title=drop.display_title,
+            )
+        )
+    raise AlreadyOpen(
+        fill(
+            gettext_lazy("%(display_title)s is not waiting to open any more: no reminder is needed."),
+            display_title=drop.display_title,
+        )
+    )
 
 
 def cancel_reminder(*, drop: Drop, buyer_id: int) -> bool:
@@ -124,5 +135,5 @@ def drop_for_reminder(*, slug: str) -> Drop:
     """A drop a buyer may be reminded of: any but a rehearsal's copy (hidden everywhere)."""
     found = Drop.objects.select_related("product").filter(slug=slug, rehearsal_of__isnull=True).first()
     if found is None:
-        raise NotFound("There is no drop at this address.")
+        raise NotFound(gettext_lazy("There is no drop at this address."))
     return found

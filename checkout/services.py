@@ -28,6 +28,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 from django.urls import reverse
+from django.utils.translation import gettext_lazy
 from psycopg.types.json import Jsonb
 
 from checkout import outbox, redirects, refunds, sql
@@ -85,7 +86,9 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
         hold = Hold.objects.select_related("drop__product", "variant").get(pk=hold_id)
         provider = get_provider(provider_for(hold.drop))
         if hold.drop.product.ships and hold.shipping_address_id is None:
-            raise AddressRequired("Give the shipping address first: this product is sent by post.")
+            raise AddressRequired(
+                gettext_lazy("Give the shipping address first: this product is sent by post.")
+            )
         # charged: the gross, tax snapshotted
         price = pricing.line(hold.drop.product, quantity, variant=hold.variant)
         order, _ = Order.objects.get_or_create(
@@ -109,7 +112,9 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
             ).update(state=PaymentState.FAILED, last_error="the session was never opened", updated_at=Now())
             if not abandoned:
                 # Another click is opening the session right now; one session per attempt.
-                raise PaymentOpening("Your payment page is being prepared; try again in a second.")
+                raise PaymentOpening(
+                    gettext_lazy("Your payment page is being prepared; try again in a second.")
+                )
             payment = None
         if payment is None:
             # Another card after a decline: the order waits for this attempt again.
@@ -138,7 +143,9 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
         Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
             state=PaymentState.FAILED, last_error=str(error)[:300]
         )
-        raise ProviderUnavailable("The payment provider is not answering; try again in a moment.") from None
+        raise ProviderUnavailable(
+            gettext_lazy("The payment provider is not answering; try again in a moment.")
+        ) from None
     if not redirects.allowed(session.redirect_url):
         # Never hand a buyer (page or API) an address off the provider's allowed origins.
         log.warning(
@@ -147,7 +154,9 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
         Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
             state=PaymentState.FAILED, last_error="the provider's payment page is not an allowed address"
         )
-        raise ProviderUnavailable("The payment page could not be opened; try again in a moment.")
+        raise ProviderUnavailable(
+            gettext_lazy("The payment page could not be opened; try again in a moment.")
+        )
     opened = Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
         state=PaymentState.PENDING,
         session_id=session.session_id,
@@ -155,7 +164,7 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
         updated_at=Now(),
     )
     if not opened:
-        raise PaymentOpening("This payment changed meanwhile; open it again from your hold.")
+        raise PaymentOpening(gettext_lazy("This payment changed meanwhile; open it again from your hold."))
     payment.refresh_from_db()
     return Started(payment, order)
 
@@ -203,7 +212,7 @@ def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[st
                     provider_name,
                     event.event_id,
                 )
-                raise EventConflict("This event id was received before with different content.")
+                raise EventConflict(gettext_lazy("This event id was received before with different content."))
     return row[0] if row else None
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_safe
 
 from config.openapi import schema
 from config.schemas import Links
 from core.api import api
-from core.errors import NotFound
+from core.errors import NotFound, fill
 
 
 @api({"GET"})
@@ -26,7 +27,9 @@ def index(request: HttpRequest) -> JsonResponse:
 
 @api({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"})
 def unknown(request: HttpRequest, path: str) -> JsonResponse:
-    raise NotFound(f"/api/{path} is not part of the API; see /api/openapi.json.")
+    raise NotFound(
+        fill(gettext_lazy("/api/%(path)s is not part of the API; see /api/openapi.json."), path=path)
+    )
 
 
 @require_safe

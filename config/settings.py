@@ -74,6 +74,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # The signed-in buyer's language, written when it changes: their e-mails are written in it.
+    "accounts.middleware.RememberLanguage",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",  # CONTENT_SECURITY_POLICY below
     "allauth.account.middleware.AccountMiddleware",

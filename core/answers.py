@@ -51,7 +51,9 @@ class Closed(BaseModel):
 
 class Error(Closed):
     error: str = Field(description="A stable code, e.g. sold_out")
-    detail: str = Field(description="What to do, for a person")
+    detail: str = Field(
+        description="What to do, for a person, in the request's language (Accept-Language; default English)"
+    )
     remaining: Omittable[NonNegativeInt] = Field(None, description="sold_out: how many are left to ask for")
     hold: int | None = Field(
         None, description="hold_exists: the buyer's active hold (null: one is being made)"
@@ -76,5 +78,7 @@ class Error(Closed):
 
 
 def error_body(error: FloodgateError) -> dict[str, Any]:
-    """The JSON every door answers an error with: Django's views (core.api), the edge, the lane."""
-    return Error(error=error.code, detail=error.detail, **error.extra).dump()
+    """The JSON every door answers an error with: Django's views (core.api), the edge, the lane.
+    The detail is read in the active language (the request's: LocaleMiddleware, or the edge's and
+    the lane's override)."""
+    return Error(error=error.code, detail=str(error.detail), **error.extra).dump()

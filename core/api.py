@@ -14,6 +14,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
+from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 
 from core.answers import Error, error_body
@@ -22,7 +23,7 @@ from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, TooLarge
 View = Callable[..., HttpResponse]
 log = logging.getLogger(__name__)
 MAX_BODY = 16 * 1024
-TOO_LARGE = "The request body is too large (16 KB at most)."
+TOO_LARGE = gettext_lazy("The request body is too large (16 KB at most).")
 
 
 def error_response(error: FloodgateError) -> JsonResponse:
@@ -47,15 +48,15 @@ def bearer_user(request: HttpRequest) -> AbstractBaseUser | None:
         return None
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
-        raise Unauthenticated("Use the header 'Authorization: Bearer <token>'.")
+        raise Unauthenticated(gettext_lazy("Use the header 'Authorization: Bearer <token>'."))
     user = authenticate(request, bearer_token=raw.strip())  # shop.auth.BearerTokenBackend
     if user is None:
-        raise Unauthenticated("That bearer token is not valid.")
+        raise Unauthenticated(gettext_lazy("That bearer token is not valid."))
     return user
 
 
-CSRF_FAILED = "Send the CSRF token with a session."
-LOG_IN = "Log in, or send 'Authorization: Bearer <token>'."
+CSRF_FAILED = gettext_lazy("Send the CSRF token with a session.")
+LOG_IN = gettext_lazy("Log in, or send 'Authorization: Bearer <token>'.")
 
 
 def csrf_failure(request: HttpRequest) -> HttpResponse | None:
@@ -108,7 +109,7 @@ def api(methods: set[str], *, login: bool = False) -> Callable[[View], View]:
             except OperationalError as error:
                 # Deadlock, lock or statement timeout, pool exhausted: the database said "not now".
                 log.warning("api %s %s: database busy: %s", request.method, request.path, error)
-                return error_response(Busy("The shop is very busy; try again in a second."))
+                return error_response(Busy(gettext_lazy("The shop is very busy; try again in a second.")))
 
         return wrapper
 
@@ -129,7 +130,7 @@ def parse_json_body(raw: bytes) -> dict[str, object]:
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting is not JSON we take
-        raise InvalidInput("The body is not valid JSON.") from None
+        raise InvalidInput(gettext_lazy("The body is not valid JSON.")) from None
     if not isinstance(body, dict):
-        raise InvalidInput("The body must be a JSON object.")
+        raise InvalidInput(gettext_lazy("The body must be a JSON object."))
     return body

@@ -1,16 +1,19 @@
 """Raw ASGI for the answers given before Django (the admission edge, the claim lane): the types,
-the request's headers, cookies and bearer token read as Django reads them, and a JSON answer
-with the headers Django's middleware would add."""
+the request's headers, cookies, bearer token and language read as Django reads them, and a JSON
+answer with the headers Django's middleware would add."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import Any, cast
 
 from django.conf import settings
+from django.http import HttpRequest
 from django.http.cookie import parse_cookie
+from django.utils import translation
 
 from core.answers import error_body
 from core.errors import FloodgateError
@@ -71,6 +74,28 @@ def cookies(scope: Scope) -> dict[str, str]:
     return parse_cookie(",".join(sent)) if sent else {}
 
 
+def language(scope: Scope) -> str:
+    """The language LocaleMiddleware would activate for this request: the switcher's cookie, else
+    the browser's Accept-Language, else LANGUAGE_CODE. Decided once per cookie and header pair."""
+    chosen = None
+    if any(k.lower() == b"cookie" for k, _v in scope.get("headers", ())):
+        chosen = cookies(scope).get(settings.LANGUAGE_COOKIE_NAME)
+    return _language(chosen, header(scope, b"accept-language"))
+
+
+class _Asked:
+    """All of a request that Django's get_language_from_request reads (without check_path)."""
+
+    def __init__(self, chosen: str | None, accept: str | None) -> None:
+        self.COOKIES = {} if chosen is None else {settings.LANGUAGE_COOKIE_NAME: chosen}
+        self.META = {} if accept is None else {"HTTP_ACCEPT_LANGUAGE": accept}
+
+
+@lru_cache(maxsize=512)  # a crowd sends a handful of pairs; a stranger's made-up ones only churn it
+def _language(chosen: str | None, accept: str | None) -> str:
+    return translation.get_language_from_request(cast(HttpRequest, _Asked(chosen, accept)))
+
+
 async def read_body(receive: Receive, *, limit: int) -> tuple[bytes | None, bool]:
     """The request body (None: the client left before it was whole), and False when it is
     longer than `limit` (what was read is then dropped)."""
@@ -113,9 +138,13 @@ class Answer:
     by: bytes = b"x-floodgate-edge"  # who answered: the edge, or the claim lane (x-floodgate-lane)
 
     @classmethod
-    def error(cls, error: FloodgateError, *, by: bytes = b"x-floodgate-edge") -> Answer:
-        """The answer core.api.error_response gives the same error."""
-        return cls(error.status, json.dumps(error_body(error)).encode(), retry_after=error.retry_after, by=by)
+    def error(cls, error: FloodgateError, *, language: str, by: bytes = b"x-floodgate-edge") -> Answer:
+        """The answer core.api.error_response gives the same error, its detail in `language`
+        (core.asgi.language: the request's), with the headers LocaleMiddleware adds."""
+        with translation.override(language):
+            body = json.dumps(error_body(error)).encode()
+        headers = ((b"content-language", language.encode()), (b"vary", b"Accept-Language, Cookie"))
+        return cls(error.status, body, retry_after=error.retry_after, headers=headers, by=by)
 
     async def send(self, send: Send, *, head: bool = False) -> None:
         headers = [

@@ -1,6 +1,35 @@
-"""Domain errors: each has a stable code, an HTTP status and a message a person can act on."""
+"""Domain errors: each has a stable code, an HTTP status and a message a person can act on.
+
+A detail is written at the raise site as `gettext_lazy("...")` (with values: `fill(gettext_lazy(
+"... %(name)s ..."), name=...)`): it is translated when the answer is written, in the language of
+the request it answers, wherever the error was raised (a claim lane's worker thread has no request
+language of its own). The `code` is the contract and stays as it is in every language.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeAlias
+
+from django.utils.functional import lazy
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise
+
+    Detail: TypeAlias = _StrOrPromise  # text, or gettext_lazy's promise of it
+else:
+    Detail = object
+
+
+def _filled(message: Detail, values: dict[str, object]) -> str:
+    return str(message) % values
+
+
+_fill = lazy(_filled, str)
+
+
+def fill(message: Detail, /, **values: object) -> Detail:
+    """A detail with values in it, translated only when it is read (str()): in the answer's language."""
+    return _fill(message, values)
 
 
 class FloodgateError(Exception):
@@ -8,7 +37,7 @@ class FloodgateError(Exception):
     status = 400
     retry_after: int | None = None
 
-    def __init__(self, detail: str, **extra: object) -> None:
+    def __init__(self, detail: Detail, **extra: object) -> None:
         super().__init__(detail)
         self.detail = detail
         self.extra = extra
@@ -121,6 +150,6 @@ class ProofRequired(FloodgateError):
 class RateLimited(FloodgateError):
     code, status = "rate_limited", 429
 
-    def __init__(self, detail: str, *, retry_after: int, **extra: object) -> None:
+    def __init__(self, detail: Detail, *, retry_after: int, **extra: object) -> None:
         super().__init__(detail, **extra)
         self.retry_after = max(1, retry_after)

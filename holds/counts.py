@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
+from django.utils.translation import gettext_lazy
 
-from core.errors import NotFound
+from core.errors import NotFound, fill
 from holds import answers, sql
 from inventory import sql as stock
 from inventory.selectors import per_drop
@@ -57,7 +58,7 @@ def invariant(*, drop_id: int) -> Invariant:
     with connection.cursor() as cursor:
         row = stock.one(cursor, sql.INVARIANT, {"drop": drop_id})
     if row is None:
-        raise NotFound(f"There is no drop with id {drop_id}.")
+        raise NotFound(fill(gettext_lazy("There is no drop with id %(drop_id)s."), drop_id=drop_id))
     (
         quantity,
         available,

@@ -23,11 +23,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, cast
 
+from django.utils.translation import gettext_lazy
 from django_redis import get_redis_connection
 from redis import Redis
 from redis.exceptions import RedisError
 
-from core.errors import Busy, SoldOut
+from core.errors import Busy, SoldOut, fill
 from core.metrics import GATE_REFUSALS_KEY
 from holds.counts import claimable_by_drop
 
@@ -148,14 +149,16 @@ def through(drop: Gated, *, buyer_id: int, quantity: object, key: str | None, cl
             verdict = int(client.eval(TAKE, 4, *keys, q, seed, field, drop.pk, COUNT_TTL))
     except (RedisError, OSError) as error:
         log.warning("gate: Redis unavailable for drop %s: %s", drop.pk, error)
-        raise Busy("The shop is catching its breath; please wait a moment and try again.") from None
+        raise Busy(
+            gettext_lazy("The shop is catching its breath; please wait a moment and try again.")
+        ) from None
     if verdict == REPEAT:
         return claim()  # the database answers with the hold this key already has
     if verdict < 0:
         left = -verdict - 1
         if left == 0:
-            raise GateSoldOut("Sold out. Units come back if a buyer does not pay in time.")
-        raise GateSoldOut(f"Only {left} left; ask for fewer.", remaining=left)
+            raise GateSoldOut(gettext_lazy("Sold out. Units come back if a buyer does not pay in time."))
+        raise GateSoldOut(fill(gettext_lazy("Only %(left)s left; ask for fewer."), left=left), remaining=left)
     try:
         result = claim()
     except BaseException:

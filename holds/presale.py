@@ -18,8 +18,9 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
+from django.utils.translation import gettext_lazy
 
-from core.errors import InvalidInput, InvalidPresaleCode, NotStarted, PresaleCodeUsed
+from core.errors import InvalidInput, InvalidPresaleCode, NotStarted, PresaleCodeUsed, fill
 from holds import sql
 from holds.models import PRESALE_CODE_MAX, PresaleCode, PresaleListEntry
 from shop.models import Drop
@@ -30,7 +31,10 @@ GENERATED_LENGTH = 10  # 31**10: guessing one of a drop's codes is hopeless at a
 GENERATE_MAX = 10_000  # codes in one go
 USES_MAX = 1_000_000
 CODE_SHAPE = re.compile(rf"[A-Za-z0-9]{{1,{PRESALE_CODE_MAX}}}")
-CODE_HELP = f"A presale code is 1-{PRESALE_CODE_MAX} letters and digits, as it was given to you."
+CODE_HELP = fill(
+    gettext_lazy("A presale code is 1-%(most)s letters and digits, as it was given to you."),
+    most=PRESALE_CODE_MAX,
+)
 
 
 def code_of(value: object) -> str | None:
@@ -47,8 +51,13 @@ def code_of(value: object) -> str | None:
 def refused_before_start(drop: Drop) -> NotStarted:
     """The answer to a claim in the presale window with neither a valid code nor a place on the list."""
     return NotStarted(
-        f"This drop's presale is on: reserve with a presale code, or from an account on its list. "
-        f"Everyone can reserve from {drop.starts_at:%H:%M:%S} UTC.",
+        fill(
+            gettext_lazy(
+                "This drop's presale is on: reserve with a presale code, or from an account on its "
+                "list. Everyone can reserve from %(starts_at)s UTC."
+            ),
+            starts_at=format(drop.starts_at, "%H:%M:%S"),
+        ),
         starts_at=drop.starts_at.isoformat(),
     )
 
@@ -71,8 +80,10 @@ def admit(cursor: CursorWrapper, *, drop: Drop, hold_id: int, buyer_id: int, cod
         return int(row[0])
     cursor.execute(sql.PRESALE_CODE_USES, ids)
     if cursor.fetchone() is None:
-        raise InvalidPresaleCode("This presale code is not valid for this drop; check it and try again.")
-    raise PresaleCodeUsed("This presale code has already been used.")
+        raise InvalidPresaleCode(
+            gettext_lazy("This presale code is not valid for this drop; check it and try again.")
+        )
+    raise PresaleCodeUsed(gettext_lazy("This presale code has already been used."))
 
 
 # The merchant's side (the admin, create_drop) ------------------------------------------------
@@ -81,9 +92,16 @@ def admit(cursor: CursorWrapper, *, drop: Drop, hold_id: int, buyer_id: int, cod
 def generate_codes(*, drop: Drop, count: int, max_uses: int = 1) -> list[PresaleCode]:
     """Make `count` new random codes for the drop, each admitting `max_uses` claims."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= GENERATE_MAX:
-        raise InvalidInput(f"Generate between 1 and {GENERATE_MAX} codes at a time.")
+        raise InvalidInput(
+            fill(
+                gettext_lazy("Generate between 1 and %(generate_max)s codes at a time."),
+                generate_max=GENERATE_MAX,
+            )
+        )
     if isinstance(max_uses, bool) or not isinstance(max_uses, int) or not 1 <= max_uses <= USES_MAX:
-        raise InvalidInput(f"Each code admits between 1 and {USES_MAX} claims.")
+        raise InvalidInput(
+            fill(gettext_lazy("Each code admits between 1 and %(uses_max)s claims."), uses_max=USES_MAX)
+        )
     with transaction.atomic():
         taken = set(PresaleCode.objects.filter(drop=drop).values_list("code", flat=True))
         fresh: set[str] = set()
@@ -119,10 +137,15 @@ def addresses_in(text: str) -> list[str]:
         try:
             validate_email(address)
         except ValidationError:
-            raise InvalidInput(f"{raw[:80]!r} is not an e-mail address; nothing was added.") from None
+            raise InvalidInput(
+                fill(
+                    gettext_lazy("%(value)s is not an e-mail address; nothing was added."),
+                    value=repr(raw[:80]),
+                )
+            ) from None
         found[address] = None
     if len(found) > LIST_MAX:
-        raise InvalidInput(f"At most {LIST_MAX} addresses at a time.")
+        raise InvalidInput(fill(gettext_lazy("At most %(list_max)s addresses at a time."), list_max=LIST_MAX))
     return list(found)
 
 

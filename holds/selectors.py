@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from core.errors import NotFound
 from holds import answers
@@ -15,10 +16,10 @@ def hold_of_buyer(*, hold_id: object, buyer_id: int) -> Hold:
     try:
         pk = int(str(hold_id))
     except ValueError:
-        raise NotFound("There is no such hold.") from None
+        raise NotFound(gettext_lazy("There is no such hold.")) from None
     hold = Hold.objects.select_related("drop__product", "variant").filter(pk=pk, buyer_id=buyer_id).first()
     if hold is None:
-        raise NotFound("There is no such hold among yours.")
+        raise NotFound(gettext_lazy("There is no such hold among yours."))
     return hold
 
 

@@ -21,6 +21,7 @@ from celery import current_app
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 from django_redis import get_redis_connection
 
 from catalogue import selectors as catalogue
@@ -39,6 +40,7 @@ from core.errors import (
     SoldOut,
     Unauthenticated,
     UnitTaken,
+    fill,
 )
 from holds import gate, presale, sql
 from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
@@ -64,10 +66,18 @@ class Reservation:
 
 def check_idempotency_key(key: str | None) -> str:
     if not key:
-        raise InvalidIdempotencyKey("Send an Idempotency-Key header (any unique string up to 64 characters).")
+        raise InvalidIdempotencyKey(
+            gettext_lazy("Send an Idempotency-Key header (any unique string up to 64 characters).")
+        )
     if len(key) > IDEMPOTENCY_KEY_MAX or not set(key) <= KEY_CHARACTERS:
         raise InvalidIdempotencyKey(
-            f"The Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} characters of letters, digits, '-_.:'."
+            fill(
+                gettext_lazy(
+                    "The Idempotency-Key must be 1-%(idempotency_key_max)s characters of letters, "
+                    "digits, '-_.:'."
+                ),
+                idempotency_key_max=IDEMPOTENCY_KEY_MAX,
+            )
         )
     return key
 
@@ -82,11 +92,21 @@ def request_digest(*, quantity: int, unit: str | None, variant: str = "") -> str
 
 def check_quantity(drop: Drop, quantity: object) -> int:
     if isinstance(quantity, bool) or not isinstance(quantity, int):
-        raise InvalidQuantity(f"quantity must be a whole number from 1 to {drop.per_buyer_limit}.")
+        raise InvalidQuantity(
+            fill(
+                gettext_lazy("quantity must be a whole number from 1 to %(per_buyer_limit)s."),
+                per_buyer_limit=drop.per_buyer_limit,
+            )
+        )
     if quantity < 1:
-        raise InvalidQuantity("quantity must be at least 1.")
+        raise InvalidQuantity(gettext_lazy("quantity must be at least 1."))
     if quantity > drop.per_buyer_limit:
-        raise LimitReached(f"At most {drop.per_buyer_limit} per buyer in this drop.")
+        raise LimitReached(
+            fill(
+                gettext_lazy("At most %(per_buyer_limit)s per buyer in this drop."),
+                per_buyer_limit=drop.per_buyer_limit,
+            )
+        )
     return quantity
 
 
@@ -96,17 +116,21 @@ def refuse_if_closed(drop: Drop, *, presale_ok: bool = False) -> None:
     claim through: its transaction spends the code or finds the buyer on the list."""
     state = drop.state
     if state == DropState.PAUSED:
-        raise Paused("This sale is paused. It resumes shortly.")
+        raise Paused(gettext_lazy("This sale is paused. It resumes shortly."))
     if state == DropState.SCHEDULED and drop.in_presale:
         if presale_ok:
             return
         raise presale.refused_before_start(drop)
     if state == DropState.SCHEDULED:
         raise NotStarted(
-            f"This drop opens at {drop.starts_at:%H:%M:%S} UTC.", starts_at=drop.starts_at.isoformat()
+            fill(
+                gettext_lazy("This drop opens at %(starts_at)s UTC."),
+                starts_at=format(drop.starts_at, "%H:%M:%S"),
+            ),
+            starts_at=drop.starts_at.isoformat(),
         )
     if state == DropState.ENDED:
-        raise Ended("This drop has ended.")
+        raise Ended(gettext_lazy("This drop has ended."))
 
 
 def reserve(
@@ -215,7 +239,7 @@ def _reserve(
         return attempt(first=first)
     except stock.StockScattered:
         raise SoldOut(
-            "Sold out right now: the last units are being claimed. They come back if unpaid."
+            gettext_lazy("Sold out right now: the last units are being claimed. They come back if unpaid.")
         ) from None
 
 
@@ -234,7 +258,7 @@ def _reserve_once(*, drop: Drop, ask: Ask, unit: str | None, first: int | None =
             cursor.execute(sql.ELIGIBLE_BUYERS, {"drop": drop.pk, "buyers": [buyer_id]})
             eligible = cursor.fetchone()
             if eligible is None:
-                raise Unauthenticated("This account is not active: it cannot reserve.")
+                raise Unauthenticated(gettext_lazy("This account is not active: it cannot reserve."))
             if not eligible[1]:
                 raise catalogue.outsider(drop)
             cursor.execute(sql.FIND_BY_KEY, ids)
@@ -242,7 +266,9 @@ def _reserve_once(*, drop: Drop, ask: Ask, unit: str | None, first: int | None =
             if again is not None:
                 if again[1] and again[1] != digest:
                     raise IdempotencyKeyReused(
-                        "This Idempotency-Key was used for another request; use a new key for a new one."
+                        gettext_lazy(
+                            "This Idempotency-Key was used for another request; use a new key for a new one."
+                        )
                     )
                 return Reservation(Hold.objects.get(pk=again[0]), created=False)
             cursor.execute(sql.FIND_ACTIVE, ids)
@@ -250,7 +276,9 @@ def _reserve_once(*, drop: Drop, ask: Ask, unit: str | None, first: int | None =
             if active is None:
                 if not Drop.objects.filter(pk=drop.pk).exists():  # deleted since the caller read it
                     raise catalogue.unknown_drop(drop.slug)
-                raise HoldExists("Another request of yours is reserving in this drop right now.", hold=None)
+                raise HoldExists(
+                    gettext_lazy("Another request of yours is reserving in this drop right now."), hold=None
+                )
             error = OverdueHoldInTheWay if active[1] else HoldExists
             raise error(
                 "You already hold units of this drop; pay for them or release them first.", hold=active[0]
@@ -259,7 +287,12 @@ def _reserve_once(*, drop: Drop, ask: Ask, unit: str | None, first: int | None =
         cursor.execute(sql.BUYER_UNITS, ids)
         if cursor.fetchone()[0] > drop.per_buyer_limit:
             raise LimitReached(
-                f"At most {drop.per_buyer_limit} per buyer in this drop, counting what you bought."
+                fill(
+                    gettext_lazy(
+                        "At most %(per_buyer_limit)s per buyer in this drop, counting what you bought."
+                    ),
+                    per_buyer_limit=drop.per_buyer_limit,
+                )
             )
         # Before the public start (on this process's clock; the claim statement checks the window on
         # the database's): a code spent or the list, after the hold row and before the stock.
@@ -365,7 +398,7 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
                     rows[(buyer, key)] = (hold, created, expires)
             for i, ask in enumerate(asks):
                 if ask.buyer_id not in eligible:
-                    answers[i] = Unauthenticated("That bearer token is not valid.")
+                    answers[i] = Unauthenticated(gettext_lazy("That bearer token is not valid."))
                 elif not eligible[ask.buyer_id]:
                     answers[i] = catalogue.outsider(drop)
             active = {buyer for buyer, may in eligible.items() if may}
@@ -400,7 +433,12 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
         ask = asks[i]
         if hold in over:
             answers[i] = LimitReached(
-                f"At most {drop.per_buyer_limit} per buyer in this drop, counting what you bought."
+                fill(
+                    gettext_lazy(
+                        "At most %(per_buyer_limit)s per buyer in this drop, counting what you bought."
+                    ),
+                    per_buyer_limit=drop.per_buyer_limit,
+                )
             )
         elif (claim := granted.get(hold)) is not None:
             made = _made(drop, ask, hold, claim.bucket_index, (created_at, expires_at))
@@ -480,7 +518,9 @@ def hold_for_payment(cursor: CursorWrapper, *, hold_id: int, buyer_id: int) -> t
     cursor.execute(sql.HOLD_FOR_PAYMENT, {"hold": hold_id, "buyer": buyer_id})
     row = cursor.fetchone()
     if row is None:
-        raise HoldNotActive("This hold has ended: it expired or was released. Reserve again to buy.")
+        raise HoldNotActive(
+            gettext_lazy("This hold has ended: it expired or was released. Reserve again to buy.")
+        )
     return row[0], row[1]
 
 

@@ -15,10 +15,12 @@ from typing import Protocol
 
 from django.db import IntegrityError, connection, transaction
 from django.db.backends.utils import CursorWrapper
+from django.utils.translation import gettext_lazy
 
 from core import locks
 from core.errors import (
     Busy,
+    Detail,
     Ended,
     FloodgateError,
     InvalidInput,
@@ -27,6 +29,7 @@ from core.errors import (
     SoldOut,
     UnitTaken,
     VariantSoldOut,
+    fill,
 )
 from inventory import sql
 from inventory.models import StockBucket, Unit
@@ -68,9 +71,14 @@ def split_evenly(total: int, parts: int) -> list[int]:
 
 def _check_labels(labels: list[str]) -> None:
     if len(set(labels)) != len(labels):
-        raise InvalidInput("Unit labels must be unique.")
+        raise InvalidInput(gettext_lazy("Unit labels must be unique."))
     if any(not label or len(label) > MAX_LABEL_LENGTH for label in labels):
-        raise InvalidInput(f"Each unit label needs 1 to {MAX_LABEL_LENGTH} characters.")
+        raise InvalidInput(
+            fill(
+                gettext_lazy("Each unit label needs 1 to %(max_label_length)s characters."),
+                max_label_length=MAX_LABEL_LENGTH,
+            )
+        )
 
 
 def configure_stock(*, drop: Stocked, variants: Sequence[Sort], unit_labels: list[str] | None = None) -> None:
@@ -80,10 +88,15 @@ def configure_stock(*, drop: Stocked, variants: Sequence[Sort], unit_labels: lis
     assert connection.in_atomic_block, "configure_stock must run inside the drop's transaction"
     if drop.inventory_mode == InventoryMode.BUCKETS:
         if unit_labels:
-            raise InvalidInput("Unit labels only apply to a drop in units mode.")
+            raise InvalidInput(gettext_lazy("Unit labels only apply to a drop in units mode."))
         short = [v.name for v in variants if v.quantity < drop.bucket_count]
         if short:
-            raise InvalidInput(f"Each variant needs at least {drop.bucket_count} units, one per bucket.")
+            raise InvalidInput(
+                fill(
+                    gettext_lazy("Each variant needs at least %(bucket_count)s units, one per bucket."),
+                    bucket_count=drop.bucket_count,
+                )
+            )
         StockBucket.objects.bulk_create(
             StockBucket(drop_id=drop.pk, variant_id=variant.pk, index=i, available=n)
             for variant in variants
@@ -93,13 +106,21 @@ def configure_stock(*, drop: Stocked, variants: Sequence[Sort], unit_labels: lis
         )
         return
     if unit_labels and len(variants) > 1:
-        raise InvalidInput("Unit labels can be given for a drop of one variant; several are numbered.")
+        raise InvalidInput(
+            gettext_lazy("Unit labels can be given for a drop of one variant; several are numbered.")
+        )
     rows: list[Unit] = []
     for variant in variants:
         names = [f"{variant.name}-{n}" if variant.name else str(n) for n in range(1, variant.quantity + 1)]
         labels = unit_labels or names
         if len(labels) != variant.quantity:
-            raise InvalidInput(f"{len(labels)} unit labels given for a quantity of {variant.quantity}.")
+            raise InvalidInput(
+                fill(
+                    gettext_lazy("%(value)s unit labels given for a quantity of %(quantity)s."),
+                    value=len(labels),
+                    quantity=variant.quantity,
+                )
+            )
         rows += [Unit(drop_id=drop.pk, variant_id=variant.pk, label=label, rank=0) for label in labels]
     _check_labels([unit.label for unit in rows])
     for rank, unit in enumerate(rows):
@@ -130,14 +151,14 @@ def _refusal(
     if presale and presale_open:
         state = "live"
     if state == "paused":
-        return Paused("This sale is paused. It resumes shortly; your place is kept.")
+        return Paused(gettext_lazy("This sale is paused. It resumes shortly; your place is kept."))
     if state == "scheduled":
-        return NotStarted("This drop has not started yet.")
+        return NotStarted(gettext_lazy("This drop has not started yet."))
     if state == "ended":
-        return Ended("This drop has ended.")
+        return Ended(gettext_lazy("This drop has ended."))
     if available < quantity:
         return shortage(variant, quantity=quantity, left=int(available), in_drop=int(in_drop), others=others)
-    return Busy("Units are being claimed right now; try again in a second.")
+    return Busy(gettext_lazy("Units are being claimed right now; try again in a second."))
 
 
 def shortage(variant: Sort, *, quantity: int, left: int, in_drop: int, others: list[str]) -> SoldOut:
@@ -145,11 +166,17 @@ def shortage(variant: Sort, *, quantity: int, left: int, in_drop: int, others: l
     drop `in_drop` (`others`: the variants that still have some). "Sold out" is for the whole drop;
     a variant gone while others are left is VariantSoldOut, naming them."""
     if left and left < quantity:
-        return SoldOut(f"Only {left} left; ask for fewer.", remaining=left)
+        return SoldOut(fill(gettext_lazy("Only %(left)s left; ask for fewer."), left=left), remaining=left)
     if in_drop == 0 or not others:
-        return SoldOut("Sold out. Units come back if a buyer does not pay in time.")
+        return SoldOut(gettext_lazy("Sold out. Units come back if a buyer does not pay in time."))
     return VariantSoldOut(
-        f"{variant.name} is sold out; still on sale: {', '.join(others)}.", variant=variant.name, left=others
+        fill(
+            gettext_lazy("%(name)s is sold out; still on sale: %(names)s."),
+            name=variant.name,
+            names=", ".join(others),
+        ),
+        variant=variant.name,
+        left=others,
     )
 
 
@@ -214,7 +241,11 @@ def take_units(
     if len(labels) < quantity:
         refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=quantity, presale=presale)
         if isinstance(refusal, Busy):
-            raise SoldOut("Sold out right now: the last units are being claimed. They come back if unpaid.")
+            raise SoldOut(
+                gettext_lazy(
+                    "Sold out right now: the last units are being claimed. They come back if unpaid."
+                )
+            )
         raise refusal
     return Claim(bucket_index=None, labels=tuple(labels))
 
@@ -231,9 +262,17 @@ def take_named_unit(
     if isinstance(refusal, Paused | NotStarted | Ended):
         raise refusal
     if sql.one(cursor, sql.UNIT_LABEL_EXISTS, params) is None:
-        where = f" in {variant.name}" if variant.name else ""
-        raise InvalidInput(f"This drop has no unit {label!r}{where}.")
-    raise UnitTaken(f"{label} is taken. Pick another, or let us choose the best available.")
+        if variant.name:
+            missing = gettext_lazy("This drop has no unit %(label)s in %(variant)s.")
+        else:
+            missing = gettext_lazy("This drop has no unit %(label)s.")
+        raise InvalidInput(fill(missing, label=repr(label), variant=variant.name))
+    raise UnitTaken(
+        fill(
+            gettext_lazy("%(label)s is taken. Pick another, or let us choose the best available."),
+            label=label,
+        )
+    )
 
 
 def first_pick(drop: Stocked, variant: Sort) -> int | None:
@@ -246,7 +285,9 @@ def first_pick(drop: Stocked, variant: Sort) -> int | None:
 def check_choice(drop: Stocked, *, unit: str | None, quantity: int) -> None:
     """A chosen unit is for a drop of labelled units, one at a time."""
     if unit is not None and (drop.inventory_mode != InventoryMode.UNITS or quantity != 1):
-        raise InvalidInput("A unit can be chosen only in a drop of labelled units, one at a time.")
+        raise InvalidInput(
+            gettext_lazy("A unit can be chosen only in a drop of labelled units, one at a time.")
+        )
 
 
 def claim(
@@ -429,12 +470,19 @@ def change_quantity(
     if variant is None:
         only = list(Variant.objects.filter(drop_id=drop.pk)[:2])
         if len(only) != 1:
-            raise InvalidInput("This drop has several variants: change the quantity of one of them.")
+            raise InvalidInput(
+                gettext_lazy("This drop has several variants: change the quantity of one of them.")
+            )
         variant = only[0]
     if quantity < 1:
-        raise InvalidInput("Quantity must be at least 1.")
+        raise InvalidInput(gettext_lazy("Quantity must be at least 1."))
     if drop.inventory_mode == InventoryMode.BUCKETS and quantity < drop.bucket_count:
-        raise InvalidInput(f"Use at least {drop.bucket_count} units, one per bucket.")
+        raise InvalidInput(
+            fill(
+                gettext_lazy("Use at least %(bucket_count)s units, one per bucket."),
+                bucket_count=drop.bucket_count,
+            )
+        )
     try:
         with transaction.atomic(durable=True), connection.cursor() as cursor:
             sql.single(cursor, sql.LOCK_DROP_QUANTITY, {"drop": drop.pk})
@@ -446,7 +494,7 @@ def change_quantity(
                 else drop.quantity
             )
     except IntegrityError:
-        raise InvalidInput("A new unit label is already used in this drop.") from None
+        raise InvalidInput(gettext_lazy("A new unit label is already used in this drop.")) from None
     drop.quantity = new_quantity
     variant.quantity = quantity
     return new_quantity
@@ -457,7 +505,12 @@ def _move_stock(
 ) -> int:
     ids = {"drop": drop.pk, "variant": variant.pk, "delta": delta}
     short = InvalidInput(
-        f"Cannot remove {-delta} units: only units nobody holds or bought can be taken away."
+        fill(
+            gettext_lazy(
+                "Cannot remove %(value)s units: only units nobody holds or bought can be taken away."
+            ),
+            value=-delta,
+        )
     )
     if drop.inventory_mode == InventoryMode.BUCKETS:
         if not sql.all_rows(cursor, sql.RESIZE_BUCKETS, ids):
@@ -470,7 +523,13 @@ def _move_stock(
         prefix = f"{variant.name}-" if variant.name else ""
         labels = new_labels or [f"{prefix}{first + n + 1}" for n in range(delta)]
         if len(labels) != delta:
-            raise InvalidInput(f"{len(labels)} new labels given for {delta} new units.")
+            raise InvalidInput(
+                fill(
+                    gettext_lazy("%(value)s new labels given for %(delta)s new units."),
+                    value=len(labels),
+                    delta=delta,
+                )
+            )
         _check_labels(labels)
         Unit.objects.bulk_create(
             Unit(drop_id=drop.pk, variant_id=variant.pk, label=label, rank=first + n)
@@ -485,20 +544,22 @@ def relayout_stock(*, drop: Stocked, inventory_mode: str, bucket_count: int) -> 
     Refused once the sale has started or any hold exists (the database clock decides).
     """
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        clear_stock(drop=drop, why="Mode and bucket count")
+        clear_stock(drop=drop, why=gettext_lazy("Mode and bucket count"))
         cursor.execute(sql.SET_LAYOUT, {"drop": drop.pk, "mode": inventory_mode, "buckets": bucket_count})
         drop.inventory_mode, drop.bucket_count = inventory_mode, bucket_count
         configure_stock(drop=drop, variants=list(Variant.objects.filter(drop_id=drop.pk)))
 
 
-def clear_stock(*, drop: Stocked, why: str) -> None:
+def clear_stock(*, drop: Stocked, why: Detail) -> None:
     """Inside the caller's transaction: lock a drop that has not started and whose every unit is
     open (the database clock decides), and delete its stock rows for a new layout. InvalidInput
     (`why` "are fixed ...") when it has started or has holds."""
     assert connection.in_atomic_block, "clear_stock must run inside the new layout's transaction"
     with connection.cursor() as cursor:
         if sql.one(cursor, sql.LOCK_UNSTARTED_UNCLAIMED_DROP, {"drop": drop.pk}) is None:
-            raise InvalidInput(f"{why} are fixed once the drop has started or has holds.")
+            raise InvalidInput(
+                fill(gettext_lazy("%(why)s are fixed once the drop has started or has holds."), why=why)
+            )
     StockBucket.objects.filter(drop_id=drop.pk).delete()
     Unit.objects.filter(drop_id=drop.pk).delete()
 
@@ -520,7 +581,13 @@ def parse_labels(text: str) -> list[str]:
             continue
         first, last = int(match["first"]), int(match["last"])
         if last < first or last - first >= MAX_UNITS_PER_RANGE:
-            raise InvalidInput(f"The range {item!r} must count up, at most {MAX_UNITS_PER_RANGE:,} units.")
+            raise InvalidInput(
+                fill(
+                    gettext_lazy("The range %(item)s must count up, at most %(max_units_per_range)s units."),
+                    item=repr(item),
+                    MAX_UNITS_PER_RANGE=format(MAX_UNITS_PER_RANGE, ","),
+                )
+            )
         width = len(match["first"]) if match["first"].startswith("0") else 0
         labels += [f"{match['prefix']}{n:0{width}d}" for n in range(first, last + 1)]
     _check_labels(labels)

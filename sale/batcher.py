@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 
 from django.db import IntegrityError
+from django.utils.translation import gettext_lazy
 
 from core.errors import Busy
 from holds import services
@@ -26,7 +27,7 @@ from shop.models import Drop
 DEADLINE = 0.2  # seconds a claim may wait for its batch before "busy" is the better answer
 MAX_BATCH = 200
 MAX_WAITING = 4000  # per process, all drops: past this the queue could not be served in time
-BUSY = "The shop is very busy; try again in a second."
+BUSY = gettext_lazy("The shop is very busy; try again in a second.")
 
 
 @dataclass

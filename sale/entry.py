@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from django.utils.translation import gettext_lazy
+
 from admission import limits
 from admission import services as admission
 from admission import state as snapshots
@@ -128,5 +130,5 @@ def unit_of(unit: object) -> str | None:
     in the claim statement (a 500), so they are refused here, before anything is written.
     """
     if unit is not None and (not isinstance(unit, str) or len(unit) > UNIT_LABEL_MAX or not storable(unit)):
-        raise InvalidInput("unit must be a unit label such as 'B14'.")
+        raise InvalidInput(gettext_lazy("unit must be a unit label such as 'B14'."))
     return unit

@@ -51,6 +51,7 @@ from core.asgi import (
     bearer,
     cookies,
     header,
+    language,
     read_body,
     replay,
 )
@@ -128,7 +129,7 @@ class Lane:
         if body is None:
             return  # the client left before its request was whole: nothing to answer
         if not whole:
-            return await Answer.error(TooLarge(TOO_LARGE), by=LANE).send(send)
+            return await Answer.error(TooLarge(TOO_LARGE), language=language(scope), by=LANE).send(send)
         token = bearer(scope)
         session = None
         if token is None and header(scope, b"authorization") is None:
@@ -148,14 +149,14 @@ class Lane:
             self._drops.forget_key(slug)
             answer = None
         except FloodgateError as error:
-            answer = Answer.error(error, by=LANE)
+            answer = Answer.error(error, language=language(scope), by=LANE)
         except (MultiPartParserError, SuspiciousOperation, BadRequest):
             # A form body the CSRF check could not read (malformed multipart, too many fields):
             # Django's own path gives its 400 for it.
             answer = None
         except OperationalError as error:  # as core.api: the database said "not now"
             log.warning("lane: database busy: %s", error)
-            answer = Answer.error(Busy(BUSY), by=LANE)
+            answer = Answer.error(Busy(BUSY), language=language(scope), by=LANE)
         if answer is None:
             self.stats["passed"] += 1
             return await django(scope, replay(body, receive), send)

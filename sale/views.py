@@ -45,7 +45,7 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
             )
         )
     except NotFound as error:
-        raise Http404(error.detail) from None
+        raise Http404(str(error.detail)) from None
     except NotAdmitted as error:
         messages.info(request, error.detail)
         return redirect("drop-queue", slug=slug)
@@ -64,7 +64,7 @@ def hold(request: HttpRequest, hold_id: int) -> HttpResponse:
     try:
         found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
     except NotFound as error:
-        raise Http404(error.detail) from None
+        raise Http404(str(error.detail)) from None
     return _hold_page(request, found)
 
 
@@ -99,7 +99,7 @@ def address(request: HttpRequest, hold_id: int) -> HttpResponse:
     try:
         addresses.give_address(hold_id=hold_id, buyer_id=buyer, data=request.POST.dict())
     except NotFound as error:
-        raise Http404(error.detail) from None
+        raise Http404(str(error.detail)) from None
     except addresses.InvalidAddress:
         found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=buyer)
         return _hold_page(request, found, AddressForm(request.POST))
@@ -116,7 +116,7 @@ def release(request: HttpRequest, hold_id: int) -> HttpResponse:
     try:
         found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
     except NotFound as error:
-        raise Http404(error.detail) from None
+        raise Http404(str(error.detail)) from None
     if services.release(hold_id=found.pk, buyer_id=signed_in(request)):
         messages.success(request, _("Released. The units are back on sale."))
     else:

@@ -14,6 +14,7 @@ import io
 from dataclasses import dataclass
 
 from django.core.handlers.asgi import ASGIRequest
+from django.utils.translation import gettext_lazy
 
 from admission import tokens
 from core.api import CSRF_FAILED, LOG_IN, csrf_failure
@@ -62,7 +63,7 @@ class Credentials:
         if token is not None:
             buyer_id = await self.tokens.get(token)
             if buyer_id is None:
-                raise Unauthenticated("That bearer token is not valid.")
+                raise Unauthenticated(gettext_lazy("That bearer token is not valid."))
             bound_to = tokens.credential(bearer=token, session_key=None)
             assert bound_to is not None  # a token was sent
             return Who(buyer_id, bound_to, token=token)

@@ -429,6 +429,21 @@ class RehearsalBuyer(models.Model):
         return f"rehearsal buyer {self.user_id} of drop {self.drop_id}"
 
 
+class BuyerLanguage(models.Model):
+    """The language a buyer last used the shop in (LocaleMiddleware's choice, or the switcher's):
+    their e-mails are written in it, also those a task sends with no request around (reminders,
+    raffle results). Written only when it changes (accounts.middleware); no row: the sender's."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="language"
+    )
+    language = models.CharField(max_length=15)  # a code of settings.LANGUAGES (shop.languages)
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"buyer {self.user_id} reads {self.language}"
+
+
 class PauseAction(models.TextChoices):
     PAUSED = "paused"
     RESUMED = "resumed"

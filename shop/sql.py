@@ -34,3 +34,11 @@ PRESALE = "(NOT d.paused AND d.presale_starts_at <= now() AND now() < d.starts_a
 # to the presale (a code spent or a place on the list, in the same transaction: holds/presale.py).
 # Every statement using it takes %(presale)s.
 ON_SALE = f"({LIVE} OR (%(presale)s AND {PRESALE}))"
+
+# A buyer's language (shop_buyerlanguage), written only if it differs: the row locked and
+# rewritten when the buyer changed language, nothing written when they did not.
+REMEMBER_LANGUAGE = """
+INSERT INTO shop_buyerlanguage (user_id, language, changed_at) VALUES (%(buyer)s, %(language)s, now())
+ON CONFLICT (user_id) DO UPDATE SET language = EXCLUDED.language, changed_at = EXCLUDED.changed_at
+ WHERE shop_buyerlanguage.language IS DISTINCT FROM EXCLUDED.language
+"""

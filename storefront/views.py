@@ -35,7 +35,7 @@ def drop(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         page = selectors.drop_page(slug=slug, buyer_id=buyer_id)
     except NotFound as error:
-        raise Http404(error.detail) from None
+        raise Http404(str(error.detail)) from None
     context = {
         "page": page,
         "view": page.view,
@@ -87,7 +87,7 @@ def remind(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         drop = reminders.drop_for_reminder(slug=slug)
     except NotFound as error:
-        raise Http404(error.detail) from None
+        raise Http404(str(error.detail)) from None
     forget = request.POST.get("forget")
     if forget not in (None, "1"):
         return HttpResponseBadRequest("forget is 1 (no reminder after all) or absent (remind me).")
@@ -115,7 +115,7 @@ def drop_calendar(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         drop = reminders.drop_for_reminder(slug=slug)
     except NotFound as error:
-        raise Http404(error.detail) from None
+        raise Http404(str(error.detail)) from None
     answer = HttpResponse(
         calendar.drop_event(drop, stamped_at=timezone.now()), content_type="text/calendar; charset=utf-8"
     )

@@ -3,11 +3,13 @@ English (and back) with a plain form, under the site's strict Content-Security-P
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
 
-from tests.factories import make_drop
+from holds import services
+from tests.factories import make_buyer, make_drop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -45,3 +47,25 @@ def test_a_german_browser_reads_german_and_switches_to_english(live_daphne: str,
     page.locator("#language-switcher button[value=de]").click()
     page.wait_for_url(f"{live_daphne}/")
     assert page.get_by_role("heading", level=1).inner_text() == "Limitierte Drops, fair verkauft"
+
+
+def test_a_german_buyer_reads_the_apis_refusal_in_german(live_daphne: str, german_page: object) -> None:
+    # buy.js shows the API's detail: the lane writes it in the browser's language
+    drop = make_drop(slug="weg", product_name="Wegschuh", quantity=1, per_buyer_limit=1)
+    make_buyer("greta")
+    page = german_page
+    page.goto(f"{live_daphne}/accounts/login/?next=/drops/weg/")
+    page.fill("input[name=username]", "greta")
+    page.fill("input[name=password]", "correct horse battery")
+    page.press("input[name=password]", "Enter")
+    page.wait_for_url(re.compile(r"/drops/weg/$"))
+
+    services.reserve(drop=drop, buyer_id=make_buyer("schnell").pk, quantity=1, idempotency_key="s")
+    with page.expect_response(re.compile(r"/api/drops/weg/holds$")) as refused:
+        page.click("#buy")
+    status = page.locator(".buy-status")
+    status.wait_for(state="visible")
+
+    assert refused.value.status == 409 and refused.value.json()["error"] == "sold_out"
+    assert refused.value.headers.get("content-language") == "de"
+    assert "Ausverkauft" in status.inner_text() and "Sold out" not in status.inner_text()
