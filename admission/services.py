@@ -140,26 +140,71 @@ class Place:
         ).dump()
 
 
+@dataclass(frozen=True)
+class JoinAsk:
+    """One buyer asking for a place (with the proof of work, where the drop asks for one)."""
+
+    buyer_id: int
+    proof: str | None = None
+    challenge: str | None = None
+
+
 def join(*, drop: Drop, buyer_id: int, proof: str | None = None, challenge: str | None = None) -> Place:
     """The buyer's ticket, new or the one they already have (any tab, device or reconnect).
 
     A new place costs the drop's proof of work (admission.work), if it asks for one."""
-    catalogue.check_audience(drop, buyer_id=buyer_id)  # first: a rehearsal's copy says nothing to others
-    if not drop.waiting_room:
-        raise NoWaitingRoom(gettext_lazy("This drop has no waiting room; buy from the drop page directly."))
-    ticket = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
-    if ticket is not None:
-        return place_of(drop=drop, ticket=ticket)
+    (answer,) = join_many(drop=drop, asks=[JoinAsk(buyer_id, proof, challenge)])
+    if isinstance(answer, FloodgateError):
+        raise answer
+    return answer
+
+
+def join_many(*, drop: Drop, asks: list[JoinAsk]) -> list[Place | FloodgateError]:
+    """`join` for buyers of one drop who asked together (the lane's joins, batched): who may take
+    part, who has a place already and the queue row are one read each, and the new places before
+    the list closes one insert; each answer is what `join` alone would give, in the same order of
+    checks."""
+    buyers = [ask.buyer_id for ask in asks]
+    refusals = catalogue.audience(drop, buyers)  # first: a rehearsal's copy says nothing to others
+    existing = {t.buyer_id: t for t in Ticket.objects.filter(drop=drop, buyer_id__in=buyers)}
+    answers: list[Place | FloodgateError | Ticket | None] = [None] * len(asks)
+    closed: FloodgateError | None = None
     if drop.state == DropState.ENDED:
-        raise Ended(gettext_lazy("This drop has ended; its waiting room is closed."))
-    if drop.raffle and timezone.now() >= drop.starts_at:
-        raise _entries_closed(drop)
-    if drop.state == DropState.LIVE and _line_closed(drop):
-        raise SoldOut(gettext_lazy("Sold out: the line is closed. Every unit is sold and none is held."))
-    work.check(drop=drop, buyer_id=buyer_id, challenge=challenge, proof=proof)
-    queue = queue_for(drop)
+        closed = Ended(gettext_lazy("This drop has ended; its waiting room is closed."))
+    elif drop.raffle and timezone.now() >= drop.starts_at:
+        closed = _entries_closed(drop)
+    elif drop.state == DropState.LIVE and _line_closed(drop):
+        closed = SoldOut(gettext_lazy("Sold out: the line is closed. Every unit is sold and none is held."))
+    new: list[int] = []
+    for i, ask in enumerate(asks):
+        try:
+            if (refusal := refusals[ask.buyer_id]) is not None:
+                raise refusal
+            if not drop.waiting_room:
+                raise NoWaitingRoom(
+                    gettext_lazy("This drop has no waiting room; buy from the drop page directly.")
+                )
+            if (ticket := existing.get(ask.buyer_id)) is not None:
+                answers[i] = ticket
+                continue
+            if closed is not None:
+                raise closed
+            work.check(drop=drop, buyer_id=ask.buyer_id, challenge=ask.challenge, proof=ask.proof)
+            new.append(i)
+        except FloodgateError as error:
+            answers[i] = error
+    if not any(isinstance(a, Ticket) for a in answers) and not new:
+        return [a for a in answers if isinstance(a, FloodgateError)]
     # The queue row read before the insert: its mark can only be behind, never admit early.
-    return place_of(drop=drop, ticket=_new_ticket(drop, buyer_id, queue), queue=queue)
+    queue = queue_for(drop)
+    made = _new_tickets(drop, sorted({asks[i].buyer_id for i in new}), queue)
+    for i in new:
+        answers[i] = made[asks[i].buyer_id]
+    return [
+        place_of(drop=drop, ticket=a, queue=queue) if isinstance(a, Ticket) else a
+        for a in answers
+        if a is not None
+    ]
 
 
 def _line_closed(drop: Drop) -> bool:
@@ -172,15 +217,29 @@ def _line_closed(drop: Drop) -> bool:
     return isinstance(queue, dict) and queue.get("state") == "sold_out"
 
 
-def _new_ticket(drop: Drop, buyer_id: int, queue: Queue) -> Ticket:
+def _new_tickets(drop: Drop, buyers: list[int], queue: Queue) -> dict[int, Ticket | FloodgateError]:
+    """Each buyer's new ticket: before the list closes one insert for all of them; a buyer it did
+    not place (joined from another tab meanwhile, or the list closed first) goes on alone."""
+    made: dict[int, Ticket | FloodgateError] = {}
     if queue.entries_closed_at is None:
         with connection.cursor() as cursor:
-            cursor.execute(sql.JOIN_BEFORE_DRAW, {"drop": drop.pk, "buyer": buyer_id})
-            inserted = cursor.fetchone()
-        if inserted is not None:
-            return Ticket(id=inserted[0], drop=drop, buyer_id=buyer_id, number=None, joined_at=inserted[1])
-        # Joined from another tab meanwhile, or the list closed first: then a number after it
-        # (a raffle has none: its entries are the closed list).
+            cursor.execute(sql.JOIN_BEFORE_DRAW, {"drop": drop.pk, "buyers": buyers})
+            for ticket_id, buyer_id, joined_at in cursor.fetchall():
+                made[buyer_id] = Ticket(
+                    id=ticket_id, drop=drop, buyer_id=buyer_id, number=None, joined_at=joined_at
+                )
+    for buyer_id in buyers:
+        if buyer_id not in made:
+            try:
+                made[buyer_id] = _new_ticket(drop, buyer_id)
+            except FloodgateError as error:  # this buyer's answer, not the whole batch's
+                made[buyer_id] = error
+    return made
+
+
+def _new_ticket(drop: Drop, buyer_id: int) -> Ticket:
+    """A ticket after the list closed: a number after it (a raffle has none: its entries are the
+    closed list), or the one the buyer got from another tab meanwhile."""
     if drop.raffle:
         existing = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
         if existing is None:

@@ -6,19 +6,21 @@ from holds import sql as holds
 from inventory.sql import variant_available
 from shop.sql import STATE
 
-# Join before the draw: insert a ticket without a number only while the entry list is open.
+# Join before the draw: insert tickets without a number (one per buyer of the batch) only while
+# the entry list is open.
 # FOR SHARE on the queue row makes the list's close (FOR UPDATE) wait for joins in flight, and
 # a join that waited re-checks entries_closed_at: no early joiner is left out of the draw or
 # put in twice. (The list closes at the start; the draw may follow it a few seconds later, when
 # its beacon round exists: drawing.close_entries, drawing.draw.)
 JOIN_BEFORE_DRAW = """
 INSERT INTO admission_ticket (drop_id, buyer_id, joined_at)
-SELECT q.drop_id, %(buyer)s, now()
+SELECT q.drop_id, b.buyer, now()
   FROM admission_queue q
+ CROSS JOIN unnest(%(buyers)s::bigint[]) AS b(buyer)
  WHERE q.drop_id = %(drop)s AND q.entries_closed_at IS NULL
    FOR SHARE OF q
 ON CONFLICT (drop_id, buyer_id) DO NOTHING
-RETURNING id, joined_at
+RETURNING id, buyer_id, joined_at
 """
 
 # Join after the draw with a number from the Redis counter. A number already taken (the

@@ -118,13 +118,18 @@ def outsider(drop: Drop) -> FloodgateError:
 def check_audience(drop: Drop, *, buyer_id: int) -> None:
     """Unauthenticated for an account no longer active; outsider() for one that may not take part.
     The claim statements check the same rule themselves; this is for the doors before them."""
+    refusal = audience(drop, [buyer_id]).get(buyer_id)
+    if refusal is not None:
+        raise refusal
+
+
+def audience(drop: Drop, buyers: list[int]) -> dict[int, FloodgateError | None]:
+    """check_audience for many buyers in one read: each buyer's refusal, or None if they may."""
     with connection.cursor() as cursor:
-        cursor.execute(sql.MAY_TAKE_PART, {"drop": drop.pk, "buyer": buyer_id})
-        row = cursor.fetchone()
-    if row is None:
-        raise Unauthenticated(gettext_lazy("This account is not active."))
-    if not row[0]:
-        raise outsider(drop)
+        cursor.execute(sql.MAY_TAKE_PART, {"drop": drop.pk, "buyers": buyers})
+        may = dict(cursor.fetchall())
+    inactive = Unauthenticated(gettext_lazy("This account is not active."))
+    return {b: (inactive if b not in may else None if may[b] else outsider(drop)) for b in buyers}
 
 
 def _visible(drop: Drop, buyer_id: int | None) -> bool:

@@ -46,6 +46,7 @@ from holds import gate, presale, sql
 from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
 from inventory import services as stock
 from shop.models import Drop, DropState, Variant
+from shop.sql import MAY_TAKE_PART
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +256,7 @@ def _reserve_once(*, drop: Drop, ask: Ask, unit: str | None, first: int | None =
         cursor.execute(sql.INSERT_HOLD, params)
         row = cursor.fetchone()
         if row is None:
-            cursor.execute(sql.ELIGIBLE_BUYERS, {"drop": drop.pk, "buyers": [buyer_id]})
+            cursor.execute(MAY_TAKE_PART, {"drop": drop.pk, "buyers": [buyer_id]})
             eligible = cursor.fetchone()
             if eligible is None:
                 raise Unauthenticated(gettext_lazy("This account is not active: it cannot reserve."))

@@ -12,7 +12,7 @@ distributed by drop a claim is one shard's transaction (docs/SCALING.md, tests/t
 from __future__ import annotations
 
 from inventory import sql as stock
-from shop.sql import AUDIENCE, LIVE
+from shop.sql import AUDIENCE, LIVE, MAY_TAKE_PART
 
 # Start a hold for a buyer with an idempotency key; expiry from the drop's hold time
 # on the database clock. ON CONFLICT covers both unique rules: the same key again
@@ -33,18 +33,14 @@ ON CONFLICT DO NOTHING
 RETURNING id, created_at, expires_at
 """
 
-# INSERT_HOLD for a batch of claims, in arrival order, of the buyers ELIGIBLE_BUYERS lets in,
+# INSERT_HOLD for a batch of claims, in arrival order, of the buyers MAY_TAKE_PART lets in,
 # in one statement (a batch's round trips are its cost under a crowd). Rows: ('buyer', NULL,
 # buyer, may take part) for each active account asked about, and ('hold', id, buyer, NULL, key,
 # created, expires) for each hold started; a claim of an eligible buyer with no hold row
 # conflicted (its key again, or the buyer's other active hold, also within the batch) and is
 # answered by the single path, which looks it up.
 INSERT_HOLDS = f"""
-WITH eligible AS (
-    SELECT u.id, {AUDIENCE} AS may
-      FROM auth_user u LEFT JOIN shop_drop d ON d.id = %(drop)s
-     WHERE u.id = ANY(%(buyers)s) AND u.is_active
-), made AS (
+WITH eligible (id, may) AS ({MAY_TAKE_PART}), made AS (
     INSERT INTO holds_hold
            (drop_id, variant_id, buyer_id, quantity, bucket_index, state, idempotency_key,
             request_digest, created_at, expires_at, extended)
@@ -95,16 +91,6 @@ SELECT 1 FROM holds_presalelistentry p
   JOIN account_emailaddress e ON lower(e.email) = p.email AND e.verified AND e.user_id = %(buyer)s
  WHERE p.drop_id = %(drop)s
  LIMIT 1
-"""
-
-# The buyers whose accounts exist and are active, each with whether it may take part in the
-# drop (the claim lane caches who a bearer token belongs to; an account deleted or deactivated
-# since then is refused here, and so is a rehearsal's account outside its rehearsal). A drop
-# deleted meanwhile counts as a real one: the insert then fails on it, and Django says 404.
-ELIGIBLE_BUYERS = f"""
-SELECT u.id, {AUDIENCE}
-  FROM auth_user u LEFT JOIN shop_drop d ON d.id = %(drop)s
- WHERE u.id = ANY(%(buyers)s) AND u.is_active
 """
 
 # BUYER_UNITS for a batch: the new holds whose buyer now holds or bought more units of the

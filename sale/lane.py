@@ -1,8 +1,9 @@
 """The claim lane: the reserve API answered without Django's request path, claims batched per drop.
 
 It also takes the API's waiting-room joins (`POST /api/drops/<slug>/queue` with a bearer
-token): the crowd joins in the seconds before a start, and each join is two or three short
-statements on the lane's threads instead of Django's whole request path.
+token): the crowd joins in the seconds before a start, and the joins of a drop that arrive
+together are one read and one insert on the lane's threads instead of Django's whole request
+path each.
 
 The admission edge hands it every `POST /api/drops/<slug>/holds` it did not refuse. The lane
 takes the reserve steps Django's view takes (sale.entry.steps: the same checks, in the same
@@ -12,6 +13,7 @@ order, with the same answers); where the doors differ, it is here:
 - the drop row: cached for DROP_SECONDS (a stale row only refuses early: the claim statement
   checks the sale window itself);
 - the rate limit: the same script through one asyncio Redis call;
+- the join: batched per drop (sale.joins), as the claim is;
 - the claim: batched per drop (sale.batcher); what a batch leaves undecided (a repeated key, a
   chosen seat, another bucket) goes to the single claim on the same threads (sale.workers);
 - the first "sold out" flips this process's edge flag at once and is published for the others.
@@ -61,8 +63,9 @@ from holds import selectors
 from holds.services import Reservation
 from sale import entry
 from sale.batcher import BUSY, Batcher
+from sale.joins import Joins
 from sale.who import CACHE_SIZE, Credentials, Who
-from sale.workers import Workers
+from sale.workers import JoinRequest, Workers
 from shop.models import Drop
 
 log = logging.getLogger(__name__)
@@ -95,11 +98,12 @@ class Lane:
 
     def __init__(self, *, on_sold_out: Callable[[str], None] | None = None, threads: int = 4) -> None:
         self.on_sold_out = on_sold_out
-        # answered, batches, batched, single, passed, busy, joins
+        # answered, batches, batched, single, passed, busy, joins, join_batches
         self.stats: Counter[str] = Counter()
         self.workers = Workers(threads)
         self.credentials = Credentials(self.workers)
         self.batcher = Batcher(self.workers, stats=self.stats, spawn=self._spawn)
+        self.joins = Joins(self.workers, stats=self.stats, spawn=self._spawn)
         self._drops: BatchedLookup[str, Drop] = BatchedLookup(
             self.workers.drops, seconds=DROP_SECONDS, miss_seconds=DROP_SECONDS, size=CACHE_SIZE
         )
@@ -164,12 +168,12 @@ class Lane:
         await answer.send(send)
 
     async def _join(self, slug: str, scope: Scope, raw: bytes, who: Who) -> Answer | None:
-        """admission.api.queue's POST: the join's two or three statements, none of Django's request path."""
+        """admission.api.queue's POST: batched with the drop's other joins, none of Django's request path."""
         assert self._redis is not None
         await limits.check_async(self._redis, scope="queue", ip=_ip(scope), buyer_id=who.buyer_id)
         drop = await self._drop(slug)
         proof, challenge = header(scope, b"x-join-proof"), header(scope, b"x-join-challenge")
-        body = await self.workers.join(drop, who.buyer_id, who.bound_to, proof, challenge)
+        body = await self.joins.join(drop, JoinRequest(who.buyer_id, who.bound_to, proof, challenge))
         headers: tuple[tuple[bytes, bytes], ...] = PRIVATE_HEADERS
         if ticket := body["queue_ticket"]:
             cookie = tokens.ticket_cookie(drop.slug, str(ticket))[tokens.TICKET_COOKIE]
@@ -275,6 +279,7 @@ class Lane:
         if loop is not self._loop:  # clients and futures belong to the loop that made them
             self._loop = loop
             self.batcher.new_loop()
+            self.joins.new_loop()
             self.credentials.new_loop()
             self._drops.new_loop()
             self._tasks = set()

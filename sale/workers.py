@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from importlib import import_module
 from typing import TypeVar
 
@@ -42,6 +43,17 @@ SWITCH_INTERVAL = 0.0005
 Reply = tuple[int, dict[str, object]]  # an answer's status and body
 
 
+@dataclass(frozen=True)
+class JoinRequest:
+    """A waiting-room join the lane took: who, how they signed in (their queue ticket is bound
+    to it) and the proof of work, if the drop asks for one."""
+
+    buyer_id: int
+    bound_to: str
+    proof: str | None
+    challenge: str | None
+
+
 class Workers:
     """A few threads with their own connections; one pool per lane, started on first use."""
 
@@ -57,10 +69,11 @@ class Workers:
         """One claim on its own (a repeated key, a chosen seat, what a batch left undecided)."""
         return await self._run(_reserve, drop, ask, unit)
 
-    async def join(
-        self, drop: Drop, buyer_id: int, bound_to: str, proof: str | None, challenge: str | None
-    ) -> dict[str, object]:
-        return await self._run(_join, drop, buyer_id, bound_to, proof, challenge)
+    async def join_many(
+        self, drop: Drop, requests: list[JoinRequest]
+    ) -> list[dict[str, object] | FloodgateError]:
+        """Waiting-room joins of one drop that arrived together: each answer's body, or its refusal."""
+        return await self._run(_join_many, drop, requests)
 
     async def users_of_tokens(self, tokens: list[str]) -> dict[str, int]:
         return await self._run(users_of_tokens, tokens)
@@ -127,11 +140,15 @@ def _reserve(drop: Drop, ask: Ask, unit: str | None) -> Reply | FloodgateError:
     return (201 if result.created else 200), data
 
 
-def _join(
-    drop: Drop, buyer_id: int, bound_to: str, proof: str | None, challenge: str | None
-) -> dict[str, object]:
-    place = admission.join(drop=drop, buyer_id=buyer_id, proof=proof, challenge=challenge)
-    return place.as_json(queue_ticket=admission.queue_ticket(place, bound_to=bound_to))
+def _join_many(drop: Drop, requests: list[JoinRequest]) -> list[dict[str, object] | FloodgateError]:
+    asks = [admission.JoinAsk(r.buyer_id, r.proof, r.challenge) for r in requests]
+    places = admission.join_many(drop=drop, asks=asks)
+    return [
+        place
+        if isinstance(place, FloodgateError)
+        else place.as_json(queue_ticket=admission.queue_ticket(place, bound_to=request.bound_to))
+        for place, request in zip(places, requests, strict=True)
+    ]
 
 
 def _users_of_sessions(keys: list[str]) -> dict[str, int]:

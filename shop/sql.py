@@ -9,12 +9,14 @@ from __future__ import annotations
 AUDIENCE = """(SELECT r.drop_id FROM shop_rehearsalbuyer r WHERE r.user_id = u.id)
        IS NOT DISTINCT FROM (CASE WHEN d.rehearsal_of_id IS NOT NULL THEN d.id END)"""
 
-# The buyer's account, if active: (whether it may take part in the drop,). No row: not active.
-# A drop deleted meanwhile counts as a real one: the insert after this finds it gone.
+# The buyers whose accounts exist and are active, each with whether it may take part in the
+# drop: (buyer, may take part); no row, not active (an account deleted or deactivated since a
+# token or session was cached is refused here). A drop deleted meanwhile counts as a real one:
+# the insert after this finds it gone.
 MAY_TAKE_PART = f"""
-SELECT {AUDIENCE}
+SELECT u.id, {AUDIENCE}
   FROM auth_user u LEFT JOIN shop_drop d ON d.id = %(drop)s
- WHERE u.id = %(buyer)s AND u.is_active
+ WHERE u.id = ANY(%(buyers)s) AND u.is_active
 """
 
 # The one definition of a drop's state on the database's clock (d = shop_drop), in the order

@@ -6,6 +6,7 @@ import hashlib
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connections
 from django.test import Client
 from django.utils import timezone
@@ -13,6 +14,7 @@ from django.utils import timezone
 from admission import services, sql
 from admission.models import Queue, Ticket
 from core import locks
+from core.errors import Unauthenticated
 from holds.services import reserve
 from shop.models import ApiToken, Drop
 from tests.concurrency import run_concurrently
@@ -110,18 +112,23 @@ def test_early_joiners_are_shuffled_by_a_seed_anyone_can_check(make_buyers) -> N
     assert services.join(drop=drop, buyer_id=late).number == 301
 
 
-def race_joins_against_the_draw(make_buyers) -> tuple[Drop, list[int | None], list[BaseException]]:
-    """200 buyers join an undrawn queue on 12 threads while the start's draw runs among them.
+def race_joins_against_the_draw(
+    make_buyers, batch: int = 1
+) -> tuple[Drop, list[int | None], list[BaseException]]:
+    """200 buyers join an undrawn queue on 12 threads while the start's draw runs among them, one
+    at a time (`join`) or `batch` together (`join_many`, as the lane batches them).
     Returns the drop, every ticket's number and what the joins and the draw raised."""
     drop = make_drop(
         slug="race-draw", quantity=10, waiting_room=True, starts_at=timezone.now() + timedelta(minutes=5)
     )
     buyers = make_buyers(200, prefix="racer")
 
-    def joiner(buyer_id: int):
-        def job() -> int | None:
+    def joiner(group: list[int]):
+        def job() -> None:
             try:
-                return services.join(drop=Drop.objects.get(pk=drop.pk), buyer_id=buyer_id).ticket.pk
+                fresh = Drop.objects.get(pk=drop.pk)
+                answers = services.join_many(drop=fresh, asks=[services.JoinAsk(b) for b in group])
+                assert not [a for a in answers if isinstance(a, Exception)], answers
             finally:
                 connections.close_all()
 
@@ -136,15 +143,18 @@ def race_joins_against_the_draw(make_buyers) -> tuple[Drop, list[int | None], li
         finally:
             connections.close_all()
 
-    jobs = [joiner(b) for b in buyers[:100]] + [drawer] + [joiner(b) for b in buyers[100:]]
+    groups = [buyers[i : i + batch] for i in range(0, len(buyers), batch)]
+    half = len(groups) // 2
+    jobs = [joiner(g) for g in groups[:half]] + [drawer] + [joiner(g) for g in groups[half:]]
     results = run_concurrently(jobs, threads=12)
     errors = [r for r in results if isinstance(r, BaseException)]
     return drop, list(Ticket.objects.filter(drop=drop).values_list("number", flat=True)), errors
 
 
 @pytest.mark.django_db(transaction=True)
-def test_joins_racing_the_draw_each_get_exactly_one_place(make_buyers) -> None:
-    drop, numbers, errors = race_joins_against_the_draw(make_buyers)
+@pytest.mark.parametrize("batch", [1, 10])
+def test_joins_racing_the_draw_each_get_exactly_one_place(make_buyers, batch: int) -> None:
+    drop, numbers, errors = race_joins_against_the_draw(make_buyers, batch)
 
     assert not errors
     queue = Queue.objects.get(pk=drop.pk)
@@ -154,7 +164,10 @@ def test_joins_racing_the_draw_each_get_exactly_one_place(make_buyers) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_control_a_join_without_for_share_is_left_out_of_the_draw(make_buyers, monkeypatch) -> None:
+@pytest.mark.parametrize("batch", [1, 10])
+def test_control_a_join_without_for_share_is_left_out_of_the_draw(
+    make_buyers, monkeypatch, batch: int
+) -> None:
     """Breaks JOIN_BEFORE_DRAW: no FOR SHARE on the queue row, and a 0.1 s pg_sleep after its
     snapshot. A join that read "not drawn" no longer waits for the draw (FOR UPDATE) and inserts
     its ticket after the list closed: either the draw's own check refuses the changed list, or the
@@ -168,7 +181,7 @@ def test_control_a_join_without_for_share_is_left_out_of_the_draw(make_buyers, m
     )
     monkeypatch.setattr(sql, "JOIN_BEFORE_DRAW", broken)
 
-    drop, numbers, errors = race_joins_against_the_draw(make_buyers)
+    drop, numbers, errors = race_joins_against_the_draw(make_buyers, batch)
 
     refused = [e for e in errors if "changed after their list closed" in str(e)]
     assert refused == errors, errors  # nothing else went wrong
@@ -177,6 +190,30 @@ def test_control_a_join_without_for_share_is_left_out_of_the_draw(make_buyers, m
     else:  # the draw ran first and the late ticket was left out of it
         assert Queue.objects.get(pk=drop.pk).drawn_at is not None
         assert None in numbers  # a buyer in line with no place: the race test would fail
+
+
+def test_joins_asked_together_answer_each_as_one_alone(make_buyers) -> None:
+    """join_many (the lane's batches): an existing place, new ones, an inactive account and the
+    same buyer twice in one batch each get what `join` alone gives them, in the asks' order."""
+    drop = make_drop(
+        slug="many", quantity=5, waiting_room=True, starts_at=timezone.now() + timedelta(hours=1)
+    )
+    had, new, gone, other = make_buyers(4, prefix="many")
+    earlier = services.join(drop=drop, buyer_id=had).ticket.pk
+    get_user_model().objects.filter(pk=gone).update(is_active=False)
+    asks = [services.JoinAsk(b) for b in (had, new, gone, new, other)]
+
+    answers = services.join_many(drop=drop, asks=asks)
+
+    assert isinstance(answers[2], Unauthenticated)
+    places = [a for a in answers if isinstance(a, services.Place)]
+    assert [p.ticket.buyer_id for p in places] == [had, new, new, other]
+    assert places[0].ticket.pk == earlier and places[1].ticket.pk == places[2].ticket.pk
+    assert Ticket.objects.filter(drop=drop).count() == 3
+    for place in places:  # the same answer as the buyer joining again alone
+        assert place.as_json() == services.join(drop=drop, buyer_id=place.ticket.buyer_id).as_json()
+    with pytest.raises(Unauthenticated):
+        services.join(drop=drop, buyer_id=gone)
 
 
 def test_waves_follow_the_stock_and_stop_when_it_is_gone(make_buyers) -> None:

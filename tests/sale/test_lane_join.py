@@ -157,6 +157,9 @@ def test_a_thousand_joins_at_once_give_each_buyer_one_ticket_and_the_draw_number
     services.run_wave(Drop.objects.get(pk=drop.pk))
 
     assert {r.status for r in replies} == {200} and work.requests == 0
+    # batched (sale.joins): 2,000 joins, far fewer inserts of tickets (one per batch)
+    inserts = [q for q in work.queries if q.lstrip().startswith("INSERT INTO admission_ticket")]
+    assert 0 < len(inserts) <= 400, len(inserts)
     entries = {r.json()["entry"] for r in replies}
     assert len(entries) == 1000  # the twin requests got the same entry
     numbers = sorted(Ticket.objects.filter(drop=drop).values_list("number", flat=True))
