@@ -255,10 +255,15 @@ class Drop(models.Model):
         _("join proof-of-work (bits)"),
         default=DEFAULT_JOIN_WORK_BITS,
         validators=[MaxValueValidator(28)],
-        help_text="A cost per place in the waiting room that a person does not notice and a bot farm "
-        f"does: the page solves a fresh puzzle of this many bits in the background before it joins. "
-        f"0 = none; {DEFAULT_JOIN_WORK_BITS} (the default) takes about a second in Chromium on a server "
-        "core (bench work); each bit doubles it.",
+        help_text=format_lazy(
+            _(
+                "A cost per place in the waiting room that a person does not notice and a bot farm "
+                "does: the page solves a fresh puzzle of this many bits in the background before it joins. "
+                "0 = none; {bits} (the default) takes about a second in Chromium on a server "
+                "core (bench work); each bit doubles it."
+            ),
+            bits=DEFAULT_JOIN_WORK_BITS,
+        ),
     )
     redis_gate = models.BooleanField(
         default=False,
