@@ -236,7 +236,8 @@ def test_a_german_merchant_reads_the_admin_in_german() -> None:
     for url in urls:
         left = sorted(p for p in phrases if p in german[url])
         assert not left, (url, left)
-        assert any(p in english[url] for p in phrases), url  # the control: the English page has some
+        # the control: the English page shows some (the order list's words are single, checked above)
+        assert url == "/admin/checkout/order/" or any(p in english[url] for p in phrases), url
     assert "Buyers and waiting room" in english[urls[1]] and "Invariant dashboard" in english[urls[3]]
     assert "Sale (UTC)" in english[urls[0]] and "400 units in 4 buckets" in english[urls[0]]
 
