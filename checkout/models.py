@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from shop.models import money
@@ -114,7 +115,11 @@ class Order(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"order {self.pk} ({self.state})"
+        # in the reader's language: the admin shows it as the order's name
+        return gettext("order %(number)s (%(state)s)") % {
+            "number": self.pk,
+            "state": self.get_state_display(),
+        }
 
     def get_absolute_url(self) -> str:
         return reverse("order", kwargs={"order_id": self.pk})
@@ -185,7 +190,10 @@ class Payment(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"payment {self.pk} ({self.state})"
+        return gettext("payment %(number)s (%(state)s)") % {
+            "number": self.pk,
+            "state": self.get_state_display(),
+        }
 
 
 class RefundState(models.TextChoices):
@@ -259,7 +267,8 @@ class Refund(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"refund {self.pk} of order {self.order_id} ({self.state})"
+        words = {"number": self.pk, "order": self.order_id, "state": self.get_state_display()}
+        return gettext("refund %(number)s of order %(order)s (%(state)s)") % words
 
     @property
     def amount_display(self) -> str:

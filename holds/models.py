@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 MAX_HOLD_QUANTITY = 100
@@ -124,7 +125,7 @@ class Hold(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"hold {self.pk} ({self.state})"
+        return gettext("hold %(number)s (%(state)s)") % {"number": self.pk, "state": self.get_state_display()}
 
     def get_absolute_url(self) -> str:
         return reverse("hold", kwargs={"hold_id": self.pk})

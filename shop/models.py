@@ -15,6 +15,7 @@ from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import format_lazy
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from core import formatting
@@ -472,7 +473,7 @@ class Variant(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.name or "(one variant)"
+        return self.name or gettext("(one variant)")
 
     def unit_price(self, product: Product) -> int:
         return self.price_minor if self.price_minor is not None else product.price_minor
@@ -492,7 +493,7 @@ class ApiToken(models.Model):
         verbose_name_plural = _("API tokens")
 
     def __str__(self) -> str:
-        return f"token of user {self.user_id}"
+        return gettext("token of user %(user)s") % {"user": self.user_id}
 
     @staticmethod
     def digest_of(raw: str) -> str:
