@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class AccountsConfig(AppConfig):
     name = "accounts"
-    verbose_name = "Buyer accounts"
+    verbose_name = _("Buyer accounts")
 
     def ready(self) -> None:
         from django.contrib.auth import get_user_model

@@ -12,6 +12,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from checkout import refunds, selectors, services
 from checkout.models import Order, OutboxMessage, Payment, Refund
@@ -56,34 +58,37 @@ class RefundInline(admin.TabularInline):
     def has_add_permission(self, request: HttpRequest, obj: Order | None = None) -> bool:
         return False
 
-    @admin.display(description="amount")
+    @admin.display(description=_("amount"))
     def amount(self, refund: Refund) -> str:
         return refund.amount_display
 
 
 REFUND_WORDS = {
-    "succeeded": "refunded.",
-    "pending": "accepted by the provider, on its way to the buyer.",
-    "requested": "the provider did not answer yet; it is retried in the background.",
-    "failed": "the provider refused the refund (see the order's refunds for why).",
+    "succeeded": _("refunded."),
+    "pending": _("accepted by the provider, on its way to the buyer."),
+    "requested": _("the provider did not answer yet; it is retried in the background."),
+    "failed": _("the provider refused the refund (see the order's refunds for why)."),
 }
 
 
 class RefundForm(forms.Form):
-    quantity = forms.IntegerField(min_value=1, help_text="Units to refund.")
+    quantity = forms.IntegerField(min_value=1, label=_("Quantity"), help_text=_("Units to refund."))
     amount = forms.DecimalField(
         min_value=0,
         required=False,
-        help_text="In the order's currency; empty: these units' share of what was paid.",
+        label=_("Amount"),
+        help_text=_("In the order's currency; empty: these units' share of what was paid."),
     )
-    restock = forms.BooleanField(required=False, label="Put the units back on sale")
-    reason = forms.CharField(max_length=refunds.REASON_MAX, required=False, help_text="Shown to the buyer.")
+    restock = forms.BooleanField(required=False, label=_("Put the units back on sale"))
+    reason = forms.CharField(
+        max_length=refunds.REASON_MAX, required=False, label=_("Reason"), help_text=_("Shown to the buyer.")
+    )
 
 
 class VariantFilter(admin.SimpleListFilter):
     """Orders of one variant by name ("M"): with the drop filter, that drop's variants only."""
 
-    title = "variant"
+    title = _("variant")
     parameter_name = "variant"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Order]) -> list[tuple[str, str]]:
@@ -113,23 +118,26 @@ class OrderAdmin(admin.ModelAdmin):
     inlines = [PaymentInline, RefundInline]
     change_form_template = "admin/checkout/order/change_form.html"
 
-    @admin.display(description="bought", ordering="amount_minor")
+    @admin.display(description=_("bought"), ordering="amount_minor")
     def bought(self, order: Order) -> str:
         """ "2 units of M, €258.00": the size inside the column, so the list still fits 1280 px."""
         size = selectors.variant_name(order)
-        return f"{formatting.units(order.quantity)}{f' of {size}' if size else ''}, {order.amount_display}"
+        words = {"units": formatting.units(order.quantity), "variant": size, "amount": order.amount_display}
+        if size:
+            return gettext("%(units)s of %(variant)s, %(amount)s") % words
+        return gettext("%(units)s, %(amount)s") % words
 
-    @admin.display(description="refunded", ordering="refunded_quantity")
+    @admin.display(description=_("refunded"), ordering="refunded_quantity")
     def refunds(self, order: Order) -> str:
         if not order.refunded_quantity:
-            return "none"
+            return gettext("none")
         return f"{formatting.units(order.refunded_quantity)}, {money(order.refunded_minor, order.currency)}"
 
-    @admin.display(description="made (UTC)", ordering="created_at")
+    @admin.display(description=_("made (UTC)"), ordering="created_at")
     def made(self, order: Order) -> str:
         return f"{order.created_at:%Y-%m-%d %H:%M}"
 
-    @admin.display(description="variant", ordering="hold__variant__name")
+    @admin.display(description=_("variant"), ordering="hold__variant__name")
     def variant(self, order: Order) -> str:
         return selectors.variant_name(order) or "-"
 
@@ -167,13 +175,13 @@ class OrderAdmin(admin.ModelAdmin):
                 )
                 self.message_user(
                     request,
-                    f"{refund.amount_display}: {REFUND_WORDS[refund.state]}",
+                    f"{refund.amount_display}: {REFUND_WORDS[refund.state]}",  # the words are gettext_lazy
                     messages.ERROR if refund.state == "failed" else messages.SUCCESS,
                 )
                 return redirect(reverse("admin:checkout_order_change", args=[order.pk]))
         context = {
             **self.admin_site.each_context(request),
-            "title": f"Refund order {order.pk}",
+            "title": gettext("Refund order %(order)s") % {"order": order.pk},
             "order": order,
             "form": form,
             "left": left,
@@ -217,16 +225,22 @@ class PaymentAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in Payment._meta.fields]
     actions = ["settled_at_the_provider"]
 
-    @admin.action(description="Settled by hand at the provider (captured or voided there)")
+    @admin.action(description=_("Settled by hand at the provider (captured or voided there)"))
     def settled_at_the_provider(self, request: HttpRequest, queryset: QuerySet[Payment]) -> None:
         """On-call settled a refused capture or void at the provider: record it, and the alert clears."""
         settled = services.settled_by_hand(payment_ids=list(queryset.values_list("pk", flat=True)))
         for payment in settled:
             self.log_change(request, payment, f"Marked {payment.state} by hand (settled at the provider).")
         skipped = queryset.count() - len(settled)
-        message = f"{len(settled)} payment(s) marked settled."
+        message = ngettext(
+            "%(count)s payment marked settled.", "%(count)s payments marked settled.", len(settled)
+        ) % {"count": len(settled)}
         if skipped:
-            message += f" {skipped} skipped: only capture_failed and void_failed payments need this."
+            message += " " + ngettext(
+                "%(count)s skipped: only capture_failed and void_failed payments need this.",
+                "%(count)s skipped: only capture_failed and void_failed payments need this.",
+                skipped,
+            ) % {"count": skipped}
         self.message_user(request, message, messages.SUCCESS if settled else messages.WARNING)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from shop.models import money
@@ -31,40 +32,66 @@ class OrderState(models.TextChoices):
 class Order(models.Model):
     """What a buyer is paying for: made from a hold when payment starts."""
 
-    hold = models.OneToOneField("holds.Hold", on_delete=models.PROTECT, related_name="order")
-    buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders")
-    drop = models.ForeignKey("shop.Drop", on_delete=models.PROTECT, related_name="orders")
-    quantity = models.PositiveIntegerField()
-    amount_minor = models.BigIntegerField(help_text="The gross: what the provider charges.")
-    currency = models.CharField(max_length=3)
+    hold = models.OneToOneField(
+        "holds.Hold", on_delete=models.PROTECT, related_name="order", verbose_name=_("hold")
+    )
+    buyer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders", verbose_name=_("buyer")
+    )
+    drop = models.ForeignKey(
+        "shop.Drop", on_delete=models.PROTECT, related_name="orders", verbose_name=_("drop")
+    )
+    quantity = models.PositiveIntegerField(verbose_name=_("quantity"))
+    amount_minor = models.BigIntegerField(
+        help_text=_("The gross: what the provider charges."), verbose_name=_("amount minor")
+    )
+    currency = models.CharField(max_length=3, verbose_name=_("currency"))
     # The tax as it was when payment started (shop.pricing): a rate changed later does not rewrite
     # a receipt. Net is the rest of the gross, computed by PostgreSQL, so the three always add up.
     # Database defaults too: a process still running the code from before (a rolling deploy) inserts
     # orders without these columns, and they are untaxed orders.
-    tax_minor = models.BigIntegerField(default=0, db_default=0)
-    tax_rate = models.DecimalField(max_digits=5, decimal_places=2, default=Decimal(0), db_default=Decimal(0))
+    tax_minor = models.BigIntegerField(default=0, db_default=0, verbose_name=_("tax minor"))
+    tax_rate = models.DecimalField(
+        max_digits=5, decimal_places=2, default=Decimal(0), db_default=Decimal(0), verbose_name=_("tax rate")
+    )
     net_minor = models.GeneratedField(
-        expression=F("amount_minor") - F("tax_minor"), output_field=models.BigIntegerField(), db_persist=True
+        expression=F("amount_minor") - F("tax_minor"),
+        output_field=models.BigIntegerField(),
+        db_persist=True,
+        verbose_name=_("net minor"),
     )
     # The hold's address when payment started; address rows are never edited, so this is a snapshot.
     shipping_address = models.ForeignKey(
-        "shop.Address", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "shop.Address",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("shipping address"),
     )
-    state = models.CharField(max_length=10, choices=OrderState.choices, default=OrderState.PENDING)
-    failure_reason = models.CharField(max_length=300, blank=True)
+    state = models.CharField(
+        max_length=10, choices=OrderState.choices, default=OrderState.PENDING, verbose_name=_("state")
+    )
+    failure_reason = models.CharField(max_length=300, blank=True, verbose_name=_("failure reason"))
     refunded = models.BooleanField(
         default=False,
-        verbose_name="payment voided",
-        help_text="Yes when an authorised payment was cancelled, not taken (it came after the hold had "
-        "ended, or did not match the price): the buyer is not charged.",
+        verbose_name=_("payment voided"),
+        help_text=_(
+            "Yes when an authorised payment was cancelled, not taken (it came after the hold had "
+            "ended, or did not match the price): the buyer is not charged."
+        ),
     )
     # Units and money of refunds asked for and not failed: the bound every new refund is checked against.
-    refunded_quantity = models.PositiveIntegerField(default=0, db_default=0)
-    refunded_minor = models.BigIntegerField(default=0, db_default=0)
-    created_at = models.DateTimeField(db_default=Now())
-    updated_at = models.DateTimeField(db_default=Now())
+    refunded_quantity = models.PositiveIntegerField(
+        default=0, db_default=0, verbose_name=_("refunded quantity")
+    )
+    refunded_minor = models.BigIntegerField(default=0, db_default=0, verbose_name=_("refunded minor"))
+    created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
+    updated_at = models.DateTimeField(db_default=Now(), verbose_name=_("updated at"))
 
     class Meta:
+        verbose_name = _("order")
+        verbose_name_plural = _("orders")
         ordering = ["-created_at"]
         permissions = [("refund_order", "Can refund orders and put their units back on sale")]
         constraints = [
@@ -88,7 +115,11 @@ class Order(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"order {self.pk} ({self.state})"
+        # in the reader's language: the admin shows it as the order's name
+        return gettext("order %(number)s (%(state)s)") % {
+            "number": self.pk,
+            "state": self.get_state_display(),
+        }
 
     def get_absolute_url(self) -> str:
         return reverse("order", kwargs={"order_id": self.pk})
@@ -107,33 +138,42 @@ class Order(models.Model):
 
 
 class PaymentState(models.TextChoices):
-    CREATED = "created"  # row written, provider session not opened yet
-    PENDING = "pending"  # buyer at the provider; waiting for its webhook
-    CAPTURE_PENDING = "capture_pending"  # authorised and the hold sold: capture to do
-    CAPTURED = "captured"
-    VOID_PENDING = "void_pending"  # authorised too late: void to do
-    VOIDED = "voided"
-    FAILED = "failed"  # declined, or no session could be opened
-    CAPTURE_FAILED = "capture_failed"  # the provider refused the capture for good: on-call acts
-    VOID_FAILED = "void_failed"  # the provider refused the void for good: on-call acts
+    CREATED = "created", _("Created")  # row written, provider session not opened yet
+    PENDING = "pending", _("Pending")  # buyer at the provider; waiting for its webhook
+    CAPTURE_PENDING = "capture_pending", _("Capture Pending")  # authorised and the hold sold: capture to do
+    CAPTURED = "captured", _("Captured")
+    VOID_PENDING = "void_pending", _("Void Pending")  # authorised too late: void to do
+    VOIDED = "voided", _("Voided")
+    FAILED = "failed", _("Failed")  # declined, or no session could be opened
+    CAPTURE_FAILED = (
+        "capture_failed",
+        _("Capture Failed"),
+    )  # the provider refused the capture for good: on-call acts
+    VOID_FAILED = "void_failed", _("Void Failed")  # the provider refused the void for good: on-call acts
 
 
 class Payment(models.Model):
     """One attempt to pay an order at a provider."""
 
-    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="payments")
-    provider = models.CharField(max_length=30)
-    reference = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    session_id = models.CharField(max_length=100, null=True, blank=True)
-    redirect_url = models.URLField(max_length=500, blank=True)
-    state = models.CharField(max_length=20, choices=PaymentState.choices, default=PaymentState.CREATED)
-    amount_minor = models.BigIntegerField()
-    currency = models.CharField(max_length=3)
-    last_error = models.CharField(max_length=300, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
-    updated_at = models.DateTimeField(db_default=Now())
+    order = models.ForeignKey(
+        Order, on_delete=models.PROTECT, related_name="payments", verbose_name=_("order")
+    )
+    provider = models.CharField(max_length=30, verbose_name=_("provider"))
+    reference = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, verbose_name=_("reference"))
+    session_id = models.CharField(max_length=100, null=True, blank=True, verbose_name=_("session id"))
+    redirect_url = models.URLField(max_length=500, blank=True, verbose_name=_("redirect url"))
+    state = models.CharField(
+        max_length=20, choices=PaymentState.choices, default=PaymentState.CREATED, verbose_name=_("state")
+    )
+    amount_minor = models.BigIntegerField(verbose_name=_("amount minor"))
+    currency = models.CharField(max_length=3, verbose_name=_("currency"))
+    last_error = models.CharField(max_length=300, blank=True, verbose_name=_("last error"))
+    created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
+    updated_at = models.DateTimeField(db_default=Now(), verbose_name=_("updated at"))
 
     class Meta:
+        verbose_name = _("payment")
+        verbose_name_plural = _("payments")
         constraints = [
             models.UniqueConstraint(
                 fields=["provider", "session_id"], name="checkout_payment_provider_session"
@@ -150,14 +190,23 @@ class Payment(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"payment {self.pk} ({self.state})"
+        return gettext("payment %(number)s (%(state)s)") % {
+            "number": self.pk,
+            "state": self.get_state_display(),
+        }
 
 
 class RefundState(models.TextChoices):
-    REQUESTED = "requested"  # row written; the provider has not answered yet (retried until it does)
-    PENDING = "pending"  # the provider accepted it; the money is on its way back (a webhook confirms)
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"  # refused for good: its units and amount count as unrefunded again
+    REQUESTED = (
+        "requested",
+        _("Requested"),
+    )  # row written; the provider has not answered yet (retried until it does)
+    PENDING = (
+        "pending",
+        _("Pending"),
+    )  # the provider accepted it; the money is on its way back (a webhook confirms)
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")  # refused for good: its units and amount count as unrefunded again
 
 
 REFUND_KEY_MAX = 64
@@ -166,27 +215,42 @@ REFUND_KEY_MAX = 64
 class Refund(models.Model):
     """Money (and units) given back for a paid order, whole or in part."""
 
-    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="refunds")
-    payment = models.ForeignKey(Payment, on_delete=models.PROTECT, related_name="refunds")
-    quantity = models.PositiveIntegerField(help_text="Units refunded.")
-    amount_minor = models.BigIntegerField()
-    currency = models.CharField(max_length=3)
-    restock = models.BooleanField(help_text="The units go back on sale.")
-    state = models.CharField(max_length=10, choices=RefundState.choices, default=RefundState.REQUESTED)
-    # Sent to the provider as its idempotency key: a retried call is this one refund.
-    key = models.CharField(max_length=REFUND_KEY_MAX, unique=True, default=_refund_key, editable=False)
-    # The caller's Idempotency-Key, if any: the same request twice is this refund, answered again.
-    request_key = models.CharField(max_length=REFUND_KEY_MAX, blank=True)
-    provider_refund_id = models.CharField(max_length=100, blank=True)
-    reason = models.CharField(max_length=300, blank=True)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    order = models.ForeignKey(
+        Order, on_delete=models.PROTECT, related_name="refunds", verbose_name=_("order")
     )
-    last_error = models.CharField(max_length=300, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
-    updated_at = models.DateTimeField(db_default=Now())
+    payment = models.ForeignKey(
+        Payment, on_delete=models.PROTECT, related_name="refunds", verbose_name=_("payment")
+    )
+    quantity = models.PositiveIntegerField(help_text=_("Units refunded."), verbose_name=_("quantity"))
+    amount_minor = models.BigIntegerField(verbose_name=_("amount minor"))
+    currency = models.CharField(max_length=3, verbose_name=_("currency"))
+    restock = models.BooleanField(help_text=_("The units go back on sale."), verbose_name=_("restock"))
+    state = models.CharField(
+        max_length=10, choices=RefundState.choices, default=RefundState.REQUESTED, verbose_name=_("state")
+    )
+    # Sent to the provider as its idempotency key: a retried call is this one refund.
+    key = models.CharField(
+        max_length=REFUND_KEY_MAX, unique=True, default=_refund_key, editable=False, verbose_name=_("key")
+    )
+    # The caller's Idempotency-Key, if any: the same request twice is this refund, answered again.
+    request_key = models.CharField(max_length=REFUND_KEY_MAX, blank=True, verbose_name=_("request key"))
+    provider_refund_id = models.CharField(max_length=100, blank=True, verbose_name=_("provider refund id"))
+    reason = models.CharField(max_length=300, blank=True, verbose_name=_("reason"))
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("requested by"),
+    )
+    last_error = models.CharField(max_length=300, blank=True, verbose_name=_("last error"))
+    created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
+    updated_at = models.DateTimeField(db_default=Now(), verbose_name=_("updated at"))
 
     class Meta:
+        verbose_name = _("refund")
+        verbose_name_plural = _("refunds")
         ordering = ["created_at"]
         constraints = [
             models.CheckConstraint(
@@ -203,7 +267,8 @@ class Refund(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"refund {self.pk} of order {self.order_id} ({self.state})"
+        words = {"number": self.pk, "order": self.order_id, "state": self.get_state_display()}
+        return gettext("refund %(number)s of order %(order)s (%(state)s)") % words
 
     @property
     def amount_display(self) -> str:
@@ -216,18 +281,20 @@ EVENT_ID_MAX = 100
 class WebhookEvent(models.Model):
     """A provider callback as received; its event id makes processing happen once."""
 
-    provider = models.CharField(max_length=30)
-    event_id = models.CharField(max_length=EVENT_ID_MAX)
-    type = models.CharField(max_length=50)
-    payload = models.JSONField()
+    provider = models.CharField(max_length=30, verbose_name=_("provider"))
+    event_id = models.CharField(max_length=EVENT_ID_MAX, verbose_name=_("event id"))
+    type = models.CharField(max_length=50, verbose_name=_("type"))
+    payload = models.JSONField(verbose_name=_("payload"))
     # The adapter's reading of the payload (base.WebhookEvent's fields): what the saga acts on,
     # whatever shape the provider's own body has. Empty for events stored before it was kept.
-    facts = models.JSONField(default=dict, db_default={})
-    received_at = models.DateTimeField(db_default=Now())
-    processed_at = models.DateTimeField(null=True, blank=True)
-    outcome = models.CharField(max_length=100, blank=True)
+    facts = models.JSONField(default=dict, db_default={}, verbose_name=_("facts"))
+    received_at = models.DateTimeField(db_default=Now(), verbose_name=_("received at"))
+    processed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("processed at"))
+    outcome = models.CharField(max_length=100, blank=True, verbose_name=_("outcome"))
 
     class Meta:
+        verbose_name = _("webhook event")
+        verbose_name_plural = _("webhook events")
         constraints = [
             models.UniqueConstraint(fields=["provider", "event_id"], name="checkout_webhookevent_once"),
         ]
@@ -239,16 +306,22 @@ class WebhookEvent(models.Model):
 class OutboxMessage(models.Model):
     """An event that must leave the process, written with the change it announces."""
 
-    topic = models.CharField(max_length=50)
-    key = models.CharField(max_length=100, help_text="The consumer's deduplication key.")
-    payload = models.JSONField()
-    created_at = models.DateTimeField(db_default=Now())
-    sent_at = models.DateTimeField(null=True, blank=True)
-    next_attempt_at = models.DateTimeField(db_default=Now(), help_text="Backs off after each failure.")
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.CharField(max_length=300, blank=True)
+    topic = models.CharField(max_length=50, verbose_name=_("topic"))
+    key = models.CharField(
+        max_length=100, help_text=_("The consumer's deduplication key."), verbose_name=_("key")
+    )
+    payload = models.JSONField(verbose_name=_("payload"))
+    created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
+    sent_at = models.DateTimeField(null=True, blank=True, verbose_name=_("sent at"))
+    next_attempt_at = models.DateTimeField(
+        db_default=Now(), help_text=_("Backs off after each failure."), verbose_name=_("next attempt at")
+    )
+    attempts = models.PositiveIntegerField(default=0, verbose_name=_("attempts"))
+    last_error = models.CharField(max_length=300, blank=True, verbose_name=_("last error"))
 
     class Meta:
+        verbose_name = _("outbox message")
+        verbose_name_plural = _("outbox messages")
         constraints = [models.UniqueConstraint(fields=["topic", "key"], name="checkout_outbox_topic_key")]
         indexes = [
             models.Index(fields=["id"], condition=Q(sent_at__isnull=True), name="checkout_outbox_unsent"),
@@ -262,12 +335,18 @@ class Reminder(models.Model):
     """A buyer asked to be told by e-mail when a drop opens; `sent_at` is set in the transaction that
     writes the e-mail's outbox row, so each reminder becomes one message, whoever sends it."""
 
-    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="reminders")
-    buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reminders")
-    created_at = models.DateTimeField(db_default=Now())
-    sent_at = models.DateTimeField(null=True, blank=True)
+    drop = models.ForeignKey(
+        "shop.Drop", on_delete=models.CASCADE, related_name="reminders", verbose_name=_("drop")
+    )
+    buyer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reminders", verbose_name=_("buyer")
+    )
+    created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
+    sent_at = models.DateTimeField(null=True, blank=True, verbose_name=_("sent at"))
 
     class Meta:
+        verbose_name = _("reminder")
+        verbose_name_plural = _("reminders")
         constraints = [models.UniqueConstraint(fields=["drop", "buyer"], name="checkout_reminder_once")]
         indexes = [
             models.Index(fields=["drop"], condition=Q(sent_at__isnull=True), name="checkout_reminder_unsent"),

@@ -220,13 +220,14 @@ def walk_admin(walk: Walk, provider: str, drop_id: int) -> None:
     walk.go("/admin/shop/drop/", "admin-drops")
     walk.go(f"/admin/shop/drop/{drop_id}/change/", "admin-drop-change")
     page.fill(".fg-switch input[name=reason]", "a look at the pause")
-    page.get_by_role("button", name="Pause sale now").click()
+    page.locator(".fg-pause").click()  # by its class: the button reads in the browser's language
     page.wait_for_selector(".fg-switch.is-paused")
     walk.shot("admin-drop-paused")
     walk.go("/admin/shop/drop/dashboard/", "dashboard")
     walk.go(f"/admin/shop/drop/{drop_id}/presale/", "admin-drop-presale")
+    walk.go(f"/admin/shop/drop/{drop_id}/sales/", "admin-drop-sales")
     page.goto(f"{walk.base}/admin/shop/drop/{drop_id}/change/")
-    page.get_by_role("button", name="Resume sale").click()  # the next screen size buys from it
+    page.locator(".fg-resume").click()  # the next screen size buys from it
     page.wait_for_selector(".fg-switch:not(.is-paused)")
     walk.go("/admin/checkout/order/", "admin-orders")
     page.locator("#result_list tbody th a").first.click()

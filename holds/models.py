@@ -7,46 +7,68 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
 from django.urls import reverse
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 MAX_HOLD_QUANTITY = 100
 IDEMPOTENCY_KEY_MAX = 64
 
 
 class HoldState(models.TextChoices):
-    HELD = "held"
-    SOLD = "sold"
-    RELEASED = "released"
-    EXPIRED = "expired"
+    HELD = "held", _("Held")
+    SOLD = "sold", _("Sold")
+    RELEASED = "released", _("Released")
+    EXPIRED = "expired", _("Expired")
 
 
 class Hold(models.Model):
-    drop = models.ForeignKey("shop.Drop", on_delete=models.PROTECT, related_name="holds")
-    buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="holds")
+    drop = models.ForeignKey(
+        "shop.Drop", on_delete=models.PROTECT, related_name="holds", verbose_name=_("drop")
+    )
+    buyer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="holds", verbose_name=_("buyer")
+    )
     # What the buyer holds: set by the statement that claims the stock (an offer's hold gets the
     # variant of the unit that came back). NULL only inside that transaction.
     variant = models.ForeignKey(
-        "shop.Variant", on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+        "shop.Variant",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+        verbose_name=_("variant"),
     )
-    quantity = models.PositiveIntegerField()
+    quantity = models.PositiveIntegerField(verbose_name=_("quantity"))
     # Buckets mode: the bucket the units came from and return to; NULL in units mode.
-    bucket_index = models.PositiveSmallIntegerField(null=True, blank=True)
-    state = models.CharField(max_length=10, choices=HoldState.choices, default=HoldState.HELD)
-    idempotency_key = models.CharField(max_length=IDEMPOTENCY_KEY_MAX)
+    bucket_index = models.PositiveSmallIntegerField(null=True, blank=True, verbose_name=_("bucket index"))
+    state = models.CharField(
+        max_length=10, choices=HoldState.choices, default=HoldState.HELD, verbose_name=_("state")
+    )
+    idempotency_key = models.CharField(max_length=IDEMPOTENCY_KEY_MAX, verbose_name=_("idempotency key"))
     # SHA-256 of what the key asked for (quantity, unit): the same key with another request is
     # refused, not answered with this hold. Empty for holds made before it was kept.
-    request_digest = models.CharField(max_length=64, blank=True, db_default="")
-    created_at = models.DateTimeField()
-    expires_at = models.DateTimeField()
-    extended = models.BooleanField(default=False)
-    ended_at = models.DateTimeField(null=True, blank=True)
+    request_digest = models.CharField(
+        max_length=64, blank=True, db_default="", verbose_name=_("request digest")
+    )
+    created_at = models.DateTimeField(verbose_name=_("created at"))
+    expires_at = models.DateTimeField(verbose_name=_("expires at"))
+    extended = models.BooleanField(default=False, verbose_name=_("extended"))
+    ended_at = models.DateTimeField(null=True, blank=True, verbose_name=_("ended at"))
     # Of a sold hold's units: how many were refunded, and of those how many went back on sale
     # (the rest are counted apart, so available + held + sold + refunded = quantity still holds).
-    refunded = models.PositiveIntegerField(default=0, db_default=0)
-    restocked = models.PositiveIntegerField(default=0, db_default=0)
+    refunded = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("refunded"))
+    restocked = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("restocked"))
     # Where a product that ships goes, given while the hold is held (sale.addresses). No index:
     # every claim inserts a hold, and nothing looks holds up by address (addresses are never deleted).
     shipping_address = models.ForeignKey(
-        "shop.Address", on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+        "shop.Address",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+        verbose_name=_("shipping address"),
     )
     # The presale code this hold's claim spent (holds/presale.py), set by the statement that spends
     # it. No index, as above: every claim inserts a hold; a code with holds cannot be deleted.
@@ -57,9 +79,12 @@ class Hold(models.Model):
         blank=True,
         related_name="holds",
         db_index=False,
+        verbose_name=_("presale code"),
     )
 
     class Meta:
+        verbose_name = _("hold")
+        verbose_name_plural = _("holds")
         constraints = [
             models.UniqueConstraint(
                 fields=["drop", "buyer", "idempotency_key"], name="holds_hold_idempotency"
@@ -100,7 +125,7 @@ class Hold(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"hold {self.pk} ({self.state})"
+        return gettext("hold %(number)s (%(state)s)") % {"number": self.pk, "state": self.get_state_display()}
 
     def get_absolute_url(self) -> str:
         return reverse("hold", kwargs={"hold_id": self.pk})
@@ -113,20 +138,26 @@ class PresaleCode(models.Model):
     """A code that admits its holder to a drop's presale, `max_uses` claims in all (1: single-use).
     Spent by the claim that uses it, in the claim's transaction (holds.sql.SPEND_PRESALE_CODE)."""
 
-    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="presale_codes")
-    code = models.CharField(max_length=PRESALE_CODE_MAX)
-    max_uses = models.PositiveIntegerField(default=1, help_text="Claims this code admits; 1 = single-use.")
-    uses = models.PositiveIntegerField(default=0, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
+    drop = models.ForeignKey(
+        "shop.Drop", on_delete=models.CASCADE, related_name="presale_codes", verbose_name=_("drop")
+    )
+    code = models.CharField(max_length=PRESALE_CODE_MAX, verbose_name=_("code"))
+    max_uses = models.PositiveIntegerField(
+        default=1, help_text=_("Claims this code admits; 1 = single-use."), verbose_name=_("max uses")
+    )
+    uses = models.PositiveIntegerField(default=0, editable=False, verbose_name=_("uses"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("presale code")
+        verbose_name_plural = _("presale codes")
         ordering = ["drop", "id"]
         constraints = [
             models.UniqueConstraint(fields=["drop", "code"], name="holds_presalecode_drop_code"),
             models.CheckConstraint(
                 condition=Q(max_uses__gte=1),
                 name="holds_presalecode_max_uses_positive",
-                violation_error_message="A code admits at least one claim.",
+                violation_error_message=_("A code admits at least one claim."),
             ),
             models.CheckConstraint(
                 condition=Q(uses__lte=models.F("max_uses")), name="holds_presalecode_uses_within_max"
@@ -141,12 +172,15 @@ class PresaleListEntry(models.Model):
     """An e-mail address on a drop's presale list: an account with it verified may claim in the
     presale window without a code. Kept lower-case (holds.presale.add_to_list)."""
 
-    drop = models.ForeignKey("shop.Drop", on_delete=models.CASCADE, related_name="presale_list")
-    email = models.EmailField()
+    drop = models.ForeignKey(
+        "shop.Drop", on_delete=models.CASCADE, related_name="presale_list", verbose_name=_("drop")
+    )
+    email = models.EmailField(verbose_name=_("email"))
 
     class Meta:
+        verbose_name = _("presale list entry")
+        verbose_name_plural = _("presale list entries")
         ordering = ["drop", "email"]
-        verbose_name_plural = "presale list entries"
         constraints = [
             models.UniqueConstraint(fields=["drop", "email"], name="holds_presalelistentry_drop_email"),
             models.CheckConstraint(condition=Q(email=Lower("email")), name="holds_presalelistentry_lower"),

@@ -28,11 +28,15 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
+from django.utils.text import format_lazy
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from admission import beacon, drawing
 from admission.models import Queue, Ticket
 from catalogue import services
 from checkout import selectors as checkout_selectors
+from core import formatting
 from core.errors import FloodgateError
 from core.http import safe_next
 from holds.counts import invariant
@@ -40,11 +44,21 @@ from inventory import services as inventory
 from ops import dashboard, presale_admin, rehearsal, sales, switch
 from ops.variant_admin import MINOR_PER_MAJOR, PRICE_MAX, Plan, VariantFormSet, VariantInline
 from shop import pictures
-from shop.models import ApiToken, Drop, DropFormat, DropState, InventoryMode, PauseEvent, Product, Variant
+from shop.models import (
+    ApiToken,
+    Drop,
+    DropFormat,
+    DropState,
+    InventoryMode,
+    PauseAction,
+    PauseEvent,
+    Product,
+    Variant,
+)
 
 admin.site.site_header = "Floodgate"
-admin.site.site_title = "Floodgate admin"
-admin.site.index_title = "Drops and products"
+admin.site.site_title = _("Floodgate admin")
+admin.site.index_title = _("Drops and products")
 
 
 # Prices are stored in minor units (cents); people type and read them in major ones (two decimal
@@ -56,9 +70,16 @@ class ProductForm(forms.ModelForm):
         min_value=Decimal(0),
         max_value=PRICE_MAX,
         decimal_places=2,
-        help_text="In the currency's units, e.g. 129.00 (kept in cents).",
+        label=_("Price"),
+        help_text=_("In the currency's units, e.g. 129.00 (kept in cents)."),
     )
-    image_url = forms.URLField(required=False, assume_scheme="https", max_length=200)
+    image_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        max_length=200,
+        label=_("Image URL"),
+        help_text=_("Or the address of a picture hosted elsewhere."),
+    )
 
     class Meta:
         model = Product
@@ -111,7 +132,7 @@ class ProductAdmin(admin.ModelAdmin):
     search_fields = ["name", "sku"]
     list_filter = ["currency"]
 
-    @admin.display(description="price", ordering="price_minor")
+    @admin.display(description=_("price"), ordering="price_minor")
     def price(self, product: Product) -> str:
         return product.price_display  # with its currency, so no column of its own
 
@@ -145,21 +166,29 @@ class DropForm(forms.ModelForm):
     unit_labels = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
-        help_text="Units mode only, when creating: labels or ranges, e.g. 'A1-A20, B1-B20, VIP1-VIP5'. "
-        "Their count must equal the quantity. Leave empty to number the units 1..N.",
+        label=_("Unit labels"),
+        help_text=_(
+            "Units mode only, when creating: labels or ranges, e.g. 'A1-A20, B1-B20, VIP1-VIP5'. "
+            "Their count must equal the quantity. Leave empty to number the units 1..N."
+        ),
     )
     unit_labels_file = forms.FileField(
-        required=False, help_text="Or upload a CSV file of labels (cells and ranges as above)."
+        required=False,
+        label=_("Unit labels file"),
+        help_text=_("Or upload a CSV file of labels (cells and ranges as above)."),
     )
     # The drop's two flags (waiting_room, raffle) as the one choice a merchant makes.
     format = forms.TypedChoiceField(
         choices=DropFormat.choices,
         coerce=DropFormat,
         required=False,
-        help_text="First come: anyone may buy from the start. Waiting room: buyers who come before the "
-        "start are drawn into a line and let in in waves. Raffle: entries until the start, then the "
-        "draw ranks them; the first ranked get a unit each to pay for within the offer time, and an "
-        "unpaid win passes to the next entry.",
+        label=_("Format"),
+        help_text=_(
+            "First come: anyone may buy from the start. Waiting room: buyers who come before the "
+            "start are drawn into a line and let in in waves. Raffle: entries until the start, then the "
+            "draw ranks them; the first ranked get a unit each to pay for within the offer time, and an "
+            "unpaid win passes to the next entry."
+        ),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -168,7 +197,7 @@ class DropForm(forms.ModelForm):
             self.fields["format"].initial = self.instance.format
         if self.instance.pk is None and "quantity" in self.fields:
             self.fields["quantity"].required = False
-            self.fields["quantity"].help_text = "Units on sale. With variants below: empty, their sum."
+            self.fields["quantity"].help_text = _("Units on sale. With variants below: empty, their sum.")
 
     class Meta:
         model = Drop
@@ -206,13 +235,13 @@ class DropForm(forms.ModelForm):
             try:
                 text += "\n" + upload.read(2_000_000).decode("utf-8-sig")
             except UnicodeDecodeError:
-                self.add_error("unit_labels_file", "Upload a UTF-8 CSV file.")
+                self.add_error("unit_labels_file", gettext("Upload a UTF-8 CSV file."))
                 return data
         if not text.strip():
             data["labels"] = None
             return data
         if data.get("inventory_mode") != InventoryMode.UNITS:
-            self.add_error("unit_labels", "Labels are for a drop in units mode; pick 'Units' above.")
+            self.add_error("unit_labels", gettext("Labels are for a drop in units mode; pick 'Units' above."))
             return data
         try:
             labels = inventory.parse_labels(text)
@@ -220,9 +249,12 @@ class DropForm(forms.ModelForm):
             self.add_error("unit_labels", error.detail)
             return data
         if data.get("quantity") is not None and len(labels) != data["quantity"]:
-            self.add_error(
-                "unit_labels", f"{len(labels)} labels for a quantity of {data['quantity']}; make them match."
+            words = ngettext(
+                "%(count)s label for a quantity of %(quantity)s; make them match.",
+                "%(count)s labels for a quantity of %(quantity)s; make them match.",
+                len(labels),
             )
+            self.add_error("unit_labels", words % {"count": len(labels), "quantity": data["quantity"]})
         data["labels"] = labels
         return data
 
@@ -253,8 +285,10 @@ class DropForm(forms.ModelForm):
             numbers = invariant(drop_id=self.instance.pk)
             if quantity is not None and quantity < numbers.held + numbers.sold:
                 raise forms.ValidationError(
-                    f"{numbers.held} units are held and {numbers.sold} sold; the quantity cannot go below "
-                    f"{numbers.held + numbers.sold}."
+                    gettext(
+                        "%(held)s units are held and %(sold)s sold; the quantity cannot go below %(least)s."
+                    )
+                    % {"held": numbers.held, "sold": numbers.sold, "least": numbers.held + numbers.sold}
                 )
         return quantity
 
@@ -262,12 +296,70 @@ class DropForm(forms.ModelForm):
 DEFAULT_REHEARSAL_BUYERS = 500
 
 
+def dashboard_words() -> dict[str, object]:
+    """The dashboard script's words in the request's language (the script holds none of its own);
+    {name} is filled in by the script."""
+    return {
+        "state": {str(state.value): str(state.label) for state in DropState},
+        "columns": {
+            "variant": gettext("variant"),
+            "quantity": gettext("quantity"),
+            "available": gettext("available"),
+            "held": gettext("held"),
+            "sold": gettext("sold"),
+            "refunded": gettext("refunded"),
+            "drift": gettext("drift"),
+        },
+        "taken": gettext("taken, net of refunds"),
+        "taken_title": gettext("What the confirmed orders of this drop paid, less what was refunded"),
+        "expired": gettext("expired, unreclaimed"),
+        "drift_long": gettext("drift (0 = every unit counted once)"),
+        "drift_title": gettext("quantity minus available, held, sold and refunded; not 0 pauses the drop"),
+        "stranded": gettext("stranded (too thin to claim)"),
+        "stranded_title": gettext(
+            "Units no single bucket can serve at the per-buyer limit; the next claim gathers them"
+        ),
+        "queue": gettext("queue / admitted"),
+        "returning": gettext("returning to the line"),
+        "returning_title": gettext(
+            "Units given back, waiting to be offered to the next ticket (holds.offer_returns, every second)"
+        ),
+        "gate": gettext("gate / database"),
+        "gate_title": gettext(
+            "Redis gate count / units a claim could take (available + expired, unreclaimed); in flight: {n}"
+        ),
+        "gate_refusals": gettext("gate refusals"),
+        "claims_per_second": gettext("claims/s"),
+        "rejections_per_second": gettext("rejections/s"),
+        "drop_drift": gettext(
+            "Drift of {n} units in {slug}: units counted twice or lost; the drop is paused"
+        ),
+        "variant_drift": gettext("Drift of {n} units in {variant} of {slug}"),
+        "paused": gettext("Paused: {reason}"),
+        "buckets": gettext("buckets:"),
+        "last_minutes": gettext("last 10 minutes:"),
+        "claims": gettext("claims"),
+        "rejections": gettext("rejections"),
+        "event": gettext("{at} {action} by {by}"),
+        "event_reason": gettext("{at} {action} by {by}: {reason}"),
+        "actions": {str(action.value): str(action.label) for action in PauseAction},
+        "invariant_drift": gettext("Invariant drift in {slug}: {n} units"),
+        "duty_late": gettext("Duty {name} has not run for {age} s"),
+        "celery_down": gettext(
+            "Celery is not running {names}: web processes cover (restart beat and the worker)"
+        ),
+        "seconds": gettext("{n} s"),
+        "ago": gettext("{n} s ago"),
+        "no_drops": gettext("No drop is on sale, starting within the hour or just ended."),
+    }
+
+
 class DropActionForm(ActionForm):
     """The changelist's action bar, with the crowd's size for "Rehearse this drop"."""
 
     buyers = forms.CharField(
-        required=False, label="buyers (rehearsal)", widget=forms.TextInput(attrs={"size": 6}),
-        help_text=f"default {DEFAULT_REHEARSAL_BUYERS}",
+        required=False, label=_("buyers (rehearsal)"), widget=forms.TextInput(attrs={"size": 6}),
+        help_text=format_lazy(_("default {n}"), n=DEFAULT_REHEARSAL_BUYERS),
     )  # fmt: skip
     # a CharField: the action, not the form, says what is wrong with "abc" (ops.rehearsal.parse_buyers)
 
@@ -304,13 +396,13 @@ class DropAdmin(admin.ModelAdmin):
     ]
     fieldsets = [
         (None, {"fields": ["product", "slug", "title"]}),
-        ("When", {"fields": ["starts_at", "ends_at", "presale_starts_at"]}),
+        (_("When"), {"fields": ["starts_at", "ends_at", "presale_starts_at"]}),
         (
-            "Stock",
+            _("Stock"),
             {"fields": ["quantity", "inventory_mode", "bucket_count", "unit_labels", "unit_labels_file"]},
         ),
         (
-            "Buyers and waiting room",
+            _("Buyers and waiting room"),
             {
                 "fields": [
                     "hold_seconds",
@@ -325,11 +417,11 @@ class DropAdmin(admin.ModelAdmin):
                 ]
             },
         ),
-        ("Kill switch", {"fields": ["paused", "paused_at", "paused_by", "pause_reason"]}),
-        ("Rehearsal", {"fields": ["last_rehearsal"]}),
+        (_("Kill switch"), {"fields": ["paused", "paused_at", "paused_by", "pause_reason"]}),
+        (_("Rehearsal"), {"fields": ["last_rehearsal"]}),
     ]
 
-    @admin.display(description="state")
+    @admin.display(description=_("state"))
     def state_display(self, drop: Drop) -> str:
         return str(drop.state.label)
 
@@ -367,7 +459,8 @@ class DropAdmin(admin.ModelAdmin):
         snapshot = dashboard.snapshot()
         context = {
             **self.admin_site.each_context(request),
-            "title": "Invariant dashboard",
+            "title": gettext("Invariant dashboard"),
+            "words": dashboard_words(),
             "may_pause": request.user.has_perm("shop.pause_drop"),
             "snapshot": snapshot,
             # Embedded as JSON for the first paint; escaped for a <script> block.
@@ -382,7 +475,7 @@ class DropAdmin(admin.ModelAdmin):
             raise PermissionDenied
         context = {
             **self.admin_site.each_context(request),
-            "title": f"Sales of {drop.display_title}",
+            "title": gettext("Sales of %(drop)s") % {"drop": drop.display_title},
             "drop": drop,
             "sales": sales.sales(drop),
             "opts": self.model._meta,
@@ -415,21 +508,24 @@ class DropAdmin(admin.ModelAdmin):
             messages.error(request, error.detail)
         else:
             # The drop by title and slug in a sentence: a bare slug first reads as a name ("Demo-sneaker").
-            named = f"The sale of {drop.display_title} ({drop.slug})"
-            if pause:
-                said = (
-                    "is paused: nobody can reserve until it is resumed."
-                    if result.changed
-                    else "was paused already."
+            if pause and result.changed:
+                said = gettext(
+                    "The sale of %(title)s (%(slug)s) is paused: nobody can reserve until it is resumed."
                 )
+            elif pause:
+                said = gettext("The sale of %(title)s (%(slug)s) was paused already.")
+            elif result.changed:
+                said = gettext("The sale of %(title)s (%(slug)s) is on again: buyers can reserve.")
             else:
-                said = "is on again: buyers can reserve." if result.changed else "was not paused."
-            messages.success(request, f"{named} {said}")
+                said = gettext("The sale of %(title)s (%(slug)s) was not paused.")
+            messages.success(request, said % {"title": drop.display_title, "slug": drop.slug})
             if not result.drained:
                 messages.warning(
                     request,
-                    "Some claims that began before the pause were still running after 3 s; "
-                    "check the dashboard for holds created after the pause.",
+                    gettext(
+                        "Some claims that began before the pause were still running after 3 s; "
+                        "check the dashboard for holds created after the pause."
+                    ),
                 )
         return redirect(safe_next(request) or reverse("admin:shop_drop_dashboard"))
 
@@ -439,36 +535,43 @@ class DropAdmin(admin.ModelAdmin):
     def resume_view(self, request: HttpRequest, drop_id: int) -> HttpResponse:
         return self._switch(request, drop_id, pause=False)
 
-    @admin.action(description="Duplicate for the next sale (starts in a week)", permissions=["add"])
+    @admin.action(description=_("Duplicate for the next sale (starts in a week)"), permissions=["add"])
     def duplicate_drops(self, request: HttpRequest, queryset: QuerySet[Drop]) -> None:
         for drop in queryset:
             try:
                 copy = services.duplicate_drop(drop=drop)
             except FloodgateError as error:
-                messages.error(request, f"{drop.slug} not duplicated: {error.detail}")
+                said = gettext("%(slug)s not duplicated: %(detail)s")
+                messages.error(request, said % {"slug": drop.slug, "detail": error.detail})
                 continue
-            messages.success(request, f"Created {copy.slug}, starting {copy.starts_at:%Y-%m-%d %H:%M} UTC.")
+            said = gettext("Created %(slug)s, starting %(starts)s UTC.")
+            messages.success(
+                request, said % {"slug": copy.slug, "starts": f"{copy.starts_at:%Y-%m-%d %H:%M}"}
+            )
 
     def has_rehearse_permission(self, request: HttpRequest) -> bool:
         # its own permission: a rehearsal aims a crowd at this shop (settings.REHEARSAL_MAX_BUYERS)
         return request.user.has_perm("shop.rehearse_drop")
 
-    @admin.action(description="Rehearse this drop (a hidden copy)", permissions=["rehearse"])
+    @admin.action(description=_("Rehearse this drop (a hidden copy)"), permissions=["rehearse"])
     def rehearse_drop(self, request: HttpRequest, queryset: QuerySet[Drop]) -> None:
         drops = list(queryset[:2])
         if len(drops) != 1:
-            messages.error(request, "Rehearse one drop at a time.")
+            messages.error(request, gettext("Rehearse one drop at a time."))
             return
         try:
             buyers = rehearsal.parse_buyers(request.POST.get("buyers") or DEFAULT_REHEARSAL_BUYERS)
             started = rehearsal.start_rehearsal(drop=drops[0], buyers=buyers)
         except FloodgateError as error:
-            messages.error(request, f"Not started: {error.detail}")
+            messages.error(request, gettext("Not started: %(detail)s") % {"detail": error.detail})
             return
         messages.success(
             request,
-            f"Rehearsal of {drops[0].slug} started with {buyers} buyers (process {started.pid}, log "
-            f"{started.log_path.name}); its report appears on the drop's page when it ends.",
+            gettext(
+                "Rehearsal of %(slug)s started with %(buyers)s buyers (process %(pid)s, log %(log)s); "
+                "its report appears on the drop's page when it ends."
+            )
+            % {"slug": drops[0].slug, "buyers": buyers, "pid": started.pid, "log": started.log_path.name},
         )
 
     # the report is a page of its own with its own <style>, which no response nonce can reach
@@ -481,27 +584,33 @@ class DropAdmin(admin.ModelAdmin):
             raise PermissionDenied
         report = rehearsal.report_of(drop=drop, report_id=report_id)
         if report is None:
-            raise Http404("This drop has not been rehearsed yet." if report_id is None else "No such report.")
+            raise Http404(
+                gettext("This drop has not been rehearsed yet.")
+                if report_id is None
+                else gettext("No such report.")
+            )
         return HttpResponse(report.html, content_type="text/html; charset=utf-8")
 
-    @admin.display(description="draw commitment")
+    @admin.display(description=_("draw commitment"))
     def draw_commitment(self, drop: Drop) -> str:
         """What the waiting room committed to when it opened: never typed, never edited here."""
         queue = Queue.objects.filter(pk=drop.pk).first() if drop.pk else None
         if queue is None:
-            return "the seed's hash and a drand round: named when the waiting room opens, an hour ahead"
+            return gettext(
+                "the seed's hash and a drand round: named when the waiting room opens, an hour ahead"
+            )
         chain = beacon.BY_HASH.get(queue.beacon_chain)
         if chain is None or queue.beacon_round is None:
             return format_html(
-                "seed sha256 <code>{}</code>; no beacon round (DRAW_BEACON off)", queue.seed_sha256
+                gettext("seed sha256 <code>{}</code>; no beacon round (DRAW_BEACON off)"), queue.seed_sha256
             )
         fixed = (
-            "fixed: people have joined"
+            gettext("fixed: people have joined")
             if Ticket.objects.filter(drop_id=drop.pk).exists()
-            else "follows the start until the first join"
+            else gettext("follows the start until the first join")
         )
         return format_html(
-            "seed sha256 <code>{}</code>; drand {} round <code>{}</code> (due {} UTC), {}; {}",
+            gettext("seed sha256 <code>{}</code>; drand {} round <code>{}</code> (due {} UTC), {}; {}"),
             queue.seed_sha256,
             chain.name,
             queue.beacon_round,
@@ -510,14 +619,14 @@ class DropAdmin(admin.ModelAdmin):
             fixed,
         )
 
-    @admin.display(description="rehearsal reports")
+    @admin.display(description=_("rehearsal reports"))
     def last_rehearsal(self, drop: Drop) -> str:
         reports = rehearsal.latest_reports(drop=drop) if drop.pk else []
         if not reports:
-            return "none yet (action: Rehearse this drop)"
+            return gettext("none yet (action: Rehearse this drop)")
         links = format_html_join(
             " · ",
-            '<a href="{}" target="_blank">{} UTC, {} buyers</a>',
+            gettext('<a href="{}" target="_blank">{} UTC, {} buyers</a>'),
             (
                 (
                     reverse("admin:shop_drop_rehearsal_report", args=[drop.pk, report.pk]),
@@ -528,12 +637,14 @@ class DropAdmin(admin.ModelAdmin):
             ),
         )
         latest = reverse("admin:shop_drop_rehearsal", args=[drop.pk])
-        return format_html('<a href="{}" target="_blank">latest report</a>; each kept: {}', latest, links)
+        return format_html(
+            gettext('<a href="{}" target="_blank">latest report</a>; each kept: {}'), latest, links
+        )
 
     def has_export_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("checkout.view_order")
 
-    @admin.action(description="Export orders (CSV)", permissions=["export"])
+    @admin.action(description=_("Export orders (CSV)"), permissions=["export"])
     def export_orders_csv(self, request: HttpRequest, queryset: QuerySet[Drop]) -> HttpResponse:
         response = HttpResponse(content_type="text/csv")
         response["Content-Disposition"] = 'attachment; filename="floodgate-orders.csv"'
@@ -567,31 +678,34 @@ class DropAdmin(admin.ModelAdmin):
         )
         return response
 
-    @admin.display(description="drop", ordering="slug")
+    @admin.display(description=_("drop"), ordering="slug")
     def drop_display(self, drop: Drop) -> str:
         return format_html("{}<br><small>{}</small>", drop.display_title, drop.slug)
 
-    @admin.display(description="sale (UTC)", ordering="starts_at")
+    @admin.display(description=_("sale (UTC)"), ordering="starts_at")
     def sale_window(self, drop: Drop) -> str:
         starts, ends = drop.starts_at, drop.ends_at
         until = f"{ends:%H:%M}" if ends.date() == starts.date() else f"{ends:%Y-%m-%d %H:%M}"
-        return format_html("{}<br>to {}", f"{starts:%Y-%m-%d %H:%M}", until)
+        return format_html(gettext("{}<br>to {}"), f"{starts:%Y-%m-%d %H:%M}", until)
 
-    @admin.display(description="room", boolean=True, ordering="waiting_room")
+    @admin.display(description=_("room"), boolean=True, ordering="waiting_room")
     def room_display(self, drop: Drop) -> bool:
         return drop.waiting_room
 
-    @admin.display(description="stock", ordering="quantity")
+    @admin.display(description=_("stock"), ordering="quantity")
     def stock_display(self, drop: Drop) -> str:
         if drop.inventory_mode == InventoryMode.UNITS:
-            return f"{drop.quantity:,} numbered units"
-        buckets = "" if drop.bucket_count == 1 else f" in {drop.bucket_count} buckets"
-        return f"{drop.quantity:,} units{buckets}"
+            words = ngettext("%(count)s numbered unit", "%(count)s numbered units", drop.quantity)
+        elif drop.bucket_count == 1:
+            words = ngettext("%(count)s unit", "%(count)s units", drop.quantity)
+        else:
+            words = gettext("%(count)s units in %(buckets)s buckets")  # at least two units: one per bucket
+        return words % {"count": formatting.count(drop.quantity), "buckets": drop.bucket_count}
 
-    @admin.display(description="orders")
+    @admin.display(description=_("orders"))
     def orders_link(self, drop: Drop) -> str:
         url = reverse("admin:checkout_order_changelist") + f"?drop__id__exact={drop.pk}"
-        return format_html('<a href="{}">orders</a>', url)
+        return format_html('<a href="{}">{}</a>', url, gettext("orders"))
 
     def get_readonly_fields(self, request: HttpRequest, obj: Drop | None = None) -> list[str]:
         fields = list(self.readonly_fields)
@@ -692,7 +806,7 @@ class DropAdmin(admin.ModelAdmin):
         try:
             services.change_variants(drop=Drop.objects.get(pk=drop_id), variants=plan.variants)
         except FloodgateError as error:
-            messages.error(request, f"Variants not changed: {error.detail}")
+            messages.error(request, gettext("Variants not changed: %(detail)s") % {"detail": error.detail})
 
     def _variant_quantity(self, request: HttpRequest, drop_id: int, variant_id: int, quantity: int) -> None:
         drop = Drop.objects.get(pk=drop_id)
@@ -700,7 +814,11 @@ class DropAdmin(admin.ModelAdmin):
         try:
             inventory.change_quantity(drop=drop, quantity=quantity, variant=variant)
         except FloodgateError as error:
-            messages.error(request, f"Stock of {variant.name} not changed: {error.detail}")
+            messages.error(
+                request,
+                gettext("Stock of %(variant)s not changed: %(detail)s")
+                % {"variant": variant.name, "detail": error.detail},
+            )
 
     def _move_stock(self, request: HttpRequest, drop_id: int, **wanted: object) -> None:
         drop = Drop.objects.get(pk=drop_id)
@@ -713,7 +831,7 @@ class DropAdmin(admin.ModelAdmin):
             if quantity != drop.quantity:
                 inventory.change_quantity(drop=drop, quantity=quantity)
         except FloodgateError as error:
-            messages.error(request, f"Stock not changed: {error.detail}")
+            messages.error(request, gettext("Stock not changed: %(detail)s") % {"detail": error.detail})
 
 
 @admin.register(ApiToken)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.utils import timezone
+from django.utils.translation import gettext
 from redis.exceptions import RedisError
 
 from admission import state
@@ -171,7 +172,7 @@ def duty_rows() -> list[dict[str, object]]:
             "age": round(d.age, 1),
             "late": d.late,
             "covered": d.covered,
-            "ran_by": d.ran_by or "nobody yet",
+            "ran_by": d.ran_by or gettext("nobody yet"),
             "covered_runs": d.covered_runs,
             "last_error": d.last_error,
         }

@@ -14,6 +14,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from core.errors import FloodgateError
 from holds import presale
@@ -24,9 +26,13 @@ LIST_UPLOAD_MAX = 5_000_000  # bytes of a list file read
 
 
 class GenerateCodesForm(forms.Form):
-    count = forms.IntegerField(min_value=1, max_value=presale.GENERATE_MAX, initial=100, label="Codes")
+    count = forms.IntegerField(min_value=1, max_value=presale.GENERATE_MAX, initial=100, label=_("Codes"))
     max_uses = forms.IntegerField(
-        min_value=1, max_value=presale.USES_MAX, initial=1, label="Uses each", help_text="1 = single-use"
+        min_value=1,
+        max_value=presale.USES_MAX,
+        initial=1,
+        label=_("Uses each"),
+        help_text=_("1 = single-use"),
     )
 
 
@@ -34,10 +40,12 @@ class PresaleListForm(forms.Form):
     emails = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 5, "cols": 60}),
-        label="E-mail addresses",
-        help_text="One per line, or separated by commas or semicolons.",
+        label=_("E-mail addresses"),
+        help_text=_("One per line, or separated by commas or semicolons."),
     )
-    emails_file = forms.FileField(required=False, label="Or a CSV file", help_text="An address per row.")
+    emails_file = forms.FileField(
+        required=False, label=_("Or a CSV file"), help_text=_("An address per row.")
+    )
 
     def clean(self) -> dict[str, object]:
         data = super().clean() or {}
@@ -47,13 +55,13 @@ class PresaleListForm(forms.Form):
             try:
                 text += "\n" + upload.read(LIST_UPLOAD_MAX).decode("utf-8-sig")
             except UnicodeDecodeError:
-                raise forms.ValidationError("Upload a UTF-8 CSV file.") from None
+                raise forms.ValidationError(gettext("Upload a UTF-8 CSV file.")) from None
         try:
             data["addresses"] = presale.addresses_in(text)
         except FloodgateError as error:
             raise forms.ValidationError(error.detail) from None
         if not data["addresses"]:
-            raise forms.ValidationError("Paste or upload at least one e-mail address.")
+            raise forms.ValidationError(gettext("Paste or upload at least one e-mail address."))
         return data
 
 
@@ -70,25 +78,31 @@ def page(admin: ModelAdmin[Drop], request: HttpRequest, drop_id: int) -> HttpRes
                     count=generate.cleaned_data["count"],
                     max_uses=generate.cleaned_data["max_uses"],
                 )
-                messages.success(
-                    request, f"{len(made)} presale codes made for {drop.slug}; export them below."
+                said = ngettext(
+                    "%(count)s presale code made for %(slug)s; export it below.",
+                    "%(count)s presale codes made for %(slug)s; export them below.",
+                    len(made),
                 )
+                messages.success(request, said % {"count": len(made), "slug": drop.slug})
                 return redirect(reverse("admin:shop_drop_presale", args=[drop.pk]))
         elif "upload" in request.POST:
             upload = PresaleListForm(request.POST, request.FILES, prefix="list")
             if upload.is_valid():
                 addresses = upload.cleaned_data["addresses"]
                 added = presale.add_to_list(drop=drop, emails=addresses)
-                messages.success(
-                    request, f"{added} addresses added to the list ({len(addresses) - added} were on it)."
+                said = ngettext(
+                    "%(count)s address added to the list (%(known)s were on it).",
+                    "%(count)s addresses added to the list (%(known)s were on it).",
+                    added,
                 )
+                messages.success(request, said % {"count": added, "known": len(addresses) - added})
                 return redirect(reverse("admin:shop_drop_presale", args=[drop.pk]))
         else:
             return HttpResponseNotAllowed(["GET"])
     codes = PresaleCode.objects.filter(drop=drop)
     context = {
         **admin.admin_site.each_context(request),
-        "title": f"Presale of {drop.display_title}",
+        "title": gettext("Presale of %(drop)s") % {"drop": drop.display_title},
         "drop": drop,
         "opts": Drop._meta,
         "codes": codes.count(),

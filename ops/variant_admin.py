@@ -12,6 +12,8 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from catalogue.services import NewVariant, check_variants
 from core.errors import FloodgateError
@@ -26,15 +28,17 @@ PRICE_MAX = Decimal(2**31 - 1) / MINOR_PER_MAJOR
 class VariantForm(forms.ModelForm):  # type: ignore[type-arg]
     quantity = forms.IntegerField(
         min_value=1,
-        error_messages={"min_value": "A variant needs at least 1 unit."},
-        help_text="Units on sale.",
+        label=_("Quantity"),
+        error_messages={"min_value": _("A variant needs at least 1 unit.")},
+        help_text=_("Units on sale."),
     )
     price = forms.DecimalField(
         required=False,
         min_value=Decimal(0),
         max_value=PRICE_MAX,
         decimal_places=2,
-        help_text="Empty: the product's price.",
+        label=_("Price"),
+        help_text=_("Empty: the product's price."),
     )
 
     class Meta:
@@ -94,7 +98,7 @@ class VariantFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
         relayout = adding or removed or renamed or added
         quantity = sum(v.quantity for v in wanted) if wanted else drop.quantity
         if quantity is None:
-            raise forms.ValidationError("Give the drop's quantity above, or its variants here.")
+            raise forms.ValidationError(gettext("Give the drop's quantity above, or its variants here."))
         labels = bool(str(self.data.get("unit_labels", "")).strip()) or "unit_labels_file" in self.files
         try:
             check_variants(
@@ -109,13 +113,18 @@ class VariantFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
             raise forms.ValidationError(error.detail) from None
         if adding and wanted and drop.quantity is not None and drop.quantity != quantity:
             raise forms.ValidationError(
-                f"The variants add up to {quantity} units, not the drop's {drop.quantity}: "
-                "leave the quantity empty (it becomes their sum) or make them match."
+                gettext(
+                    "The variants add up to %(sum)s units, not the drop's %(quantity)s: "
+                    "leave the quantity empty (it becomes their sum) or make them match."
+                )
+                % {"sum": quantity, "quantity": drop.quantity}
             )
         if not adding and relayout and timezone.now() >= drop.starts_at:
             raise forms.ValidationError(
-                "Variants can be added, renamed or removed only before the sale starts; "
-                "change their quantities instead."
+                gettext(
+                    "Variants can be added, renamed or removed only before the sale starts; "
+                    "change their quantities instead."
+                )
             )
         self.plan = Plan(
             variants=wanted,
@@ -141,9 +150,13 @@ class VariantFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
             if wanted < taken:
                 form.add_error(
                     "quantity",
-                    f"{numbers.held} held and {numbers.sold + numbers.refunded} sold: at least {taken}.",
+                    gettext("%(held)s held and %(sold)s sold: at least %(least)s.")
+                    % {"held": numbers.held, "sold": numbers.sold + numbers.refunded, "least": taken},
                 )
-                raise forms.ValidationError(f"{form.instance.name}'s quantity cannot go below {taken}.")
+                raise forms.ValidationError(
+                    gettext("%(variant)s's quantity cannot go below %(least)s.")
+                    % {"variant": form.instance.name, "least": taken}
+                )
         return changed
 
 
@@ -158,8 +171,8 @@ class VariantInline(admin.TabularInline):  # type: ignore[type-arg]
     fields = ["name", "quantity", "price"]
     extra = 3
     max_num = MAX_VARIANTS
-    verbose_name = "variant (size, colour, tier)"
-    verbose_name_plural = (
+    verbose_name = _("variant (size, colour, tier)")
+    verbose_name_plural = _(
         "Variants: each with its own stock (and price, if it differs). Leave empty to sell one stock; "
         "with several, the drop's quantity is their sum. Added, renamed or removed only before the start."
     )

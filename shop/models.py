@@ -14,13 +14,15 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from core import formatting
 
 SLUG_RULE = RegexValidator(
     r"^[a-z0-9]+(?:-[a-z0-9]+)*$",
-    "Use lower-case letters, digits and single hyphens, e.g. 'spring-sneaker-drop'.",
+    _("Use lower-case letters, digits and single hyphens, e.g. 'spring-sneaker-drop'."),
 )
 MAX_BUCKETS = 256
 HOLD_SECONDS_RANGE = (30, 3600)
@@ -40,13 +42,13 @@ def money(amount_minor: int, currency: str) -> str:
 # Letters, digits, dot, dash and underscore, a letter or digit first: a SKU names a file (the
 # drawing shipped for it) and a CSV cell, so no slash, no leading dot, nothing a path could climb.
 SKU_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-SKU_MESSAGE = (
+SKU_MESSAGE = _(
     "A SKU may use letters, digits, '.', '-' and '_', and starts with a letter or digit (e.g. TEE-BLK-42)."
 )
 
 
 # A percentage from 0 up to, not including, 100: at 100 a price that includes tax would be all tax.
-TAX_RATE_MESSAGE = "A tax rate is a percentage from 0 up to (not including) 100, e.g. 19 or 7.7."
+TAX_RATE_MESSAGE = _("A tax rate is a percentage from 0 up to (not including) 100, e.g. 19 or 7.7.")
 TAX_RATE_MAX = Decimal("99.99")  # the largest below 100 with two decimal places
 # The column holds up to 999.99, so 100 or 250 reach the validator's words (not "too many digits")
 # and the CHECK, rather than overflowing.
@@ -54,32 +56,40 @@ TAX_RATE_MAX = Decimal("99.99")  # the largest below 100 with two decimal places
 
 class Product(models.Model):
     sku = models.CharField(
-        "SKU",
+        _("SKU"),
         max_length=64,
         unique=True,
         validators=[RegexValidator(SKU_PATTERN, SKU_MESSAGE)],
-        help_text="Letters, digits, '.', '-' and '_' (e.g. TEE-BLK-42).",
+        help_text=_("Letters, digits, '.', '-' and '_' (e.g. TEE-BLK-42)."),
     )
-    name = models.CharField(max_length=200)
-    description = models.TextField(blank=True)
+    name = models.CharField(max_length=200, verbose_name=_("name"))
+    description = models.TextField(blank=True, verbose_name=_("description"))
     price_minor = models.PositiveIntegerField(
-        "price (minor units)", help_text="In cents (or the currency's smallest unit): 12900 = 129.00."
+        _("price (minor units)"), help_text=_("In cents (or the currency's smallest unit): 12900 = 129.00.")
     )
-    currency = models.CharField(max_length=3, default="EUR", help_text="ISO 4217 code, e.g. EUR.")
+    currency = models.CharField(
+        max_length=3, default="EUR", help_text=_("ISO 4217 code, e.g. EUR."), verbose_name=_("currency")
+    )
     image = models.ImageField(
         upload_to="products/",
         blank=True,
-        help_text="A picture of the product (JPEG, PNG or WebP, up to 5 MB), shown on its drop page.",
+        help_text=_("A picture of the product (JPEG, PNG or WebP, up to 5 MB), shown on its drop page."),
+        verbose_name=_("image"),
     )
-    image_url = models.URLField(blank=True, help_text="Or the address of a picture hosted elsewhere.")
+    image_url = models.URLField(
+        blank=True, help_text=_("Or the address of a picture hosted elsewhere."), verbose_name=_("image url")
+    )
     ships = models.BooleanField(
         default=False,
         db_default=False,
-        help_text="A parcel is sent: the buyer gives a shipping address before paying. "
-        "Off for tickets and digital products.",
+        help_text=_(
+            "A parcel is sent: the buyer gives a shipping address before paying. "
+            "Off for tickets and digital products."
+        ),
+        verbose_name=_("ships"),
     )
     tax_rate = models.DecimalField(
-        "tax rate (%)",
+        _("tax rate (%)"),
         max_digits=5,
         decimal_places=2,
         default=Decimal(0),
@@ -88,11 +98,15 @@ class Product(models.Model):
             MinValueValidator(Decimal(0), TAX_RATE_MESSAGE),
             MaxValueValidator(TAX_RATE_MAX, TAX_RATE_MESSAGE),
         ],
-        help_text="Percent, e.g. 19.00; 0 for none. Whether prices include it is the shop's setting "
-        "(PRICES_INCLUDE_TAX).",
+        help_text=_(
+            "Percent, e.g. 19.00; 0 for none. Whether prices include it is the shop's setting "
+            "(PRICES_INCLUDE_TAX)."
+        ),
     )
 
     class Meta:
+        verbose_name = _("product")
+        verbose_name_plural = _("products")
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(
@@ -108,7 +122,7 @@ class Product(models.Model):
             models.CheckConstraint(
                 condition=Q(currency__regex=r"^[A-Z]{3}$"),
                 name="shop_product_currency_iso",
-                violation_error_message="Currency must be a three-letter ISO code such as EUR.",
+                violation_error_message=_("Currency must be a three-letter ISO code such as EUR."),
             ),
         ]
 
@@ -130,71 +144,97 @@ class DropState(models.TextChoices):
 class InventoryMode(models.TextChoices):
     """How a drop's stock is kept (inventory/): counters of identical units, or a row per unit."""
 
-    BUCKETS = "buckets", "Buckets (identical units)"
-    UNITS = "units", "Units (labelled, e.g. seats)"
+    BUCKETS = "buckets", _("Buckets (identical units)")
+    UNITS = "units", _("Units (labelled, e.g. seats)")
 
 
 class DropFormat(models.TextChoices):
     """How a drop's buyers get their units (the admin's choice; the two flags below say it)."""
 
-    FIRST_COME = "first_come", "First come, first served"
-    WAITING_ROOM = "waiting_room", "Waiting room"
-    RAFFLE = "raffle", "Raffle"
+    FIRST_COME = "first_come", _("First come, first served")
+    WAITING_ROOM = "waiting_room", _("Waiting room")
+    RAFFLE = "raffle", _("Raffle")
 
 
 class Drop(models.Model):
-    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="drops")
-    slug = models.SlugField(max_length=80, unique=True, validators=[SLUG_RULE])
-    title = models.CharField(max_length=200, blank=True, help_text="Defaults to the product name.")
-    quantity = models.PositiveIntegerField(help_text="Units on sale in this drop.")
-    starts_at = models.DateTimeField()
-    ends_at = models.DateTimeField()
+    product = models.ForeignKey(
+        Product, on_delete=models.PROTECT, related_name="drops", verbose_name=_("product")
+    )
+    slug = models.SlugField(max_length=80, unique=True, validators=[SLUG_RULE], verbose_name=_("slug"))
+    title = models.CharField(
+        max_length=200, blank=True, help_text=_("Defaults to the product name."), verbose_name=_("title")
+    )
+    quantity = models.PositiveIntegerField(
+        help_text=_("Units on sale in this drop."), verbose_name=_("quantity")
+    )
+    starts_at = models.DateTimeField(verbose_name=_("starts at"))
+    ends_at = models.DateTimeField(verbose_name=_("ends at"))
     # The presale window: from here until starts_at only a presale code or a place on the drop's
     # list lets a buyer claim (holds/presale.py); empty: no presale.
     presale_starts_at = models.DateTimeField(
-        "presale starts at",
+        _("presale starts at"),
         null=True,
         blank=True,
-        help_text="Optional. From then until the start, only buyers with a presale code or on the "
-        "drop's presale list can reserve. First-come drops only (not with a waiting room).",
+        help_text=_(
+            "Optional. From then until the start, only buyers with a presale code or on the "
+            "drop's presale list can reserve. First-come drops only (not with a waiting room)."
+        ),
     )
     inventory_mode = models.CharField(
-        max_length=10, choices=InventoryMode.choices, default=InventoryMode.BUCKETS
+        max_length=10,
+        choices=InventoryMode.choices,
+        default=InventoryMode.BUCKETS,
+        verbose_name=_("inventory mode"),
     )
     bucket_count = models.PositiveSmallIntegerField(
         default=1,
         validators=[MinValueValidator(1), MaxValueValidator(MAX_BUCKETS)],
-        help_text="Stock rows the quantity is split over; more rows, less lock contention. "
-        "1 = a single counter.",
+        help_text=_(
+            "Stock rows the quantity is split over; more rows, less lock contention. 1 = a single counter."
+        ),
+        verbose_name=_("bucket count"),
     )
     hold_seconds = models.PositiveIntegerField(
         default=480,
         validators=[MinValueValidator(HOLD_SECONDS_RANGE[0]), MaxValueValidator(HOLD_SECONDS_RANGE[1])],
-        help_text="How long a reserved unit is kept for the buyer before it returns to stock.",
+        help_text=_("How long a reserved unit is kept for the buyer before it returns to stock."),
+        verbose_name=_("hold seconds"),
     )
     offer_seconds = models.PositiveIntegerField(
         default=90,
         validators=[MinValueValidator(OFFER_SECONDS_RANGE[0]), MaxValueValidator(OFFER_SECONDS_RANGE[1])],
-        help_text="Waiting room: a unit that comes back is held for the next ticket in line this long; "
-        "if that buyer does not start paying in time, it goes to the next.",
+        help_text=_(
+            "Waiting room: a unit that comes back is held for the next ticket in line this long; "
+            "if that buyer does not start paying in time, it goes to the next."
+        ),
+        verbose_name=_("offer seconds"),
     )
     per_buyer_limit = models.PositiveSmallIntegerField(
         default=2,
         validators=[MinValueValidator(1), MaxValueValidator(PER_BUYER_LIMIT_MAX)],
-        help_text="Most units one buyer may hold and buy in this drop.",
+        help_text=_("Most units one buyer may hold and buy in this drop."),
+        verbose_name=_("per buyer limit"),
     )
     waiting_room = models.BooleanField(
-        default=False, help_text="Admit buyers from a queue in waves instead of all at once."
+        default=False,
+        help_text=_("Admit buyers from a queue in waves instead of all at once."),
+        verbose_name=_("waiting room"),
     )
     # A raffle is a waiting room whose entries close at the start: the draw ranks every entry and
     # the units go to the first ranked as offers (admission/raffle.py), not in admission waves.
     raffle = models.BooleanField(
         default=False,
-        help_text="Raffle: entries are taken until the start, then drawn; the first ranked get a unit each "
-        "to pay for within the offer time, and an unpaid win passes to the next ranked entry.",
+        help_text=_(
+            "Raffle: entries are taken until the start, then drawn; the first ranked get a unit each "
+            "to pay for within the offer time, and an unpaid win passes to the next ranked entry."
+        ),
+        verbose_name=_("raffle"),
     )
     admission_wave_seconds = models.PositiveSmallIntegerField(
-        default=5, validators=[MinValueValidator(1)], help_text="Seconds between admission waves."
+        default=5,
+        validators=[MinValueValidator(1)],
+        help_text=_("Seconds between admission waves."),
+        verbose_name=_("admission wave seconds"),
     )
     admission_percent = models.PositiveSmallIntegerField(
         default=150,
@@ -202,40 +242,65 @@ class Drop(models.Model):
             MinValueValidator(ADMISSION_PERCENT_RANGE[0]),
             MaxValueValidator(ADMISSION_PERCENT_RANGE[1]),
         ],
-        help_text="Each wave admits this percentage of the units still available "
-        "(150 = 1.5 buyers per unit).",
+        help_text=_(
+            "Each wave admits this percentage of the units still available (150 = 1.5 buyers per unit)."
+        ),
+        verbose_name=_("admission percent"),
     )
     # No longer read: the draw names a drand round itself when its queue is created (admission/
     # beacon.py). The column stays so code from before that change still inserts rows.
-    draw_beacon = models.CharField(max_length=200, blank=True, default="", editable=False)
+    draw_beacon = models.CharField(
+        max_length=200, blank=True, default="", editable=False, verbose_name=_("draw beacon")
+    )
     join_work_bits = models.PositiveSmallIntegerField(
-        "join proof-of-work (bits)",
+        _("join proof-of-work (bits)"),
         default=DEFAULT_JOIN_WORK_BITS,
         validators=[MaxValueValidator(28)],
-        help_text="A cost per place in the waiting room that a person does not notice and a bot farm "
-        f"does: the page solves a fresh puzzle of this many bits in the background before it joins. "
-        f"0 = none; {DEFAULT_JOIN_WORK_BITS} (the default) takes about a second in Chromium on a server "
-        "core (bench work); each bit doubles it.",
+        help_text=format_lazy(
+            _(
+                "A cost per place in the waiting room that a person does not notice and a bot farm "
+                "does: the page solves a fresh puzzle of this many bits in the background before it joins. "
+                "0 = none; {bits} (the default) takes about a second in Chromium on a server "
+                "core (bench work); each bit doubles it."
+            ),
+            bits=DEFAULT_JOIN_WORK_BITS,
+        ),
     )
     redis_gate = models.BooleanField(
         default=False,
-        help_text="Turn buyers away in Redis once its count of units reaches zero, before the database. "
-        "PostgreSQL still decides every sale.",
+        help_text=_(
+            "Turn buyers away in Redis once its count of units reaches zero, before the database. "
+            "PostgreSQL still decides every sale."
+        ),
+        verbose_name=_("redis gate"),
     )
-    paused = models.BooleanField(default=False)
-    paused_at = models.DateTimeField(null=True, blank=True)
+    paused = models.BooleanField(default=False, verbose_name=_("paused"))
+    paused_at = models.DateTimeField(null=True, blank=True, verbose_name=_("paused at"))
     paused_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("paused by"),
     )
-    pause_reason = models.CharField(max_length=300, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    pause_reason = models.CharField(max_length=300, blank=True, verbose_name=_("pause reason"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     # Set on a rehearsal's copy (ops/rehearsal.py): only the rehearsal's own buyers reach it
     # (shop.sql.AUDIENCE), no catalogue lists it, and its payments never reach a real provider.
     rehearsal_of = models.ForeignKey(
-        "self", null=True, blank=True, editable=False, on_delete=models.CASCADE, related_name="rehearsals"
+        "self",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.CASCADE,
+        related_name="rehearsals",
+        verbose_name=_("rehearsal of"),
     )
 
     class Meta:
+        verbose_name = _("drop")
+        verbose_name_plural = _("drops")
         ordering = ["starts_at"]
         permissions = [
             ("pause_drop", "Can pause and resume a drop (kill switch)"),
@@ -245,72 +310,74 @@ class Drop(models.Model):
             models.CheckConstraint(
                 condition=Q(quantity__gt=0),
                 name="shop_drop_quantity_positive",
-                violation_error_message="Quantity must be at least 1.",
+                violation_error_message=_("Quantity must be at least 1."),
             ),
             models.CheckConstraint(
                 condition=Q(ends_at__gt=F("starts_at")),
                 name="shop_drop_ends_after_start",
-                violation_error_message="The drop must end after it starts.",
+                violation_error_message=_("The drop must end after it starts."),
             ),
             models.CheckConstraint(
                 condition=Q(presale_starts_at__isnull=True) | Q(presale_starts_at__lt=F("starts_at")),
                 name="shop_drop_presale_before_start",
-                violation_error_message="The presale must start before the drop's public start.",
+                violation_error_message=_("The presale must start before the drop's public start."),
             ),
             # A waiting room admits by ticket number: a presale beside it would need its own line.
             models.CheckConstraint(
                 condition=Q(presale_starts_at__isnull=True) | Q(waiting_room=False),
                 name="shop_drop_presale_first_come",
-                violation_error_message="A presale is for first-come drops: turn the waiting room off "
-                "or leave the presale start empty.",
+                violation_error_message=_(
+                    "A presale is for first-come drops: turn the waiting room off "
+                    "or leave the presale start empty."
+                ),
             ),
             models.CheckConstraint(
                 condition=Q(bucket_count__gte=1, bucket_count__lte=MAX_BUCKETS),
                 name="shop_drop_bucket_count_range",
-                violation_error_message="Use between 1 and 256 buckets.",
+                violation_error_message=_("Use between 1 and 256 buckets."),
             ),
             models.CheckConstraint(
                 condition=Q(bucket_count__lte=F("quantity")),
                 name="shop_drop_buckets_within_quantity",
-                violation_error_message="Use at most as many buckets as there are units.",
+                violation_error_message=_("Use at most as many buckets as there are units."),
             ),
             models.CheckConstraint(
                 condition=Q(hold_seconds__gte=HOLD_SECONDS_RANGE[0])
                 & Q(hold_seconds__lte=HOLD_SECONDS_RANGE[1]),
                 name="shop_drop_hold_seconds_range",
-                violation_error_message="Hold time must be between 30 and 3600 seconds.",
+                violation_error_message=_("Hold time must be between 30 and 3600 seconds."),
             ),
             models.CheckConstraint(
                 condition=Q(offer_seconds__gte=OFFER_SECONDS_RANGE[0])
                 & Q(offer_seconds__lte=OFFER_SECONDS_RANGE[1]),
                 name="shop_drop_offer_seconds_range",
-                violation_error_message="An offer's time must be between 15 and 900 seconds.",
+                violation_error_message=_("An offer's time must be between 15 and 900 seconds."),
             ),
             models.CheckConstraint(
                 condition=Q(per_buyer_limit__gte=1, per_buyer_limit__lte=PER_BUYER_LIMIT_MAX),
                 name="shop_drop_per_buyer_limit_range",
-                violation_error_message="The per-buyer limit must be between 1 and 100.",
+                violation_error_message=_("The per-buyer limit must be between 1 and 100."),
             ),
             models.CheckConstraint(
                 condition=Q(admission_wave_seconds__gte=1),
                 name="shop_drop_wave_seconds_positive",
-                violation_error_message="Admission waves need at least 1 second between them.",
+                violation_error_message=_("Admission waves need at least 1 second between them."),
             ),
             models.CheckConstraint(
                 condition=Q(admission_percent__gte=ADMISSION_PERCENT_RANGE[0])
                 & Q(admission_percent__lte=ADMISSION_PERCENT_RANGE[1]),
                 name="shop_drop_admission_percent_range",
-                violation_error_message="Admit between 100% and 1000% of the remaining units per wave.",
+                violation_error_message=_("Admit between 100% and 1000% of the remaining units per wave."),
             ),
             models.CheckConstraint(
                 condition=Q(raffle=False) | Q(waiting_room=True),
                 name="shop_drop_raffle_has_waiting_room",
-                violation_error_message="A raffle takes its entries through the waiting room; turn it on.",
+                violation_error_message=_("A raffle takes its entries through the waiting room; turn it on."),
             ),
             models.CheckConstraint(
                 condition=Q(inventory_mode__in=InventoryMode.values),
                 name="shop_drop_inventory_mode_valid",
-                violation_error_message="Inventory mode must be buckets or units.",
+                violation_error_message=_("Inventory mode must be buckets or units."),
             ),
         ]
         indexes = [models.Index(fields=["starts_at", "ends_at"], name="shop_drop_window")]
@@ -364,17 +431,31 @@ class Variant(models.Model):
     least one; a drop made without any has one named "" (the product itself), and buyers pick
     only where there are several. Its stock rows are inventory's, laid out by position."""
 
-    drop = models.ForeignKey(Drop, on_delete=models.CASCADE, related_name="variants", db_index=False)
-    name = models.CharField(
-        max_length=VARIANT_NAME_MAX, blank=True, help_text='As buyers see it: "M", "42", "VIP".'
+    drop = models.ForeignKey(
+        Drop, on_delete=models.CASCADE, related_name="variants", db_index=False, verbose_name=_("drop")
     )
-    position = models.PositiveSmallIntegerField(help_text="Order on the drop page, from 0.")
-    quantity = models.PositiveIntegerField(help_text="Units of this variant on sale.")
+    name = models.CharField(
+        max_length=VARIANT_NAME_MAX,
+        blank=True,
+        help_text=_('As buyers see it: "M", "42", "VIP".'),
+        verbose_name=_("name"),
+    )
+    position = models.PositiveSmallIntegerField(
+        help_text=_("Order on the drop page, from 0."), verbose_name=_("position")
+    )
+    quantity = models.PositiveIntegerField(
+        help_text=_("Units of this variant on sale."), verbose_name=_("quantity")
+    )
     price_minor = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Its own price in minor units; empty: the product's price."
+        null=True,
+        blank=True,
+        help_text=_("Its own price in minor units; empty: the product's price."),
+        verbose_name=_("price minor"),
     )
 
     class Meta:
+        verbose_name = _("variant")
+        verbose_name_plural = _("variants")
         ordering = ["drop", "position"]
         constraints = [
             models.UniqueConstraint(fields=["drop", "name"], name="shop_variant_drop_name"),
@@ -382,17 +463,17 @@ class Variant(models.Model):
             models.CheckConstraint(
                 condition=Q(quantity__gt=0),
                 name="shop_variant_quantity_positive",
-                violation_error_message="A variant needs at least 1 unit.",
+                violation_error_message=_("A variant needs at least 1 unit."),
             ),
             models.CheckConstraint(
                 condition=Q(position__lt=MAX_VARIANTS),
                 name="shop_variant_position_range",
-                violation_error_message=f"A drop has at most {MAX_VARIANTS} variants.",
+                violation_error_message=format_lazy(_("A drop has at most {n} variants."), n=MAX_VARIANTS),
             ),
         ]
 
     def __str__(self) -> str:
-        return self.name or "(one variant)"
+        return self.name or gettext("(one variant)")
 
     def unit_price(self, product: Product) -> int:
         return self.price_minor if self.price_minor is not None else product.price_minor
@@ -401,15 +482,18 @@ class Variant(models.Model):
 class ApiToken(models.Model):
     """A bearer token for API buyers; only its SHA-256 is stored."""
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_token")
-    digest = models.CharField(max_length=64, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_token", verbose_name=_("user")
+    )
+    digest = models.CharField(max_length=64, unique=True, verbose_name=_("digest"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
-        verbose_name = "API token"  # not Django's "Api token"
+        verbose_name = _("API token")  # not Django's "Api token"
+        verbose_name_plural = _("API tokens")
 
     def __str__(self) -> str:
-        return f"token of user {self.user_id}"
+        return gettext("token of user %(user)s") % {"user": self.user_id}
 
     @staticmethod
     def digest_of(raw: str) -> str:
@@ -421,9 +505,19 @@ class RehearsalBuyer(models.Model):
     and goes when the rehearsal ends (ops.rehearsal.end)."""
 
     user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="rehearsal"
+        settings.AUTH_USER_MODEL,
+        primary_key=True,
+        on_delete=models.CASCADE,
+        related_name="rehearsal",
+        verbose_name=_("user"),
     )
-    drop = models.ForeignKey(Drop, on_delete=models.CASCADE, related_name="rehearsal_buyers")
+    drop = models.ForeignKey(
+        Drop, on_delete=models.CASCADE, related_name="rehearsal_buyers", verbose_name=_("drop")
+    )
+
+    class Meta:
+        verbose_name = _("rehearsal buyer")
+        verbose_name_plural = _("rehearsal buyers")
 
     def __str__(self) -> str:
         return f"rehearsal buyer {self.user_id} of drop {self.drop_id}"
@@ -445,22 +539,31 @@ class BuyerLanguage(models.Model):
 
 
 class PauseAction(models.TextChoices):
-    PAUSED = "paused"
-    RESUMED = "resumed"
+    PAUSED = "paused", _("Paused")
+    RESUMED = "resumed", _("Resumed")
 
 
 class PauseEvent(models.Model):
     """Every use of the kill switch: who (empty for the watchdog), when and why."""
 
-    drop = models.ForeignKey(Drop, on_delete=models.CASCADE, related_name="pause_events")
-    action = models.CharField(max_length=10, choices=PauseAction.choices)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    drop = models.ForeignKey(
+        Drop, on_delete=models.CASCADE, related_name="pause_events", verbose_name=_("drop")
     )
-    reason = models.CharField(max_length=300, blank=True)
-    at = models.DateTimeField(db_default=Now())
+    action = models.CharField(max_length=10, choices=PauseAction.choices, verbose_name=_("action"))
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("actor"),
+    )
+    reason = models.CharField(max_length=300, blank=True, verbose_name=_("reason"))
+    at = models.DateTimeField(db_default=Now(), verbose_name=_("at"))
 
     class Meta:
+        verbose_name = _("pause event")
+        verbose_name_plural = _("pause events")
         ordering = ["-at"]
         indexes = [models.Index(fields=["drop", "-at"], name="shop_pauseevent_drop_at")]
 
@@ -498,19 +601,25 @@ class Address(models.Model):
     """A shipping address as a buyer gave it; never edited, so an order pointing at one keeps what
     was given when it was paid. The account's latest is the one its next hold page suggests."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="addresses")
-    name = models.CharField(max_length=ADDRESS_LIMITS["name"])
-    line1 = models.CharField("address", max_length=ADDRESS_LIMITS["line1"])
-    line2 = models.CharField("address (2nd line)", max_length=ADDRESS_LIMITS["line2"], blank=True)
-    postal_code = models.CharField(max_length=ADDRESS_LIMITS["postal_code"])
-    city = models.CharField(max_length=ADDRESS_LIMITS["city"])
-    region = models.CharField("region or state", max_length=ADDRESS_LIMITS["region"], blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="addresses", verbose_name=_("user")
+    )
+    name = models.CharField(max_length=ADDRESS_LIMITS["name"], verbose_name=_("name"))
+    line1 = models.CharField(_("address"), max_length=ADDRESS_LIMITS["line1"])
+    line2 = models.CharField(_("address (2nd line)"), max_length=ADDRESS_LIMITS["line2"], blank=True)
+    postal_code = models.CharField(max_length=ADDRESS_LIMITS["postal_code"], verbose_name=_("postal code"))
+    city = models.CharField(max_length=ADDRESS_LIMITS["city"], verbose_name=_("city"))
+    region = models.CharField(_("region or state"), max_length=ADDRESS_LIMITS["region"], blank=True)
     # Checked against COUNTRIES by shop.addresses (not choices: Babel's list would become migrations).
-    country = models.CharField(max_length=2, help_text="ISO 3166-1 alpha-2, e.g. DE.")
-    phone = models.CharField(max_length=ADDRESS_LIMITS["phone"], blank=True)
-    created_at = models.DateTimeField(db_default=Now())
+    country = models.CharField(
+        max_length=2, help_text=_("ISO 3166-1 alpha-2, e.g. DE."), verbose_name=_("country")
+    )
+    phone = models.CharField(max_length=ADDRESS_LIMITS["phone"], blank=True, verbose_name=_("phone"))
+    created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("address")
+        verbose_name_plural = _("addresses")
         indexes = [models.Index(fields=["user", "-id"], name="shop_address_latest")]
         constraints = [
             models.CheckConstraint(

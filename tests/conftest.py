@@ -531,6 +531,16 @@ def fresh_admission_keys() -> None:
 
 
 @pytest.fixture(autouse=True)
+def default_language() -> Iterator[None]:
+    """A request's language stays active in the thread after the test Client returns (LocaleMiddleware
+    activates it and nothing deactivates it): a German page must not make the next test's money German."""
+    yield
+    from django.utils import translation
+
+    translation.activate(settings.LANGUAGE_CODE)
+
+
+@pytest.fixture(autouse=True)
 def fresh_content_types() -> None:
     """A transactional test's flush renumbers content types; never reuse the cached ids."""
     from django.contrib.contenttypes.models import ContentType

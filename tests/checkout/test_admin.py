@@ -107,7 +107,7 @@ def test_on_call_records_a_refused_capture_settled_by_hand_and_the_count_clears(
     assert [states[p.pk] for p in payments] == ["captured", "voided", "captured"]
     assert sum(payments_needing_attention().values()) == 0
     text = answer.content.decode()
-    assert "2 payment(s) marked settled." in text and "1 skipped" in text
+    assert "2 payments marked settled." in text and "1 skipped" in text
     from django.contrib.admin.models import LogEntry
 
     assert (
