@@ -78,7 +78,7 @@ class Scenario:
     buyers: int
     in_flight: int
     mode: str = "buckets"  # buckets | units
-    room: str = ""  # "" | poll | ws
+    room: str = ""  # "" | poll | ws | line (joins only: the line, its draw and its snapshot)
     ticket: bool = True  # pollers send X-Queue-Ticket; False: only their bearer token, as the contract allows
     units: int = QUANTITY  # the drop's stock; the run must sell exactly this many
 
@@ -98,6 +98,15 @@ def scenarios(quick: bool, units: int = QUANTITY) -> list[Scenario]:
             room="poll",
             ticket=False,
             units=units,
+        ),
+        # Issue 26's line: 50,000 join before the start of a 1,000-unit drop (nobody buys here).
+        Scenario(
+            6,
+            "waiting room, a line of 50,000 joining",
+            2000 if quick else 50000,
+            256,
+            room="line",
+            units=1000,
         ),
     ]
 
@@ -177,6 +186,7 @@ class Buyer:
     latency: float = 0.0  # of the request that got the final answer
     admitted_seen: float = 0.0  # the ask that brought the admission token
     joined: bool = False
+    join_latency: float = 0.0
     ticket: int | None = None  # the waiting room's number, once drawn
     mark: int = 0  # the admitted-through mark last pushed to this page
     queue_ticket: str | None = None  # the signed ticket the join (and each Django answer) gives
@@ -322,6 +332,7 @@ class Client:
             buyer.errors += 1
             return None
         buyer.joined = True
+        buyer.join_latency = got[2]
         buyer.queue_ticket = got[1].get("queue_ticket") or buyer.queue_ticket
         return got[1]
 
@@ -351,6 +362,15 @@ class Client:
     async def arrive(self) -> None:
         """Buyers arrive over the join window before the start, not all in the same instant."""
         await asyncio.sleep(random.random() * self.spec["arrivals"])
+
+    async def joiner(self, buyer: Buyer, token: str) -> None:
+        """Scenario 6: join the line before the start, and only that (its answer is the final one)."""
+        await self.arrive()
+        buyer.first = time.time()
+        place = await self.join(buyer, token)
+        if place is not None:
+            buyer.status, buyer.code, buyer.final = 200, "joined", time.time()
+            buyer.latency = buyer.join_latency
 
     async def poller(self, buyer: Buyer, token: str) -> None:
         await self.arrive()
@@ -508,6 +528,10 @@ class Client:
             )
             if kind == "rush":
                 await self.rush(buyers, tokens)
+            elif kind == "line":
+                await asyncio.gather(
+                    *(guarded(self.joiner, b, t) for b, t in zip(buyers, tokens, strict=True))
+                )
             else:
                 job = self.poller if kind == "poll" else self.page
                 await asyncio.gather(*(guarded(job, b, t) for b, t in zip(buyers, tokens, strict=True)))
@@ -843,6 +867,11 @@ class Measured:
     handshake_p99: float | None = None
     ws_failed: int = 0
     ws_errors: dict[str, int] = field(default_factory=dict)
+    # the line (scenario 6)
+    drawn_after_start: float | None = None  # when the draw was seen done (the queue row polled)
+    draw_seconds: float | None = None  # the draw's own work, replayed in a rolled-back transaction
+    drawn_entries: int = 0
+    snapshot_bytes: int | None = None  # the drop's published snapshot (what the edge and sockets read)
 
 
 def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured:
@@ -885,6 +914,46 @@ def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured
     return m
 
 
+def line_figures(m: Measured, drop: Any, start: float) -> None:
+    """Scenario 6, after the joins: the draw at the start (seen from the queue row), its own work
+    replayed on the same entries in a transaction that is rolled back, and the published
+    snapshot's size (the same whatever the line's length, or the pushes grow with it)."""
+    from django.db import connection, transaction
+    from django_redis import get_redis_connection
+
+    from admission import draw, sql, state
+    from admission.models import Queue, Ticket
+
+    deadline = start + 30.0
+    queue = Queue.objects.filter(pk=drop.pk).first()
+    while (queue is None or queue.drawn_at is None) and time.time() < deadline:
+        time.sleep(0.05)
+        queue = Queue.objects.filter(pk=drop.pk).first()
+    if queue is None or queue.drawn_at is None:
+        say("scenario 6: the line was not drawn within 30 s of the start")
+        return
+    m.drawn_after_start = max(0.0, time.time() - start)
+    entries = list(
+        Ticket.objects.filter(drop=drop, number__lte=queue.drawn_entries)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    m.drawn_entries = len(entries)
+    with transaction.atomic():
+        Ticket.objects.filter(pk__in=entries).update(number=None)  # as they were before the draw
+        began = time.perf_counter()
+        order = draw.draw_order(queue.seed, entries, beacon=queue.beacon)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                sql.NUMBER_DRAWN, {"drop": drop.pk, "ids": order, "numbers": list(range(1, len(order) + 1))}
+            )
+        m.draw_seconds = time.perf_counter() - began
+        transaction.set_rollback(True)
+    time.sleep(1.5)  # a tick publishes the drawn line's snapshot
+    raw = get_redis_connection("default").get(state.KEY.format(slug=drop.slug))
+    m.snapshot_bytes = len(raw) if raw is not None else None
+
+
 def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> Measured:
     from django.utils import timezone
 
@@ -894,7 +963,10 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
     say(f"scenario {s.number} ({s.title}): {s.buyers:,} buyers, {s.in_flight} in flight")
     tokens = new_buyers(s.buyers)
     # Rooms: time for everyone to join before the start; a rush: for the tick to publish the drop.
-    lead = max(10.0, s.buyers / 100) if s.room else 4.0
+    # The line's joins come in one rush (its joins/s is what the store takes), with time for all.
+    lead = (
+        (max(10.0, s.buyers / 100) if s.room != "line" else max(10.0, s.buyers / 1000 + 5)) if s.room else 4.0
+    )
     starts_at = timezone.now() + dt.timedelta(seconds=lead)
     drop = new_drop(s, starts_at)
     start = starts_at.timestamp()
@@ -906,7 +978,7 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
         "in_flight": s.in_flight,
         "start_at": start + (0.01 if not s.room else 0.0),
         "deadline": start + (ROOM_SECONDS if s.room else 60.0),
-        "arrivals": lead * 0.6,  # joins arrive over the first 60% of the lead
+        "arrivals": lead * 0.6 if s.room != "line" else 1.0,  # joins arrive over the first 60% of the lead
         "ticket": s.ticket,
     }
     servers, others = stack.pids("web"), {"worker": stack.pids("worker"), "beat": stack.pids("beat")}
@@ -934,6 +1006,8 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
         f"quantity {inv.quantity} = available {inv.available} + held {inv.held} + sold {inv.sold}"
         f" (drift {inv.drift})"
     )
+    if s.room == "line":
+        line_figures(m, drop, start)
     stack.check()
     retire_old_drops()
     say(
@@ -999,16 +1073,17 @@ def table(m: Measured) -> list[str]:
     def add(name: str, value: str, goal: str = "-", ok: bool | None = None) -> None:
         rows.append(f"| {name} | {value} | {goal} | {verdict(ok)} |")
 
-    correct = m.holds_db == s.units and m.drift == 0
-    if m.holds_db > s.units or m.drift != 0:
+    wanted = expected_holds(s)
+    correct = m.holds_db == wanted and m.drift == 0
+    if m.holds_db > wanted or m.drift != 0:
         why = "OVERSOLD OR DRIFT"
     else:
         why = f"only {m.holds_db} holds: the crowd did not buy the drop out before the deadline"
     add(
         "holds created (DB)",
         f"{m.holds_db} (client saw {m.holds_seen})",
-        f"exactly {s.units:,}",
-        m.holds_db == s.units,
+        f"exactly {wanted:,}" + (" (nobody buys in this line)" if s.room == "line" else ""),
+        m.holds_db == wanted,
     )
     add("invariant", m.invariant, "drift 0", m.drift == 0)
     if not s.room:
@@ -1017,6 +1092,25 @@ def table(m: Measured) -> list[str]:
         vs = f"{m.rate:,.0f} / {m.ceiling:,.0f} = {share:.0%}" if m.ceiling and share is not None else "-"
         add("answers/s vs bare ASGI", vs, ">= 65%", None if share is None else share >= 0.65)
         add(f"first request to {s.units:,}th hold", sec(m.to_hundredth), "<= 0.5 s", _le(m.to_hundredth, 0.5))
+    elif s.room == "line":
+        add("joins/s", f"{m.rate:,.0f}", "the crowd's arrival rate (report)")
+        add("joined before the start", f"{m.joined:,}", f"{s.buyers:,}", m.joined == s.buyers)
+        add("join latency p50 / p99", f"{ms(m.no_p50)} / {ms(m.no_p99)}", "p99 <= 200 ms", _le(m.no_p99, 0.2))
+        add(
+            "the draw seen done, after the start",
+            sec(m.drawn_after_start),
+            "<= 1 s",
+            _le(m.drawn_after_start, 1),
+        )
+        draw = f"{sec(m.draw_seconds)} for {m.drawn_entries:,} entries" if m.draw_seconds is not None else "-"
+        add(
+            "the draw's own work (order and numbering, replayed)",
+            draw,
+            "well under 1 s",
+            _le(m.draw_seconds, 0.5),
+        )
+        size = f"{m.snapshot_bytes:,} bytes" if m.snapshot_bytes is not None else "-"
+        add("published snapshot", size, "the same for any line (compare --quick)")
     else:
         add("answers/s", f"{m.rate:,.0f}")
         add("joined before the start", f"{m.joined:,}", f"{s.buyers:,}", m.joined == s.buyers)
@@ -1031,8 +1125,9 @@ def table(m: Measured) -> list[str]:
         add("handshake p99", ms(m.handshake_p99), "<= 200 ms", _le(m.handshake_p99, 0.2))
         reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(m.ws_errors.items(), key=lambda kv: -kv[1]))
         add("failed socket tries", f"{m.ws_failed:,}" + (f" ({reasons})" if reasons else ""))
-    add("hold latency p50 / p99", f"{ms(m.hold_p50)} / {ms(m.hold_p99)}")
-    add('"no" latency p50 / p99', f"{ms(m.no_p50)} / {ms(m.no_p99)}", "p99 <= 200 ms", _le(m.no_p99, 0.2))
+    if s.room != "line":
+        add("hold latency p50 / p99", f"{ms(m.hold_p50)} / {ms(m.hold_p99)}")
+        add('"no" latency p50 / p99', f"{ms(m.no_p50)} / {ms(m.no_p99)}", "p99 <= 200 ms", _le(m.no_p99, 0.2))
     add("503/429 retries", f"{m.retries:,}", "~0 (<= 1% of buyers)", m.retries <= s.buyers // 100)
     clean = m.errors == 0 and m.gave_up == 0
     add("errors / no final answer", f"{m.errors:,} / {m.gave_up:,}", "0 / 0", clean)
@@ -1081,7 +1176,7 @@ def report(results: list[Measured], ceilings: list[Measured], server: str, clien
         lines.append("")
     for m in results:
         lines += table(m)
-    misses = [m.scenario.number for m in results if m.holds_db != m.scenario.units or m.drift != 0]
+    misses = [m.scenario.number for m in results if m.holds_db != expected_holds(m.scenario) or m.drift != 0]
     if misses:
         lines.append(
             f"MISS: CORRECTNESS in scenario(s) {misses}: not exactly the drop's units held, or drift."
@@ -1103,7 +1198,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="bench crowd")
     parser.add_argument("--units", type=int, default=QUANTITY, help=f"units per drop (default {QUANTITY})")
     parser.add_argument("--quick", action="store_true", help="500 buyers per scenario")
-    parser.add_argument("--only", type=int, action="append", help="run this scenario (1-5; repeatable)")
+    parser.add_argument("--only", type=int, action="append", help="run this scenario (1-6; repeatable)")
     parser.add_argument("--clients", type=int, default=1, help="client processes (default 1)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -1161,11 +1256,18 @@ def main() -> None:
         sys.exit(2)
 
 
+def expected_holds(s: Scenario) -> int:
+    """What a scenario must end with held: its units, or none in the line (nobody buys there)."""
+    return 0 if s.room == "line" else s.units
+
+
 def failures(results: list[Measured], stopped: str) -> list[str]:
     """Why the run failed: it stopped, sold other than exactly its units, or a rush has no bare ceiling
     (its baseline: the share of it would be a dash beside its goal)."""
     reasons = [stopped] if stopped else []
-    if wrong := [m.scenario.number for m in results if m.holds_db != m.scenario.units or m.drift != 0]:
+    if wrong := [
+        m.scenario.number for m in results if m.holds_db != expected_holds(m.scenario) or m.drift != 0
+    ]:
         reasons.append(f"CORRECTNESS in scenario(s) {wrong}")
     if bare := [m.scenario.number for m in results if not m.scenario.room and not m.ceiling]:
         reasons.append(f"no bare-ASGI ceiling measured for scenario(s) {bare}")

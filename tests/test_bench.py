@@ -193,3 +193,19 @@ def test_growth_names_flat_linear_and_worse() -> None:
     assert sweep.growth([(1000, 1.0), (2000, 2.1), (5000, 4.8)]).endswith("(linear)")
     assert sweep.growth([(1000, 1.0), (10000, 100.0)]) == "~ n^2.00 (worse than linear)"
     assert sweep.growth([(1000, None), (2000, 1.0)]) == "-"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_line_scenario_joins_everyone_and_times_the_draw(tmp_path: Path) -> None:
+    """bench crowd's scenario 6 (--quick: 2,000 join a 1,000-unit drop's line) end to end: every
+    join answered, the draw seen and replayed, the snapshot read, nothing held."""
+    env = {**os.environ, "DATABASE_URL": database_url_for_tests()}
+    command = [sys.executable, "-m", "bench.crowd", "--quick", "--only", "6"]
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-4000:]
+    assert "| joined before the start | 2,000 | 2,000 | PASS |" in done.stdout, said[-4000:]
+    assert "| holds created (DB) | 0 (client saw 0) | exactly 0" in done.stdout
+    assert "for 2,000 entries |" in done.stdout  # the draw replayed on every entry
+    assert "| published snapshot | " in done.stdout and " bytes |" in done.stdout
+    assert "| errors / no final answer | 0 / 0 |" in done.stdout and "CORRECTNESS" not in said
