@@ -245,7 +245,9 @@ class Keeper:
             while True:
                 started = time.monotonic()
                 self._run_keeping_the_lease(name, period)
-                time.sleep(max(0.0, period - (time.monotonic() - started)))
+                # Spread about the period: duties taken over in one instant drift apart, not in step.
+                pause = period * random.uniform(0.9, 1.1) - (time.monotonic() - started)
+                time.sleep(max(0.0, pause))
                 if not renew(name, me=self.me):
                     log.warning(
                         "duty %s: handed back (Celery runs it again, or another process has it)", name

@@ -33,18 +33,18 @@ log = logging.getLogger(__name__)
 def offer_returns(drop: Drop, *, wait: bool = False) -> int:
     """Offer the drop's returned units to the next tickets in line; returns the offers made.
 
-    wait: queue for the line behind a wave or another offerer (briefly) instead of leaving it to
-    the next tick: that one may have counted the returned units before ours came back.
+    The line's lock is waited for a moment (OFFER_LOCK_TIMEOUT), not tried once: the tick takes
+    it every second for its wave, and an offerer on the same period in step with it (two duties a
+    web process took over in the same instant) found it taken every time and never offered.
+    wait: queue for it longer (OFFER_WAIT_TIMEOUT), behind a wave or another offerer: that one may
+    have counted the returned units before ours came back.
     """
     if drop.waiting_room:
         services.reclaim_expired(drop_id=drop.pk)  # lapsed offers and unpaid holds come back first
     try:
         with transaction.atomic(durable=True), connection.cursor() as cursor:
-            if wait:
-                cursor.execute(sql.OFFER_WAIT_TIMEOUT)
-                locks.lock(cursor, locks.Namespace.WAVE, drop.pk)
-            elif not locks.try_lock(cursor, locks.Namespace.WAVE, drop.pk):
-                return 0  # a wave or another offerer has the line; the next tick comes
+            cursor.execute(sql.OFFER_WAIT_TIMEOUT if wait else sql.OFFER_LOCK_TIMEOUT)
+            locks.lock(cursor, locks.Namespace.WAVE, drop.pk)
             cursor.execute(sql.OFFER_LOCK_TIMEOUT)
             if drop.raffle:
                 _rank_what_opened(cursor, drop)
@@ -64,7 +64,7 @@ def offer_returns(drop: Drop, *, wait: bool = False) -> int:
                 transaction.on_commit(lambda: state.refresh([drop.pk]))  # the open units, published
                 return 0
             return _offer(cursor, drop, queue, waiting)
-    except OperationalError as error:  # lock_timeout: a buyer's claim had a row it needed, or a long wave
+    except OperationalError as error:  # lock_timeout: a long wave, or a buyer's claim had a row it needed
         log.info("drop %s: offers wait for the next tick (%s)", drop.pk, error)
         return 0
 

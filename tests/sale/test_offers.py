@@ -21,6 +21,7 @@ from django.db import connection, connections, transaction
 from admission import services as line
 from admission.models import Queue, Ticket
 from catalogue.services import NewVariant
+from core import locks
 from core.errors import FloodgateError, HoldNotActive, SoldOut, UnitTaken
 from holds import services as holds
 from holds.counts import invariant, invariant_by_variant
@@ -294,6 +295,35 @@ def test_offer_step_yields_to_a_claim_holding_the_buyer_row(make_buyers) -> None
         other.close()
     assert offers.offer_returns(drop) == 1 and offer_of(drop.pk, 2) is not None
     assert Queue.objects.get(pk=drop.pk).offered_through == 2
+
+
+def test_the_offer_step_waits_out_a_wave_that_has_the_line_instead_of_skipping_its_turn(make_buyers) -> None:
+    """The tick takes the line's lock every second; an offerer on the same period that only tried
+    it, started in the same instant (two duties one web process took over), lost every time."""
+    drop = make_drop(slug="wave-held", quantity=1, waiting_room=True)
+    by_number = in_line(drop.pk, make_buyers(3, prefix="waveheld"))
+    first = holds.reserve(drop=drop, buyer_id=by_number[1], quantity=1, idempotency_key="k").hold
+    holds.release(hold_id=first.pk, buyer_id=by_number[1])
+    taken = threading.Event()
+
+    def wave() -> None:  # a wave's transaction on its own connection, for a tenth of a second
+        tick = connections.create_connection("default")
+        try:
+            tick.set_autocommit(False)
+            with tick.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [int(locks.Namespace.WAVE), drop.pk])
+            taken.set()
+            time.sleep(0.1)
+            tick.commit()
+        finally:
+            tick.close()
+
+    ticking = threading.Thread(target=wave)
+    ticking.start()
+    assert taken.wait(10)
+    assert offers.offer_returns(drop) == 1  # it waited the wave out
+    ticking.join()
+    assert offer_of(drop.pk, 2) is not None
 
 
 def test_a_number_whose_join_commits_after_a_later_one_is_offered_not_passed(make_buyers) -> None:
