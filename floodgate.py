@@ -86,6 +86,7 @@ def main(argv: list[str]) -> None:
         # the image test builds the production environment on Debian's Python (outside root's home)
         ensure_debian_package("python3-venv", DEBIAN_VENV, "the production image test", recommends=False)
         ensure_debian_package("etcd-server", "/usr/bin/etcd", "the Patroni fault run", recommends=False)
+        ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue's suite run (the HTTP load generator)")
     faults = argv[:2] == ["prove", "faults"]
     if faults:
         ensure_debian_package("redis-server", "/usr/bin/redis-server", "prove faults", recommends=False)

@@ -693,6 +693,17 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / ticks
 
 
+def rss_bytes(pids: list[int]) -> int:
+    """Resident memory of these processes and their descendants (uvicorn's workers)."""
+    total = 0
+    for pid in process_tree(pids):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+    return total
+
+
 # The driver (Django, in this process) -------------------------------------------------------
 
 

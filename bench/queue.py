@@ -30,6 +30,8 @@ import json
 import os
 import re
 import resource
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -43,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.crowd import rss_bytes, tied
 from devtools.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +57,16 @@ PER_WAVE = 100
 WAVE_SECONDS = 250  # the bench's waves are 300 s apart on its simulated clock
 BODY = b'{"quantity": 1}'
 BARE_APP = "bench._bare:app"
+WRK = shutil.which("wrk") or "/usr/bin/wrk"
+
+
+@dataclass
+class Pace:
+    wave_gap: float = 1.5  # seconds between waves: every socket has its message before the next
+    stats: float = 2.0  # backends report to pg_stat_database up to a second late
+
+
+PACE = Pace()  # --quick: shorter (the suite checks the parts run, not their figures)
 
 
 def setup_django() -> None:
@@ -90,6 +103,9 @@ class Listener(asyncio.Protocol):
         self.buffer = b""
         self.upgraded = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
+        self.messages = 0  # text frames received
+        self.dropped = False  # closed by the other side after the upgrade
+        self.closing = False  # this side closes it
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -123,6 +139,7 @@ class Listener(asyncio.Protocol):
             opcode, payload = self.buffer[0] & 0x0F, self.buffer[start : start + length]
             self.buffer = self.buffer[start + length :]
             if opcode == 0x1:  # text: a queue message
+                self.messages += 1
                 mark = json.loads(payload).get("admitted_through")
                 if isinstance(mark, int):
                     self.on_mark(mark, now)
@@ -130,6 +147,8 @@ class Listener(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.upgraded.done():
             self.upgraded.set_exception(exc or ConnectionError("closed during the handshake"))
+        elif not self.closing:
+            self.dropped = True
 
 
 async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> None:
@@ -143,7 +162,7 @@ async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> Non
     connected = 0
     gate = asyncio.Semaphore(100)  # connect in parallel, but not 5,000 handshakes at once
     loop = asyncio.get_running_loop()
-    sockets: list[asyncio.BaseTransport] = []
+    sockets: list[tuple[asyncio.BaseTransport, Listener]] = []
     handshakes: list[float] = []  # seconds from connect() to the 101, each socket
 
     def recorder(i: int) -> Callable[[int, float], None]:
@@ -171,7 +190,7 @@ async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> Non
             transport, protocol = await loop.create_connection(
                 lambda: Listener(request, recorder(i)), host, port
             )
-            sockets.append(transport)
+            sockets.append((transport, protocol))
             await asyncio.wait_for(protocol.upgraded, 60)
             handshakes.append(time.perf_counter() - began)
             connected += 1
@@ -184,10 +203,16 @@ async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> Non
         await asyncio.wait_for(done.wait(), timeout)
     except TimeoutError:
         say(f"{n - finished} clients did not see the last wave within {timeout:.0f} s")
-    for transport in sockets:
+    dropped = sum(protocol.dropped for _, protocol in sockets)
+    messages = [protocol.messages for _, protocol in sockets]
+    for transport, protocol in sockets:
+        protocol.closing = True
         transport.close()
     marks = [{str(k): v for k, v in s.items()} for s in seen]
-    print(json.dumps({"seen": marks, "handshakes": handshakes}), flush=True)
+    print(
+        json.dumps({"seen": marks, "handshakes": handshakes, "dropped": dropped, "messages": messages}),
+        flush=True,
+    )
 
 
 # The driver -------------------------------------------------------------------------------
@@ -212,11 +237,12 @@ def start_web(port: int, log: Path, app: str | None = None) -> subprocess.Popen:
     flags = ["--host", "127.0.0.1", "--port", str(port), "--workers", "2"]
     out = open(log, "wb")  # noqa: SIM115 (the server's log, open while it runs)
     process = subprocess.Popen(
-        [web, *flags] if app is None else [sys.executable, "-c", SWAP, app, *flags],
+        tied([web, *flags] if app is None else [sys.executable, "-c", SWAP, app, *flags]),
         env=env,
         cwd=ROOT,
         stdout=out,
         stderr=subprocess.STDOUT,
+        start_new_session=True,  # its workers stop with it
     )
     try:
         wait_for_port(port, process=process, failed=lambda: f"bench: floodgate-web did not start; see {log}")
@@ -296,10 +322,11 @@ def ms_at(q: float, seconds: list[float]) -> str:
     return f"{1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.0f}"
 
 
-def listeners(url: str, n: int, final_mark: int) -> subprocess.Popen[str]:
-    """The client process with n sockets open on url (it said READY)."""
+def listeners(url: str, n: int, final_mark: int, *, seconds: float = 120) -> subprocess.Popen[str]:
+    """The client process with n sockets open on url (it said READY); it closes them when every
+    socket has seen final_mark, or `seconds` after READY."""
     child = subprocess.Popen(
-        [sys.executable, "-m", "bench.queue", "--child", url, str(n), str(final_mark)],
+        tied([sys.executable, "-m", "bench.queue", "--child", url, str(n), str(final_mark), str(seconds)]),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -322,34 +349,55 @@ def heard(child: subprocess.Popen[str], n: int, waves: list[tuple[int, float]], 
     return FanOut(n, len(seen), per_wave, took, missed, result["handshakes"])
 
 
-def fan_out(base: str, n: int) -> FanOut:
-    from admission import services
-    from admission.models import Queue, Ticket
+@dataclass
+class Line:
+    """A waiting-room drop drawn and lined up for `waves` waves of PER_WAVE tickets, each run by
+    the bench on a simulated clock."""
 
-    drop = new_drop(f"ws{n}", quantity=PER_WAVE, waiting_room=True, wave_seconds=WAVE_SECONDS)
-    start = dt.datetime.now(dt.UTC)
-    services.run_wave(drop, now=start)  # the (empty) draw
-    # The web processes cover beat's duties here (no beat runs) and would run a wave of their own
-    # while 5,000 sockets connect: with the last wave at the start and waves WAVE_SECONDS apart,
-    # none is due on the real clock, and the bench's own waves (simulated time) are.
-    Queue.objects.filter(pk=drop.pk).update(last_wave_at=start)
-    Ticket.objects.bulk_create(
-        Ticket(drop=drop, buyer_id=b, number=i + 1) for i, b in enumerate(buyers(WAVES * PER_WAVE))
-    )
-    url = base.replace("http://", "ws://") + f"/ws/drops/{drop.slug}/queue/"
-    child = listeners(url, n, WAVES * PER_WAVE)
+    drop: Any
+    start: dt.datetime
+    url: str
+
+    @classmethod
+    def make(cls, base: str, name: str, waves: int) -> Line:
+        from admission import services
+        from admission.models import Queue, Ticket
+
+        drop = new_drop(name, quantity=PER_WAVE, waiting_room=True, wave_seconds=WAVE_SECONDS)
+        start = dt.datetime.now(dt.UTC)
+        services.run_wave(drop, now=start)  # the (empty) draw
+        # The web processes cover beat's duties here (no beat runs) and would run a wave of their own
+        # while 5,000 sockets connect: with the last wave at the start and waves WAVE_SECONDS apart,
+        # none is due on the real clock, and the bench's own waves (simulated time) are.
+        Queue.objects.filter(pk=drop.pk).update(last_wave_at=start)
+        Ticket.objects.bulk_create(
+            Ticket(drop=drop, buyer_id=b, number=i + 1) for i, b in enumerate(buyers(waves * PER_WAVE))
+        )
+        return cls(drop, start, base.replace("http://", "ws://") + f"/ws/drops/{drop.slug}/queue/")
+
+    def wave(self, i: int) -> int:
+        """Wave i (from 0): PER_WAVE more tickets admitted; returns the new mark."""
+        from admission import services
+
+        # Nobody buys here, so each wave is run a token lifetime after the last (simulated time).
+        wave = services.run_wave(self.drop, now=self.start + dt.timedelta(seconds=300 * (i + 1)))
+        assert wave is not None and wave.admitted == PER_WAVE, wave
+        return wave.admitted_through
+
+
+def fan_out(base: str, n: int) -> FanOut:
+    line = Line.make(base, f"ws{n}", WAVES)
+    child = listeners(line.url, n, WAVES * PER_WAVE)
     time.sleep(1)  # the connect-time snapshot messages settle
     waves: list[tuple[int, float]] = []
     took: list[float] = []
     for i in range(WAVES):
         began = time.time()
-        # Nobody buys here, so each wave is run a token lifetime after the last (simulated time).
-        wave = services.run_wave(drop, now=start + dt.timedelta(seconds=300 * (i + 1)))
+        mark = line.wave(i)
         took.append(time.time() - began)
-        assert wave is not None and wave.admitted == PER_WAVE, wave
-        waves.append((wave.admitted_through, began))
-        say(f"{n:,} clients: wave {i + 1}/{WAVES} through ticket {wave.admitted_through}")
-        time.sleep(1.5)
+        waves.append((mark, began))
+        say(f"{n:,} clients: wave {i + 1}/{WAVES} through ticket {mark}")
+        time.sleep(PACE.wave_gap)
     return heard(child, n, waves, took)
 
 
@@ -372,8 +420,82 @@ def bare_fan_out(base: str, n: int) -> FanOut:
             FAILED.append(f"bare WebSocket, {n:,} clients: no worker subscribed to the waves")
         waves.append((mark, began))
         say(f"{n:,} clients: bare wave {mark}/{WAVES} to {receivers} worker(s)")
-        time.sleep(1.5)
+        time.sleep(PACE.wave_gap)
     return heard(child, n, waves, took)
+
+
+@dataclass
+class Held:
+    """n sockets held open on one queue for `seconds`, with waves now and then; the web
+    processes' resident memory (every worker) before and while they are open."""
+
+    server: str  # "store" or "bare"
+    clients: int
+    seconds: float
+    rss_before: int  # before the first socket opened
+    samples: list[tuple[float, int]]  # (seconds since every socket was open, RSS)
+    dropped: int  # sockets the server closed during the hold
+    messages: list[int]  # text frames each socket received
+
+    @property
+    def opened(self) -> int:
+        return self.samples[0][1]
+
+    @property
+    def end(self) -> int:
+        return self.samples[-1][1]
+
+    @property
+    def per_socket(self) -> float:
+        return (self.opened - self.rss_before) / self.clients
+
+    @property
+    def growth(self) -> int:
+        return self.end - self.opened
+
+    @property
+    def flat(self) -> bool:
+        """No growth: the hold added less than a tenth of what opening the sockets cost."""
+        return self.growth <= 0.1 * max(self.opened - self.rss_before, 1)
+
+
+HOLD_WAVES = 10  # waves spread over a hold: every socket receives a message now and then
+
+
+def hold(base: str, n: int, seconds: float, web: subprocess.Popen, *, bare: bool = False) -> Held:
+    """n sockets open for `seconds` (store: a drop's queue; bare: bench/_bare.py), RSS sampled."""
+    import redis
+
+    from bench import _bare
+
+    line = None if bare else Line.make(base, f"hold{n}", HOLD_WAVES)
+    url = base.replace("http://", "ws://") + "/ws/bare/" if line is None else line.url
+    publisher = redis.Redis.from_url(os.environ["REDIS_URL"])
+    before = rss_bytes([web.pid])
+    child = listeners(url, n, 10**9, seconds=seconds + 5)  # no final mark: closed after the hold
+    time.sleep(1)  # the connect-time snapshot messages settle
+    began, samples, waves = time.monotonic(), [], 0
+    every = max(1.0, seconds / 60)
+    while (elapsed := time.monotonic() - began) < seconds:
+        samples.append((elapsed, rss_bytes([web.pid])))
+        if waves < HOLD_WAVES and elapsed >= waves * seconds / HOLD_WAVES:
+            if line is None:
+                publisher.publish(_bare.WAVES, json.dumps({"admitted_through": waves + 1}))
+            else:
+                line.wave(waves)
+            waves += 1
+        say(
+            f"holding {n:,} sockets ({'bare' if bare else 'store'}): {elapsed:.0f}/{seconds:.0f} s, "
+            f"web RSS {samples[-1][1] / 2**20:.0f} MB, {waves} waves"
+        )
+        time.sleep(min(every, max(0.0, seconds - elapsed)))
+    samples.append((time.monotonic() - began, rss_bytes([web.pid])))
+    out, _ = child.communicate(timeout=seconds + 120)
+    result = json.loads(out.strip().splitlines()[-1])
+    server = "bare" if bare else "store"
+    if len(result["handshakes"]) != n:
+        FAILED.append(f"hold ({server}): {len(result['handshakes'])} of {n} sockets opened")
+    return Held(server, n, seconds, before, samples, result["dropped"], result["messages"])
 
 
 class Publisher:
@@ -469,16 +591,16 @@ def wrk(
     lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()]
     script.write_text("\n".join(lines) + "\n")
     # Backends report their counts to pg_stat_database up to a second late: let the last run's land.
-    time.sleep(2)
+    time.sleep(PACE.stats)
     query("SELECT pg_stat_clear_snapshot()")
     before, ticks_before = database_transactions(), PUBLISHER.ticks
     done = subprocess.run(
-        ["wrk", "-t1", "-c64", f"-d{seconds}s", "--latency", "-s", str(script), url],
+        tied([WRK, "-t1", "-c64", f"-d{seconds}s", "--latency", "-s", str(script), url]),
         capture_output=True,
         text=True,
         check=True,
     )
-    time.sleep(2)
+    time.sleep(PACE.stats)
     query("SELECT pg_stat_clear_snapshot()")
     # Less the bench's own reads of the counter and the publisher's one statement per tick.
     transactions = database_transactions() - before - 2 - (PUBLISHER.ticks - ticks_before)
@@ -559,19 +681,55 @@ def no_path(base: str, seconds: int) -> list[Load]:
     return runs
 
 
-def report(fan: list[FanOut], bare: list[FanOut], loads: list[Load], machine: str) -> str:
+def mb(n: float) -> str:
+    return f"{n / 2**20:,.1f} MB"
+
+
+def held_report(held: list[Held]) -> list[str]:
+    """The hold's table: memory per socket, and whether a long hold grows it."""
+    lines = [
+        "## Open sockets held: the web processes' RSS (every worker)",
+        "",
+        "| server | sockets | held | closed by the server | RSS before | all open | end of hold | per socket "
+        "| growth over the hold | messages per socket (min-max) | no growth |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for h in held:
+        verdict = ("PASS" if h.flat else "MISS") if h.server == "store" else "-"
+        lines.append(
+            f"| {h.server} | {h.clients:,} | {h.seconds:.0f} s | {h.dropped} | {mb(h.rss_before)} | "
+            f"{mb(h.opened)} | {mb(h.end)} | {h.per_socket / 1024:,.1f} KiB | {mb(h.growth)} | "
+            f"{min(h.messages, default=0)}-{max(h.messages, default=0)} | {verdict} |"
+        )
+    for h in held:
+        step = max(1, len(h.samples) // 10)
+        trace = ", ".join(f"{t:.0f} s {r / 2**20:.0f}" for t, r in h.samples[::step])
+        lines.append(f"\n{h.server} RSS over the hold (MB): {trace}, end {h.end / 2**20:.0f}")
+    lines += [
+        "",
+        "Per socket: (all open - before) / sockets. No growth: the hold added under a tenth of what "
+        "opening the sockets cost. The bare row (bench/_bare.py, same server and workers) is what "
+        "a socket costs the server with no application.",
+    ]
+    return lines
+
+
+def report(fan: list[FanOut], bare: list[FanOut], loads: list[Load], held: list[Held], machine: str) -> str:
     lines = [
         f"# bench queue, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"Machine: {machine}. floodgate-web, 2 workers; clients and wrk on the same machine.",
         "",
         *(["**FAILED** (not the answer measured for): " + "; ".join(FAILED), ""] if FAILED else []),
-        "## Fan-out: wave to client (ms), one broadcast per wave",
-        "",
-        "| clients | connected | handshake p50 / p99 | waves | p50 | p99 | max | missed "
-        "| run_wave (ms, median) |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    if fan:
+        lines += [
+            "## Fan-out: wave to client (ms), one broadcast per wave",
+            "",
+            "| clients | connected | handshake p50 / p99 | waves | p50 | p99 | max | missed "
+            "| run_wave (ms, median) |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
     for f in fan:
         lines.append(
             f"| {f.clients:,} | {f.connected:,} | {f.handshake(0.5)} / {f.handshake(0.99)} | "
@@ -619,6 +777,8 @@ def report(fan: list[FanOut], bare: list[FanOut], loads: list[Load], machine: st
             "Target: the sold-out answer within 1.5x of the trivial endpoint (rate ≥ 0.67x, p99 ≤ 1.5x) "
             "with zero database queries.",
         ]
+    if held:
+        lines += ["", *held_report(held)]
     return "\n".join(lines) + "\n"
 
 
@@ -626,44 +786,66 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="bench queue")
     parser.add_argument("--clients", type=int, action="append", help="WebSocket clients (repeatable)")
     parser.add_argument("--seconds", type=int, default=10, help="length of each wrk run")
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--only", action="append", choices=["fan", "no", "hold"], help="run these parts (default: fan, no)"
+    )
+    parser.add_argument("--hold", type=float, default=600, help="seconds the hold keeps its sockets open")
+    parser.add_argument("--hold-clients", type=int, default=10_000, help="sockets the hold opens")
+    parser.add_argument("--quick", action="store_true", help="50 sockets, 1 s runs, a 4 s hold (the suite's)")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     raise_file_limit()
     if args.child:
-        url, n, final = args.child
-        asyncio.run(clients_main(url, int(n), int(final), timeout=120))
+        url, n, final, seconds = args.child
+        asyncio.run(clients_main(url, int(n), int(final), timeout=float(seconds)))
         return
+    # A kill runs the finally blocks (servers and clients also die with this process: `tied`).
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    parts = set(args.only or (["fan", "no", "hold"] if args.quick else ["fan", "no"]))
+    sizes = args.clients or ([50] if args.quick else [500, 2000, 5000])
+    seconds = 1 if args.quick else args.seconds
+    hold_for, hold_n = (4.0, 50) if args.quick else (args.hold, args.hold_clients)
+    if args.quick:
+        PACE.wave_gap, PACE.stats = 0.5, 0.5
     setup_django()
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
     OUT.mkdir(parents=True, exist_ok=True)
+    fan: list[FanOut] = []
+    loads: list[Load] = []
+    held: list[Held] = []
+    bare: list[FanOut] = []
     port = free_port()
     web = start_web(port, OUT / "queue-web.log")
     base = f"http://127.0.0.1:{port}"
     try:
-        fan = []
-        sizes = args.clients or [500, 2000, 5000]
-        for n in sizes:
+        for n in sizes if "fan" in parts else []:
             say(f"fan-out with {n:,} WebSocket clients")
             fan.append(fan_out(base, n))
-        say("the no path")
-        loads = no_path(base, args.seconds)
+        if "no" in parts:
+            say("the no path")
+            loads = no_path(base, seconds)
+        if "hold" in parts:
+            say(f"{hold_n:,} sockets held open for {hold_for:.0f} s")
+            held.append(hold(base, hold_n, hold_for, web))
     finally:
         web.terminate()
         web.wait(15)
     bare_port = free_port()
     bare_web = start_web(bare_port, OUT / "queue-bare.log", app=BARE_APP)
+    bare_base = f"http://127.0.0.1:{bare_port}"
     try:
-        bare = []
-        for n in sizes:
+        for n in sizes if "fan" in parts else []:
             say(f"the clients' ceiling: {n:,} sockets on a bare ASGI WebSocket")
-            bare.append(bare_fan_out(f"http://127.0.0.1:{bare_port}", n))
+            bare.append(bare_fan_out(bare_base, n))
+        if "hold" in parts:  # a socket's cost to the server alone: a minute tells it
+            held.append(hold(bare_base, hold_n, min(hold_for, 60), bare_web, bare=True))
     finally:
         bare_web.terminate()
         bare_web.wait(15)
     machine = f"{os.cpu_count()} CPUs, {' '.join(os.uname()[2:3])}"
-    text = report(fan, bare, loads, machine)
+    text = report(fan, bare, loads, held, machine)
     (OUT / "queue.md").write_text(text)
     print(text)
     if FAILED:  # the trivial endpoint is every ratio's baseline: a wrong answer there is no measure

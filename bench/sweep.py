@@ -23,7 +23,6 @@ bench/sweep.svg and puts the table between README_BEGIN and README_END in bench/
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import math
@@ -114,28 +113,17 @@ class Point:
 # Measuring -------------------------------------------------------------------------------------
 
 
-def rss_bytes(pids: list[int]) -> int:
-    """Resident memory of these processes and their descendants (uvicorn's workers)."""
-    total = 0
-    for pid in crowd.process_tree(pids):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-    return total
-
-
 class PeakRss:
     """The web processes' largest RSS while the crowd runs, sampled every 0.2 s in a thread."""
 
     def __init__(self, pids: list[int]) -> None:
-        self.pids, self.peak = pids, rss_bytes(pids)
+        self.pids, self.peak = pids, crowd.rss_bytes(pids)
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.sample, daemon=True)
 
     def sample(self) -> None:
         while not self.done.wait(0.2):
-            self.peak = max(self.peak, rss_bytes(self.pids))
+            self.peak = max(self.peak, crowd.rss_bytes(self.pids))
 
     def __enter__(self) -> PeakRss:
         self.thread.start()
@@ -144,7 +132,7 @@ class PeakRss:
     def __exit__(self, *_: object) -> None:
         self.done.set()
         self.thread.join()
-        self.peak = max(self.peak, rss_bytes(self.pids))
+        self.peak = max(self.peak, crowd.rss_bytes(self.pids))
 
 
 def run_point(
@@ -185,7 +173,7 @@ def run_point(
         "open_early": open_early,
     }
     web = stack.pids("web")
-    p.rss_before = rss_bytes(web)
+    p.rss_before = crowd.rss_bytes(web)
     cpu_before, overflows = crowd.cpu_seconds(web), crowd.listen_overflows()
     stem = profile_to / f"profile-{p.crowd}x{p.drops}" if profile_to is not None else None
     with PeakRss(web) as peak, profile.recording(web, stem):
@@ -193,7 +181,7 @@ def run_point(
     p.overflows = crowd.listen_overflows() - overflows
     p.rss_peak = peak.peak
     p.web_cpu = crowd.cpu_seconds(web) - cpu_before
-    p.rss_after = rss_bytes(web)
+    p.rss_after = crowd.rss_bytes(web)
     total = crowd.measure(s, buyers, start)
     p.rate, p.answers, p.retries, p.wall = total.rate, total.answers, total.retries, total.wall
     p.errors, p.gave_up = total.errors, total.gave_up

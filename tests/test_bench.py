@@ -209,3 +209,22 @@ def test_the_line_scenario_joins_everyone_and_times_the_draw(tmp_path: Path) -> 
     assert "for 2,000 entries |" in done.stdout  # the draw replayed on every entry
     assert "| published snapshot | " in done.stdout and " bytes |" in done.stdout
     assert "| errors / no final answer | 0 / 0 |" in done.stdout and "CORRECTNESS" not in said
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bench_queue_quick_runs_every_part_against_the_store_and_the_bare_socket() -> None:
+    """bench queue --quick end to end: the fan-out beside its bare ceiling, the "no" path under
+    wrk beside the trivial endpoint, and sockets held open with the servers' memory sampled."""
+    env = {**os.environ, "DATABASE_URL": database_url_for_tests()}
+    command = [sys.executable, "-m", "bench.queue", "--quick"]
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-4000:]
+    assert "| 50 | 50 | " in done.stdout, said[-4000:]  # every fan-out socket connected
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert any(r.startswith("| sold out: POST") and "| 409 sold_out | hit |" in r for r in rows), rows
+    assert any(r.startswith("| queue poll with the bearer token only") and "| hit |" in r for r in rows)
+    store = next(r for r in rows if r.startswith("| store | 50 | 4 s | 0 |"))  # none closed on us
+    assert store.endswith(("| PASS |", "| MISS |")) and " KiB |" in store
+    assert any(r.startswith("| bare | 50 | 4 s | 0 |") for r in rows), rows
+    assert "FAILED" not in said
