@@ -14,10 +14,17 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import resource
 from pathlib import Path
 
 APP = "config.asgi:application"
 CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+# Open connections one worker accepts. granian's own default (its backlog over the workers: 512
+# for two) counts idle keep-alive connections: on two workers the 1,025th open connection was
+# never read, its requests stalled until they timed out, and the shop's cheap answers and 503s
+# never reached it. Connections cost the server a few KiB each; the shop sheds load itself.
+CONNECTIONS = 16_384
+BACKLOG = 4096  # connections the kernel queues before accept (it caps this at net.core.somaxconn)
 
 
 def cores(cpu_max: Path = CPU_MAX) -> int:
@@ -44,12 +51,32 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--workers", type=int, default=cores(), help="worker processes (default: one per core)"
     )
     parser.add_argument(
+        "--connections",
+        type=int,
+        default=CONNECTIONS,
+        help=f"open HTTP connections per worker, idle keep-alive ones included (default {CONNECTIONS:,})",
+    )
+    parser.add_argument(
         "--access-log", action="store_true", help="log every request (the proxy in front usually does)"
     )
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error("--workers must be at least 1")
+    if args.connections < 1:
+        parser.error("--connections must be at least 1")
     return args
+
+
+def open_files(wanted: int) -> int:
+    """Raise this process's open-file limit towards `wanted` (as far as the hard limit lets);
+    the workers inherit it. Returns the connections a worker can then hold."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    spare = 256  # the worker's own files: the database and Redis pools, logs, the event loop
+    target = wanted + spare if hard == resource.RLIM_INFINITY else min(hard, wanted + spare)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    return max(1, min(wanted, soft - spare))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,6 +92,8 @@ def main(argv: list[str] | None = None) -> None:
         # ASGI with lifespan: the edge answers it and warms the claim lane before any request.
         interface=Interfaces.ASGI,
         workers=args.workers,
+        backlog=BACKLOG,
+        backpressure=open_files(args.connections),
         loop=Loops.uvloop,
         websockets=True,
         log_access=args.access_log,

@@ -3,8 +3,10 @@ outside the checkout, answering Django, the edge and the waiting room's WebSocke
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -73,6 +75,88 @@ def test_the_console_script_is_installed_and_defaults_to_one_worker_per_core(tmp
     assert cores(quota) == 1
     quota.write_text(f"{100000 * (mine + 4)} 100000\n")  # a quota above the CPU set
     assert cores(quota) == mine
+
+
+def test_garbage_flags_are_refused_and_the_connection_limit_follows_the_open_file_limit() -> None:
+    from config.web import CONNECTIONS, open_files, parse
+
+    assert parse([]).connections == CONNECTIONS
+    for bad in (["--workers", "0"], ["--connections", "0"], ["--connections", "many"]):
+        with pytest.raises(SystemExit):
+            parse(bad)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        assert open_files(100) == 100  # a limit already high enough is left alone
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == soft
+        if hard != resource.RLIM_INFINITY:  # more than the hard limit: what it allows, less spare files
+            assert open_files(hard + 10_000) == hard - 256
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+OPEN = 1_300  # more than granian's default lets two workers accept (its backlog over them: 1,024)
+
+
+def answered_on_open_connections(port: int, slug: str, n: int, *, wait: float) -> int:
+    """n connections opened at once, as a crowd's browsers keep theirs, then one request on each:
+    how many were answered within `wait` seconds."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * n)), hard))
+
+    async def crowd() -> list[bool]:
+        opened = [await asyncio.open_connection("127.0.0.1", port) for _ in range(n)]
+
+        async def ask(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+            writer.write(f"GET /api/drops/{slug} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            await writer.drain()
+            try:
+                return (await asyncio.wait_for(reader.readline(), wait)).startswith(b"HTTP/1.1 200")
+            except TimeoutError:
+                return False
+
+        try:
+            return await asyncio.gather(*(ask(r, w) for r, w in opened))
+        finally:  # kept open until every one is answered or given up on, as a crowd keeps them
+            for _, writer in opened:
+                writer.close()
+
+    try:
+        return sum(asyncio.run(crowd()))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_every_open_keep_alive_connection_is_read_not_only_granians_default_share(
+    web: tuple[str, subprocess.Popen],
+) -> None:
+    """On granian's default two workers read 1,024 connections; the 1,025th was never read."""
+    base, _ = web
+    state.refresh([make_drop(slug="web-crowd", quantity=5).pk])
+
+    answered = answered_on_open_connections(int(base.rsplit(":", 1)[1]), "web-crowd", OPEN, wait=20)
+
+    assert answered == OPEN, f"{OPEN - answered} of {OPEN} open connections never answered"
+
+
+def test_control_a_worker_reads_no_more_connections_than_its_limit() -> None:
+    """The same count on a server told to hold 100 connections: the rest are left unread."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    state.refresh([make_drop(slug="web-capped", quantity=5).pk])
+    log = ROOT / ".data" / "test" / f"floodgate-web-{port}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [str(SCRIPT), "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--connections=100"],
+            env={**app_env("http://127.0.0.1:9", base), "DB_POOL_MAX_SIZE": "2"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for_port(port, process, log)
+        answered = answered_on_open_connections(port, "web-capped", 150, wait=3)
+    finally:
+        stop(process)
+    assert answered == 100
 
 
 def test_two_workers_answer_django_the_edge_and_the_websocket(web: tuple[str, subprocess.Popen]) -> None:
