@@ -55,6 +55,7 @@ BUYER_PREFIX = "qbench-"
 WAVES = 5
 PER_WAVE = 100
 WAVE_SECONDS = 250  # the bench's waves are 300 s apart on its simulated clock
+HELD = 10**9  # a hold's "final mark": none is awaited, the sockets close when the hold ends
 BODY = b'{"quantity": 1}'
 BARE_APP = "bench._bare:app"
 WRK = shutil.which("wrk") or "/usr/bin/wrk"
@@ -202,7 +203,8 @@ async def clients_main(url: str, n: int, final_mark: int, timeout: float) -> Non
     try:
         await asyncio.wait_for(done.wait(), timeout)
     except TimeoutError:
-        say(f"{n - finished} clients did not see the last wave within {timeout:.0f} s")
+        if final_mark != HELD:
+            say(f"{n - finished} clients did not see the last wave within {timeout:.0f} s")
     dropped = sum(protocol.dropped for _, protocol in sockets)
     messages = [protocol.messages for _, protocol in sockets]
     for transport, protocol in sockets:
@@ -478,7 +480,7 @@ def hold(base: str, n: int, seconds: float, web: subprocess.Popen, *, bare: bool
     url = base.replace("http://", "ws://") + "/ws/bare/" if line is None else line.url
     publisher = redis.Redis.from_url(os.environ["REDIS_URL"])
     before = rss_bytes([web.pid])
-    child = listeners(url, n, 10**9, seconds=seconds + 5)  # no final mark: closed after the hold
+    child = listeners(url, n, HELD, seconds=seconds + 5)
     time.sleep(1)  # the connect-time snapshot messages settle
     began, samples, waves = time.monotonic(), [], 0
     every = max(1.0, seconds / 60)
