@@ -393,7 +393,7 @@ def panel(
     out.append(f'<clipPath id="clip-{key}"><rect x="{LEFT}" y="{TOP}" width="{w}" height="{h}"/></clipPath>')
     for t in ticks:
         out.append(f'<line x1="{LEFT}" x2="{LEFT + w}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="grid"/>')
-        out.append(f'<text x="{LEFT - 5}" y="{py(t) + 4:.1f}" class="ytick">{t:,.4g}</text>')
+        out.append(f'<text x="{LEFT - 5}" y="{py(t) + 4:.1f}" class="ytick">{t:,.6g}</text>')
     for x in xs:
         out.append(
             f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{TOP + h}" y2="{TOP + h + 4}" class="axis"/>'
