@@ -1,4 +1,4 @@
-"""Factories for catalogue, stock and buyers."""
+"""Factories for catalogue, stock, buyers and orders."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from django.test import Client
 from django.utils import timezone
 
 from catalogue import services
+from checkout import outbox
+from checkout.models import Order, OrderState
+from holds import services as holds
 from shop.models import Drop
 
 _seq = itertools.count(1)
@@ -103,3 +106,28 @@ def inline_rows(page: object) -> dict[str, object]:
                 if value is not None:
                     data[form.add_prefix(name)] = value
     return data
+
+
+def confirmed_order(
+    drop: Drop, buyer: object, *, key: str, amount_minor: int, quantity: int = 1, unit: str | None = None
+) -> Order:
+    """A paid order as the saga leaves it: the hold confirmed, the order row, its e-mail in the outbox."""
+    hold = holds.reserve(
+        drop=drop,
+        buyer_id=buyer.pk,
+        quantity=quantity,
+        idempotency_key=key,
+        unit=unit,  # type: ignore[attr-defined]
+    ).hold
+    assert holds.confirm(hold_id=hold.pk)
+    order = Order.objects.create(
+        hold=hold,
+        buyer=buyer,
+        drop=drop,
+        quantity=quantity,
+        amount_minor=amount_minor,
+        currency="EUR",
+        state=OrderState.CONFIRMED,
+    )
+    outbox.announce(order)
+    return order

@@ -17,12 +17,10 @@ from django.utils import timezone, translation
 
 from admission import services as admission
 from checkout import outbox, raffles, reminders
-from checkout.models import Order, OrderState
-from holds import services as holds
 from sale import offers
 from shop import languages
 from shop.models import BuyerLanguage, Drop
-from tests.factories import make_buyer, make_drop
+from tests.factories import confirmed_order, make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db
 
@@ -51,22 +49,6 @@ def relay_as_english_worker() -> None:
     """The relay in a worker whose own language is English (a test's requests leave theirs active)."""
     with translation.override("en"):
         outbox.relay_outbox()
-
-
-def confirmed_order(drop: Drop, buyer: object, key: str) -> Order:
-    hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=1, idempotency_key=key).hold  # type: ignore[attr-defined]
-    assert holds.confirm(hold_id=hold.pk)
-    order = Order.objects.create(
-        hold=hold,
-        buyer=buyer,
-        drop=drop,
-        quantity=1,
-        amount_minor=4900,
-        currency="EUR",
-        state=OrderState.CONFIRMED,
-    )
-    outbox.announce(order)
-    return order
 
 
 def test_the_language_is_recorded_once_per_change_and_at_the_switch() -> None:
@@ -103,7 +85,10 @@ def test_a_german_and_an_english_buyer_each_get_their_order_email_in_their_langu
     dora, eric = make_buyer("dora"), make_buyer("eric")
     visit(dora, GERMAN)
     visit(eric, "en-US,en")
-    orders = {name: confirmed_order(drop, buyer, name) for name, buyer in (("dora", dora), ("eric", eric))}
+    orders = {
+        name: confirmed_order(drop, buyer, key=name, amount_minor=4900)
+        for name, buyer in (("dora", dora), ("eric", eric))
+    }
     mail.outbox.clear()
     relay_as_english_worker()
     by_buyer = {m.to[0]: m for m in mail.outbox}
@@ -118,7 +103,7 @@ def test_control_without_the_buyers_language_the_german_buyer_reads_the_workers(
     drop = make_drop(slug="no-tongue", quantity=5, price_minor=4900)
     dora = make_buyer("dora")
     visit(dora, GERMAN)
-    order = confirmed_order(drop, dora, "control")
+    order = confirmed_order(drop, dora, key="control", amount_minor=4900)
     monkeypatch.setattr(outbox.languages, "of", lambda buyer, default: default)  # the override removed
     mail.outbox.clear()
     relay_as_english_worker()
@@ -129,7 +114,7 @@ def test_control_without_the_buyers_language_the_german_buyer_reads_the_workers(
 def test_a_buyer_with_no_language_recorded_gets_the_workers() -> None:
     drop = make_drop(slug="unknown-tongue", quantity=5, price_minor=4900)
     buyer = make_buyer("nobody")
-    order = confirmed_order(drop, buyer, "none")
+    order = confirmed_order(drop, buyer, key="none", amount_minor=4900)
     mail.outbox.clear()
     relay_as_english_worker()
     assert mail.outbox[0].subject == f"Your order {order.pk} is confirmed: {drop.display_title}"

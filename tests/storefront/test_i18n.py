@@ -17,10 +17,9 @@ from django.utils import translation
 
 from admission import services as admission
 from checkout import outbox
-from checkout.models import Order, OrderState
 from devtools import po
 from holds import services as holds
-from tests.factories import make_buyer, make_drop
+from tests.factories import confirmed_order, make_buyer, make_drop
 
 TEMPLATES = Path(settings.BASE_DIR) / "templates"
 # The merchant's own pages (the admin) are not the buyer's; allauth's element templates hold no words.
@@ -183,18 +182,7 @@ def test_english_stays_the_default_and_the_switcher_changes_the_language() -> No
 def test_a_german_shop_writes_its_e_mails_in_german() -> None:
     drop = make_drop(slug="de-mail", quantity=5, price_minor=4900)
     buyer = make_buyer("dieter")
-    hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=2, idempotency_key="m").hold
-    assert holds.confirm(hold_id=hold.pk)
-    order = Order.objects.create(
-        hold=hold,
-        buyer=buyer,
-        drop=drop,
-        quantity=2,
-        amount_minor=9800,
-        currency="EUR",
-        state=OrderState.CONFIRMED,
-    )
-    outbox.announce(order)
+    order = confirmed_order(drop, buyer, key="m", amount_minor=9800, quantity=2)
     with translation.override("de"):  # the relaying worker's language: LANGUAGE_CODE = "de"
         outbox.relay_outbox()
     sent = mail.outbox[0]

@@ -12,7 +12,7 @@ from checkout import outbox
 from checkout.models import Order, OrderState
 from holds import services as holds
 from holds.models import Hold
-from tests.factories import expire_in, make_buyer, make_drop
+from tests.factories import confirmed_order, expire_in, make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db
 
@@ -135,18 +135,7 @@ def test_the_confirmation_email_names_the_seats_and_the_total(settings) -> None:
     buyer = make_buyer("meg")
     buyer.email = "meg@example.test"
     buyer.save()
-    hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=1, idempotency_key="k", unit="D2").hold
-    assert holds.confirm(hold_id=hold.pk)
-    order = Order.objects.create(
-        hold=hold,
-        buyer=buyer,
-        drop=drop,
-        quantity=1,
-        amount_minor=4500,
-        currency="EUR",
-        state=OrderState.CONFIRMED,
-    )
-    outbox.announce(order)
+    order = confirmed_order(drop, buyer, key="k", amount_minor=4500, unit="D2")
 
     outbox.relay_outbox()
 
