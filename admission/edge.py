@@ -288,6 +288,7 @@ class Edge:
             self._loop, self._listening = loop, None
             self.snapshots.new_loop()
             self.rooms.new_loop()
+            self.polls.new_loop()
             self.listener.listening = False
         if self._listening is None or self._listening.done():
             self._listening = loop.create_task(self.listener.run(), name="admission-edge-listener")

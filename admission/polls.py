@@ -98,6 +98,12 @@ class Polls:
         self._tickets: BatchedLookup[TicketKey, TicketHeld] = BatchedLookup(
             self._fetch_tickets, seconds=TICKET_SECONDS, size=MAX_ENTRIES
         )
+        # (drop, entry) -> the number the draw gave it: the line's first polls after the draw,
+        # read from the published map together, and not kept (the map is the word: a map flushed
+        # sends the poll to Django)
+        self._numbers: BatchedLookup[tuple[int, int], int] = BatchedLookup(
+            self._fetch_numbers, seconds=0.0, size=MAX_ENTRIES
+        )
 
     async def answer(self, known: Known, scope: Scope, *, buyer_of: BuyerOf | None) -> Answer | None:
         if known.drop_id is None:
@@ -121,7 +127,7 @@ class Polls:
         if found.number is None and known.queue is not None and known.queue.get("seed") is not None:
             # Drawn since the ticket was signed: the whole line asks at the start, so its number
             # comes from the draw's published map, with a ticket that carries it from now on.
-            number = await state.drawn_number(self.snapshots.client(), known.drop_id, found.entry)
+            number = await self._numbers.get((known.drop_id, found.entry))
             if number is None:
                 return None  # the map is gone: Django reads the ticket
             found = dataclasses.replace(found, number=number)
@@ -154,6 +160,11 @@ class Polls:
     def forget(self) -> None:
         self._tickets.forget()
 
+    def new_loop(self) -> None:
+        """Futures belong to the loop that made them: a new loop starts with no lookup pending."""
+        self._tickets.new_loop()
+        self._numbers.new_loop()
+
     async def _ticket_by_bearer(
         self, drop_id: int, scope: Scope, bound_to: str, buyer_of: BuyerOf
     ) -> tuple[tokens.QueueTicket, str] | None:
@@ -180,3 +191,6 @@ class Polls:
 
     async def _fetch_tickets(self, keys: list[TicketKey]) -> dict[TicketKey, TicketHeld]:
         return await asyncio.get_running_loop().run_in_executor(DB_THREADS, _tickets_of, keys)
+
+    async def _fetch_numbers(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], int]:
+        return await state.drawn_numbers(self.snapshots.client(), keys)
