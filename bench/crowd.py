@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import errno
+import functools
 import json
 import os
 import random
@@ -69,6 +70,8 @@ BACKOFF_MIN, BACKOFF_MAX = 0.5, 15.0
 POLL_EVERY = 2.0  # scenario 3's pollers, +-25% jitter
 OPEN_BEFORE = 1.0  # seconds before the start a rush opens its connections (--open-early)
 ROOM_DONE = {"all_held", "sold_out", "closed"}  # with nothing left: a waiting buyer's final "no"
+LINE_TOLD = {"unlikely", *ROOM_DONE}  # scenario 7: a loser told, whatever is left
+LINES = {"line", "line_sale"}  # the whole line joins in one rush before the start
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class Scenario:
     buyers: int
     in_flight: int
     mode: str = "buckets"  # buckets | units
-    room: str = ""  # "" | poll | ws | line (joins only: the line, its draw and its snapshot)
+    room: str = ""  # "" | poll | ws | line (joins only: the line, its draw and its snapshot) | line_sale
     ticket: bool = True  # pollers send X-Queue-Ticket; False: only their bearer token, as the contract allows
     units: int = QUANTITY  # the drop's stock; the run must sell exactly this many
 
@@ -106,6 +109,16 @@ def scenarios(quick: bool, units: int = QUANTITY) -> list[Scenario]:
             2000 if quick else 50000,
             256,
             room="line",
+            units=1000,
+        ),
+        # The same line through its sale: told of the draw by the push, each page asks, the first
+        # wave buys, the rest are told they are unlikely (or sold out).
+        Scenario(
+            7,
+            "waiting room, a line of 50,000 through the sale",
+            2000 if quick else 50000,
+            256,
+            room="line_sale",
             units=1000,
         ),
     ]
@@ -194,6 +207,9 @@ class Buyer:
     ws_failed: int = 0
     ws_errors: list[str] = field(default_factory=list)  # why each failed try failed
     ws_opened: bool = False
+    drawn_seen: float = 0.0  # scenario 7: the drawn broadcast reached this buyer's page
+    told: float = 0.0  # scenario 7: the first answer that said admitted, unlikely or sold out
+    told_state: str = ""  # ... and what it said ("admitted", or the line's state)
 
 
 class Client:
@@ -392,6 +408,57 @@ class Client:
             if buyer.status:  # nothing left to wait for
                 return
 
+    # Scenario 7: the line through its sale ---------------------------------------------------
+
+    async def watch_draw(self, drawn: asyncio.Future[dict[str, Any]]) -> None:
+        """One socket for this process's pages: the drawn broadcast is one message to every page
+        (the fan-out to many sockets is `bench queue`'s), so each buyer learns of it from here."""
+        url = self.base(0).replace("http://", "ws://") + f"/ws/drops/{self.slugs[0]}/queue/"
+        try:
+            async with self.ws_session.ws_connect(url, origin="https://127.0.0.1", heartbeat=None) as ws:
+                while time.time() < self.deadline:
+                    message = await ws.receive(timeout=max(0.1, self.deadline - time.time()))
+                    if message.type != 1:  # aiohttp.WSMsgType.TEXT
+                        break
+                    msg = json.loads(message.data)
+                    if msg.get("seed"):
+                        drawn.set_result(msg)
+                        return
+        except Exception as error:  # the pages poll instead: the figures say so (drawn_seen)
+            say(f"scenario 7: the draw watcher's socket failed: {type(error).__name__}: {error}")
+        if not drawn.done():
+            drawn.set_result({})
+
+    async def line_buyer(self, buyer: Buyer, token: str, drawn: asyncio.Future[dict[str, Any]]) -> None:
+        """Join in the rush; told of the draw, ask within the page's spread; then reserve once
+        admitted, stop once told unlikely or sold out (the page sits on its socket then), and
+        poll while still waiting for a wave."""
+        await self.arrive()
+        if await self.join(buyer, token) is None:
+            return
+        msg = await drawn
+        if msg:
+            buyer.drawn_seen = time.time()
+        buyer.first = time.time()
+        await asyncio.sleep(random.random() * spread(msg.get("last_ticket")))
+        while time.time() < self.deadline:
+            place = await self.ask(buyer, token)
+            if place is not None and place.get("ticket") is not None:
+                told = (
+                    "admitted"
+                    if place.get("admission_token")
+                    else "unlikely"
+                    if place.get("unlikely")
+                    else str(place.get("state"))
+                )
+                if not buyer.told and (told == "admitted" or told in LINE_TOLD):
+                    buyer.told, buyer.told_state = time.time(), told
+                if told in LINE_TOLD and not buyer.status:
+                    buyer.status, buyer.code, buyer.final = 200, told, time.time()
+                if buyer.status or await self.on_place(buyer, token, place):
+                    return
+            await asyncio.sleep(POLL_EVERY * random.uniform(0.75, 1.25))
+
     # Scenario 4: join, then follow the WebSocket as the page does ----------------------------
 
     async def page(self, buyer: Buyer, token: str) -> None:
@@ -532,6 +599,12 @@ class Client:
                 await asyncio.gather(
                     *(guarded(self.joiner, b, t) for b, t in zip(buyers, tokens, strict=True))
                 )
+            elif kind == "line_sale":
+                drawn: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+                watcher = asyncio.create_task(self.watch_draw(drawn))
+                buyer_job = functools.partial(self.line_buyer, drawn=drawn)
+                await asyncio.gather(*(guarded(buyer_job, b, t) for b, t in zip(buyers, tokens, strict=True)))
+                watcher.cancel()
             else:
                 job = self.poller if kind == "poll" else self.page
                 await asyncio.gather(*(guarded(job, b, t) for b, t in zip(buyers, tokens, strict=True)))
@@ -883,6 +956,12 @@ class Measured:
     draw_seconds: float | None = None  # the draw's own work, replayed in a rolled-back transaction
     drawn_entries: int = 0
     snapshot_bytes: int | None = None  # the drop's published snapshot (what the edge and sockets read)
+    # the line through its sale (scenario 7), seconds after the start
+    drawn_seen_median: float | None = None  # the drawn broadcast at the pages
+    losers_told: int = 0
+    told_p50: float | None = None  # the first answer saying unlikely or sold out
+    told_p99: float | None = None
+    told_last: float | None = None
 
 
 def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured:
@@ -915,6 +994,12 @@ def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured
     if seen:
         m.admitted_median, m.admitted_last = statistics.median(seen), max(seen)
     m.joined = sum(1 for b in buyers if b["joined"])
+    drawn = [b["drawn_seen"] - start for b in buyers if b["drawn_seen"]]
+    m.drawn_seen_median = statistics.median(drawn) if drawn else None
+    told = [b["told"] - start for b in buyers if b["told_state"] in LINE_TOLD]
+    m.losers_told = len(told)
+    m.told_p50, m.told_p99 = quantile(told, 0.5), quantile(told, 0.99)
+    m.told_last = max(told) if told else None
     m.sockets_opened = sum(1 for b in buyers if b["ws_opened"])
     m.opens = sum(len(b["handshakes"]) for b in buyers)
     m.handshake_p99 = quantile([h for b in buyers for h in b["handshakes"]], 0.99)
@@ -975,9 +1060,8 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
     tokens = new_buyers(s.buyers)
     # Rooms: time for everyone to join before the start; a rush: for the tick to publish the drop.
     # The line's joins come in one rush (its joins/s is what the store takes), with time for all.
-    lead = (
-        (max(10.0, s.buyers / 100) if s.room != "line" else max(10.0, s.buyers / 1000 + 5)) if s.room else 4.0
-    )
+    lead = max(10.0, s.buyers / 100) if s.room not in LINES else max(10.0, s.buyers / 1000 + 5)
+    lead = lead if s.room else 4.0
     starts_at = timezone.now() + dt.timedelta(seconds=lead)
     drop = new_drop(s, starts_at)
     start = starts_at.timestamp()
@@ -989,7 +1073,7 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
         "in_flight": s.in_flight,
         "start_at": start + (0.01 if not s.room else 0.0),
         "deadline": start + (ROOM_SECONDS if s.room else 60.0),
-        "arrivals": lead * 0.6 if s.room != "line" else 1.0,  # joins arrive over the first 60% of the lead
+        "arrivals": lead * 0.6 if s.room not in LINES else 1.0,  # joins arrive over the first 60% of the lead
         "ticket": s.ticket,
     }
     servers, others = stack.pids("web"), {"worker": stack.pids("worker"), "beat": stack.pids("beat")}
@@ -1130,6 +1214,21 @@ def table(m: Measured) -> list[str]:
         add("admission seen, median", sec(m.admitted_median), "<= 1 s", _le(m.admitted_median, 1))
         add("admission seen, last", sec(m.admitted_last), "<= 2 s", _le(m.admitted_last, 2))
         add("buyers admitted (got a token)", f"{m.admitted:,}")
+    if s.room == "line_sale":
+        add("the drawn broadcast at the pages, after the start (median)", sec(m.drawn_seen_median))
+        told = f"{sec(m.told_p50)} / {sec(m.told_p99)} / {sec(m.told_last)} ({m.losers_told:,} buyers)"
+        loser = 'losers told "unlikely" or "sold out", p50 / p99 / last'
+        add(loser, told, "last <= 5 s", _le(m.told_last, 5))
+        # The draw waits for its committed round (up to 3 s): what the store takes after it.
+        drawn, last = m.drawn_seen_median, m.last_hold_after_start
+
+        def after(t: float | None) -> str:
+            return sec(t - drawn) if t is not None and drawn is not None else "-"
+
+        add(
+            "after the drawn broadcast: admitted told median / last, losers told last, last hold",
+            " / ".join(map(after, (m.admitted_median, m.admitted_last, m.told_last, last))),
+        )
     if s.room == "ws":
         opened = f"{m.sockets_opened:,} buyers ({m.opens:,} opens)"
         add("sockets opened", opened, f"all {s.buyers:,}", m.sockets_opened == s.buyers)
@@ -1209,7 +1308,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="bench crowd")
     parser.add_argument("--units", type=int, default=QUANTITY, help=f"units per drop (default {QUANTITY})")
     parser.add_argument("--quick", action="store_true", help="500 buyers per scenario")
-    parser.add_argument("--only", type=int, action="append", help="run this scenario (1-6; repeatable)")
+    parser.add_argument("--only", type=int, action="append", help="run this scenario (1-7; repeatable)")
     parser.add_argument("--clients", type=int, default=1, help="client processes (default 1)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
