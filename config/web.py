@@ -12,6 +12,7 @@ workers share nothing but the listening socket.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import resource
@@ -74,9 +75,17 @@ def open_files(wanted: int) -> int:
     spare = 256  # the worker's own files: the database and Redis pools, logs, the event loop
     target = wanted + spare if hard == resource.RLIM_INFINITY else min(hard, wanted + spare)
     if target > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        soft = target
-    return max(1, min(wanted, soft - spare))
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):  # a kernel cap below the hard limit (macOS): keep what we have
+            pass
+    held = max(1, min(wanted, soft - spare))
+    if held < wanted:
+        logging.getLogger(__name__).warning(
+            "floodgate-web: %s open connections a worker (the open-file limit is %s)", held, soft
+        )
+    return held
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -153,6 +153,7 @@ def test_control_a_worker_reads_no_more_connections_than_its_limit() -> None:
         )
     try:
         wait_for_port(port, process, log)
+        assert httpx.get(f"{base}/api/drops/web-capped", timeout=10).status_code == 200  # warm
         answered = answered_on_open_connections(port, "web-capped", 150, wait=3)
     finally:
         stop(process)
