@@ -98,12 +98,15 @@ class BatchedLookup(Generic[K, V]):
                     if not future.done():
                         future.set_result(found.get(key))
         finally:
-            self._task = None
-            for future in self._pending.values():  # the loop is closing: nobody is left to answer
-                future.cancel()
-            self._pending.clear()
+            if self._task is asyncio.current_task():  # else new_loop() has replaced this loop's state
+                self._task = None
+                for future in self._pending.values():  # the loop is closing: nobody is left to answer
+                    future.cancel()
+                self._pending.clear()
 
     def _keep(self, keys: list[K], found: dict[K, V]) -> None:
+        if self._seconds <= 0 and self._miss_seconds is None:
+            return  # batched, never kept
         now = time.monotonic()
         kept: dict[K, tuple[V | None, float]] = {
             key: (value, now + self._seconds) for key, value in found.items()
