@@ -304,25 +304,38 @@ def test_the_offer_step_waits_out_a_wave_that_has_the_line_instead_of_skipping_i
     by_number = in_line(drop.pk, make_buyers(3, prefix="waveheld"))
     first = holds.reserve(drop=drop, buyer_id=by_number[1], quantity=1, idempotency_key="k").hold
     holds.release(hold_id=first.pk, buyer_id=by_number[1])
-    taken = threading.Event()
+    taken, waited = threading.Event(), threading.Event()
+    key = [int(locks.Namespace.WAVE), drop.pk % 2147483647]  # as core.locks folds it
 
-    def wave() -> None:  # a wave's transaction on its own connection, for a tenth of a second
-        tick = connections.create_connection("default")
+    def wave() -> None:  # a wave's transaction on its own connection, until the offerer waits on it
+        tick, watch = connections.create_connection("default"), connections.create_connection("default")
         try:
             tick.set_autocommit(False)
-            with tick.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [int(locks.Namespace.WAVE), drop.pk])
-            taken.set()
-            time.sleep(0.1)
+            with tick.cursor() as cursor, watch.cursor() as look:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", key)
+                taken.set()
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline and not waited.is_set():
+                    look.execute(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                        " AND classid::bigint = %s AND objid::bigint = %s",
+                        key,
+                    )
+                    if look.fetchone()[0]:
+                        waited.set()
+                    else:
+                        time.sleep(0.005)
             tick.commit()
         finally:
             tick.close()
+            watch.close()
 
     ticking = threading.Thread(target=wave)
     ticking.start()
     assert taken.wait(10)
     assert offers.offer_returns(drop) == 1  # it waited the wave out
     ticking.join()
+    assert waited.is_set()  # seen waiting in pg_locks, not merely late to a lock already free
     assert offer_of(drop.pk, 2) is not None
 
 
