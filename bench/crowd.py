@@ -450,6 +450,8 @@ class Client:
                     else "unlikely"
                     if place.get("unlikely")
                     else str(place.get("state"))
+                    if done_waiting(place)
+                    else "waiting"
                 )
                 if not buyer.told and (told == "admitted" or told in LINE_TOLD):
                     buyer.told, buyer.told_state = time.time(), told

@@ -230,7 +230,7 @@ def test_bench_queue_quick_runs_every_part_against_the_store_and_the_bare_socket
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     assert any(r.startswith("| sold out: POST") and "| 409 sold_out | hit |" in r for r in rows), rows
     assert any(r.startswith("| queue poll with the bearer token only") and "| hit |" in r for r in rows)
-    store = next(r for r in rows if r.startswith("| store | 50 | 4 s | 0 |"))  # none closed on us
+    store = next(r for r in rows if r.startswith("| store | 50 | 2 s | 0 |"))  # none closed on us
     assert store.endswith(("| PASS |", "| MISS |")) and " KiB |" in store
-    assert any(r.startswith("| bare | 50 | 4 s | 0 |") for r in rows), rows
+    assert any(r.startswith("| bare | 50 | 2 s | 0 |") for r in rows), rows
     assert "FAILED" not in said
