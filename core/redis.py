@@ -24,7 +24,7 @@ def client(*, url: str | None = None, blocking: int | None = None, **options: An
     """A client of the master; `blocking`: at most that many connections, waited for.
     An explicit `url` (tests) is used as it is."""
     if url is None and settings.REDIS_SENTINELS:
-        sentinel = Sentinel(settings.REDIS_SENTINELS, sentinel_kwargs=SENTINEL_TIMEOUTS)  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(settings.REDIS_SENTINELS, sentinel_kwargs=SENTINEL_TIMEOUTS)  # type: ignore[no-untyped-call, unused-ignore]
         pool: dict[str, Any] = (
             {"connection_pool_class": BlockingSentinelPool, "max_connections": blocking} if blocking else {}
         )
