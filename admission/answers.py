@@ -84,6 +84,20 @@ class Place(Closed):
     pace_per_minute: NonNegativeFloat
     seed_sha256: str | None
     seed: str | None = Field(description="Revealed after the draw")
+    entries_sha256: str | None = Field(
+        description="After the draw: the closed entry list's hash; with seed and beacon, an entry's draw "
+        "key is sha256('<seed>:<entries_sha256>:<beacon>:<entry>')"
+    )
+    beacon: str | None = Field(description="After the draw: the beacon value mixed in ('' if none)")
+    admitted_entry: PositiveInt | None = Field(
+        description="After the draw: the drawn entry with the highest number inside admitted_through; an "
+        "entry whose draw key sorts at or before its key is admitted"
+    )
+    unlikely_entry: PositiveInt | None = Field(
+        description="After the draw: the drawn entry numbered unlikely_from; an entry whose draw key sorts "
+        "at or after its key is unlikely to get a unit (null: no drawn entry is)"
+    )
+    unlikely_from: PositiveInt | None = Field(description="unlikely_entry's ticket number")
     queue_ticket: str | None = Field(
         description="Send back as X-Queue-Ticket on GET (the page's cookie carries it): the edge "
         "answers that poll from its snapshot"

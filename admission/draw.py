@@ -40,12 +40,16 @@ def entries_digest(entries: list[int]) -> str:
     return hashlib.sha256(",".join(str(e) for e in sorted(entries)).encode()).hexdigest()
 
 
+def entry_key(seed: str, entries_sha256: str, beacon: str, entry: int) -> bytes:
+    """The key an entry is sorted by: a page that knows its entry computes its own after the draw
+    and compares it with the published cut entries' (admission/state.Cuts) before it knows its number."""
+    return hashlib.sha256(f"{seed}:{entries_sha256}:{beacon}:{entry}".encode()).digest()
+
+
 def draw_order(seed: str, entries: list[int], *, beacon: str = "") -> list[int]:
     """Early joiners' entry numbers in their drawn order (the first gets ticket 1)."""
     listed = entries_digest(entries)
-    return sorted(
-        entries, key=lambda entry: hashlib.sha256(f"{seed}:{listed}:{beacon}:{entry}".encode()).digest()
-    )
+    return sorted(entries, key=lambda entry: entry_key(seed, listed, beacon, entry))
 
 
 def check(body: dict[str, object]) -> list[str]:

@@ -106,9 +106,27 @@ SELECT d.id, d.slug, {STATE},
        (SELECT count(*) FROM admission_ticket a
          WHERE a.drop_id = d.id AND a.number <= COALESCE(q.admitted_through, 0)
            AND NOT EXISTS (SELECT 1 FROM holds_hold ah
-                            WHERE ah.drop_id = a.drop_id AND ah.buyer_id = a.buyer_id))
+                            WHERE ah.drop_id = a.drop_id AND ah.buyer_id = a.buyer_id)),
+       q.drawn_entries, q.entries_sha256, q.beacon
   FROM shop_drop d LEFT JOIN admission_queue q ON q.drop_id = d.id
  WHERE d.id = ANY(%(drops)s)
+"""
+
+# The drawn line's cut entries (admission.state.Cuts), per drop: the drawn entry with the highest
+# number inside the admitted mark, and the one with the lowest number from the first unlikely
+# number on. Only drawn numbers (1..drawn) count: a later joiner's page knows its number already.
+# Two reads of the (drop, number) unique index each.
+CUTS = """
+SELECT c.drop_id,
+       (SELECT t.id FROM admission_ticket t
+         WHERE t.drop_id = c.drop_id AND t.number <= LEAST(c.admitted, c.drawn)
+         ORDER BY t.number DESC LIMIT 1),
+       u.id, u.number
+  FROM unnest(%(drops)s::bigint[], %(admitted)s::int[], %(unlikely)s::int[], %(drawn)s::int[])
+       AS c(drop_id, admitted, unlikely, drawn)
+  LEFT JOIN LATERAL (SELECT t.id, t.number FROM admission_ticket t
+                      WHERE t.drop_id = c.drop_id AND t.number >= c.unlikely AND t.number <= c.drawn
+                      ORDER BY t.number LIMIT 1) u ON true
 """
 
 # The tickets of these (drop, buyer) pairs: (drop, buyer, entry, number). The edge answers a poll

@@ -9,6 +9,7 @@ once. A snapshot is only ever an early answer; the claim statements still decide
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -120,6 +121,11 @@ def unlikely(position: int | None, *, remaining: int, held: int, admitted_unclai
     return position - 1 + admitted_unclaimed >= remaining + held
 
 
+def first_unlikely(*, admitted_through: int, remaining: int, held: int, admitted_unclaimed: int = 0) -> int:
+    """The lowest ticket number unlikely() says is unlikely (every number from it on is)."""
+    return admitted_through + max(1, remaining + held - admitted_unclaimed + 1)
+
+
 def revoke(buyer_id: int) -> None:
     """Tell every web process that this buyer's credentials changed. Without Redis it is logged:
     the database refuses them anyway, and the other processes' caches age out."""
@@ -148,6 +154,19 @@ def group(drop_id: int) -> str:
 
 
 @dataclass(frozen=True)
+class Cuts:
+    """Where a drawn line divides, named by drawn entries (admission/sql.CUTS). An early joiner's
+    page knows its entry, not its number: it computes its own draw key (admission/draw.entry_key)
+    and compares it with these entries' keys, so the draw's one broadcast tells the whole line
+    at once whether each is in, unlikely to get a unit or somewhere between, and only the pages
+    that can still buy need to ask for their number at once."""
+
+    admitted_entry: int | None = None  # the highest-numbered drawn entry inside the admitted mark
+    unlikely_entry: int | None = None  # the lowest-numbered drawn entry from unlikely_from on
+    unlikely_from: int | None = None  # ... its number (first_unlikely, or the next drawn after it)
+
+
+@dataclass(frozen=True)
 class Snapshot:
     drop: Drop
     state: DropState
@@ -164,6 +183,18 @@ class Snapshot:
     at: float = 0.0  # when it was read: a later publish of an older read never wins at the edge
     variants: tuple[VariantView, ...] = ()  # each with its units still available
     admitted_unclaimed: int = 0  # admitted tickets whose buyer has had no unit yet: ahead of every waiter
+    drawn_entries: int = 0  # the early joiners numbered by the draw (1..drawn_entries)
+    entries_sha256: str | None = None  # after the draw: with the seed and the beacon, a page's draw key
+    beacon: str | None = None
+    cuts: Cuts = Cuts()
+
+    def first_unlikely(self) -> int:
+        return first_unlikely(
+            admitted_through=self.admitted_through,
+            remaining=self.available + self.returning,
+            held=self.held,
+            admitted_unclaimed=self.admitted_unclaimed,
+        )
 
     @property
     def queue_state(self) -> QueueState:
@@ -194,6 +225,11 @@ class Snapshot:
             "seed": self.seed,
             "admitted_unclaimed": self.admitted_unclaimed,
             "format": self.drop.format.value,
+            "entries_sha256": self.entries_sha256,
+            "beacon": self.beacon,
+            "admitted_entry": self.cuts.admitted_entry,
+            "unlikely_entry": self.cuts.unlikely_entry,
+            "unlikely_from": self.cuts.unlikely_from,
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -213,7 +249,7 @@ def compute(drops: list[Drop]) -> list[Snapshot]:
     with connection.cursor() as cursor:
         cursor.execute(sql.SNAPSHOTS, {"drops": list(by_id)})
         rows = cursor.fetchall()
-    return [
+    snapshots = [
         Snapshot(
             drop=by_id[row[0]],
             state=DropState(row[2]),
@@ -230,9 +266,32 @@ def compute(drops: list[Drop]) -> list[Snapshot]:
             at=at,
             variants=_variants(by_id[row[0]], row[13]),
             admitted_unclaimed=int(row[14]),
+            drawn_entries=int(row[15] or 0),
+            entries_sha256=row[16] if row[9] is not None else None,
+            beacon=row[17] if row[9] is not None else None,
         )
         for row in rows
     ]
+    return _with_cuts(snapshots)
+
+
+def _with_cuts(snapshots: list[Snapshot]) -> list[Snapshot]:
+    """The drawn waiting rooms' cut entries (Cuts), one statement for all of them."""
+    drawn = [s for s in snapshots if s.seed is not None and s.drawn_entries > 0]
+    if not drawn:
+        return snapshots
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql.CUTS,
+            {
+                "drops": [s.drop.pk for s in drawn],
+                "admitted": [s.admitted_through for s in drawn],
+                "unlikely": [s.first_unlikely() for s in drawn],
+                "drawn": [s.drawn_entries for s in drawn],
+            },
+        )
+        cuts = {row[0]: Cuts(*row[1:]) for row in cursor.fetchall()}
+    return [dataclasses.replace(s, cuts=cuts.get(s.drop.pk, Cuts())) for s in snapshots]
 
 
 def _variants(drop: Drop, rows: list[list[Any]]) -> tuple[VariantView, ...]:
@@ -399,6 +458,9 @@ def current(drop: Drop, *, max_age: float = 5.0, publish_computed: bool = False)
                 for n, v in enumerate(public.get("variants") or [])
             ),
             admitted_unclaimed=int(queue.get("admitted_unclaimed") or 0),
+            entries_sha256=queue.get("entries_sha256"),
+            beacon=queue.get("beacon"),
+            cuts=Cuts(queue.get("admitted_entry"), queue.get("unlikely_entry"), queue.get("unlikely_from")),
         )
     snapshot = compute([drop])[0]
     if not (publish_computed and reachable):

@@ -66,6 +66,8 @@ WS_TRIES = 6  # WebSocket opens per buyer (the page retries with backoff)
 # static/js/queue.js: how the page spreads its asks after a broadcast, and its backoff.
 PAGE_POLL = 4.0
 ASKS_PER_SECOND, SPREAD_MIN, SPREAD_MAX = 5000, 0.1, 5.0  # static/js/queue.js's spread()
+# ... and its later ask for the exact number of a page its key told it is unlikely to get a unit
+LATER_DELAY, LATER_ASKS_PER_SECOND, LATER_SPREAD_MAX = 5.0, 1000, 60.0
 BACKOFF_MIN, BACKOFF_MAX = 0.5, 15.0
 POLL_EVERY = 2.0  # scenario 3's pollers, +-25% jitter
 OPEN_BEFORE = 1.0  # seconds before the start a rush opens its connections (--open-early)
@@ -132,6 +134,31 @@ def spread(askers: object) -> float:
     """Seconds within which pages told the same news ask the queue API (static/js/queue.js)."""
     count = askers if isinstance(askers, int) else 0
     return min(SPREAD_MAX, max(SPREAD_MIN, count / ASKS_PER_SECOND))
+
+
+def later(askers: object) -> float:
+    """When a page told "unlikely" by its key asks for its number (static/js/queue.js)."""
+    count = askers if isinstance(askers, int) else 0
+    window = min(LATER_SPREAD_MAX, max(SPREAD_MIN, count / LATER_ASKS_PER_SECOND))
+    return LATER_DELAY + random.random() * window
+
+
+def side_by_key(msg: dict[str, Any], entry: int | None) -> str:
+    """Where an early joiner's draw key falls against the broadcast's cut entries, as the page
+    finds it (static/js/queue.js, placeByKey): "in", "unlikely", "between", or "" (no cuts)."""
+    from admission.draw import entry_key
+
+    seed, listed = msg.get("seed"), msg.get("entries_sha256")
+    admitted, unlikely = msg.get("admitted_entry"), msg.get("unlikely_entry")
+    if entry is None or not (isinstance(seed, str) and isinstance(listed, str) and (admitted or unlikely)):
+        return ""
+    beacon = msg.get("beacon") or ""
+    own = entry_key(seed, listed, beacon, entry)
+    if admitted and own <= entry_key(seed, listed, beacon, admitted):
+        return "in"
+    if unlikely and own >= entry_key(seed, listed, beacon, unlikely):
+        return "unlikely"
+    return "between"
 
 
 def raise_file_limit() -> None:
@@ -201,6 +228,7 @@ class Buyer:
     joined: bool = False
     join_latency: float = 0.0
     ticket: int | None = None  # the waiting room's number, once drawn
+    entry: int | None = None  # the waiting room's entry (what the draw sorts)
     mark: int = 0  # the admitted-through mark last pushed to this page
     queue_ticket: str | None = None  # the signed ticket the join (and each Django answer) gives
     handshakes: list[float] = field(default_factory=list)  # seconds, each successful open
@@ -210,6 +238,7 @@ class Buyer:
     drawn_seen: float = 0.0  # scenario 7: the drawn broadcast reached this buyer's page
     told: float = 0.0  # scenario 7: the first answer that said admitted, unlikely or sold out
     told_state: str = ""  # ... and what it said ("admitted", or the line's state)
+    numbered: float = 0.0  # scenario 7: the page learned its exact number
 
 
 class Client:
@@ -349,6 +378,7 @@ class Client:
             return None
         buyer.joined = True
         buyer.join_latency = got[2]
+        buyer.entry = got[1].get("entry")
         buyer.queue_ticket = got[1].get("queue_ticket") or buyer.queue_ticket
         return got[1]
 
@@ -430,9 +460,11 @@ class Client:
             drawn.set_result({})
 
     async def line_buyer(self, buyer: Buyer, token: str, drawn: asyncio.Future[dict[str, Any]]) -> None:
-        """Join in the rush; told of the draw, ask within the page's spread; then reserve once
-        admitted, stop once told unlikely or sold out (the page sits on its socket then), and
-        poll while still waiting for a wave."""
+        """Join in the rush; told of the draw, place the page by its draw key as the page does:
+        in, ask within the wave's spread; between, within the spread of those between; unlikely,
+        told at once and ask for the exact number later. Then reserve once admitted, stop once
+        told unlikely or sold out (the page sits on its socket then), and poll while still
+        waiting for a wave."""
         await self.arrive()
         if await self.join(buyer, token) is None:
             return
@@ -440,10 +472,26 @@ class Client:
         if msg:
             buyer.drawn_seen = time.time()
         buyer.first = time.time()
-        await asyncio.sleep(random.random() * spread(msg.get("last_ticket")))
+        side = side_by_key(msg, buyer.entry)
+        mark = int(msg.get("admitted_through") or 0)
+        if side == "unlikely":
+            buyer.told, buyer.told_state = time.time(), "unlikely"
+            buyer.status, buyer.code, buyer.final = 200, "unlikely", time.time()
+            await asyncio.sleep(later(msg.get("last_ticket")))
+            while time.time() < self.deadline:
+                place = await self.ask(buyer, token)
+                if place is not None and place.get("ticket") is not None:
+                    buyer.numbered = time.time()
+                    return
+                await asyncio.sleep(PAGE_POLL)
+            return
+        between = int(msg.get("unlikely_from") or msg.get("last_ticket") or 0) - mark
+        askers = mark if side == "in" else between if side == "between" else msg.get("last_ticket")
+        await asyncio.sleep(random.random() * spread(askers))
         while time.time() < self.deadline:
             place = await self.ask(buyer, token)
             if place is not None and place.get("ticket") is not None:
+                buyer.numbered = buyer.numbered or time.time()
                 told = (
                     "admitted"
                     if place.get("admission_token")
@@ -964,6 +1012,8 @@ class Measured:
     told_p50: float | None = None  # the first answer saying unlikely or sold out
     told_p99: float | None = None
     told_last: float | None = None
+    numbered_last: float | None = None  # every page knew its exact number
+    numbered: int = 0
 
 
 def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured:
@@ -1002,6 +1052,8 @@ def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured
     m.losers_told = len(told)
     m.told_p50, m.told_p99 = quantile(told, 0.5), quantile(told, 0.99)
     m.told_last = max(told) if told else None
+    numbered = [b["numbered"] - start for b in buyers if b["numbered"]]
+    m.numbered, m.numbered_last = len(numbered), (max(numbered) if numbered else None)
     m.sockets_opened = sum(1 for b in buyers if b["ws_opened"])
     m.opens = sum(len(b["handshakes"]) for b in buyers)
     m.handshake_p99 = quantile([h for b in buyers for h in b["handshakes"]], 0.99)
@@ -1230,6 +1282,12 @@ def table(m: Measured) -> list[str]:
         add(
             "after the drawn broadcast: admitted told median / last, losers told last, last hold",
             " / ".join(map(after, (m.admitted_median, m.admitted_last, m.told_last, last))),
+        )
+        add(
+            "pages that learned their exact number, last after the start",
+            f"{m.numbered:,}, {sec(m.numbered_last)}",
+            f"all {m.joined:,}",
+            m.numbered == m.joined,
         )
     if s.room == "ws":
         opened = f"{m.sockets_opened:,} buyers ({m.opens:,} opens)"

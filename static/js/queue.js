@@ -4,6 +4,11 @@
 // API hands out the admission token and the page turns into the buy step. A unit that comes back
 // is offered to the next ticket that never had one: the API's answer then carries the offer (a
 // hold of its own, with a short deadline), and the page shows it with its way to pay.
+// An early joiner's page knows its entry, not its number, until it asks. The draw's broadcast
+// names the line's cut entries (admission/state.Cuts): the page computes its own draw key and
+// theirs (admission/draw.py's rule) and so knows at once whether it is in, unlikely to get a
+// unit, or between; only the first and the last ask for their number now, so a line of 50,000
+// does not ask all at once, and the unlikely ask later, spread wide.
 (function () {
   "use strict";
   var POLL_MS = 4000, TOKEN_REFRESH_MS = 60000, BACKOFF_MIN = 500, BACKOFF_MAX = 15000;
@@ -11,10 +16,13 @@
   // ask: the edge answers ~5 a millisecond without noticing, so 2,000 early joiners ask within
   // 0.4 s of the draw, 50,000 within 5 s, and a wave of 150 within 0.1 s.
   var ASKS_PER_MS = 5, SPREAD_MIN_MS = 100, SPREAD_MAX_MS = 5000;
+  // A page told by its key that it is unlikely to get a unit asks for its exact number after the
+  // first wave has bought, one page a millisecond at most across the line: 50,000 within a minute.
+  var LATER_DELAY_MS = 5000, LATER_ASKS_PER_MS = 1, LATER_SPREAD_MAX_MS = 60000;
   var NO_SUCH_WAITING_ROOM = 4404;
   var TOO_MANY_SOCKETS = 4429;  // this address holds enough sockets: polling serves this page
 
-  var root, apiUrl, wsUrl;
+  var root, apiUrl, wsUrl, entry = null;
   var ticket = null, shownTicket = null, mark = 0, token = null, lastState = null, offered = false;
   var socket = null, backoff = BACKOFF_MIN, pollTimer = null, tokenTimer = null, asking = false;
 
@@ -66,8 +74,8 @@
     if (msg.seed) { $("seed").textContent = msg.seed; $("seed-line").hidden = false; }
 
     if (ticket === null) {
-      // Before the draw this page only knows its entry; once the seed is out, ask for the number.
-      if (msg.seed) askSoon(spread(msg.last_ticket));
+      // Before the draw this page only knows its entry; once the seed is out, its key places it.
+      if (msg.seed) placeByKey(msg);
       return;
     }
     var position = Math.max(0, ticket - mark);
@@ -113,6 +121,49 @@
       // one is ours (an admitted buyer with a token would otherwise hear at its next refresh).
       askSoon(SPREAD_MIN_MS);
     }
+  }
+
+  // Where this page's draw key falls against the broadcast's cut entries. Without WebCrypto (a
+  // page served over plain HTTP) or without cuts, the page asks for its number as before.
+  var enc = window.TextEncoder ? new TextEncoder() : null;
+  function drawKey(prefix, e) { return crypto.subtle.digest("SHA-256", enc.encode(prefix + e)); }
+  function compare(a, b) {
+    var x = new Uint8Array(a), y = new Uint8Array(b);
+    for (var i = 0; i < x.length; i++) { if (x[i] !== y[i]) return x[i] - y[i]; }
+    return 0;
+  }
+  function placeByKey(msg) {
+    var cuts = msg.admitted_entry || msg.unlikely_entry;
+    if (!(window.crypto && crypto.subtle && enc) || entry === null || typeof msg.entries_sha256 !== "string" || !cuts) {
+      askSoon(spread(msg.last_ticket));
+      return;
+    }
+    var prefix = msg.seed + ":" + msg.entries_sha256 + ":" + (msg.beacon || "") + ":";
+    Promise.all([
+      drawKey(prefix, entry),
+      msg.admitted_entry ? drawKey(prefix, msg.admitted_entry) : null,
+      msg.unlikely_entry ? drawKey(prefix, msg.unlikely_entry) : null
+    ]).then(function (keys) {
+      if (ticket !== null) return;  // the number came meanwhile
+      if (keys[1] && compare(keys[0], keys[1]) <= 0) {
+        askSoon(spread(msg.admitted_through));  // in: the token comes from the API
+      } else if (keys[2] && compare(keys[0], keys[2]) >= 0) {
+        showUnlikelyByKey(msg);
+        askSoon(Math.min(LATER_SPREAD_MAX_MS, Math.max(SPREAD_MIN_MS, msg.last_ticket / LATER_ASKS_PER_MS)), LATER_DELAY_MS);
+      } else {
+        askSoon(spread((msg.unlikely_from || msg.last_ticket) - msg.admitted_through));
+      }
+    }).catch(function () { askSoon(spread(msg.last_ticket)); });
+  }
+
+  // Behind the unlikely cut: at least as many ahead as the cut's ticket has (state.unlikely).
+  function showUnlikelyByKey(msg) {
+    var ahead = Math.max(0, msg.unlikely_from - msg.admitted_through - 1) + (msg.admitted_unclaimed || 0);
+    var left = msg.remaining + (msg.returning || 0) + (msg.held || 0);
+    $("unlikely").textContent = words.unlikely_by_key.replace("{ahead}", number(ahead))
+      .replace("{units}", plural(left, words.unit));
+    $("unlikely").hidden = false;
+    $("ticket-line").textContent = words.drawn_behind.replace("{n}", number(msg.unlikely_from));
   }
 
   function showBuy(fresh) {
@@ -175,13 +226,16 @@
 
   // Every early joiner learns of the draw from the same broadcast, every admitted buyer of the
   // wave from another: spread their requests so they do not reach the server in one instant.
-  var soonTimer = null;
+  var soonTimer = null, soonAt = 0;
   function spread(askers) {
     return Math.min(SPREAD_MAX_MS, Math.max(SPREAD_MIN_MS, (askers || 0) / ASKS_PER_MS));
   }
-  function askSoon(spreadMs) {
-    if (soonTimer) return;
-    soonTimer = setTimeout(function () { soonTimer = null; ask(); }, Math.random() * spreadMs);
+  function askSoon(spreadMs, delayMs) {
+    var at = Date.now() + (delayMs || 0) + Math.random() * spreadMs;
+    if (soonTimer && soonAt <= at) return;  // an earlier ask is already due
+    clearTimeout(soonTimer);
+    soonAt = at;
+    soonTimer = setTimeout(function () { soonTimer = null; ask(); }, at - Date.now());
   }
 
   function startPolling() {
@@ -243,6 +297,7 @@
     wsUrl = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + root.dataset.wsPath;
     words = JSON.parse($("queue-words").textContent);
     var initial = JSON.parse($("queue-data").textContent);
+    if (typeof initial.entry === "number") entry = initial.entry;
     if (initial.admission_token) showBuy(initial.admission_token);
     apply(initial);
     if ("WebSocket" in window) { connect(); } else { startPolling(); }

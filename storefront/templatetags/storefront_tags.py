@@ -176,6 +176,13 @@ def queue_words() -> dict[str, object]:
             "case buyers ahead do not buy."
         )
         % {"ahead": "{ahead}", "left": "{units}"},
+        "unlikely_by_key": _(
+            "At least %(ahead)s ahead of you, %(left)s left: you are unlikely to get one. You keep your "
+            "place in case buyers ahead do not buy."
+        )
+        % {"ahead": "{ahead}", "left": "{units}"},
+        "drawn_behind": _("Your ticket: #%(number)s or later (your exact place follows in a minute)")
+        % {"number": "{n}"},
         "ticket": _("Your ticket"),
         "next": _("you are next"),
         "soon": _("any moment"),

@@ -3,9 +3,15 @@ wait ahead as units could reach them, and "sold out, the line is closed" once no
 
 from __future__ import annotations
 
-import pytest
+import itertools
+import time
+from datetime import timedelta
 
-from admission import services, state
+import pytest
+from django.utils import timezone
+
+from admission import draw, services, state
+from admission.models import Queue, Ticket
 from holds import services as holds
 from sale import offers
 from shop.models import Drop
@@ -120,3 +126,68 @@ def test_an_admitted_buyer_holding_a_token_hears_of_an_offer_within_a_second_or_
     # then the page shows the offer from the socket's news, not at the token's next refresh (60 s)
     page.wait_for_selector("#offer:not([hidden])", timeout=5_000)
     assert page.get_by_role("heading", name="A unit came back: it is yours").is_visible()
+
+
+def test_a_page_learns_from_the_draws_push_alone_whether_it_is_in_or_unlikely(
+    live_daphne: str, browser: object
+) -> None:
+    # given a 5-unit drop whose line 20 buyers joined before the start, and two more joining by the page
+    drop = make_drop(
+        slug="by-key",
+        quantity=5,
+        per_buyer_limit=1,
+        waiting_room=True,
+        admission_percent=100,
+        starts_at=timezone.now() + timedelta(minutes=5),
+    )
+    for i in range(20):
+        services.join(drop=drop, buyer_id=make_buyer(f"early-{i}").pk)
+    pages = {name: browser.new_context().new_page() for name in ("ann", "bob")}
+    asked: dict[str, list[float]] = {name: [] for name in pages}
+    for name, page in pages.items():
+        make_buyer(name)
+        page.set_default_timeout(15_000)
+        page.on(
+            "request",
+            lambda request, name=name: (
+                asked[name].append(time.monotonic())
+                if request.method == "GET" and request.url.endswith("/api/drops/by-key/queue")
+                else None
+            ),
+        )
+        join_from_the_link(page, live_daphne, name, slug="by-key")
+        page.wait_for_selector("#connection:text('Updating live')")
+    # a seed that draws ann into the first wave and bob behind it (a real one is random, committed
+    # before the first join; the test picks one so that both sides are shown)
+    entry = {t.buyer.username: t.pk for t in Ticket.objects.filter(drop=drop).select_related("buyer")}
+    entries = sorted(entry.values())
+    seed = next(
+        s
+        for s in (f"seed-{i}" for i in itertools.count())
+        if (order := draw.draw_order(s, entries)).index(entry["ann"]) < 5 and order.index(entry["bob"]) >= 5
+    )
+    Queue.objects.filter(pk=drop.pk).update(seed=seed, seed_sha256=draw.seed_digest(seed))
+    for times in asked.values():
+        times.clear()
+
+    # when the drop starts: the draw and a first wave of 5, one broadcast to every page
+    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    drawn = time.monotonic()
+    off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))
+
+    # then bob's page says "unlikely" from the push, before asking anything
+    bob = pages["bob"]
+    bob.wait_for_selector("#unlikely:not([hidden])")
+    assert asked["bob"] == []
+    assert "At least 5 ahead of you, 5 units left: you are unlikely to get one" in bob.inner_text("#unlikely")
+    assert "#6 or later" in bob.inner_text("#ticket-line")
+    # ann's page asks at once: it is in, and the buy step opens
+    pages["ann"].wait_for_selector("#buy-step:not([hidden])")
+    assert asked["ann"] and asked["ann"][0] - drawn < 2
+    # bob's page asks for its exact number only after the first wave has had its moment
+    number = Ticket.objects.get(pk=entry["bob"]).number
+    bob.wait_for_selector(f"#ticket:text('#{number}')")
+    assert asked["bob"] and asked["bob"][0] - drawn >= 4.5
+    assert "ahead of you" in bob.inner_text("#unlikely")
+    for page in pages.values():
+        page.context.close()
