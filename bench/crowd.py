@@ -1068,10 +1068,10 @@ def line_figures(m: Measured, drop: Any, start: float) -> None:
     """Scenario 6, after the joins: the draw at the start (seen from the queue row), its own work
     replayed on the same entries in a transaction that is rolled back, and the published
     snapshot's size (the same whatever the line's length, or the pushes grow with it)."""
-    from django.db import connection, transaction
+    from django.db import transaction
     from django_redis import get_redis_connection
 
-    from admission import draw, sql, state
+    from admission import draw, drawing, state
     from admission.models import Queue, Ticket
 
     deadline = start + 30.0
@@ -1093,10 +1093,7 @@ def line_figures(m: Measured, drop: Any, start: float) -> None:
         Ticket.objects.filter(pk__in=entries).update(number=None)  # as they were before the draw
         began = time.perf_counter()
         order = draw.draw_order(queue.seed, entries, beacon=queue.beacon)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                sql.NUMBER_DRAWN, {"drop": drop.pk, "ids": order, "numbers": list(range(1, len(order) + 1))}
-            )
+        drawing.number_drawn(drop.pk, order)
         m.draw_seconds = time.perf_counter() - began
         transaction.set_rollback(True)
     time.sleep(1.5)  # a tick publishes the drawn line's snapshot
