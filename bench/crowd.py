@@ -74,6 +74,7 @@ OPEN_BEFORE = 1.0  # seconds before the start a rush opens its connections (--op
 ROOM_DONE = {"all_held", "sold_out", "closed"}  # with nothing left: a waiting buyer's final "no"
 LINE_TOLD = {"unlikely", *ROOM_DONE}  # scenario 7: a loser told, whatever is left
 LINES = {"line", "line_sale"}  # the whole line joins in one rush before the start
+ROUND_DUE = "the draw's drand round due, after the start (the draw waits for it)"
 
 
 @dataclass(frozen=True)
@@ -1003,6 +1004,7 @@ class Measured:
     ws_errors: dict[str, int] = field(default_factory=dict)
     # the line (scenario 6)
     drawn_after_start: float | None = None  # when the draw was seen done (the queue row polled)
+    round_due_after_start: float | None = None  # the drand round the draw waits for
     draw_seconds: float | None = None  # the draw's own work, replayed in a rolled-back transaction
     drawn_entries: int = 0
     snapshot_bytes: int | None = None  # the drop's published snapshot (what the edge and sockets read)
@@ -1062,6 +1064,18 @@ def measure(s: Scenario, buyers: list[dict[str, Any]], start: float) -> Measured
         for reason in b["ws_errors"]:
             m.ws_errors[reason] = m.ws_errors.get(reason, 0) + 1
     return m
+
+
+def round_due_after(drop: Any, start: float) -> float | None:
+    """Seconds from the start to the drand round the draw waited for (None: no round named)."""
+    from admission import beacon
+    from admission.models import Queue
+
+    queue = Queue.objects.filter(pk=drop.pk).first()
+    chain = beacon.BY_HASH.get(queue.beacon_chain) if queue is not None else None
+    if queue is None or chain is None or queue.beacon_round is None:
+        return None
+    return chain.time_of(queue.beacon_round).timestamp() - start
 
 
 def line_figures(m: Measured, drop: Any, start: float) -> None:
@@ -1154,6 +1168,8 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
     )
     if s.room == "line":
         line_figures(m, drop, start)
+    if s.room in LINES:
+        m.round_due_after_start = round_due_after(drop, start)
     stack.check()
     retire_old_drops()
     say(
@@ -1242,6 +1258,7 @@ def table(m: Measured) -> list[str]:
         add("joins/s", f"{m.rate:,.0f}", "the crowd's arrival rate (report)")
         add("joined before the start", f"{m.joined:,}", f"{s.buyers:,}", m.joined == s.buyers)
         add("join latency p50 / p99", f"{ms(m.no_p50)} / {ms(m.no_p99)}", "p99 <= 200 ms", _le(m.no_p99, 0.2))
+        add(ROUND_DUE, sec(m.round_due_after_start))
         add(
             "the draw seen done, after the start",
             sec(m.drawn_after_start),
@@ -1266,6 +1283,7 @@ def table(m: Measured) -> list[str]:
         add("admission seen, last", sec(m.admitted_last), "<= 2 s", _le(m.admitted_last, 2))
         add("buyers admitted (got a token)", f"{m.admitted:,}")
     if s.room == "line_sale":
+        add(ROUND_DUE, sec(m.round_due_after_start))
         add("the drawn broadcast at the pages, after the start (median)", sec(m.drawn_seen_median))
         told = f"{sec(m.told_p50)} / {sec(m.told_p99)} / {sec(m.told_last)} ({m.losers_told:,} buyers)"
         loser = 'losers told "unlikely" or "sold out", p50 / p99 / last'

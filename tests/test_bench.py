@@ -199,7 +199,8 @@ def test_growth_names_flat_linear_and_worse() -> None:
 def test_the_line_scenarios_join_everyone_time_the_draw_and_tell_every_buyer(tmp_path: Path) -> None:
     """bench crowd's scenarios 6 and 7 (--quick: 2,000 join a 1,000-unit drop's line) end to end.
     6: every join answered, the draw seen and replayed, the snapshot read, nothing held. 7: the
-    same line through its sale, every unit held and every loser told."""
+    same line through its sale, every unit held, every loser told (by the draw's broadcast alone)
+    and every page's exact number asked for."""
     env = {**os.environ, "DATABASE_URL": database_url_for_tests()}
     command = [sys.executable, "-m", "bench.crowd", "--quick", "--only", "6", "--only", "7"]
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -214,6 +215,8 @@ def test_the_line_scenarios_join_everyone_time_the_draw_and_tell_every_buyer(tmp
     assert "| buyers admitted (got a token) | 1,500 |" in done.stdout
     assert 'losers told "unlikely" or "sold out", p50 / p99 / last |' in done.stdout
     assert "(500 buyers) |" in done.stdout
+    # the 500 told by their draw key asked for their exact number later, as the page does
+    assert "| pages that learned their exact number, last after the start | 2,000, " in done.stdout
     assert done.stdout.count("| errors / no final answer | 0 / 0 |") >= 2 and "CORRECTNESS" not in said
 
 
