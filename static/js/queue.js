@@ -75,7 +75,7 @@
 
     if (ticket === null) {
       // Before the draw this page only knows its entry; once the seed is out, its key places it.
-      if (msg.seed) placeByKey(msg);
+      if (msg.seed) placeByKey(msg, jump);
       return;
     }
     var position = Math.max(0, ticket - mark);
@@ -132,7 +132,7 @@
     for (var i = 0; i < x.length; i++) { if (x[i] !== y[i]) return x[i] - y[i]; }
     return 0;
   }
-  function placeByKey(msg) {
+  function placeByKey(msg, jump) {
     var cuts = msg.admitted_entry || msg.unlikely_entry;
     if (!(window.crypto && crypto.subtle && enc) || entry === null || typeof msg.entries_sha256 !== "string" || !cuts) {
       askSoon(spread(msg.last_ticket));
@@ -145,9 +145,11 @@
       msg.unlikely_entry ? drawKey(prefix, msg.unlikely_entry) : null
     ]).then(function (keys) {
       if (ticket !== null) return;  // the number came meanwhile
+      var behind = !!keys[2] && compare(keys[0], keys[2]) >= 0;
+      $("unlikely").hidden = !behind;  // (a cut moved back past this page: no longer unlikely)
       if (keys[1] && compare(keys[0], keys[1]) <= 0) {
-        askSoon(spread(msg.admitted_through));  // in: the token comes from the API
-      } else if (keys[2] && compare(keys[0], keys[2]) >= 0) {
+        askSoon(spread(jump));  // in: the token comes from the API, as for the wave's other pages
+      } else if (behind) {
         showUnlikelyByKey(msg);
         askSoon(Math.min(LATER_SPREAD_MAX_MS, Math.max(SPREAD_MIN_MS, msg.last_ticket / LATER_ASKS_PER_MS)), LATER_DELAY_MS);
       } else {
@@ -162,7 +164,6 @@
     var left = msg.remaining + (msg.returning || 0) + (msg.held || 0);
     $("unlikely").textContent = words.unlikely_by_key.replace("{ahead}", number(ahead))
       .replace("{units}", plural(left, words.unit));
-    $("unlikely").hidden = false;
     $("ticket-line").textContent = words.drawn_behind.replace("{n}", number(msg.unlikely_from));
   }
 
