@@ -6,6 +6,8 @@ an unlimited door: the admission layer fails closed.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import math
 
 import redis.asyncio as aioredis
@@ -13,7 +15,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy
 from django_redis import get_redis_connection
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from core.api import signed_in
 from core.errors import Busy, RateLimited, fill
@@ -54,7 +56,12 @@ return '0'
 """
 
 
+TAKE_TOKENS_SHA = hashlib.sha1(TAKE_TOKENS.encode()).hexdigest()  # the name Redis gives the script
+BATCH = 1000  # checks per round trip at most
+BUSY = gettext_lazy("The shop is catching its breath; please wait a moment and try again.")
+
 Bucket = tuple[str, int, float]  # key, burst, per second
+Check = tuple[list[Bucket], list[float], "asyncio.Future[float]"]  # the buckets, their arguments, the answer
 
 
 def _arguments(limits: list[Bucket]) -> list[float]:
@@ -73,22 +80,61 @@ def take(limits: list[Bucket]) -> float:
         client = get_redis_connection("default")
         wait = client.register_script(TAKE_TOKENS)(keys=[key for key, _, _ in limits], args=args)
     except (RedisError, OSError):
-        raise Busy(
-            gettext_lazy("The shop is catching its breath; please wait a moment and try again.")
-        ) from None
+        raise Busy(BUSY) from None
     return float(wait)
 
 
-async def take_async(client: aioredis.Redis, limits: list[Bucket]) -> float:
-    """`take` on an asyncio Redis client (the claim lane's event loop)."""
-    args = _arguments(limits)
-    try:
-        wait = await client.eval(TAKE_TOKENS, len(limits), *[key for key, _, _ in limits], *args)
-    except (RedisError, OSError):
-        raise Busy(
-            gettext_lazy("The shop is catching its breath; please wait a moment and try again.")
-        ) from None
-    return float(wait)
+class Limiter:
+    """`take` on an asyncio Redis client, for the claim lane's event loop: the checks that arrive
+    while a round trip is out go together in the next one, a pipelined EVALSHA each. A crowd's
+    first claims all check at once, and one call each, queued for the client's few connections,
+    took longer than the claim itself (bench crowd, 20,000 buyers: p50 120-300 ms)."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._client = client
+        self._pending: list[Check] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def check(self, *, scope: str, ip: str, buyer_id: int) -> None:
+        """check's RateLimited (or Busy, Redis away) for the lane."""
+        _refuse(await self.take(buckets(scope=scope, ip=ip, buyer_id=buyer_id)))
+
+    async def take(self, limits: list[Bucket]) -> float:
+        args = _arguments(limits)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[float] = loop.create_future()
+        self._pending.append((limits, args, future))
+        if self._task is None:
+            self._task = loop.create_task(self._run())
+        return await asyncio.shield(future)  # a caller gone does not cancel the others' round trip
+
+    async def _run(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending[:BATCH], self._pending[BATCH:]
+                try:
+                    replies = await self._send(batch)
+                    if any(isinstance(reply, NoScriptError) for reply in replies):
+                        await self._client.script_load(TAKE_TOKENS)  # a restarted or flushed Redis
+                        replies = await self._send(batch)
+                except (RedisError, OSError) as error:
+                    replies = [error] * len(batch)
+                reply: bytes | BaseException
+                for (_, _, future), reply in zip(batch, replies, strict=True):
+                    if future.done():
+                        continue
+                    if isinstance(reply, BaseException):
+                        future.set_exception(Busy(BUSY))
+                    else:
+                        future.set_result(float(reply))
+        finally:
+            self._task = None
+
+    async def _send(self, batch: list[Check]) -> list[bytes | BaseException]:
+        async with self._client.pipeline(transaction=False) as pipe:
+            for limits, args, _ in batch:
+                pipe.evalsha(TAKE_TOKENS_SHA, len(limits), *[key for key, _, _ in limits], *args)
+            return list(await pipe.execute(raise_on_error=False))
 
 
 def client_ip(request: HttpRequest) -> str:
@@ -113,10 +159,6 @@ def check_buyer(request: HttpRequest, *, scope: str) -> None:
 def check(*, scope: str, ip: str, buyer_id: int) -> None:
     """check_buyer for a caller that has the address and account but no Django request."""
     _refuse(take(buckets(scope=scope, ip=ip, buyer_id=buyer_id)))
-
-
-async def check_async(client: aioredis.Redis, *, scope: str, ip: str, buyer_id: int) -> None:
-    _refuse(await take_async(client, buckets(scope=scope, ip=ip, buyer_id=buyer_id)))
 
 
 def buckets(*, scope: str, ip: str, buyer_id: int) -> list[Bucket]:

@@ -34,7 +34,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import NoReturn
 
-import redis.asyncio as aioredis
 from django.conf import settings
 from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.db import IntegrityError, OperationalError
@@ -71,7 +70,7 @@ from shop.models import Drop
 log = logging.getLogger(__name__)
 
 DROP_SECONDS = 1.0
-REDIS_CONNECTIONS = 8
+REDIS_CONNECTIONS = 8  # the rate limits' (their checks go together, limits.Limiter)
 LANE = b"x-floodgate-lane"  # the header that says the lane answered
 
 Pass = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -108,7 +107,7 @@ class Lane:
             self.workers.drops, seconds=DROP_SECONDS, miss_seconds=DROP_SECONDS, size=CACHE_SIZE
         )
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._redis: aioredis.Redis | None = None
+        self._limits: limits.Limiter | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._published: dict[int, float] = {}
         _lanes.add(self)
@@ -169,8 +168,7 @@ class Lane:
 
     async def _join(self, slug: str, scope: Scope, raw: bytes, who: Who) -> Answer | None:
         """admission.api.queue's POST: batched with the drop's other joins, none of Django's request path."""
-        assert self._redis is not None
-        await limits.check_async(self._redis, scope="queue", ip=_ip(scope), buyer_id=who.buyer_id)
+        await self._limiter().check(scope="queue", ip=_ip(scope), buyer_id=who.buyer_id)
         drop = await self._drop(slug)
         proof, challenge = header(scope, b"x-join-proof"), header(scope, b"x-join-challenge")
         body = await self.joins.join(drop, JoinRequest(who.buyer_id, who.bound_to, proof, challenge))
@@ -199,8 +197,7 @@ class Lane:
         )
         for step in entry.steps(drop, request):  # sale.entry's sequence: the limit awaited, claims batched
             if isinstance(step, entry.Limit):
-                assert self._redis is not None
-                await limits.check_async(self._redis, scope=step.scope, ip=step.ip, buyer_id=step.buyer_id)
+                await self._limiter().check(scope=step.scope, ip=step.ip, buyer_id=step.buyer_id)
                 continue
             return await self._claim(drop, step, who)
         raise AssertionError("the reserve steps end with a claim")
@@ -238,6 +235,10 @@ class Lane:
         if now - self._published.get(drop.pk, 0.0) >= 1.0:
             self._published[drop.pk] = now
             self.workers.publish_sold_out(drop)
+
+    def _limiter(self) -> limits.Limiter:
+        assert self._limits is not None, "made by _start"
+        return self._limits
 
     async def _drop(self, slug: str) -> Drop:
         found = await self._drops.get(slug)
@@ -283,10 +284,12 @@ class Lane:
             self.credentials.new_loop()
             self._drops.new_loop()
             self._tasks = set()
-            # A rush's first claims all check their rate limit at once: they share a few
-            # connections instead of each opening its own (the pool waits up to a second).
-            self._redis = redis.client(
-                blocking=REDIS_CONNECTIONS, timeout=1, socket_timeout=1, socket_connect_timeout=1
+            # A rush's first claims all check their rate limit at once: the checks go together
+            # (limits.Limiter) over a few connections (the pool waits up to a second for one).
+            self._limits = limits.Limiter(
+                redis.client(
+                    blocking=REDIS_CONNECTIONS, timeout=1, socket_timeout=1, socket_connect_timeout=1
+                )
             )
         self.workers.start()
 
