@@ -380,6 +380,7 @@ class Client:
         buyer.joined = True
         buyer.join_latency = got[2]
         buyer.entry = got[1].get("entry")
+        buyer.ticket = got[1].get("ticket")  # a number already: joined after the list closed
         buyer.queue_ticket = got[1].get("queue_ticket") or buyer.queue_ticket
         return got[1]
 
@@ -473,7 +474,7 @@ class Client:
         if msg:
             buyer.drawn_seen = time.time()
         buyer.first = time.time()
-        side = side_by_key(msg, buyer.entry)
+        side = side_by_key(msg, buyer.entry) if buyer.ticket is None else ""  # a late joiner has its number
         mark = int(msg.get("admitted_through") or 0)
         if side == "unlikely":
             buyer.told, buyer.told_state = time.time(), "unlikely"
