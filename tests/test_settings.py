@@ -84,11 +84,16 @@ def test_production_refuses_to_start_with_a_published_dev_secret(name: str, publ
     assert f"{name} is the published development value" in done.stderr
 
 
-def settings_value(env: dict[str, str], name: str) -> str:
-    code = f"from django.conf import settings; print(repr(settings.{name}))"
+def settings_values(env: dict[str, str], *names: str) -> list[str]:
+    """Each setting's repr, as one process started with `env` has it (one Django start for all)."""
+    code = "from django.conf import settings; " + "; ".join(f"print(repr(settings.{n}))" for n in names)
     done = manage(env, "shell", "-c", code)
     assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1]  # after what shell says it imported
+    return done.stdout.strip().splitlines()[-len(names) :]  # after what shell says it imported
+
+
+def settings_value(env: dict[str, str], name: str) -> str:
+    return settings_values(env, name)[0]
 
 
 def test_x_forwarded_proto_is_believed_only_behind_a_trusted_proxy() -> None:
@@ -164,17 +169,19 @@ def test_redis_sentinels_point_every_client_at_the_named_master() -> None:
         "REDIS_URL": "redis://x/3",
     }
     env = {**PRODUCTION, **sentinels}
+    broker, options, location, factory, layer = settings_values(
+        env,
+        "CELERY_BROKER_URL",
+        "CELERY_BROKER_TRANSPORT_OPTIONS",
+        "CACHES['default']['LOCATION']",
+        "DJANGO_REDIS_CONNECTION_FACTORY",
+        "CHANNEL_LAYERS['default']['CONFIG']['hosts'][0]",
+    )
 
-    assert (
-        settings_value(env, "CELERY_BROKER_URL") == "'sentinel://10.0.0.1:26379/3;sentinel://[::1]:26380/3'"
-    )
-    assert "'master_name': 'shop'" in settings_value(env, "CELERY_BROKER_TRANSPORT_OPTIONS")
-    assert settings_value(env, "CACHES['default']['LOCATION']") == "'redis://shop/3'"
-    assert (
-        settings_value(env, "DJANGO_REDIS_CONNECTION_FACTORY")
-        == "'django_redis.pool.SentinelConnectionFactory'"
-    )
-    layer = settings_value(env, "CHANNEL_LAYERS['default']['CONFIG']['hosts'][0]")
+    assert broker == "'sentinel://10.0.0.1:26379/3;sentinel://[::1]:26380/3'"
+    assert "'master_name': 'shop'" in options
+    assert location == "'redis://shop/3'"
+    assert factory == "'django_redis.pool.SentinelConnectionFactory'"
     assert "'master_name': 'shop'" in layer and "('10.0.0.1', 26379)" in layer and "'db': 3" in layer
     assert settings_value(PRODUCTION, "CELERY_BROKER_URL") == repr(
         os.environ["REDIS_URL"]

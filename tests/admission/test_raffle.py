@@ -4,7 +4,6 @@ win passes to the next ranked entry. Over a real server (floodgate-web, two work
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from io import StringIO
 
@@ -29,6 +28,7 @@ from sale import offers
 from shop.models import Drop, DropFormat
 from tests.checkout.helpers import api, buyer_token, pay_at_provider, provider_config, wait_until
 from tests.conftest import Worker
+from tests.crowd import Answer, Session, crowd
 from tests.factories import expire_in, make_buyer, make_drop, merchant
 from tests.harness import EDGE, VOLATILE, DjangoWork, Reply, bearer, django_poll, poll, without
 from tests.harness import join as harness_join
@@ -78,22 +78,11 @@ def winners_in_hold_order(drop_id: int, *, after_hold: int = 0) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
-async def _crowd(base: str, tokens: list[str], call):  # type: ignore[no-untyped-def]
-    limits = httpx.Limits(max_connections=64)
-    in_flight = asyncio.Semaphore(64)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60) as client:
-
-        async def one(token: str) -> object:
-            async with in_flight:
-                return await call(client, {"authorization": f"Bearer {token}"})
-
-        return await asyncio.gather(*(one(t) for t in tokens))
-
-
-def enter_all(base: str, slug: str, tokens: list[str]) -> list[httpx.Response]:
+def enter_all(base: str, slug: str, tokens: list[str]) -> list[Answer]:
     """Each entrant enters as the contract says: the join, a 428 with a challenge, the join with its proof."""
 
-    async def enter(client: httpx.AsyncClient, headers: dict[str, str]) -> httpx.Response:
+    async def enter(client: Session, token: str) -> Answer:
+        headers = {"authorization": f"Bearer {token}"}
         asked = await client.post(f"/api/drops/{slug}/queue", headers=headers)
         if asked.status_code != 428:
             return asked
@@ -101,14 +90,14 @@ def enter_all(base: str, slug: str, tokens: list[str]) -> list[httpx.Response]:
         proof = {"x-join-challenge": challenge, "x-join-proof": work.solve(challenge, BITS)}
         return await client.post(f"/api/drops/{slug}/queue", headers={**headers, **proof})
 
-    return asyncio.run(_crowd(base, tokens, enter))
+    return crowd(base, tokens, enter)
 
 
-def look_all(base: str, slug: str, tokens: list[str]) -> list[httpx.Response]:
-    async def look(client: httpx.AsyncClient, headers: dict[str, str]) -> httpx.Response:
-        return await client.get(f"/api/drops/{slug}/queue", headers=headers)
+def look_all(base: str, slug: str, tokens: list[str]) -> list[Answer]:
+    async def look(client: Session, token: str) -> Answer:
+        return await client.get(f"/api/drops/{slug}/queue", headers={"authorization": f"Bearer {token}"})
 
-    return asyncio.run(_crowd(base, tokens, look))
+    return crowd(base, tokens, look)
 
 
 def test_a_raffle_of_100_units_for_2000_entrants_over_http(crowd_server: str, capsys) -> None:

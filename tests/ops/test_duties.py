@@ -139,7 +139,15 @@ def published(slug: str) -> dict:
     return json.loads(raw)["queue"] if raw else {}
 
 
+# Celery's last runs came this long before the web processes do: the outage began a little
+# earlier. Each duty still turns late by its own measure in the lease's statement (the tick 3 s
+# after its last run, the outbox's relay 11 s), the relay no longer 8 s after the rest of the sale.
+CELERY_LAST_RAN_SECONDS = 8
+
+
 def sale(make_buyers, *, slug: str, starts_in: float = 4):
+    duties.ensure()
+    Duty.objects.update(scheduled_ran_at=timezone.now() - timedelta(seconds=CELERY_LAST_RAN_SECONDS))
     drop = make_drop(
         slug=slug,
         quantity=4,

@@ -9,7 +9,6 @@ import json
 import random
 from collections import Counter
 
-import httpx
 import pytest
 from django.test import Client, override_settings
 
@@ -21,6 +20,7 @@ from holds import services as holds
 from holds.counts import invariant, invariant_by_variant
 from holds.models import Hold, HoldState
 from inventory import sql as stock_sql
+from tests.crowd import Answer, Session, crowd
 from tests.factories import make_buyer, make_drop
 from tests.harness import Reply, bearer, call, reserve_headers, run
 
@@ -114,21 +114,12 @@ def test_two_thousand_buyers_over_a_real_server_hold_exactly_each_sizes_stock(cr
     drop = four_sizes("sizes-http")
     tokens = [buyer.token for buyer in create_buyers(count=BUYERS, prefix="sizehttp")]
 
-    async def crowd() -> list[tuple[str, httpx.Response]]:
-        limits = httpx.Limits(max_connections=64)
-        in_flight = asyncio.Semaphore(64)  # as many as the pool holds: httpx's queue is slow past that
-        async with httpx.AsyncClient(base_url=crowd_server, limits=limits, timeout=60) as client:
+    async def reserve(client: Session, wish: tuple[str, str]) -> tuple[str, Answer]:
+        token, size = wish
+        headers = reserve_headers({"authorization": f"Bearer {token}"}, key="k-" + token[:30])
+        return size, await client.post(f"/api/drops/{drop.slug}/holds", headers=headers, data=body(size))
 
-            async def one(token: str, size: str) -> tuple[str, httpx.Response]:
-                headers = reserve_headers({"authorization": f"Bearer {token}"}, key="k-" + token[:30])
-                async with in_flight:
-                    return size, await client.post(
-                        f"/api/drops/{drop.slug}/holds", headers=headers, content=body(size)
-                    )
-
-            return await asyncio.gather(*(one(t, s) for t, s in zip(tokens, wishes(), strict=True)))
-
-    replies = asyncio.run(crowd())
+    replies = crowd(crowd_server, list(zip(tokens, wishes(), strict=True)), reserve)
 
     won = [(size, r.json()) for size, r in replies if r.status_code == 201]
     assert len(won) == PER_SIZE * len(SIZES)
