@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -44,6 +45,15 @@ def make_drop(
         bucket_count=buckets,
         **options,  # type: ignore[arg-type]
     )
+
+
+def start_now(drop_id: int) -> None:
+    """The drop started a second ago by the database's clock: the claims read now(), a test
+    transaction's start, which a slow test's Python clock can be more than a second past."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")
+        (now,) = cursor.fetchone()
+    Drop.objects.filter(pk=drop_id).update(starts_at=now - timedelta(seconds=1))
 
 
 def make_buyer(name: str | None = None, *, email: str | None = None, verified: bool = True) -> object:

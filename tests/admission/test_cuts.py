@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.test import Client, TestCase
 from django.utils import timezone
 
@@ -14,7 +13,7 @@ from admission import draw, services, state
 from admission.models import Ticket
 from holds import services as holds
 from shop.models import Drop
-from tests.factories import make_drop
+from tests.factories import make_drop, start_now
 
 pytestmark = pytest.mark.django_db
 
@@ -40,14 +39,8 @@ def sides_by_key(message: dict) -> dict[int, str]:
 
 
 def drawn_now(drop: Drop) -> Drop:
-    """The start, now (the claims go by the database's clock): the draw and its first wave.
-
-    The claims read now(), the test transaction's clock: it began before the joins, so on a busy
-    machine Python's clock minus a second (or Django's Now(), the statement's) can lie ahead of it."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT now()")
-        (began,) = cursor.fetchone()
-    Drop.objects.filter(pk=drop.pk).update(starts_at=began - timedelta(seconds=1))
+    """The start, now (the claims go by the database's clock): the draw and its first wave."""
+    start_now(drop.pk)
     drop = Drop.objects.select_related("product").get(pk=drop.pk)
     with TestCase.captureOnCommitCallbacks(execute=True):
         services.run_wave(drop)

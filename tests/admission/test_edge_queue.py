@@ -22,7 +22,7 @@ from admission import services, state, tokens
 from holds.counts import invariant
 from holds.models import Hold
 from shop.models import ApiToken, Drop
-from tests.factories import make_buyer, make_drop
+from tests.factories import make_buyer, make_drop, start_now
 from tests.harness import (
     BODY,
     EDGE,
@@ -293,7 +293,7 @@ def test_before_the_draw_an_entry_is_answered_and_after_it_the_edge_knows_the_nu
     before = poll("early", auths[0], joined[0]["queue_ticket"])
     assert (work.queries, work.requests) == ([], 0)
     django_before = django_poll("early", auths[0])
-    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    start_now(drop.pk)
     services.run_wave(Drop.objects.get(pk=drop.pk))  # the start: the draw numbers the entries
     state.refresh([drop.pk])
     EDGE.forget()
@@ -328,7 +328,7 @@ def test_the_page_cookie_gets_the_drawn_ticket_from_the_edge(work: DjangoWork) -
     )
     auth = bearer("cookie")
     sent = join("early", auth)["queue_ticket"]
-    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    start_now(drop.pk)
     services.run_wave(Drop.objects.get(pk=drop.pk))
     state.refresh([drop.pk])
     EDGE.forget()

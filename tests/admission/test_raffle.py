@@ -29,7 +29,7 @@ from shop.models import Drop, DropFormat
 from tests.checkout.helpers import api, buyer_token, pay_at_provider, provider_config, wait_until
 from tests.conftest import Worker
 from tests.crowd import Answer, Session, crowd
-from tests.factories import expire_in, make_buyer, make_drop, merchant
+from tests.factories import expire_in, make_buyer, make_drop, merchant, start_now
 from tests.harness import EDGE, VOLATILE, DjangoWork, Reply, bearer, django_poll, poll, without
 from tests.harness import join as harness_join
 from tests.shop.test_admin_add import add_form
@@ -58,7 +58,7 @@ def raffle(slug: str, *, quantity: int = UNITS, bits: int = 0, **options: object
 def close_and_draw(drop: Drop) -> Drop:
     """The entries' close: the start moved to now (as its time coming), then the tick's draw and the
     offers it sends (run here: no worker in this test)."""
-    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    start_now(drop.pk)
     drop = Drop.objects.select_related("product").get(pk=drop.pk)
     with TestCase.captureOnCommitCallbacks(execute=True):  # the draw's map is published on commit
         assert services.run_wave(drop) is None  # a raffle admits nobody in waves

@@ -16,7 +16,7 @@ from holds import services as holds
 from sale import offers
 from shop.models import Drop
 from tests.browser.helpers import join_from_the_link, off_the_loop
-from tests.factories import make_buyer, make_drop
+from tests.factories import make_buyer, make_drop, start_now
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -171,7 +171,7 @@ def test_a_page_learns_from_the_draws_push_alone_whether_it_is_in_or_unlikely(
         times.clear()
 
     # when the drop starts: the draw and a first wave of 5, one broadcast to every page
-    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    start_now(drop.pk)
     drawn = time.monotonic()
     off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))
 

@@ -14,14 +14,14 @@ from holds import services as holds
 from sale import offers
 from shop.models import Drop
 from tests.browser.helpers import join_from_the_link, off_the_loop
-from tests.factories import make_buyer, make_drop
+from tests.factories import make_buyer, make_drop, start_now
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def draw(drop: Drop) -> None:
     """The entries' close (the start, moved to now) and the draw, then the offers it sends."""
-    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    start_now(drop.pk)
     off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))
     off_the_loop(lambda: offers.offer_returns(Drop.objects.get(pk=drop.pk), wait=True))
 

@@ -20,7 +20,7 @@ from checkout import outbox, raffles, reminders
 from sale import offers
 from shop import languages
 from shop.models import BuyerLanguage, Drop
-from tests.factories import confirmed_order, make_buyer, make_drop
+from tests.factories import confirmed_order, make_buyer, make_drop, start_now
 
 pytestmark = pytest.mark.django_db
 
@@ -155,7 +155,7 @@ def test_raffle_results_go_out_in_each_buyers_language() -> None:
     for buyer in (dora, eric):
         admission.join(drop=drop, buyer_id=buyer.pk)  # type: ignore[attr-defined]
     # the entries' close and the draw (as test_raffle's close_and_draw): both win a unit
-    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    start_now(drop.pk)
     drop = Drop.objects.select_related("product").get(pk=drop.pk)
     with TestCase.captureOnCommitCallbacks(execute=True):
         assert admission.run_wave(drop) is None

@@ -19,7 +19,7 @@ from admission.models import Ticket
 from catalogue.services import create_buyers
 from sale.lane import Lane
 from shop.models import Drop
-from tests.factories import make_drop
+from tests.factories import make_drop, start_now
 from tests.harness import EDGE, Reply, bearer, call, claims_of, run, without
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
@@ -79,7 +79,7 @@ def test_after_the_draw_a_join_gets_the_next_number_through_the_lane(work) -> No
     early = [bearer(f"early{i}") for i in range(3)]
     for auth in early:
         assert join("soon", auth).status == 200
-    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    start_now(drop.pk)
     services.run_wave(Drop.objects.get(pk=drop.pk))  # the draw: 1..3
     LANE.forget()  # the cached drop row still says "scheduled"
     work.reset()
@@ -153,7 +153,7 @@ def test_a_thousand_joins_at_once_give_each_buyer_one_ticket_and_the_draw_number
         return await asyncio.gather(*(one(auth) for auth in auths + auths))
 
     replies = run(crowd)
-    Drop.objects.filter(pk=drop.pk).update(starts_at=timezone.now() - timedelta(seconds=1))
+    start_now(drop.pk)
     services.run_wave(Drop.objects.get(pk=drop.pk))
 
     assert {r.status for r in replies} == {200} and work.requests == 0
