@@ -493,6 +493,8 @@ def shared_worker(request: pytest.FixtureRequest, env: dict[str, str]) -> Iterat
     finally:
         if asks_for(_NEXT_TEST[0], name) and _settles(worker):
             _KEPT_WORKERS[name] = worker
+        elif _idle(worker):
+            worker.kill()  # nothing in its hands: a warm shutdown's two seconds would buy nothing
         else:
             worker.stop()
 
