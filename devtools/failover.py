@@ -261,6 +261,19 @@ class Crowd:
             await asyncio.gather(*(one(i) for i in range(len(self.tokens))))
 
 
+def migrate(env: dict[str, str]) -> None:
+    """The schema and the migrations' rows on env's DATABASE_URL. The suite passes MIGRATED_DUMP, a
+    pg_dump of its own test database as migrate left it: restored in ~0.5 s against migrate's ~8 s."""
+    dump = env.get("MIGRATED_DUMP")
+    if not dump:
+        manage(env, "migrate", "--no-input", "-v", "0")
+        return
+    command = [str(pg_bin() / "pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error"]
+    done = subprocess.run([*command, "-d", env["DATABASE_URL"], dump], text=True, capture_output=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"pg_restore {dump}: {done.stderr}")
+
+
 def manage(env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *args], env=env, cwd=ROOT, text=True, capture_output=True
@@ -341,7 +354,7 @@ def main(argv: list[str]) -> int:
             "DB_POOL_TIMEOUT": "2",
             "LOG_LEVEL": "WARNING",
         }
-        manage(env, "migrate", "--no-input", "-v", "0")
+        migrate(env)
         manage(
             env,
             "create_drop",

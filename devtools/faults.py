@@ -63,6 +63,7 @@ from devtools.failover import (
     ROOT,
     Cluster,
     manage,
+    migrate,
     pg_bin,
     server_folder,
     wait_listening,
@@ -235,7 +236,7 @@ def servers(
                 "PROVIDER_PUBLIC_URL": f"http://127.0.0.1:{provider_port}",
                 **{f"PROVIDER_{name.upper()}": str(value) for name, value in DEFAULT_PROVIDER.items()},
             }
-            manage(env, "migrate", "--no-input", "-v", "0")
+            migrate(env)
             lines = manage(env, "create_buyers", "--count", str(buyers), "--prefix", "ft").splitlines()
             tokens = [json.loads(line)["token"] for line in lines]
             names = {json.loads(line)["username"]: i for i, line in enumerate(lines)}

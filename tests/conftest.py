@@ -103,11 +103,37 @@ def start_pgbouncer(name: str, *, pool_size: int = 20):
     return pgbouncer.start(upstream, ROOT / ".data" / "test" / f"{name}-{os.getpid()}", pool_size=pool_size)
 
 
+_MIGRATED_DUMP: list[Path] = []
+
+
+def dump_test_database() -> Path:
+    from devtools.failover import pg_bin
+
+    path = ROOT / ".data" / "test" / f"migrated-{os.getpid()}.dump"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    command = [str(pg_bin() / "pg_dump"), "-Fc", "--no-owner", "--no-privileges", "-f", str(path)]
+    subprocess.run([*command, database_url_for_tests()], check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def migrated_dump(django_db_setup: None) -> Path:
+    """The test database as migrate left it (pg_dump -Fc): a fault run restores it instead of
+    migrating its own servers' database (devtools/failover.migrate)."""
+    assert _MIGRATED_DUMP, "mark the test migrated_dump: the dump is made before any test writes"
+    return _MIGRATED_DUMP[0]
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(
     django_db_setup: None, django_db_blocker, request: pytest.FixtureRequest
 ) -> Iterator[None]:
-    """pytest-django's test database; with --through-pgbouncer, reached through PgBouncer from then on."""
+    """pytest-django's test database; with --through-pgbouncer, reached through PgBouncer from then on.
+    Dumped as migrate left it, before any test writes, when a test of the run restores it
+    (the migrated_dump mark)."""
+    if any(item.get_closest_marker("migrated_dump") for item in request.session.items):
+        _MIGRATED_DUMP.append(dump_test_database())
+        request.addfinalizer(_MIGRATED_DUMP[0].unlink)
     if not request.config.getoption("--through-pgbouncer"):
         yield
         return

@@ -4,14 +4,21 @@ synchronous standby promoted, no hold a buyer was told about lost (devtools/fail
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_a_promoted_synchronous_standby_loses_no_hold_and_the_sale_goes_on(tmp_path: Path) -> None:
+@pytest.mark.django_db  # the test database, which the dump is of, is made
+@pytest.mark.migrated_dump
+def test_a_promoted_synchronous_standby_loses_no_hold_and_the_sale_goes_on(
+    tmp_path: Path, migrated_dump: Path
+) -> None:
     # its own two PostgreSQL servers, Redis and floodgate-web: nothing shared with the suite's
     done = subprocess.run(
         [
@@ -29,6 +36,7 @@ def test_a_promoted_synchronous_standby_loses_no_hold_and_the_sale_goes_on(tmp_p
             "--out",
             str(tmp_path),
         ],
+        env={**os.environ, "MIGRATED_DUMP": str(migrated_dump)},  # restored, not migrated again
         cwd=ROOT,
         capture_output=True,
         text=True,

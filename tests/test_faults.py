@@ -6,9 +6,12 @@ prove faults`; the suite's budget has room for one sale."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from devtools.faults import ONE_SERVER, PATRONI
 
@@ -16,9 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--buyers", "400", "--units", "24", "--join-rate", "400"]
 
 
-def prove(tmp_path: Path, *args: str) -> list[dict]:
+def prove(tmp_path: Path, dump: Path, *args: str) -> list[dict]:
     done = subprocess.run(
         [sys.executable, "-m", "devtools.faults", *SMALL, *args, "--out", str(tmp_path)],
+        env={**os.environ, "MIGRATED_DUMP": str(dump)},  # restored, not migrated again
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -30,8 +34,12 @@ def prove(tmp_path: Path, *args: str) -> list[dict]:
     return results
 
 
-def test_every_fault_lands_on_one_waiting_room_sale_and_it_still_sells_out_exactly(tmp_path: Path) -> None:
-    (result,) = prove(tmp_path, "--chaos", "--every-fault", "--seed", "3")
+@pytest.mark.django_db  # the test database, which the dump is of, is made
+@pytest.mark.migrated_dump
+def test_every_fault_lands_on_one_waiting_room_sale_and_it_still_sells_out_exactly(
+    tmp_path: Path, migrated_dump: Path
+) -> None:
+    (result,) = prove(tmp_path, migrated_dump, "--chaos", "--every-fault", "--seed", "3")
 
     assert result["run"] == "chaos"
     assert sorted({i["fault"] for i in result["injections"]}) == sorted(ONE_SERVER)
@@ -42,11 +50,13 @@ def test_every_fault_lands_on_one_waiting_room_sale_and_it_still_sells_out_exact
     assert result["statuses"].get("503", 0) > 0  # buyers were told to wait, not left hanging
 
 
+@pytest.mark.django_db  # the test database, which the dump is of, is made
+@pytest.mark.migrated_dump
 def test_the_patroni_leader_killed_at_the_sell_out_is_replaced_and_rejoins_and_the_sale_sells_out(
-    tmp_path: Path,
+    tmp_path: Path, migrated_dump: Path
 ) -> None:
     # the sale's PostgreSQL is two nodes under Patroni; the leader dies once every unit is held
-    (result,) = prove(tmp_path, "--only", PATRONI, "--phase", "sell-out")
+    (result,) = prove(tmp_path, migrated_dump, "--only", PATRONI, "--phase", "sell-out")
 
     assert [(i["fault"], i["phase"]) for i in result["injections"]] == [(PATRONI, "sell-out")]
     assert all(result["passed"].values()), result["passed"]
