@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -103,25 +104,42 @@ def start_pgbouncer(name: str, *, pool_size: int = 20):
     return pgbouncer.start(upstream, ROOT / ".data" / "test" / f"{name}-{os.getpid()}", pool_size=pool_size)
 
 
-_MIGRATED_DUMP: list[Path] = []
+_MIGRATED_DUMP: dict[str, str] = {}  # MIGRATED_DUMP for a fault run's environment, once made
 
 
-def dump_test_database() -> Path:
+def dump_test_database() -> Path | None:
+    """The test database as migrate left it (pg_dump -Fc), for the fault runs' servers, which run
+    the embedded binaries: None from a server of another major version (its dump does not restore
+    there), or with a warning where pg_dump fails; the fault runs then migrate."""
+    import psycopg
+
     from devtools.failover import pg_bin
 
+    url = database_url_for_tests()
+    with psycopg.connect(url) as checked:
+        server = checked.info.server_version // 10000
+    tools = subprocess.run([str(pg_bin() / "pg_dump"), "--version"], capture_output=True, text=True)
+    if f") {server}." not in tools.stdout:  # "pg_dump (PostgreSQL) 18.4"
+        return None
     path = ROOT / ".data" / "test" / f"migrated-{os.getpid()}.dump"
     path.parent.mkdir(parents=True, exist_ok=True)
     command = [str(pg_bin() / "pg_dump"), "-Fc", "--no-owner", "--no-privileges", "-f", str(path)]
-    subprocess.run([*command, database_url_for_tests()], check=True, capture_output=True)
+    done = subprocess.run([*command, url], capture_output=True, text=True)
+    if done.returncode != 0:
+        warnings.warn(
+            f"no dump of the test database, the fault runs migrate: {done.stderr.strip()}", stacklevel=2
+        )
+        return None
+    _MIGRATED_DUMP["MIGRATED_DUMP"] = str(path)
     return path
 
 
 @pytest.fixture(scope="session")
-def migrated_dump(django_db_setup: None) -> Path:
-    """The test database as migrate left it (pg_dump -Fc): a fault run restores it instead of
-    migrating its own servers' database (devtools/failover.migrate)."""
-    assert _MIGRATED_DUMP, "mark the test migrated_dump: the dump is made before any test writes"
-    return _MIGRATED_DUMP[0]
+def migrated_dump(django_db_setup: None) -> dict[str, str]:
+    """MIGRATED_DUMP for a fault run's environment: it restores the test database as migrate left
+    it instead of migrating its own servers' (devtools/failover.migrate). Empty (the run migrates)
+    unless the test has the migrated_dump mark, which has the dump made before any test writes."""
+    return _MIGRATED_DUMP
 
 
 @pytest.fixture(scope="session")
@@ -132,8 +150,9 @@ def django_db_setup(
     Dumped as migrate left it, before any test writes, when a test of the run restores it
     (the migrated_dump mark)."""
     if any(item.get_closest_marker("migrated_dump") for item in request.session.items):
-        _MIGRATED_DUMP.append(dump_test_database())
-        request.addfinalizer(_MIGRATED_DUMP[0].unlink)
+        dump = dump_test_database()
+        if dump is not None:
+            request.addfinalizer(dump.unlink)
     if not request.config.getoption("--through-pgbouncer"):
         yield
         return

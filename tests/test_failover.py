@@ -14,10 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.django_db  # the test database, which the dump is of, is made
+@pytest.mark.django_db  # pytest-django makes the test database, which is dumped, for db tests only
 @pytest.mark.migrated_dump
 def test_a_promoted_synchronous_standby_loses_no_hold_and_the_sale_goes_on(
-    tmp_path: Path, migrated_dump: Path
+    tmp_path: Path, migrated_dump: dict[str, str]
 ) -> None:
     # its own two PostgreSQL servers, Redis and floodgate-web: nothing shared with the suite's
     done = subprocess.run(
@@ -36,7 +36,7 @@ def test_a_promoted_synchronous_standby_loses_no_hold_and_the_sale_goes_on(
             "--out",
             str(tmp_path),
         ],
-        env={**os.environ, "MIGRATED_DUMP": str(migrated_dump)},  # restored, not migrated again
+        env={**os.environ, **migrated_dump},  # the suite's migrated database restored, not migrated
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -19,10 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--buyers", "400", "--units", "24", "--join-rate", "400"]
 
 
-def prove(tmp_path: Path, dump: Path, *args: str) -> list[dict]:
+def prove(tmp_path: Path, dump: dict[str, str], *args: str) -> list[dict]:
     done = subprocess.run(
         [sys.executable, "-m", "devtools.faults", *SMALL, *args, "--out", str(tmp_path)],
-        env={**os.environ, "MIGRATED_DUMP": str(dump)},  # restored, not migrated again
+        env={**os.environ, **dump},  # the suite's migrated database restored, not migrated again
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -34,10 +34,10 @@ def prove(tmp_path: Path, dump: Path, *args: str) -> list[dict]:
     return results
 
 
-@pytest.mark.django_db  # the test database, which the dump is of, is made
+@pytest.mark.django_db  # pytest-django makes the test database, which is dumped, for db tests only
 @pytest.mark.migrated_dump
 def test_every_fault_lands_on_one_waiting_room_sale_and_it_still_sells_out_exactly(
-    tmp_path: Path, migrated_dump: Path
+    tmp_path: Path, migrated_dump: dict[str, str]
 ) -> None:
     (result,) = prove(tmp_path, migrated_dump, "--chaos", "--every-fault", "--seed", "3")
 
@@ -50,10 +50,10 @@ def test_every_fault_lands_on_one_waiting_room_sale_and_it_still_sells_out_exact
     assert result["statuses"].get("503", 0) > 0  # buyers were told to wait, not left hanging
 
 
-@pytest.mark.django_db  # the test database, which the dump is of, is made
+@pytest.mark.django_db  # pytest-django makes the test database, which is dumped, for db tests only
 @pytest.mark.migrated_dump
 def test_the_patroni_leader_killed_at_the_sell_out_is_replaced_and_rejoins_and_the_sale_sells_out(
-    tmp_path: Path, migrated_dump: Path
+    tmp_path: Path, migrated_dump: dict[str, str]
 ) -> None:
     # the sale's PostgreSQL is two nodes under Patroni; the leader dies once every unit is held
     (result,) = prove(tmp_path, migrated_dump, "--only", PATRONI, "--phase", "sell-out")
