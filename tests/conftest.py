@@ -130,7 +130,6 @@ def dump_test_database() -> Path | None:
             f"no dump of the test database, the fault runs migrate: {done.stderr.strip()}", stacklevel=2
         )
         return None
-    _MIGRATED_DUMP["MIGRATED_DUMP"] = str(path)
     return path
 
 
@@ -152,6 +151,7 @@ def django_db_setup(
     if any(item.get_closest_marker("migrated_dump") for item in request.session.items):
         dump = dump_test_database()
         if dump is not None:
+            _MIGRATED_DUMP["MIGRATED_DUMP"] = str(dump)
             request.addfinalizer(dump.unlink)
     if not request.config.getoption("--through-pgbouncer"):
         yield
@@ -371,10 +371,7 @@ def celery_with_beat(transactional_db: None) -> Iterator[subprocess.Popen]:
     # Killed, not shut down warm (~2.5 s): a sweep cut short rolls back. What beat had queued and
     # what the worker held (acks_late: a warm shutdown gave it back) goes too, or a later test's
     # worker would restore it and run it.
-    for child in _children(process.pid):
-        os.kill(child, signal.SIGKILL)
-    process.kill()
-    process.wait()
+    kill_worker(process)
     purge_queue()
     client = redis_lib.Redis.from_url(settings.CELERY_BROKER_URL)
     client.delete("unacked", "unacked_index")
@@ -437,10 +434,7 @@ class Worker:
 
     def kill(self) -> None:
         assert self.process is not None
-        for child in _children(self.process.pid):
-            os.kill(child, signal.SIGKILL)
-        self.process.kill()
-        self.process.wait()
+        kill_worker(self.process)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -453,6 +447,14 @@ def purge_queue() -> None:
     from config.celery import app
 
     app.control.purge()
+
+
+def kill_worker(process: subprocess.Popen) -> None:
+    """SIGKILL to a Celery worker and its pool's processes."""
+    for child in _children(process.pid):
+        os.kill(child, signal.SIGKILL)
+    process.kill()
+    process.wait()
 
 
 def _children(pid: int) -> list[int]:
