@@ -44,6 +44,9 @@ class Offer(Closed):
     state: OfferState
     expires_at: Moment
     paying: bool
+    variant: str | None = Field(
+        default=None, description="The size of the unit that came back (null for a drop of one variant)"
+    )
 
 
 class Place(Closed):

@@ -84,6 +84,7 @@ class Offer:
     state: str  # the hold's: held, sold, released, expired
     expires_at: datetime
     paying: bool
+    variant: str = ""  # the size that came back ('' for a drop of one variant)
 
     @property
     def open(self) -> bool:
@@ -97,6 +98,7 @@ class Offer:
             else (OfferState.SOLD if self.state == HoldState.SOLD else OfferState.LAPSED),
             expires_at=self.expires_at,
             paying=self.paying,
+            variant=self.variant or None,
         )
 
 

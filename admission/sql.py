@@ -76,11 +76,14 @@ SELECT t.id, t.number, t.buyer_id
  LIMIT %(limit)s
 """
 
-# The offer made to a ticket, if any: (hold, state, expires_at, whether paying has started).
+# The offer made to a ticket, if any: (hold, state, expires_at, whether paying has started, the
+# size of the unit that came back: '' for a drop of one variant).
 # An offer has no request digest (a buyer's own hold always has one, whatever key they chose).
 OFFER_OF = """
-SELECT id, state, expires_at, extended FROM holds_hold
- WHERE drop_id = %(drop)s AND buyer_id = %(buyer)s AND idempotency_key = %(key)s AND request_digest = ''
+SELECT h.id, h.state, h.expires_at, h.extended, COALESCE(v.name, '')
+  FROM holds_hold h LEFT JOIN shop_variant v ON v.id = h.variant_id
+ WHERE h.drop_id = %(drop)s AND h.buyer_id = %(buyer)s AND h.idempotency_key = %(key)s
+   AND h.request_digest = ''
 """
 
 # Everything a snapshot of a drop needs, for every drop on sale or about to be, in one read

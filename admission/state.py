@@ -298,7 +298,9 @@ def _variants(drop: Drop, rows: list[list[Any]]) -> tuple[VariantView, ...]:
     """The snapshot's variant rows ([id, name, position, quantity, price, available]) as views."""
     return tuple(
         VariantView(
-            Variant(pk=pk, drop=drop, name=name, position=n, quantity=q, price_minor=price), int(left)
+            Variant(pk=pk, drop=drop, name=name, position=n, quantity=q, price_minor=price),
+            int(left),
+            drop.product.price_minor if price is None else price,
         )
         for pk, name, n, q, price, left in rows
     )
@@ -454,6 +456,7 @@ def current(drop: Drop, *, max_age: float = 5.0, publish_computed: bool = False)
                 VariantView(
                     Variant(drop=drop, name=v["name"], position=n, price_minor=v["price_minor"]),
                     v["remaining"],
+                    v["price_minor"],
                 )
                 for n, v in enumerate(public.get("variants") or [])
             ),

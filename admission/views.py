@@ -42,6 +42,8 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "admission/join.html", context)
     context = {
         "drop": drop,
+        # The sizes with what is left of each: the turn form offers them as the drop page does.
+        "view": catalogue.drop_view(slug=slug, buyer_id=signed_in(request)),
         "place": place,
         "snapshot": place.snapshot,
         "data": place.as_json(),

@@ -23,11 +23,12 @@ from shop.models import VARIANT_NAME_MAX, ApiToken, Drop, DropState, RehearsalBu
 class VariantView:
     variant: Variant
     remaining: int
+    price_minor: int  # the size's own price, or the product's
 
     def answer(self, drop: Drop) -> answers.VariantOnSale:
         return answers.VariantOnSale(
             name=self.variant.name,
-            price_minor=self.variant.unit_price(drop.product),
+            price_minor=self.price_minor,
             remaining=self.remaining,
             sold_out=self.remaining == 0,
         )
@@ -44,6 +45,19 @@ class DropView:
     def choosing(self) -> bool:
         """The buyer picks a variant: there are several."""
         return len(self.variants) > 1
+
+    @property
+    def prices_differ(self) -> bool:
+        """Some size costs other than the rest: then every size is shown with its own price."""
+        return len({v.price_minor for v in self.variants}) > 1
+
+    @property
+    def lowest_price(self) -> int:
+        return min(v.price_minor for v in self.variants)
+
+    @property
+    def highest_price(self) -> int:
+        return max(v.price_minor for v in self.variants)
 
     @property
     def sold_out(self) -> bool:
@@ -95,8 +109,10 @@ def _views(drops: list[Drop], now: datetime) -> list[DropView]:
     ids = [d.pk for d in drops]
     remaining = available_by_drop(ids)
     sorts: dict[int, list[VariantView]] = {}
+    by_id = {d.pk: d for d in drops}
     for variant, left in variants_with_stock(ids):
-        sorts.setdefault(variant.drop_id, []).append(VariantView(variant, left))
+        price = variant.unit_price(by_id[variant.drop_id].product)
+        sorts.setdefault(variant.drop_id, []).append(VariantView(variant, left, price))
     return [DropView(d, d.state_at(now), remaining[d.pk], tuple(sorts.get(d.pk, ()))) for d in drops]
 
 

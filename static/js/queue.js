@@ -22,8 +22,10 @@
   var NO_SUCH_WAITING_ROOM = 4404;
   var TOO_MANY_SOCKETS = 4429;  // this address holds enough sockets: polling serves this page
 
+  var SIZES_POLL_MS = 5000;  // while it is this buyer's turn in a drop sold in sizes
   var root, apiUrl, wsUrl, entry = null;
   var ticket = null, shownTicket = null, mark = 0, token = null, lastState = null, offered = false;
+  var turnShown = false, sizesTimer = null;
   var socket = null, backoff = BACKOFF_MIN, pollTimer = null, tokenTimer = null, asking = false;
 
   function $(id) { return document.getElementById(id); }
@@ -112,7 +114,6 @@
       $("waiting").hidden = false;
     }
     if (state === "closed") {
-      $("buy-step").hidden = true;
       stopTokenRefresh();
     } else if (position === 0 && !token) {
       askSoon(spread(jump));  // admitted: the token comes from the API (the broadcast is for everyone)
@@ -121,6 +122,40 @@
       // one is ours (an admitted buyer with a token would otherwise hear at its next refresh).
       askSoon(SPREAD_MIN_MS);
     }
+    syncTurn(state);
+  }
+
+  // What the turn offers follows from one state, so the page never offers what the server would
+  // refuse: Reserve while units are on sale; during a pause the turn is kept (the token too) but
+  // Reserve waits (423 otherwise); all held, sold out or closed, there is nothing to reserve, and
+  // an offered unit is paid for from the offer, not reserved.
+  function syncTurn(state) {
+    var turn = !!token && !offered && (state === "admitting" || state === "paused");
+    $("buy-step").hidden = !turn;
+    $("buy").hidden = state === "paused";
+    $("turn-paused").hidden = state !== "paused";
+    if (turn && !turnShown) {
+      turnShown = true;
+      $("waiting").hidden = true;
+      $("buy-heading").focus();
+      watchSizes();
+    }
+  }
+
+  // The sizes left, while the buyer chooses: the drop's JSON (as the drop page's watcher reads it)
+  // passed on to buy.js, which disables a size gone.
+  function watchSizes() {
+    var url = root.dataset.dropUrl;
+    if (!url || sizesTimer) return;
+    sizesTimer = setInterval(function () {
+      if ($("buy-step").hidden) return;
+      fetch(url, {headers: {"Accept": "application/json"}})
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (d) {
+          if (d) document.dispatchEvent(new CustomEvent("floodgate:drop", {detail: d}));
+        })
+        .catch(function () {});
+    }, SIZES_POLL_MS);
   }
 
   // Where this page's draw key falls against the broadcast's cut entries. Without WebCrypto (a
@@ -172,10 +207,7 @@
     $("admission-token").value = fresh;
     // A token lives two minutes; keep the form's fresh while the buyer decides.
     if (!tokenTimer) tokenTimer = setInterval(ask, TOKEN_REFRESH_MS);
-    if (offered || !$("buy-step").hidden) return;
-    $("waiting").hidden = true;
-    $("buy-step").hidden = false;
-    $("buy-heading").focus();
+    syncTurn(lastState);
   }
 
   // A returned unit held for this ticket: its deadline and the way to pay; or the news that it
@@ -198,12 +230,14 @@
     $("offer-sold").hidden = !(offer && offer.state === "sold");
     if (!offer) return;
     offered = true;
-    $("buy-step").hidden = true;
+    syncTurn(lastState);
     $("waiting").hidden = true;
     var link = root.dataset.holdUrl.replace(/0\/$/, offer.hold + "/");
     $("offer-pay").href = link;
     $("offer-sold-link").href = link;
     if (!open) return;
+    $("offer-size").hidden = !offer.variant;
+    $("offer-variant").textContent = offer.variant || "";
     var until = new Date(offer.expires_at);
     $("offer-until").textContent = until.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
     $("offer-until").dateTime = offer.expires_at;
