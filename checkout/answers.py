@@ -27,6 +27,9 @@ class Order(Closed):
     refunded_quantity: NonNegativeInt = Field(description="Units refunded (or being refunded)")
     refunded_minor: NonNegativeInt = Field(description="Money refunded (or being refunded), minor units")
     created_at: Moment
+    cancellable: bool = Field(
+        default=False, description="The buyer may still cancel: nothing has been charged yet"
+    )
 
 
 class Refund(Closed):

@@ -126,6 +126,7 @@ def order_answer(order: Order) -> answers.Order:
         refunded_quantity=order.refunded_quantity,
         refunded_minor=order.refunded_minor,
         created_at=order.created_at,
+        cancellable=cancellable(order),
     )
 
 

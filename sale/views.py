@@ -16,7 +16,7 @@ from catalogue import selectors as catalogue
 from core.api import signed_in
 from core.errors import FloodgateError, NotAdmitted, NotFound
 from holds import selectors, services
-from holds.models import Hold
+from holds.models import Hold, HoldState
 from sale import addresses, entry
 from shop import pricing
 from shop.addresses import AddressForm, initial_from
@@ -75,6 +75,7 @@ def _hold_page(request: HttpRequest, found: Hold, form: AddressForm | None = Non
     context = {
         "hold": found,
         "state": state,
+        "state_label": HoldState(state).label,
         "data": selectors.hold_json(found),
         "order": order,
         # Once payment started, the order's snapshot: what is charged even if the rate changed since.

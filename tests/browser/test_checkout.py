@@ -36,7 +36,7 @@ def test_buy_a_unit_from_the_drop_page_to_the_confirmation(
     page.click("#pay")  # on the provider's hosted page
 
     page.wait_for_url(re.compile(r"/orders/\d+/$"))
-    page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
+    page.wait_for_selector("#order-state[data-state=confirmed]", timeout=30_000)
     assert "Confirmed" in page.locator("#order-title").inner_text()
     assert Hold.objects.get(drop=drop).state == "sold"
     numbers = invariant(drop_id=drop.pk)
@@ -71,7 +71,7 @@ def test_a_declined_card_then_a_second_card_within_the_hold(
     page.click("#pay")  # the second card goes through
 
     page.wait_for_url(re.compile(r"/orders/\d+/$"))
-    page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
+    page.wait_for_selector("#order-state[data-state=confirmed]", timeout=30_000)
     assert page.locator("#order-total").inner_text() == "€129.00"
     assert Hold.objects.get(drop=drop).state == "sold"
     assert sorted(Payment.objects.values_list("state", flat=True))[-1] == "failed"

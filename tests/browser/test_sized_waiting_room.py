@@ -94,7 +94,7 @@ def test_size_m_through_the_waiting_room_from_join_to_order(
     page.wait_for_url(re.compile(re.escape(payment_provider) + r"/pay/"))
     page.click("#pay")
     page.wait_for_url(re.compile(r"/orders/\d+/$"))
-    page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
+    page.wait_for_selector("#order-state[data-state=confirmed]", timeout=30_000)
     order = Order.objects.get(hold__buyer__username="mia")
     assert (order.hold.variant.name, order.amount_minor) == ("M", 13900)
 

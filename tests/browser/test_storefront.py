@@ -81,7 +81,7 @@ def test_on_a_phone_drop_waiting_room_hold_and_order_fit_and_speak_the_buyers_fo
 
     # the order
     phone.wait_for_url(re.compile(r"/orders/\d+/$"))
-    phone.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
+    phone.wait_for_selector("#order-state[data-state=confirmed]", timeout=30_000)
     fits_the_phone(phone)
     assert phone.locator("#order-total").inner_text() == "258,00\xa0€"
     phone.goto(f"{live_daphne}/orders/")
@@ -125,7 +125,7 @@ def test_a_buyer_chooses_a_seat_and_the_order_names_it(
     page.wait_for_url(re.compile(re.escape(payment_provider) + r"/pay/"))
     page.click("#pay")
     page.wait_for_url(re.compile(r"/orders/\d+/$"))
-    page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
+    page.wait_for_selector("#order-state[data-state=confirmed]", timeout=30_000)
     assert page.locator("#order-seats").inner_text() == "seat B2"
     assert page.locator("#order-total").inner_text() == "€50.00"
     page.goto(f"{live_daphne}/orders/")

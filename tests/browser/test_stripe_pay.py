@@ -114,7 +114,7 @@ def test_a_declined_card_then_another_card_pays_on_our_page_and_the_merchant_ref
     )
     assert answer.status_code == 200, answer.text
 
-    page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
+    page.wait_for_selector("#order-state[data-state=confirmed]", timeout=30_000)
     assert "Confirmed" in page.locator("#order-title").inner_text()
     page.reload()  # the order page shows what was bought (the size), its tax and where it goes
     assert page.locator("#order-variant").inner_text() == "M"

@@ -326,14 +326,22 @@ def test_the_order_page_offers_the_cancel_until_the_money_is_taken_and_lists_ref
 
     page = buyer.get(f"/orders/{waiting.pk}/").content.decode()
     assert 'id="cancel-order"' in page
+    assert buyer.get(f"/api/orders/{waiting.pk}").json()["cancellable"] is True  # the page's poll ends
+    assert other.get(f"/api/orders/{paid.pk}").json()["cancellable"] is False  # on this: no cancel
     assert other.post(f"/orders/{waiting.pk}/cancel").status_code == 302  # told, and nothing changes
     assert Order.objects.get(pk=waiting.pk).state == "confirmed"
     assert buyer.post(f"/orders/{waiting.pk}/cancel").status_code == 302
     assert Order.objects.get(pk=waiting.pk).state == "cancelled"
-    assert "Cancelled" in buyer.get(f"/orders/{waiting.pk}/").content.decode()
+    cancelled = buyer.get(f"/orders/{waiting.pk}/").content.decode()
+    assert "Cancelled" in cancelled and "nothing was taken from your card" in cancelled
+    assert "updates by itself" not in cancelled
 
+    # a refunded order's page is final, with the refund's amount and the reason the shop gave
     refunded = other.get(f"/orders/{paid.pk}/").content.decode()
     assert 'id="cancel-order"' not in refunded and "refunded" in refunded and "€10.00" in refunded
+    assert "This order was refunded: €10.00 goes back to the card it was paid with." in refunded
+    assert "The shop's reason: late delivery" in refunded
+    assert "updates by itself" not in refunded
     assert buyer.get("/orders/notanumber/cancel").status_code == 404
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from datetime import timedelta
 
 import pytest
 from django.core import mail
@@ -51,9 +52,32 @@ def test_the_picker_offers_each_size_with_its_own_price() -> None:
 
     box = picker(page)
     assert re.findall(r'name="variant" value="(\w+)"', box) == ["S", "M", "L"]
-    assert "€59.00" in box and "€49.00" not in box  # only the price that differs
+    # sizes priced apart: each says its own, so none is read as the headline price
+    assert re.findall(r'class="variant-price">([^<]+)<', box) == ["€49.00", "€49.00", "€59.00"]
     assert "disabled" not in box and box.count("required") == 3  # nothing chosen for the buyer
-    assert 'id="variants-left">S: 2 left · M: 2 left · L: 2 left<' in page
+    assert 'id="variants-left">S (€49.00): 2 left · M (€49.00): 2 left · L (€59.00): 2 left<' in page
+    assert 'id="price">€49.00 \N{EN DASH} €59.00, by size<' in page
+
+
+def test_every_size_says_its_price_before_the_start() -> None:
+    drop = sized("soon")
+    later = timedelta(days=1)
+    Drop.objects.filter(pk=drop.pk).update(starts_at=drop.starts_at + later, ends_at=drop.ends_at + later)
+
+    page = Client().get("/drops/soon/", HTTP_ACCEPT_LANGUAGE="en-GB").content.decode()
+
+    assert "variant-picker" not in page  # nothing to pick before the start
+    assert 'id="variants-left">S (€49.00): 2 left · M (€49.00): 2 left · L (€59.00): 2 left<' in page
+    assert 'id="price">€49.00 \N{EN DASH} €59.00, by size<' in page
+
+
+def test_sizes_of_one_price_show_it_once() -> None:
+    make_drop(slug="same", quantity=4, variants=[NewVariant("S", 2), NewVariant("M", 2)], price_minor=4900)
+
+    page = logged_in("abe").get("/drops/same/", HTTP_ACCEPT_LANGUAGE="en-GB").content.decode()
+
+    assert "variant-price" not in picker(page)
+    assert 'id="variants-left">S: 2 left · M: 2 left<' in page and 'id="price">€49.00<' in page
 
 
 def test_a_sold_out_size_is_shown_disabled() -> None:
