@@ -58,6 +58,12 @@ class Place(Closed):
         description="Send as X-Admission-Token when reserving; short-lived: GET again"
     )
     eta_seconds: NonNegativeInt | None
+    eta_low_seconds: PositiveInt | None = Field(
+        default=None,
+        description="The wait's likely range at the line's measured pace (10th to 90th percentile); "
+        "null when in, not numbered yet, or when the line has not moved in the last two minutes",
+    )
+    eta_high_seconds: PositiveInt | None = Field(default=None, description="The range's upper end")
     drawn: bool
     unlikely: bool = Field(description="As many ahead as units left and held, or more: unlikely to get one")
     admitted_through: NonNegativeInt

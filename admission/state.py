@@ -55,6 +55,32 @@ REVOKED = "fg:revoked"
 REVOKED_CHANNEL = "fg:revocations"
 
 
+# The normal quantile of 90%: the wait's range is its 10th to its 90th percentile.
+WAIT_Z = 1.2816
+
+
+def wait_range(position: int | None, pace_per_minute: float) -> tuple[int, int] | None:
+    """How long until `position` more tickets are let in at the measured pace, as (low, high)
+    seconds; None for a buyer who is in, not numbered yet, or a line that has not moved lately.
+
+    Admissions come in bursts (a unit freed by a payment or an expiry lets one more in), so the
+    wait is a spread, not a point: read as a Poisson process at the pace of the last two minutes,
+    the wait for n admissions is Gamma(n), and its 10th and 90th percentiles (Wilson-Hilferty's
+    cube-root approximation of chi-square, within a few percent from n = 1) bound what the buyer
+    is told. static/js/queue.js's waitRange is the same formula for the live page."""
+    if not position or pace_per_minute <= 0:
+        return None
+    nu = 2 * position
+    shape = 1 - 2 / (9 * nu)
+    spread = math.sqrt(2 / (9 * nu))
+    per_second = pace_per_minute / 60
+
+    def quantile(z: float) -> float:
+        return nu * (shape + z * spread) ** 3 / (2 * per_second)
+
+    return max(1, math.floor(quantile(-WAIT_Z))), max(1, math.ceil(quantile(WAIT_Z)))
+
+
 def place_answer(
     queue: Mapping[str, Any],
     *,
@@ -72,6 +98,7 @@ def place_answer(
     position = None if number is None else max(0, number - admitted_through)
     pace = float(queue["pace_per_minute"]) / 60  # tickets per second over the last two minutes
     eta = 0 if position == 0 else (math.ceil(position / pace) if position is not None and pace > 0 else None)
+    spread = wait_range(position, float(queue["pace_per_minute"]))
     return Place(
         **queue,
         ticket=number,
@@ -80,6 +107,8 @@ def place_answer(
         admitted=position == 0,
         admission_token=token,
         eta_seconds=eta,
+        eta_low_seconds=spread[0] if spread else None,
+        eta_high_seconds=spread[1] if spread else None,
         drawn=drawn,
         unlikely=unlikely(
             position,

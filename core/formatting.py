@@ -105,6 +105,22 @@ def duration(seconds: float) -> str:
     return " ".join(parts) or _("0 seconds")
 
 
+def wait(low_seconds: int, high_seconds: int) -> str:
+    """A wait's range in words, never "0": "under a minute", "up to 5 minutes", "between 2 and 4
+    minutes", "between 2 and 3 hours". static/js/queue.js's waitWords says it the same way."""
+    if high_seconds <= 60:
+        return _("under a minute")
+    hours = high_seconds > 90 * 60
+    step = 3600 if hours else 60
+    high = -(-high_seconds // step)
+    low = max(1, low_seconds // step)
+    plural = ("%(count)s hour", "%(count)s hours") if hours else ("%(count)s minute", "%(count)s minutes")
+    high_words = ngettext(*plural, high) % {"count": count(high)}
+    if low_seconds < step or low >= high:
+        return _("up to %(time)s") % {"time": high_words}
+    return _("between %(low)s and %(high)s") % {"low": count(low), "high": high_words}
+
+
 def seats(labels: Iterable[str]) -> str:
     """["B14", "A2"] -> "seats A2, B14"; one -> "seat B14"; none -> ""."""
     ordered = sorted(labels)

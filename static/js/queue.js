@@ -40,11 +40,29 @@
     if (state === "all_held") return words.all_held;
     if (state === "sold_out") return words.sold_out;
     if (state !== "admitting") return "—";
-    if (!(pace > 0)) return words.working;
-    var minutes = position / pace;
-    if (minutes < 1) return words.under_a_minute;
-    if (minutes < 90) return words.about.replace("{time}", plural(Math.round(minutes), words.minute));
-    return words.about.replace("{time}", plural(Math.round(minutes / 60), words.hour));
+    var range = waitRange(position, pace);
+    return range ? waitWords(range[0], range[1]) : words.working;
+  }
+
+  // The wait for `position` more admissions at the measured pace, as its 10th and 90th percentiles
+  // in seconds: admission/state.py's wait_range, which says why (the API gives the same numbers).
+  var WAIT_Z = 1.2816;
+  function waitRange(position, pacePerMinute) {
+    if (!position || !(pacePerMinute > 0)) return null;
+    var nu = 2 * position, shape = 1 - 2 / (9 * nu), spread = Math.sqrt(2 / (9 * nu));
+    var perSecond = pacePerMinute / 60;
+    function quantile(z) { return nu * Math.pow(shape + z * spread, 3) / (2 * perSecond); }
+    return [Math.max(1, Math.floor(quantile(-WAIT_Z))), Math.max(1, Math.ceil(quantile(WAIT_Z)))];
+  }
+
+  // The range in words, never "0" (core/formatting.wait says it the same way for the page's first view).
+  function waitWords(low, high) {
+    if (high <= 60) return words.under_a_minute;
+    var hours = high > 90 * 60, step = hours ? 3600 : 60;
+    var top = Math.ceil(high / step), bottom = Math.max(1, Math.floor(low / step));
+    var highWords = plural(top, hours ? words.hour : words.minute);
+    if (low < step || bottom >= top) return words.up_to.replace("{time}", highWords);
+    return words.between.replace("{low}", number(bottom)).replace("{high}", highWords);
   }
 
   // Render a queue message (from the socket) or the queue API's answer (which adds this buyer's place).

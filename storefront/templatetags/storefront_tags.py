@@ -63,6 +63,12 @@ def duration(seconds: float) -> str:
     return formatting.duration(float(seconds))
 
 
+@register.simple_tag
+def wait(low_seconds: int, high_seconds: int) -> str:
+    """{% wait place.eta_low_seconds place.eta_high_seconds %} -> "between 2 and 4 minutes"."""
+    return formatting.wait(int(low_seconds), int(high_seconds))
+
+
 @register.filter
 def units(count: int) -> str:
     return formatting.units(int(count))
@@ -191,7 +197,8 @@ def queue_words() -> dict[str, object]:
         "sold_out": _("the line is closed: sold out"),
         "working": _("working it out…"),
         "under_a_minute": _("under a minute"),
-        "about": _("about %(time)s") % {"time": "{time}"},
+        "up_to": _("up to %(time)s") % {"time": "{time}"},
+        "between": _("between %(low)s and %(high)s") % {"low": "{low}", "high": "{high}"},
         "live": _("Updating live"),
         "polling": _("Checking every few seconds"),
         "reconnecting": _("Reconnecting… (checking every few seconds meanwhile)"),

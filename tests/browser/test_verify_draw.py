@@ -97,7 +97,10 @@ def test_the_page_says_when_the_round_could_not_be_read(
     _, ticket = drawn("verify-offline")
     log_in_to_verify(page, live_daphne, "verify-offline-vera", "verify-offline")
     assert f"Your place {ticket.number} is verified" in result(page)
-    assert "could not be read" in page.inner_text("#draw-beacon")
+    beacon_text = page.inner_text("#draw-beacon")
+    assert "could not be read (no relay gave it with a valid signature in time)" in beacon_text
+    note = Queue.objects.get(drop__slug="verify-offline").beacon_note
+    assert note and note not in beacon_text  # the relay's own words are for the log and the JSON
     assert "the order rests on the committed seed" in page.inner_text("#verify-steps")
 
 

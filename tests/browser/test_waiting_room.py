@@ -7,8 +7,9 @@ from typing import TypeVar
 import pytest
 from django.utils import timezone
 
-from admission import services
-from admission.models import Ticket
+from admission import services, state
+from admission.models import Ticket, Wave
+from core import formatting
 from holds.models import Hold
 from shop.models import Drop
 from tests.browser.helpers import join_from_the_link, off_the_loop
@@ -129,3 +130,31 @@ def test_without_a_socket_the_page_polls_and_still_reaches_the_buy_step(
     assert page.evaluate("window.stayedOnThePage")
     # The page's polls carry the ticket cookie the page set: answered before Django.
     assert polls and polls[-1] == "hit", polls
+
+
+def test_the_page_says_the_apis_range_and_moves_it_live(live_daphne: str, page: object) -> None:
+    # given a line that let in 20 tickets over the last two minutes (10 a minute), 30 ahead of cleo
+    drop = make_drop(slug="wr-eta", quantity=30, waiting_room=True, admission_percent=100)
+    off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))
+    for n in range(30):
+        services.join(drop=drop, buyer_id=make_buyer(f"eta{n}").pk)
+    now = timezone.now()
+    moments = [now - timedelta(seconds=5 * i) for i in range(20)]
+    Wave.objects.bulk_create(
+        Wave(drop=drop, at=at, admitted_through=0, admitted=1, available=1, held=0) for at in moments
+    )
+    off_the_loop(lambda: state.refresh([drop.pk], force=True))  # what the tick publishes
+    make_buyer("cleo")
+    join_from_the_link(page, live_daphne, "cleo", slug="wr-eta")
+
+    # then the page's own estimate is the API's range in words (never a point, never "0")
+    expected = formatting.wait(*state.wait_range(31, 10.0))
+    assert expected == "between 2 and 4 minutes"
+    page.wait_for_function("t => document.querySelector('#eta').textContent === t", arg=expected)
+
+    # and as the line moves (30 let in: 25 a minute now, cleo next) the range moves with it, live
+    assert wave(drop.pk, 0) == 30
+    expected = formatting.wait(*state.wait_range(1, 25.0))
+    assert expected == "under a minute"
+    page.wait_for_function("t => document.querySelector('#eta').textContent === t", arg=expected)
+    assert page.evaluate("window.stayedOnThePage")
