@@ -8,6 +8,7 @@ Money follows the buyer's locale (Babel's CLDR data): 12900 EUR is "€129.00" i
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -119,6 +120,29 @@ def wait(low_seconds: int, high_seconds: int) -> str:
     if low_seconds < step or low >= high:
         return _("up to %(time)s") % {"time": high_words}
     return _("between %(low)s and %(high)s") % {"low": count(low), "high": high_words}
+
+
+def country(code: str, locale: str | None = None) -> str:
+    """ "DE" -> "Germany" (en), "Deutschland" (de): the reader's own name for it; unknown as given."""
+    return str(_babel_locale(locale or current_locale()).territories.get(code, code))
+
+
+def by_name(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(code, name) pairs in the order a reader looks for a name: accents and case set aside
+    ("Österreich" among the O's, not after "Z")."""
+
+    def key(pair: tuple[str, str]) -> str:
+        return unicodedata.normalize("NFKD", pair[1]).encode("ascii", "ignore").decode().casefold()
+
+    return sorted(pairs, key=key)
+
+
+@lru_cache(maxsize=32)
+def _babel_locale(locale: str) -> Locale:
+    try:
+        return Locale.parse(locale)
+    except (UnknownLocaleError, ValueError):
+        return Locale.parse(DEFAULT_LOCALE)
 
 
 def seats(labels: Iterable[str]) -> str:

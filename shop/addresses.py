@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from core import formatting
 from shop.answers import ShippingAddress
 from shop.models import ADDRESS_LIMITS, COUNTRIES, Address
 
@@ -23,15 +24,59 @@ def _printable(value: str) -> None:
         raise forms.ValidationError(_("Use letters, digits and punctuation only (no control characters)."))
 
 
+def country_choices() -> list[tuple[str, str]]:
+    """The countries by their names in the buyer's language (a form's choices, read per form)."""
+    named = ((code, formatting.country(code)) for code, _english in COUNTRIES)
+    return [("", str(_("Choose…"))), *formatting.by_name(named)]
+
+
+def _filled(autocomplete: str, **attrs: str) -> dict[str, str]:
+    """A field's HTML attributes: what a browser's autofill puts there (WHATWG autocomplete tokens)."""
+    return {"autocomplete": f"shipping {autocomplete}", **attrs}
+
+
 class AddressForm(forms.Form):
-    name = forms.CharField(max_length=ADDRESS_LIMITS["name"], label=_("Full name"))
-    line1 = forms.CharField(max_length=ADDRESS_LIMITS["line1"], label=_("Street and number"))
-    line2 = forms.CharField(max_length=ADDRESS_LIMITS["line2"], required=False, label=_("Address, 2nd line"))
-    postal_code = forms.CharField(max_length=ADDRESS_LIMITS["postal_code"], label=_("Postal code"))
-    city = forms.CharField(max_length=ADDRESS_LIMITS["city"], label=_("City"))
-    region = forms.CharField(max_length=ADDRESS_LIMITS["region"], required=False, label=_("Region or state"))
-    country = forms.ChoiceField(label=_("Country"), choices=(("", _("Choose…")), *COUNTRIES))
-    phone = forms.CharField(max_length=ADDRESS_LIMITS["phone"], required=False, label=_("Phone (carrier)"))
+    name = forms.CharField(
+        max_length=ADDRESS_LIMITS["name"],
+        label=_("Full name"),
+        widget=forms.TextInput(attrs=_filled("name")),
+    )
+    line1 = forms.CharField(
+        max_length=ADDRESS_LIMITS["line1"],
+        label=_("Street and number"),
+        widget=forms.TextInput(attrs=_filled("address-line1")),
+    )
+    line2 = forms.CharField(
+        max_length=ADDRESS_LIMITS["line2"],
+        required=False,
+        label=_("Address, 2nd line"),
+        widget=forms.TextInput(attrs=_filled("address-line2")),
+    )
+    postal_code = forms.CharField(
+        max_length=ADDRESS_LIMITS["postal_code"],
+        label=_("Postal code"),
+        widget=forms.TextInput(attrs=_filled("postal-code")),
+    )
+    city = forms.CharField(
+        max_length=ADDRESS_LIMITS["city"],
+        label=_("City"),
+        widget=forms.TextInput(attrs=_filled("address-level2")),
+    )
+    region = forms.CharField(
+        max_length=ADDRESS_LIMITS["region"],
+        required=False,
+        label=_("Region or state"),
+        widget=forms.TextInput(attrs=_filled("address-level1")),
+    )
+    country = forms.ChoiceField(
+        label=_("Country"), choices=country_choices, widget=forms.Select(attrs=_filled("country"))
+    )
+    phone = forms.CharField(
+        max_length=ADDRESS_LIMITS["phone"],
+        required=False,
+        label=_("Phone (carrier)"),
+        widget=forms.TextInput(attrs=_filled("tel", type="tel", inputmode="tel")),
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

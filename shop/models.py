@@ -585,7 +585,6 @@ COUNTRIES: tuple[tuple[str, str], ...] = tuple(
         key=lambda pair: pair[1],
     )
 )
-COUNTRY_NAMES = dict(COUNTRIES)
 ADDRESS_LIMITS = {
     "name": 100,
     "line1": 100,
@@ -639,6 +638,6 @@ class Address(models.Model):
             self.line2,
             place,
             self.region,
-            COUNTRY_NAMES.get(self.country, self.country),
+            formatting.country(self.country),  # in the reader's language (a page's, an e-mail's)
         ]
-        return [part for part in parts if part] + ([f"phone {self.phone}"] if self.phone else [])
+        return [part for part in parts if part] + ([f"{gettext('phone')} {self.phone}"] if self.phone else [])

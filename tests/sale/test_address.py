@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from django.core.management import call_command
@@ -64,6 +65,31 @@ def test_a_shipped_product_asks_for_an_address_and_the_next_drop_remembers_it() 
     assert 'value="Hauptstraße 5"' in suggested and 'value="10115"' in suggested
     assert '<option value="DE" selected>' in suggested
     assert 'id="address-needed"' in suggested  # suggested, not given: this hold has none yet
+
+
+def test_the_form_tells_autofill_what_each_field_is_and_names_countries_in_the_buyers_language() -> None:
+    _, hold, client = held(shipped("autofill-parcel"))
+
+    page = client.get(f"/holds/{hold.pk}/", HTTP_ACCEPT_LANGUAGE="de-DE,de").content.decode()
+
+    for field, token in [
+        ("name", "shipping name"),
+        ("line1", "shipping address-line1"),
+        ("postal_code", "shipping postal-code"),
+        ("city", "shipping address-level2"),
+        ("country", "shipping country"),
+        ("phone", "shipping tel"),
+    ]:
+        tag = re.search(rf'<(?:input|select)[^>]*name="{field}"[^>]*>', page)
+        assert tag and f'autocomplete="{token}"' in tag.group(0), field
+    assert '<option value="DE">Deutschland</option>' in page
+    assert '<option value="AT">Österreich</option>' in page
+    # sorted as a reader looks: Österreich among the O's, before Polen, not after Zypern
+    assert page.index(">Österreich<") < page.index(">Polen<") < page.index(">Zypern<")
+
+    client.post(f"/holds/{hold.pk}/address", GOOD, HTTP_ACCEPT_LANGUAGE="de-DE,de")
+    shown = client.get(f"/holds/{hold.pk}/", HTTP_ACCEPT_LANGUAGE="de-DE,de").content.decode()
+    assert "Hauptstraße 5, 10115 Berlin, Deutschland" in shown
 
 
 def test_the_api_keeps_an_address_and_answers_it() -> None:
