@@ -17,6 +17,18 @@ OPTIONAL = ("line2", "region", "phone")
 FIELDS = REQUIRED + OPTIONAL
 
 
+def name_of(user: Any) -> str:
+    """What to call a buyer in a greeting: the account's own name, else the name on their latest
+    address; "" when neither is known (a username is often an e-mail's local part, not a name)."""
+    if getattr(user, "pk", None) is None:
+        return ""
+    full = user.get_full_name().strip() if hasattr(user, "get_full_name") else ""
+    if full:
+        return str(full)
+    latest = Address.objects.filter(user_id=user.pk).order_by("-id").values_list("name", flat=True).first()
+    return latest or ""
+
+
 def _printable(value: str) -> None:
     # A carrier's label takes one line per field: no control characters (NUL, tabs, new lines,
     # escape sequences), which PostgreSQL would refuse (NUL) or a label printer would mangle.

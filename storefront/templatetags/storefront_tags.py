@@ -23,7 +23,7 @@ from admission import work
 from core import formatting
 from inventory.models import Unit
 from inventory.selectors import Seat
-from shop import pricing
+from shop import addresses, pricing
 from shop.models import Drop, Product
 
 register = template.Library()
@@ -242,3 +242,10 @@ def verify_words() -> dict[str, str]:
         "all_ok": _("The draw of {count} entries is verified. Enter an entry number to see its place."),
         "failed": _("Could not check the draw: {error}"),
     }
+
+
+@register.simple_tag
+def greeting(user: object) -> str:
+    """An e-mail's first line: "Hello Ada Lovelace," when the buyer's name is known, else "Hello,"."""
+    name = addresses.name_of(user)
+    return _("Hello %(name)s,") % {"name": name} if name else _("Hello,")

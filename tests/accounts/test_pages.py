@@ -260,7 +260,7 @@ def test_account_e_mails_speak_as_the_shop_not_as_allauth() -> None:
         assert "Thank you for using" not in message.body and "user newbie" not in message.body
         assert message.body.rstrip().endswith("Floodgate")
         assert "/accounts/" in message.body  # each says where to go
-    assert mail.outbox[1].body.startswith("Hello reset-me,\n\nyou, or someone who knows your address")
+    assert mail.outbox[1].body.startswith("Hello,\n\nyou, or someone who knows your address")
 
 
 def test_the_login_form_says_e_mail_or_username_keeps_the_box_beside_its_label_and_shows_errors() -> None:

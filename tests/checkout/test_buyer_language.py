@@ -19,7 +19,7 @@ from admission import services as admission
 from checkout import outbox, raffles, reminders
 from sale import offers
 from shop import languages
-from shop.models import BuyerLanguage, Drop
+from shop.models import Address, BuyerLanguage, Drop
 from tests.factories import confirmed_order, make_buyer, make_drop, start_now
 
 pytestmark = pytest.mark.django_db
@@ -83,6 +83,12 @@ def test_a_new_session_in_another_language_records_it() -> None:
 def test_a_german_and_an_english_buyer_each_get_their_order_email_in_their_language() -> None:
     drop = make_drop(slug="two-tongues", quantity=5, price_minor=4900)
     dora, eric = make_buyer("dora"), make_buyer("eric")
+    # greeted by the name they gave: dora's on an address, eric's on the account; a username is none
+    Address.objects.create(
+        user=dora, name="Dora Maar", line1="Rue 1", postal_code="75001", city="Paris", country="FR"
+    )
+    eric.first_name, eric.last_name = "Eric", "Satie"
+    eric.save()
     visit(dora, GERMAN)
     visit(eric, "en-US,en")
     orders = {
@@ -94,9 +100,9 @@ def test_a_german_and_an_english_buyer_each_get_their_order_email_in_their_langu
     by_buyer = {m.to[0]: m for m in mail.outbox}
     german, english = by_buyer["dora@example.com"], by_buyer["eric@example.com"]
     assert german.subject == f"Ihre Bestellung {orders['dora'].pk} ist bestätigt: {drop.display_title}"
-    assert german.body.startswith("Guten Tag dora,\n") and "49,00\xa0€" in german.body
+    assert german.body.startswith("Guten Tag Dora Maar,\n") and "49,00\xa0€" in german.body
     assert english.subject == f"Your order {orders['eric'].pk} is confirmed: {drop.display_title}"
-    assert english.body.startswith("Hello eric,\n") and "Total paid" in english.body
+    assert english.body.startswith("Hello Eric Satie,\n") and "Total paid" in english.body
 
 
 def test_control_without_the_buyers_language_the_german_buyer_reads_the_workers(monkeypatch) -> None:
@@ -122,6 +128,12 @@ def test_a_buyer_with_no_language_recorded_gets_the_workers() -> None:
 
 def test_reminders_enqueued_by_the_duty_go_out_in_each_buyers_language() -> None:
     dora, eric = make_buyer("dora"), make_buyer("eric")
+    # greeted by the name they gave: dora's on an address, eric's on the account; a username is none
+    Address.objects.create(
+        user=dora, name="Dora Maar", line1="Rue 1", postal_code="75001", city="Paris", country="FR"
+    )
+    eric.first_name, eric.last_name = "Eric", "Satie"
+    eric.save()
     visit(dora, GERMAN)
     visit(eric, "en")
     drop = make_drop(quantity=10, starts_at=timezone.now() + timedelta(hours=1), title="Nachtzug")
@@ -133,7 +145,7 @@ def test_reminders_enqueued_by_the_duty_go_out_in_each_buyers_language() -> None
     relay_as_english_worker()
     by_buyer = {m.to[0]: m for m in mail.outbox}
     assert by_buyer["dora@example.com"].subject == "Nachtzug ist jetzt im Verkauf"
-    assert "Guten Tag dora" in by_buyer["dora@example.com"].body
+    assert "Guten Tag Dora Maar," in by_buyer["dora@example.com"].body
     assert by_buyer["eric@example.com"].subject == "Nachtzug is on sale now"
 
 
@@ -141,6 +153,12 @@ def test_reminders_enqueued_by_the_duty_go_out_in_each_buyers_language() -> None
 @pytest.mark.usefixtures("fresh_edge")
 def test_raffle_results_go_out_in_each_buyers_language() -> None:
     dora, eric = make_buyer("dora"), make_buyer("eric")
+    # greeted by the name they gave: dora's on an address, eric's on the account; a username is none
+    Address.objects.create(
+        user=dora, name="Dora Maar", line1="Rue 1", postal_code="75001", city="Paris", country="FR"
+    )
+    eric.first_name, eric.last_name = "Eric", "Satie"
+    eric.save()
     visit(dora, GERMAN)
     visit(eric, "en")
     drop = make_drop(
