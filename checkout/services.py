@@ -69,6 +69,11 @@ def _absolute(path: str) -> str:
     return settings.PUBLIC_BASE_URL.rstrip("/") + path
 
 
+def _description(order: Order) -> str:
+    """What the provider's page says the buyer pays for: the shop, the order, the goods."""
+    return f"{settings.SHOP_NAME} order {order.pk}: {order.quantity} x {order.drop.display_title}"[:200]
+
+
 def provider_for(drop: Drop) -> str:
     """The provider a drop's buyers pay with: a rehearsal's copy always the simulator, whatever the
     shop takes real money with (its stock and its buyers are made up)."""
@@ -138,6 +143,7 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
             currency=payment.currency,
             callback_url=_absolute(reverse("webhook", kwargs={"provider": provider.name})),
             return_url=_absolute(order.get_absolute_url()),
+            description=_description(order),
         )
     except ProviderError as error:
         Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(

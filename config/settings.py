@@ -387,6 +387,8 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUST_X_FORWARD
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 # Payments: the provider adapter (checkout.providers) and where the provider calls us back.
 PAYMENT_PROVIDER = os.environ.get("PAYMENT_PROVIDER", "simulated")
+# The name a buyer sees on the provider's payment page (and their statement where it shows one).
+SHOP_NAME = os.environ.get("SHOP_NAME", "Floodgate")
 PAYMENT_PROVIDER_URL = (
     os.environ.get("PAYMENT_PROVIDER_URL") or "http://127.0.0.1:8701"
     if DEV

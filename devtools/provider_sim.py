@@ -144,6 +144,7 @@ class PaymentSession:
     currency: str
     callback_url: str
     return_url: str
+    description: str = ""  # what the shop says the buyer pays for ("Floodgate order 12: 1 x Nachtzug")
     state: str = "pending"  # pending -> authorized | failed; authorized -> captured | voided
     reason: str = ""
     # Set before the latency wait, so a double submit cannot authorise twice.
@@ -286,8 +287,14 @@ class Simulator:
         for name, url in urls.items():
             if not isinstance(url, str) or not is_web_url(url):
                 raise HttpError(400, "invalid_request", f"{name} must be an absolute http(s) URL")
+        description = data.get("description", "")
+        if not isinstance(description, str) or len(description) > 200 or not description.isprintable():
+            raise HttpError(
+                400, "invalid_request", "description must be printable text of at most 200 characters"
+            )
         session = PaymentSession(
             session_id=f"ses_{secrets.token_hex(12)}",
+            description=description,
             reference=reference,
             amount_minor=amount,
             currency=currency,
@@ -499,12 +506,21 @@ def format_amount(amount_minor: int, currency: str) -> str:
     return f"{major:,}.{minor:0{exponent}d} {currency}"
 
 
+# A card in the brand's blue, inline: the page needs no second request for its tab icon.
+ICON = (
+    '<link rel="icon" href="data:image/svg+xml,'
+    "%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 32 32'%3E"
+    "%3Crect width='32' height='32' rx='7' fill='%231d5bd8'/%3E"
+    "%3Cpath d='M7 12h18v11H7z M7 16h18' stroke='%23fff' stroke-width='2.5' fill='none'/%3E%3C/svg%3E\">"
+)
+
 PAGE = """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title} - Floodgate Pay (simulated)</title>
+{icon}
 <style>
   * {{ box-sizing: border-box; }}
   body {{ margin: 0; min-height: 100vh; display: flex; align-items: center; justify-content: center;
@@ -526,6 +542,7 @@ PAGE = """<!doctype html>
           border: 0; cursor: pointer; text-align: center; text-decoration: none; }}
   #pay, a.button {{ background: #1d5bd8; color: #fff; }}
   #decline {{ background: #eef0f3; color: #9b1c1c; }}
+  .reference {{ font-size: 12px; color: #5b6573; overflow-wrap: anywhere; margin: 0 0 16px; }}
   .note {{ font-size: 13px; color: #5b6573; margin: 16px 0 0; text-align: center; }}
 </style>
 </head>
@@ -540,16 +557,18 @@ PAGE = """<!doctype html>
 
 
 def page(status: int, title: str, content: str) -> Response:
-    body = PAGE.format(title=html.escape(title), content=content).encode()
+    body = PAGE.format(title=html.escape(title), icon=ICON, content=content).encode()
     headers = [("x-frame-options", "DENY"), ("referrer-policy", "no-referrer")]
     return Response(status, body, "text/html; charset=utf-8", headers)
 
 
 def payment_page(session: PaymentSession) -> Response:
     amount = html.escape(format_amount(session.amount_minor, session.currency))
+    # What the buyer pays for leads; the reference is the shop's, for support, in small print.
+    paying_for = f"<dt>For</dt><dd>{html.escape(session.description)}</dd>" if session.description else ""
     summary = (
-        f"<dl><dt>Merchant reference</dt><dd>{html.escape(session.reference)}</dd>"
-        f'<dt>Amount</dt><dd class="amount">{amount}</dd></dl>'
+        f'<dl>{paying_for}<dt>Amount</dt><dd class="amount">{amount}</dd></dl>'
+        f'<p class="reference">Reference {html.escape(session.reference)}</p>'
     )
     if session.state != "pending":
         return page(

@@ -57,7 +57,14 @@ class PaymentProvider(Protocol):
     name: str
 
     def create_session(
-        self, *, reference: str, amount_minor: int, currency: str, callback_url: str, return_url: str
+        self,
+        *,
+        reference: str,
+        amount_minor: int,
+        currency: str,
+        callback_url: str,
+        return_url: str,
+        description: str = "",
     ) -> Session: ...
 
     def parse_webhook(self, *, body: bytes, headers: dict[str, str]) -> WebhookEvent:

@@ -51,7 +51,14 @@ class SimulatedProvider:
         )
 
     def create_session(
-        self, *, reference: str, amount_minor: int, currency: str, callback_url: str, return_url: str
+        self,
+        *,
+        reference: str,
+        amount_minor: int,
+        currency: str,
+        callback_url: str,
+        return_url: str,
+        description: str = "",
     ) -> Session:
         """Open a hosted payment session; raises ProviderError when refused or unreachable."""
         payload = {
@@ -60,6 +67,7 @@ class SimulatedProvider:
             "currency": currency,
             "callback_url": callback_url,
             "return_url": return_url,
+            "description": description,  # what the buyer's payment page says they pay for
         }
         response = self._call("POST", "/api/sessions", payload)
         if response.status_code != 201:

@@ -69,7 +69,14 @@ class StripeProvider:
     # -- the saga's calls -------------------------------------------------------------------------
 
     def create_session(
-        self, *, reference: str, amount_minor: int, currency: str, callback_url: str, return_url: str
+        self,
+        *,
+        reference: str,
+        amount_minor: int,
+        currency: str,
+        callback_url: str,
+        return_url: str,
+        description: str = "",
     ) -> Session:
         """Create the manual-capture intent; the buyer confirms it on our own page (redirect_url).
 
@@ -80,7 +87,8 @@ class StripeProvider:
             "currency": currency.lower(),
             "capture_method": "manual",
             "payment_method_types": ["card"],
-            "metadata": {"reference": reference},
+            # The merchant's dashboard shows what was paid for (the buyer sees our own pay page).
+            "metadata": {"reference": reference, "description": description},
         }
         # Derived from our payment's reference: a retry (ours or the library's) never charges twice.
         intent = self._call(

@@ -116,6 +116,8 @@ def test_a_buyer_makes_an_api_token_on_the_account_page(live_daphne: str, page: 
     log_in(page, live_daphne, "tom@example.com", "correct horse battery")
     page.wait_for_url(re.compile(r"/$"))
 
+    assert page.get_by_role("link", name="API access").count() == 0  # not every buyer's business
+    page.get_by_role("link", name="Orders", exact=True).click()
     page.get_by_role("link", name="API access").click()
     page.get_by_role("button", name="Create a token").click()
     token = page.locator("#api-token").inner_text()

@@ -141,6 +141,7 @@ def open_session(provider: SimulatedProvider, receiver: Receiver, reference: str
         currency="EUR",
         callback_url=receiver.url,
         return_url=RETURN_URL,
+        description="Floodgate order 17: 2 x Nachtzug",
     )
 
 
@@ -171,6 +172,9 @@ def test_paying_redirects_to_the_shop_and_sends_one_signed_webhook(
     assert page.status_code == 200
     assert 'id="pay"' in page.text and 'id="decline"' in page.text
     assert "order-17" in page.text and "1,234.56 EUR" in page.text and "4242 4242 4242 4242" in page.text
+    # it says whom and what the buyer pays, and has a tab icon of its own
+    assert "<dt>For</dt><dd>Floodgate order 17: 2 x Nachtzug</dd>" in page.text
+    assert '<link rel="icon" href="data:image/svg+xml,' in page.text
     assert answer.status_code == 303
     assert answer.headers["location"] == RETURN_URL
     [delivery] = receiver.wait_for(1)
@@ -398,6 +402,16 @@ def test_a_wrong_api_key_is_401(sim: str, receiver: Receiver) -> None:
             b'{"reference": "r", "amount_minor": 5, "currency": "EUR", "callback_url": "ftp://x",'
             b' "return_url": "http://x/"}',
             "callback_url",
+        ),
+        (
+            b'{"reference": "r", "amount_minor": 5, "currency": "EUR", "callback_url": "http://x/",'
+            b' "return_url": "http://x/", "description": ["a"]}',
+            "description",
+        ),
+        (
+            b'{"reference": "r", "amount_minor": 5, "currency": "EUR", "callback_url": "http://x/",'
+            b' "return_url": "http://x/", "description": "a\\u0000b"}',
+            "description",
         ),
     ],
 )
