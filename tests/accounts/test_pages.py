@@ -282,3 +282,21 @@ def test_allauth_pages_have_headings_in_sentence_case() -> None:
     assert re.search(r"<h1> ?Password reset ?</h1>", flat) and "Password Reset" not in page, flat[:2000]
     assert re.search(r"<title> ?Password reset ?· Floodgate</title>", flat)
     assert re.search(r"> ?Reset my password ?</button>", flat)
+
+
+@pytest.mark.parametrize(
+    ("path", "formal"),
+    [
+        ("/accounts/password/reset/", "Geben Sie unten Ihre E-Mail-Adresse ein"),
+        ("/accounts/logout/", "Möchten Sie sich wirklich abmelden?"),
+    ],
+)
+def test_allauths_pages_speak_the_shops_formal_german(path: str, formal: str) -> None:
+    client = Client()
+    if path.endswith("logout/"):
+        client.force_login(make_buyer())
+    page = client.get(path, HTTP_ACCEPT_LANGUAGE="de-DE,de").content.decode()
+
+    assert formal in page
+    informal = re.findall(r"\b(?:du|dein\w*|dich|dir)\b", page, flags=re.IGNORECASE)
+    assert not informal, informal

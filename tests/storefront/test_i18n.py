@@ -187,7 +187,7 @@ def test_a_german_shop_writes_its_e_mails_in_german() -> None:
         outbox.relay_outbox()
     sent = mail.outbox[0]
     assert sent.subject == f"Ihre Bestellung {order.pk} ist bestätigt: {drop.display_title}"
-    assert sent.body.startswith("Guten Tag dieter,\n")
+    assert sent.body.startswith("Guten Tag,\n")
     assert f"Ihre Bestellung {order.pk} ist bestätigt: 2 Stück {drop.display_title}." in sent.body
     assert "Bezahlt insgesamt: 98,00\xa0€" in sent.body and "Total paid" not in sent.body
     mail.outbox.clear()
