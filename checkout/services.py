@@ -34,7 +34,7 @@ from psycopg.types.json import Jsonb
 from checkout import outbox, redirects, refunds, sql
 from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
-from checkout.providers.base import PermanentProviderError, ProviderError
+from checkout.providers.base import PaymentProvider, PermanentProviderError, ProviderError
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from core.errors import Busy, FloodgateError
 from holds import services as holds
@@ -154,19 +154,40 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
         Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
             state=PaymentState.FAILED, last_error="the provider's payment page is not an allowed address"
         )
+        _cancel_unused(provider, payment_pk=payment.pk, session_id=session.session_id)
         raise ProviderUnavailable(
             gettext_lazy("The payment page could not be opened; try again in a moment.")
         )
-    opened = Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
+    # The one place a session is tied to a payment: a payment records one session, once (ARCHITECTURE.md,
+    # "One charge per payment").
+    unopened = Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED, session_id__isnull=True)
+    opened = unopened.update(
         state=PaymentState.PENDING,
         session_id=session.session_id,
         redirect_url=session.redirect_url,
         updated_at=Now(),
     )
     if not opened:
+        # Retired while the provider answered (a slower call than OPENING_TIMEOUT): another attempt
+        # owns the order now, and this session must never be paid.
+        _cancel_unused(provider, payment_pk=payment.pk, session_id=session.session_id)
         raise PaymentOpening(gettext_lazy("This payment changed meanwhile; open it again from your hold."))
     payment.refresh_from_db()
     return Started(payment, order)
+
+
+def _cancel_unused(provider: PaymentProvider, *, payment_pk: int, session_id: str) -> None:
+    """Cancel a session the provider opened that no payment records; best effort, and logged.
+
+    Its page was never handed to a buyer, so it cannot be paid from the shop; cancelling it also
+    closes it at the provider.
+    """
+    try:
+        provider.void(session_id=session_id)
+    except ProviderError as error:
+        log.warning("payment %s: could not cancel its unused session %s: %s", payment_pk, session_id, error)
+    else:
+        log.info("payment %s: cancelled its unused session %s", payment_pk, session_id)
 
 
 class EventConflict(FloodgateError):
