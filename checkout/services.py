@@ -9,7 +9,7 @@
    the hold: the buyer may pay again with another card while the hold lasts.
 4. settle_payment (a Celery task): capture or void at the provider, idempotently.
 
-Lock order: webhook event row, payment row, hold row, stock rows.
+Lock order: webhook event row, payment row, then a dispute row or the hold row, stock rows.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy
 from psycopg.types.json import Jsonb
 
-from checkout import outbox, redirects, refunds, sql
+from checkout import disputes, outbox, redirects, refunds, sql
 from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
-from checkout.providers.base import PaymentProvider, PermanentProviderError, ProviderError
+from checkout.providers.base import DISPUTE_TYPES, PaymentProvider, PermanentProviderError, ProviderError
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from core.errors import Busy, FloodgateError
 from holds import services as holds
@@ -199,8 +199,14 @@ class EventConflict(FloodgateError):
 def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[str, object]) -> int | None:
     """Store a verified event once per (provider, event id); returns its row id if not yet processed.
 
-    The first delivery is kept whole; the same id with another body raises EventConflict.
+    The first delivery is kept whole; the same id with another body raises EventConflict. A dispute
+    of a payment the shop never made is not stored (nothing can make it the shop's later).
     """
+    if event.type in DISPUTE_TYPES and not _payment_for(provider_name, asdict(event)).exists():
+        log.warning(
+            "webhook %s:%s: a dispute of an unknown payment; not recorded", provider_name, event.event_id
+        )
+        return None
     params: dict[str, Any] = {
         "provider": provider_name,
         "event": event.event_id,
@@ -282,6 +288,8 @@ def _payment_for(provider: str, payload: dict[str, object]) -> QuerySet[Payment]
 
 
 def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
+    if event.type in DISPUTE_TYPES:  # the bank's, long after the sale: recorded, the merchant told
+        return disputes.apply_event_in(cursor, payment=payment, provider=event.provider, facts=_facts(event))
     order = payment.order
     if event.type == "payment.failed":
         if payment.state not in {PaymentState.CREATED, PaymentState.PENDING}:
