@@ -16,7 +16,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from checkout import refunds, selectors, services
-from checkout.models import Order, OutboxMessage, Payment, Refund
+from checkout.models import Dispute, DisputeState, Order, OutboxMessage, Payment, Refund
 from core import formatting
 from core.errors import FloodgateError
 from core.text import storable
@@ -61,6 +61,24 @@ class RefundInline(admin.TabularInline):
     @admin.display(description=_("amount"))
     def amount(self, refund: Refund) -> str:
         return refund.amount_display
+
+
+DISPUTE_FIELDS = ("state", "amount", "reason", "evidence_due_at", "opened_at", "closed_at", "dispute_id")
+
+
+class DisputeInline(admin.TabularInline):
+    model = Dispute
+    fields = DISPUTE_FIELDS
+    readonly_fields = DISPUTE_FIELDS
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Order | None = None) -> bool:
+        return False
+
+    @admin.display(description=_("amount"))
+    def amount(self, dispute: Dispute) -> str:
+        return dispute.amount_display
 
 
 REFUND_WORDS = {
@@ -110,12 +128,26 @@ class VariantFilter(admin.SimpleListFilter):
 class OrderAdmin(admin.ModelAdmin):
     # Narrow columns, so the list fits a 1280 px screen between the admin's sidebar and its filters;
     # "payment voided" is a filter (rare), not a column.
-    list_display = ["id", "drop", "buyer", "bought", "state", "refunds", "made"]
+    list_display = ["id", "drop", "buyer", "bought", "state", "refunds", "dispute", "made"]
     list_filter = ["state", "refunded", "drop", VariantFilter]
     search_fields = ["buyer__username", "drop__slug", "id"]
     list_select_related = ["drop", "buyer", "hold__variant"]
     readonly_fields = [*(f.name for f in Order._meta.fields), "variant"]
-    inlines = [PaymentInline, RefundInline]
+    inlines = [PaymentInline, RefundInline, DisputeInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Order]:
+        return super().get_queryset(request).prefetch_related("disputes")  # the column: one query
+
+    @admin.display(description=_("dispute"))
+    def dispute(self, order: Order) -> str:
+        """The latest dispute's state, with its evidence deadline (UTC) while evidence is due; "-": none."""
+        latest = max(order.disputes.all(), key=lambda d: d.opened_at, default=None)
+        if latest is None:
+            return "-"
+        if latest.evidence_due_at is not None and latest.state == DisputeState.NEEDS_RESPONSE:
+            return gettext("Needs a response by %(due)s") % {"due": f"{latest.evidence_due_at:%Y-%m-%d}"}
+        return str(latest.get_state_display())
+
     change_form_template = "admin/checkout/order/change_form.html"
 
     @admin.display(description=_("bought"), ordering="amount_minor")
@@ -194,6 +226,30 @@ class OrderAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Order | None = None) -> bool:
+        return False
+
+
+@admin.register(Dispute)
+class DisputeAdmin(admin.ModelAdmin):
+    """Disputes as the provider reported them; they are answered at the provider, so nothing changes here."""
+
+    list_display = ["id", "order", "state", "amount", "reason", "evidence_due_at", "opened_at", "closed_at"]
+    list_filter = ["state", "provider"]
+    search_fields = ["dispute_id", "order__id"]
+    list_select_related = ["order"]
+    readonly_fields = [f.name for f in Dispute._meta.fields]
+
+    @admin.display(description=_("amount"), ordering="amount_minor")
+    def amount(self, dispute: Dispute) -> str:
+        return dispute.amount_display
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Dispute | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Dispute | None = None) -> bool:
         return False
 
 

@@ -354,3 +354,70 @@ class Reminder(models.Model):
 
     def __str__(self) -> str:
         return f"reminder of drop {self.drop_id} for buyer {self.buyer_id}"
+
+
+class DisputeState(models.TextChoices):
+    NEEDS_RESPONSE = "needs_response", _("Needs a response")  # evidence is due
+    UNDER_REVIEW = "under_review", _("Under review")  # evidence sent; the bank decides
+    WON = "won", _("Won")  # the money stays with the shop
+    LOST = "lost", _("Lost")  # the money went back to the buyer
+
+
+DISPUTE_DECIDED = [DisputeState.WON, DisputeState.LOST]
+
+
+class Dispute(models.Model):
+    """A buyer's bank disputing a payment (a chargeback), as the provider's latest event says.
+
+    Written only by checkout.disputes from webhook events: one row per provider dispute id, and a
+    decided one is never changed again (sql.UPDATE_DISPUTE)."""
+
+    order = models.ForeignKey(
+        Order, on_delete=models.PROTECT, related_name="disputes", verbose_name=_("order")
+    )
+    payment = models.ForeignKey(
+        Payment, on_delete=models.PROTECT, related_name="disputes", verbose_name=_("payment")
+    )
+    provider = models.CharField(max_length=30, verbose_name=_("provider"))
+    dispute_id = models.CharField(max_length=100, verbose_name=_("provider's dispute id"))
+    state = models.CharField(max_length=20, choices=DisputeState.choices, verbose_name=_("state"))
+    amount_minor = models.BigIntegerField(verbose_name=_("amount minor"))
+    currency = models.CharField(max_length=3, verbose_name=_("currency"))
+    reason = models.CharField(max_length=100, blank=True, verbose_name=_("reason"))
+    evidence_due_at = models.DateTimeField(null=True, blank=True, verbose_name=_("evidence due by"))
+    opened_at = models.DateTimeField(db_default=Now(), verbose_name=_("opened at"))
+    closed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("closed at"))
+    # The provider's time of the last event applied: an older one arriving late changes nothing.
+    last_event_at = models.DateTimeField(verbose_name=_("last event at"))
+    updated_at = models.DateTimeField(db_default=Now(), verbose_name=_("updated at"))
+
+    class Meta:
+        verbose_name = _("dispute")
+        verbose_name_plural = _("disputes")
+        ordering = ["-opened_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "dispute_id"], name="checkout_dispute_once"),
+            models.CheckConstraint(
+                condition=Q(state__in=DisputeState.values), name="checkout_dispute_state_valid"
+            ),
+            models.CheckConstraint(condition=Q(amount_minor__gte=0), name="checkout_dispute_amount_valid"),
+            # closed_at says when it was decided, and only a decided dispute has one
+            models.CheckConstraint(
+                condition=Q(state__in=DISPUTE_DECIDED, closed_at__isnull=False)
+                | (~Q(state__in=DISPUTE_DECIDED) & Q(closed_at__isnull=True)),
+                name="checkout_dispute_closed_when_decided",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["state"], condition=~Q(state__in=DISPUTE_DECIDED), name="checkout_dispute_open"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        words = {"order": self.order_id, "state": self.get_state_display()}
+        return gettext("dispute of order %(order)s (%(state)s)") % words
+
+    @property
+    def amount_display(self) -> str:
+        return money(self.amount_minor, self.currency)

@@ -26,7 +26,8 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from checkout.models import Order, OutboxMessage, Refund, Reminder
+from checkout.models import DISPUTE_DECIDED, Dispute, DisputeState, Order, OutboxMessage, Refund, Reminder
+from checkout.selectors import merchants_with_email
 from core import formatting
 from holds.counts import claimable_by_drop
 from holds.models import Hold
@@ -42,6 +43,7 @@ REFUND_TOPIC = "refund.email"
 CANCELLED_TOPIC = "order_cancelled.email"
 REMINDER_TOPIC = "drop_open.email"
 RAFFLE_TOPIC = "raffle_result.email"
+DISPUTE_TOPIC = "dispute.merchant_email"
 MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
 
 
@@ -95,6 +97,56 @@ def announce_refund(refund: Refund) -> None:
 def announce_cancel(order: Order) -> None:
     """In the cancelling transaction: the buyer's own cancel confirmed, once per order."""
     _announce_once(CANCELLED_TOPIC, f"order-{order.pk}-cancelled", order)
+
+
+def announce_dispute(dispute: Dispute, *, news: str) -> None:
+    """In the transaction that records it: the merchant hears once that a dispute opened, and once
+    that it was decided (news "opened" or "decided")."""
+    payload = {"dispute": dispute.pk, "order": dispute.order_id, "news": news}
+    OutboxMessage.objects.bulk_create(
+        [OutboxMessage(topic=DISPUTE_TOPIC, key=f"dispute-{dispute.pk}-{news}", payload=payload)],
+        ignore_conflicts=True,
+    )
+    transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
+
+
+def dispute_subject(dispute: Dispute, news: str) -> str:
+    words = {"number": dispute.order_id, "amount": dispute.amount_display}
+    if news == "opened":
+        return _("Order %(number)s: the buyer's bank disputes %(amount)s") % words
+    if dispute.state == DisputeState.WON:
+        return _("Order %(number)s: the dispute of %(amount)s is won") % words
+    return _("Order %(number)s: the dispute of %(amount)s is lost") % words
+
+
+def dispute_text(dispute: Dispute, news: str) -> str:
+    """The merchant's e-mail: what is disputed, why, by when to answer, where the order is."""
+    order = dispute.order
+    return render_to_string(
+        "checkout/dispute_email.txt",
+        {
+            "news": news,
+            "order": order,
+            "state": dispute.get_state_display(),
+            "decided": dispute.state in DISPUTE_DECIDED,
+            "won": dispute.state == DisputeState.WON,
+            "amount": dispute.amount_display,
+            "reason": dispute.reason.replace("_", " ") or "-",
+            "due": formatting.moment(dispute.evidence_due_at) if dispute.evidence_due_at else "",
+            "url": settings.PUBLIC_BASE_URL.rstrip("/")
+            + reverse("admin:checkout_order_change", args=[order.pk]),
+        },
+    )
+
+
+def _absolute(path: str) -> str:
+    return settings.PUBLIC_BASE_URL.rstrip("/") + path
+
+
+def merchant_addresses() -> list[str]:
+    """Who hears of disputes: MERCHANT_EMAIL, else the Merchants group's addresses."""
+    configured: list[str] = list(getattr(settings, "MERCHANT_EMAIL", []))
+    return configured or merchants_with_email()
 
 
 def refund_text(refund: Refund) -> str:
@@ -256,6 +308,8 @@ def _language_of(message: OutboxMessage) -> str:
     """The language to write the message in: its buyer's (every e-mail's payload names them; a
     reminder written before it did names its reminder), else the worker's."""
     worker = translation.get_language() or settings.LANGUAGE_CODE
+    if message.topic == DISPUTE_TOPIC:
+        return settings.LANGUAGE_CODE  # the merchant's e-mail: the shop's own language
     if not message.topic.endswith(".email"):
         return worker  # the merchant's webhook: JSON, no words
     buyer = message.payload.get("buyer")
@@ -336,6 +390,19 @@ def _deliver(message: OutboxMessage) -> None:
             subject=subject,
             body=raffle_text(message, drop, buyer),
             to=[buyer.email],
+            headers={"Message-ID": f"<{message.key}@floodgate>"},
+        ).send()
+    elif message.topic == DISPUTE_TOPIC:
+        dispute = Dispute.objects.select_related("order__drop__product").get(pk=message.payload["dispute"])
+        to = merchant_addresses()
+        if not to:
+            log.warning("dispute %s: no MERCHANT_EMAIL and no merchant with an address to tell", dispute.pk)
+            return  # nobody to write to; the admin and the dashboard still show it
+        news = str(message.payload["news"])
+        EmailMessage(
+            subject=dispute_subject(dispute, news),
+            body=dispute_text(dispute, news),
+            to=to,
             headers={"Message-ID": f"<{message.key}@floodgate>"},
         ).send()
     elif message.topic == MERCHANT_TOPIC:

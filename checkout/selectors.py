@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
 from checkout import answers
 from checkout.models import (
+    DISPUTE_DECIDED,
+    Dispute,
+    DisputeState,
     Order,
     OrderState,
     OutboxMessage,
@@ -22,6 +26,7 @@ from core import formatting
 from shop.models import Variant
 
 NEEDS_ATTENTION = [PaymentState.CAPTURE_FAILED, PaymentState.VOID_FAILED]
+MERCHANTS = "Merchants"  # the group shop/migrations/0003_roles makes
 
 
 def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
@@ -79,6 +84,23 @@ def payments_needing_attention() -> dict[str, int]:
         Payment.objects.filter(state__in=NEEDS_ATTENTION).values_list("state").annotate(n=Count("id"))
     )
     return {str(state): counts.get(state, 0) for state in NEEDS_ATTENTION}
+
+
+def disputes_by_state() -> dict[str, int]:
+    """How many disputes are in each state (every state named, 0 included): the metric's series."""
+    counts = dict(Dispute.objects.values_list("state").annotate(n=Count("id")))
+    return {str(state): counts.get(state, 0) for state in DisputeState.values}
+
+
+def open_disputes() -> int:
+    """Disputes not decided yet: each one's evidence is due at the provider."""
+    return Dispute.objects.exclude(state__in=DISPUTE_DECIDED).count()
+
+
+def merchants_with_email() -> list[str]:
+    """The addresses of the Merchants group's active members, in a stable order."""
+    users = get_user_model().objects.filter(groups__name=MERCHANTS, is_active=True).exclude(email="")
+    return sorted(set(users.values_list("email", flat=True)))
 
 
 def outbox_backlog() -> tuple[int, float]:

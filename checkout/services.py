@@ -9,7 +9,7 @@
    the hold: the buyer may pay again with another card while the hold lasts.
 4. settle_payment (a Celery task): capture or void at the provider, idempotently.
 
-Lock order: webhook event row, payment row, hold row, stock rows.
+Lock order: webhook event row, payment row, then a dispute row or the hold row, stock rows.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy
 from psycopg.types.json import Jsonb
 
-from checkout import outbox, redirects, refunds, sql
+from checkout import disputes, outbox, redirects, refunds, sql
 from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
-from checkout.providers.base import PermanentProviderError, ProviderError
+from checkout.providers.base import DISPUTE_TYPES, PaymentProvider, PermanentProviderError, ProviderError
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from core.errors import Busy, FloodgateError
 from holds import services as holds
@@ -160,19 +160,40 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
         Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
             state=PaymentState.FAILED, last_error="the provider's payment page is not an allowed address"
         )
+        _cancel_unused(provider, payment_pk=payment.pk, session_id=session.session_id)
         raise ProviderUnavailable(
             gettext_lazy("The payment page could not be opened; try again in a moment.")
         )
-    opened = Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(
+    # The one place a session is tied to a payment: a payment records one session, once (ARCHITECTURE.md,
+    # "One charge per payment").
+    unopened = Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED, session_id__isnull=True)
+    opened = unopened.update(
         state=PaymentState.PENDING,
         session_id=session.session_id,
         redirect_url=session.redirect_url,
         updated_at=Now(),
     )
     if not opened:
+        # Retired while the provider answered (a slower call than OPENING_TIMEOUT): another attempt
+        # owns the order now, and this session must never be paid.
+        _cancel_unused(provider, payment_pk=payment.pk, session_id=session.session_id)
         raise PaymentOpening(gettext_lazy("This payment changed meanwhile; open it again from your hold."))
     payment.refresh_from_db()
     return Started(payment, order)
+
+
+def _cancel_unused(provider: PaymentProvider, *, payment_pk: int, session_id: str) -> None:
+    """Cancel a session the provider opened that no payment records; best effort, and logged.
+
+    Its page was never handed to a buyer, so it cannot be paid from the shop; cancelling it also
+    closes it at the provider.
+    """
+    try:
+        provider.void(session_id=session_id)
+    except ProviderError as error:
+        log.warning("payment %s: could not cancel its unused session %s: %s", payment_pk, session_id, error)
+    else:
+        log.info("payment %s: cancelled its unused session %s", payment_pk, session_id)
 
 
 class EventConflict(FloodgateError):
@@ -184,8 +205,14 @@ class EventConflict(FloodgateError):
 def record_webhook(*, provider_name: str, event: ProviderEvent, payload: dict[str, object]) -> int | None:
     """Store a verified event once per (provider, event id); returns its row id if not yet processed.
 
-    The first delivery is kept whole; the same id with another body raises EventConflict.
+    The first delivery is kept whole; the same id with another body raises EventConflict. A dispute
+    of a payment the shop never made is not stored (nothing can make it the shop's later).
     """
+    if event.type in DISPUTE_TYPES and not _payment_for(provider_name, asdict(event)).exists():
+        log.warning(
+            "webhook %s:%s: a dispute of an unknown payment; not recorded", provider_name, event.event_id
+        )
+        return None
     params: dict[str, Any] = {
         "provider": provider_name,
         "event": event.event_id,
@@ -267,6 +294,8 @@ def _payment_for(provider: str, payload: dict[str, object]) -> QuerySet[Payment]
 
 
 def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
+    if event.type in DISPUTE_TYPES:  # the bank's, long after the sale: recorded, the merchant told
+        return disputes.apply_event_in(cursor, payment=payment, provider=event.provider, facts=_facts(event))
     order = payment.order
     if event.type == "payment.failed":
         if payment.state not in {PaymentState.CREATED, PaymentState.PENDING}:

@@ -105,3 +105,31 @@ SELECT t.id, t.drop_id, t.buyer_id, CASE WHEN h.id IS NOT NULL THEN 'won' ELSE '
  ORDER BY t.drop_id, t.number
  LIMIT %(limit)s
 """
+
+# Record a dispute the first time any of its events is applied (created, or a later one first:
+# events may come out of order). Locks only the new row. 1 row: new, the merchant is told;
+# 0 rows: known already (UPDATE_DISPUTE then). Protects: one row per provider dispute
+# (checkout_dispute_once), so duplicate and racing deliveries record it once.
+OPEN_DISPUTE = """
+INSERT INTO checkout_dispute (order_id, payment_id, provider, dispute_id, state, amount_minor, currency,
+                              reason, evidence_due_at, opened_at, closed_at, last_event_at, updated_at)
+VALUES (%(order)s, %(payment)s, %(provider)s, %(dispute)s, %(state)s, %(amount)s, %(currency)s,
+        %(reason)s, %(due)s, now(), CASE WHEN %(state)s IN ('won', 'lost') THEN now() END, %(at)s, now())
+ON CONFLICT (provider, dispute_id) DO NOTHING
+RETURNING id, state
+"""
+
+# Move a known dispute to what a later event says. Locks the dispute row. 1 row: applied (a state
+# of won or lost closes it: the merchant is told); 0 rows: decided already, or the event is older
+# than the last one applied (late). Protects: a decided dispute stays as decided, and a late event
+# never undoes a newer one (checkout_dispute_closed_when_decided keeps closed_at with the state).
+UPDATE_DISPUTE = """
+UPDATE checkout_dispute
+   SET state = %(state)s, amount_minor = %(amount)s, reason = %(reason)s,
+       evidence_due_at = COALESCE(%(due)s, evidence_due_at),
+       closed_at = CASE WHEN %(state)s IN ('won', 'lost') THEN now() END,
+       last_event_at = %(at)s, updated_at = now()
+ WHERE provider = %(provider)s AND dispute_id = %(dispute)s
+   AND state NOT IN ('won', 'lost') AND last_event_at <= %(at)s
+RETURNING id, state
+"""

@@ -414,6 +414,8 @@ PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(
     )
 )
 MERCHANT_WEBHOOK_URL = os.environ.get("MERCHANT_WEBHOOK_URL", "")
+# Who is e-mailed of a dispute (comma-separated addresses); none: the Merchants group's members.
+MERCHANT_EMAIL = env.listing("MERCHANT_EMAIL", [])
 # PAYMENT_PROVIDER=stripe (checkout/providers/stripe.py): the keys from Stripe's dashboard, and the
 # signing secret of the webhook endpoint <PUBLIC_BASE_URL>/checkout/webhooks/stripe. STRIPE_API_BASE
 # and STRIPE_JS_URL point the library and the pay page elsewhere (the tests: at localstripe).

@@ -69,7 +69,25 @@ TUNABLES: dict[str, tuple[type, float, float, str, float]] = {
     "late_seconds": (float, 0.0, 3600.0, "PROVIDER_LATE_SECONDS", 0),
 }
 CURRENCY = re.compile(r"[A-Z]{3}")
-SESSION_PATH = re.compile(r"/api/sessions/([A-Za-z0-9_]{1,64})(?:/(capture|void|refund))?")
+SESSION_PATH = re.compile(
+    r"/api/sessions/([A-Za-z0-9_]{1,64})(?:/(capture|void|refund|dispute|dispute/close))?"
+)
+# Stripe's dispute reasons; a dispute's evidence is due this many days after it opens unless asked.
+DISPUTE_REASONS = frozenset(
+    {
+        "bank_cannot_process",
+        "credit_not_processed",
+        "duplicate",
+        "fraudulent",
+        "general",
+        "product_not_received",
+        "product_unacceptable",
+        "subscription_canceled",
+        "unrecognized",
+    }
+)
+EVIDENCE_DAYS = 7
+DISPUTE_OUTCOMES = ("won", "lost")
 REFUND_KEY = re.compile(r"[\x21-\x7e]{1,200}")
 PAY_PATH = re.compile(r"/pay/([^/]*)")
 
@@ -137,6 +155,26 @@ def checked(name: str, value: object) -> int | float:
 
 
 @dataclass
+class Dispute:
+    """A buyer's bank disputing a captured session: needs_response, then won or lost."""
+
+    dispute_id: str
+    amount_minor: int
+    reason: str
+    due_by: int  # the evidence deadline, unix seconds
+    state: str = "needs_response"
+
+    def public(self) -> dict[str, object]:
+        return {
+            "dispute_id": self.dispute_id,
+            "state": self.state,
+            "amount_minor": self.amount_minor,
+            "reason": self.reason,
+            "due_by": self.due_by,
+        }
+
+
+@dataclass
 class PaymentSession:
     session_id: str
     reference: str
@@ -155,6 +193,7 @@ class PaymentSession:
     # key -> (refund id, amount): the same key is the same refund, however often it is asked for.
     refunds: dict[str, tuple[str, int]] = field(default_factory=dict)
     refund_calls: int = 0  # accepted refund calls, repeats included
+    dispute: Dispute | None = None
 
     @property
     def refunded_minor(self) -> int:
@@ -174,6 +213,7 @@ class PaymentSession:
             "refunds": len(self.refunds),
             "refund_calls": self.refund_calls,
             "refunded_minor": self.refunded_minor,
+            "dispute": self.dispute.public() if self.dispute else None,
         }
 
 
@@ -259,6 +299,10 @@ class Simulator:
                     raise HttpError(404, "not_found", f"no session {session_id}")
                 if action == "refund":
                     return self.refund(session, parse_json(body))
+                if action == "dispute":
+                    return self.open_dispute(session, parse_json(body))
+                if action == "dispute/close":
+                    return self.close_dispute(session, parse_json(body))
                 return self.settle(session, action) if action else json_response(200, session.public())
         elif match := PAY_PATH.fullmatch(path):
             allow(method, "GET", "POST")
@@ -370,6 +414,54 @@ class Simulator:
         self.spawn(self.deliver(session, json.dumps(event, separators=(",", ":")).encode()))
         return json_response(201, {"refund_id": refund_id, "state": "succeeded"})
 
+    def open_dispute(self, session: PaymentSession, data: dict[str, object]) -> Response:
+        """The buyer's bank disputes a captured session (test mode: asked by the caller); a signed
+        dispute.opened webhook follows. Body: reason, amount_minor, evidence_days (all optional)."""
+        reason = data.get("reason", "fraudulent")
+        amount = data.get("amount_minor", session.amount_minor)
+        days = data.get("evidence_days", EVIDENCE_DAYS)
+        if not isinstance(reason, str) or reason not in DISPUTE_REASONS:
+            raise HttpError(
+                400, "invalid_request", f"reason must be one of {', '.join(sorted(DISPUTE_REASONS))}"
+            )
+        if isinstance(amount, bool) or not isinstance(amount, int) or not 0 < amount <= session.amount_minor:
+            raise HttpError(400, "invalid_request", "amount_minor must be positive and at most the session's")
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 60:
+            raise HttpError(400, "invalid_request", "evidence_days must be a whole number from 1 to 60")
+        if session.state != "captured":
+            raise HttpError(
+                409, "conflict", f"only a captured session can be disputed; this one is {session.state}"
+            )
+        if session.dispute is not None:
+            raise HttpError(
+                409, "conflict", f"this session is disputed already ({session.dispute.dispute_id})"
+            )
+        session.dispute = Dispute(
+            dispute_id=f"dp_{secrets.token_hex(12)}",
+            amount_minor=amount,
+            reason=reason,
+            due_by=int(time.time()) + days * 86400,
+        )
+        self.spawn(self.deliver(session, dispute_event(session, session.dispute, "dispute.opened")))
+        return json_response(201, session.dispute.public())
+
+    def close_dispute(self, session: PaymentSession, data: dict[str, object]) -> Response:
+        """Decide the session's dispute: body {"outcome": "won" | "lost"}; a signed dispute.closed
+        webhook follows. The same outcome again is answered without another webhook."""
+        outcome = data.get("outcome")
+        if not isinstance(outcome, str) or outcome not in DISPUTE_OUTCOMES:
+            raise HttpError(400, "invalid_request", "outcome must be won or lost")
+        dispute = session.dispute
+        if dispute is None:
+            raise HttpError(409, "conflict", "this session has no dispute to close")
+        if dispute.state == outcome:
+            return json_response(200, dispute.public())
+        if dispute.state in DISPUTE_OUTCOMES:
+            raise HttpError(409, "conflict", f"the dispute is {dispute.state} already")
+        dispute.state = outcome
+        self.spawn(self.deliver(session, dispute_event(session, dispute, "dispute.closed")))
+        return json_response(200, dispute.public())
+
     async def pay(self, session: PaymentSession, body: bytes) -> Response:
         form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
         action = (form.get("action") or [""])[0]
@@ -439,6 +531,24 @@ class Simulator:
             if attempt < DELIVERY_ATTEMPTS:
                 await asyncio.sleep(0.5 * 2 ** (attempt - 1) * random.uniform(0.8, 1.2))
         log.warning("webhook for %s given up after %s attempts: %s", session.session_id, attempt, outcome)
+
+
+def dispute_event(session: PaymentSession, dispute: Dispute, kind: str) -> bytes:
+    """A signed-to-be dispute webhook's body: the dispute's facts and the session's reference."""
+    event = {
+        "id": f"evt_{secrets.token_hex(12)}",
+        "type": kind,
+        "session_id": session.session_id,
+        "reference": session.reference,
+        "amount_minor": dispute.amount_minor,
+        "currency": session.currency,
+        "reason": dispute.reason,
+        "dispute_id": dispute.dispute_id,
+        "state": dispute.state,
+        "due_by": dispute.due_by,
+        "created": int(time.time()),
+    }
+    return json.dumps(event, separators=(",", ":")).encode()
 
 
 async def read_body(receive: Receive) -> bytes:

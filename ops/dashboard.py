@@ -13,7 +13,7 @@ from django.utils.translation import gettext
 from redis.exceptions import RedisError
 
 from admission import state
-from checkout.selectors import payments_needing_attention, sold_value
+from checkout.selectors import open_disputes, payments_needing_attention, sold_value
 from core import metrics
 from holds import gate
 from holds.counts import invariant, invariant_by_variant
@@ -155,6 +155,7 @@ def snapshot() -> dict[str, object]:
         "at": timezone.now().isoformat(),
         "lock_waits": lock_waits(),
         "payments_needing_attention": sum(payments_needing_attention().values()),
+        "open_disputes": open_disputes(),
         "drops": [
             drop_panel(drop, lines.get(drop.pk), counts.get(drop.pk), taken.get(drop.pk)) for drop in drops
         ],

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
 from admission import state
-from checkout.selectors import payments_needing_attention
+from checkout.selectors import disputes_by_state, payments_needing_attention
 from core.metrics import Gauge, render_prometheus
 from ops.metrics import database_gauges, drop_gauges, drop_slugs, duty_gauges
 
@@ -47,5 +47,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
         "Payments the provider refused to capture or void for good (alert above 0).",
         [({"state": state}, n) for state, n in stuck.items()],
     )
-    gauges = [*drop_gauges(), payments, *database_gauges(), *duty_gauges(), *state.gauges()]
+    disputes = Gauge(
+        "floodgate_disputes",
+        "Disputes (chargebacks) by state: needs_response and under_review are open, won and lost decided.",
+        [({"state": state}, n) for state, n in disputes_by_state().items()],
+    )
+    gauges = [*drop_gauges(), payments, disputes, *database_gauges(), *duty_gauges(), *state.gauges()]
     return HttpResponse(render_prometheus(drop_slugs=drop_slugs, extra=gauges), content_type=CONTENT_TYPE)

@@ -46,11 +46,19 @@ class WebhookEvent:
     reference: str  # the payment's reference, or for a refund.* event the refund's key
     amount_minor: int
     currency: str
-    reason: str = ""
+    reason: str = ""  # a decline's or a refund's failure's code; a dispute's reason ("fraudulent")
     refund_id: str = ""  # refund.* events: the provider's refund id
+    dispute_id: str = ""  # dispute.* events: the provider's dispute id
+    state: str = ""  # dispute.* events: one of DISPUTE_STATES
+    due_by: int = 0  # dispute.* events: the evidence deadline (unix seconds); 0, none
+    created: int = 0  # when the provider made the event (unix seconds): orders a dispute's late events
 
 
-EVENT_TYPES = frozenset({"payment.authorized", "payment.failed", "refund.succeeded", "refund.failed"})
+DISPUTE_TYPES = frozenset({"dispute.opened", "dispute.updated", "dispute.closed"})
+DISPUTE_STATES = frozenset({"needs_response", "under_review", "won", "lost"})
+EVENT_TYPES = (
+    frozenset({"payment.authorized", "payment.failed", "refund.succeeded", "refund.failed"}) | DISPUTE_TYPES
+)
 
 
 class PaymentProvider(Protocol):

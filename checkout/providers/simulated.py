@@ -11,6 +11,8 @@ from django.conf import settings
 
 from checkout.providers import signing
 from checkout.providers.base import (
+    DISPUTE_STATES,
+    DISPUTE_TYPES,
     EVENT_TYPES,
     BadWebhook,
     PermanentProviderError,
@@ -126,6 +128,17 @@ class SimulatedProvider:
         reason, refund_id = data.get("reason", ""), data.get("refund_id", "")
         if not isinstance(reason, str) or not isinstance(refund_id, str):
             raise BadWebhook("the webhook fields 'reason' and 'refund_id' must be strings")
+        dispute_id, state = data.get("dispute_id", ""), data.get("state", "")
+        due_by, created = data.get("due_by", 0), data.get("created", 0)
+        if event_type in DISPUTE_TYPES and (
+            not isinstance(dispute_id, str) or not dispute_id or not isinstance(state, str)
+        ):
+            raise BadWebhook("a dispute event needs the strings 'dispute_id' and 'state'")
+        if event_type in DISPUTE_TYPES and state not in DISPUTE_STATES:
+            raise BadWebhook(f"a dispute's state must be one of {', '.join(sorted(DISPUTE_STATES))}")
+        for name, number in (("due_by", due_by), ("created", created)):
+            if not isinstance(number, int) or isinstance(number, bool):
+                raise BadWebhook(f"the webhook field {name!r} must be an integer")
         return WebhookEvent(
             event_id=data["id"],
             type=event_type,
@@ -135,6 +148,10 @@ class SimulatedProvider:
             currency=data["currency"],
             reason=reason,
             refund_id=refund_id,
+            dispute_id=str(dispute_id),
+            state=str(state),
+            due_by=due_by,
+            created=created,
         )
 
     def _settle(self, action: str, session_id: str) -> None:

@@ -38,6 +38,24 @@ INTENT_ID = re.compile(r"pi_[A-Za-z0-9]{1,64}")
 # ignored (an endpoint answering 4xx is retried, then disabled by Stripe).
 AUTHORISED_STATES = frozenset({"requires_capture", "succeeded"})
 REFUND_STATES = {"succeeded": "succeeded", "pending": "pending", "requires_action": "pending"}
+# Stripe's dispute events and statuses in the saga's words. An inquiry ("warning_...") is answered
+# as a dispute is; one closed without becoming a chargeback keeps the money, as a won dispute does.
+DISPUTE_EVENTS = {
+    "charge.dispute.created": "dispute.opened",
+    "charge.dispute.updated": "dispute.updated",
+    "charge.dispute.funds_withdrawn": "dispute.updated",
+    "charge.dispute.funds_reinstated": "dispute.updated",
+    "charge.dispute.closed": "dispute.closed",
+}
+DISPUTE_STATUSES = {
+    "warning_needs_response": "needs_response",
+    "needs_response": "needs_response",
+    "warning_under_review": "under_review",
+    "under_review": "under_review",
+    "warning_closed": "won",
+    "won": "won",
+    "lost": "lost",
+}
 
 
 class StripeProvider:
@@ -321,7 +339,34 @@ def event_from(data: object) -> WebhookEvent:
             reason=str(thing.get("failure_reason") or "failed"),
             refund_id=_text(thing, "id"),
         )
+    if kind in DISPUTE_EVENTS:
+        created = data.get("created")
+        return _dispute_event(event_id, kind, thing, created=created if isinstance(created, int) else 0)
     return _ignored(event_id, kind)
+
+
+def _dispute_event(event_id: str, kind: str, dispute: dict[str, Any], *, created: int) -> WebhookEvent:
+    """A Dispute object's facts; its payment is found by the intent (a charge without one: unknown)."""
+    state = DISPUTE_STATUSES.get(str(dispute.get("status")))
+    if state is None:
+        log.warning("stripe: dispute event %s with an unknown status %r", event_id, dispute.get("status"))
+        return _ignored(event_id, kind)
+    intent = dispute.get("payment_intent")
+    evidence = dispute.get("evidence_details")
+    due_by = evidence.get("due_by") if isinstance(evidence, dict) else None
+    return WebhookEvent(
+        event_id=event_id,
+        type=DISPUTE_EVENTS[kind],
+        session_id=intent if isinstance(intent, str) and intent else _text(dispute, "charge"),
+        reference="",
+        amount_minor=_amount(dispute, "amount"),
+        currency=_text(dispute, "currency").upper(),
+        reason=str(dispute.get("reason") or "general"),
+        dispute_id=_text(dispute, "id"),
+        state=state,
+        due_by=due_by if isinstance(due_by, int) and not isinstance(due_by, bool) else 0,
+        created=created,
+    )
 
 
 def _intent_event(event_id: str, kind: str, intent: dict[str, Any], *, reason: str = "") -> WebhookEvent:

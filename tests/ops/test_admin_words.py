@@ -38,7 +38,7 @@ def test_the_admin_says_api_tokens_amount_and_what_refunded_means() -> None:
     assert "API tokens" in index and "Api tokens" not in index
     orders = client.get("/admin/checkout/order/").content.decode()
     shown = [h.lower() for h in headers(orders) if h]
-    assert shown == ["id", "drop", "buyer", "bought", "state", "refunded", "made (utc)"], shown
+    assert shown == ["id", "drop", "buyer", "bought", "state", "refunded", "dispute", "made (utc)"], shown
     assert "2 units, €20.00" in orders and "Amount display" not in orders
     refunds = client.get(f"/admin/checkout/order/{order.pk}/change/").content.decode()
     assert "Amount display" not in refunds
