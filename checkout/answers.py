@@ -22,13 +22,18 @@ class Order(Closed):
         pattern=r"^\d{1,2}\.\d{2}$", description="The tax rate in percent when payment started, e.g. 19.00"
     )
     currency: str
-    failure_reason: str = Field(description="Empty unless failed")
+    failure_reason: str = Field(description="Empty unless failed; why, in the request's language")
     refunded: bool = Field(description="An authorisation that came too late was voided")
     refunded_quantity: NonNegativeInt = Field(description="Units refunded (or being refunded)")
     refunded_minor: NonNegativeInt = Field(description="Money refunded (or being refunded), minor units")
     created_at: Moment
     cancellable: bool = Field(
         default=False, description="The buyer may still cancel: nothing has been charged yet"
+    )
+    failure_code: str = Field(
+        default="",
+        description="Empty unless failed; why, for programs: too_late, amount_mismatch, abandoned, "
+        'declined or declined:<reason> (e.g. declined:expired_card); "" for orders failed before codes',
     )
 
 

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from checkout import failures
 from shop.models import money
 from shop.pricing import Price
 
@@ -123,6 +124,11 @@ class Order(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("order", kwargs={"order_id": self.pk})
+
+    @property
+    def failure_words(self) -> str:
+        """Why it failed, in the reader's language (the row keeps a code: checkout.failures)."""
+        return failures.words(self.failure_reason)
 
     @property
     def amount_display(self) -> str:

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
-from checkout import answers
+from checkout import answers, failures
 from checkout.models import (
     DISPUTE_DECIDED,
     Dispute,
@@ -50,7 +50,7 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
             order.state,
             order.refunded,
             order.created_at.isoformat(),
-            order.failure_reason,
+            order.failure_words,
             order.refunded_quantity,
             formatting.plain_amount(order.refunded_minor, order.currency),
             # Added last, so a sheet reading the columns by position still finds the old ones.
@@ -143,7 +143,8 @@ def order_answer(order: Order) -> answers.Order:
         tax_minor=order.tax_minor,
         tax_rate=f"{order.tax_rate:.2f}",
         currency=order.currency,
-        failure_reason=order.failure_reason,
+        failure_reason=order.failure_words,
+        failure_code=failures.code(order.failure_reason),
         refunded=order.refunded,
         refunded_quantity=order.refunded_quantity,
         refunded_minor=order.refunded_minor,

@@ -31,7 +31,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy
 from psycopg.types.json import Jsonb
 
-from checkout import disputes, outbox, redirects, refunds, sql
+from checkout import disputes, failures, outbox, redirects, refunds, sql
 from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import DISPUTE_TYPES, PaymentProvider, PermanentProviderError, ProviderError
@@ -302,10 +302,9 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
             return f"ignored_failure_after_{payment.state}"
         # The attempt failed, not the hold: it runs on, so the buyer can try another card; its
         # units come back when it expires or is released (issue 12).
-        reason = str(_facts(event).get("reason") or "declined").replace("_", " ")
         _set(payment, PaymentState.FAILED)
         if order.state == OrderState.PENDING:  # a later attempt may have confirmed it meanwhile
-            _finish(order, OrderState.FAILED, f"The payment was declined ({reason}).")
+            _finish(order, OrderState.FAILED, failures.declined(str(_facts(event).get("reason") or "")))
         return "declined"
     if event.type.startswith("refund."):
         return refunds.apply_event_in(cursor, payment=payment, facts=_facts(event))
@@ -325,12 +324,7 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
         holds.release_in(cursor, hold_id=order.hold_id)
         _set(payment, PaymentState.VOID_PENDING)
         order.refunded = True
-        _finish(
-            order,
-            OrderState.FAILED,
-            "The payment did not match the price, so it was cancelled: "
-            "you are not charged. The units went back on sale.",
-        )
+        _finish(order, OrderState.FAILED, failures.AMOUNT_MISMATCH)
         return "amount_mismatch_voiding"
     if payment.state == PaymentState.FAILED:
         # Declined, then authorised after all (events out of order): the decline stands and the
@@ -344,12 +338,7 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
         return "confirmed"
     _set(payment, PaymentState.VOID_PENDING)
     order.refunded = True
-    _finish(
-        order,
-        OrderState.FAILED,
-        "Your hold ended before the payment arrived, so the units were not yours any more. "
-        "The payment was cancelled: you are not charged.",
-    )
+    _finish(order, OrderState.FAILED, failures.TOO_LATE)
     outbox.announce_late_void(order)
     return "too_late_voiding"
 
@@ -415,11 +404,8 @@ def fail_abandoned_orders() -> int:
     The payment stays open, so a late authorisation is still voided by process_event.
     """
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(sql.FAIL_ABANDONED_ORDERS, {"reason": ABANDONED})
+        cursor.execute(sql.FAIL_ABANDONED_ORDERS, {"reason": failures.ABANDONED})
         return int(cursor.rowcount)
-
-
-ABANDONED = "The time to pay ran out before a payment arrived; the units went back on sale."
 
 
 def _enqueue(task: str, *args: object) -> None:

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from checkout import selectors, services
+from checkout import failures, selectors, services
 from checkout.models import Order, Payment, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import WebhookEvent as ProviderEvent
@@ -71,7 +71,7 @@ def test_an_authorisation_for_another_amount_is_voided_not_sold() -> None:
     assert outcome == "amount_mismatch_voiding"
     assert Payment.objects.get(pk=payment.pk).state == "void_pending"
     order.refresh_from_db()
-    assert order.state == "failed" and order.refunded and "did not match" in order.failure_reason
+    assert order.state == "failed" and order.refunded and "did not match" in order.failure_words
     assert invariant(drop_id=order.drop_id).as_json()["held"] == 0
     assert invariant(drop_id=order.drop_id).drift == 0
 
@@ -112,8 +112,8 @@ def test_orders_nobody_paid_for_fail_when_their_hold_ends() -> None:
     assert services.fail_abandoned_orders() == 2
 
     states = {o.pk: (o.state, o.failure_reason) for o in Order.objects.all()}
-    assert states[released.pk] == ("failed", services.ABANDONED)
-    assert states[expired.pk] == ("failed", services.ABANDONED)
+    assert states[released.pk] == ("failed", failures.ABANDONED)
+    assert states[expired.pk] == ("failed", failures.ABANDONED)
     assert states[paid.pk][0] == "confirmed"
     assert services.fail_abandoned_orders() == 0
 
