@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods
 
 from admission import api, drawing, limits, services, state
@@ -89,7 +90,7 @@ def verify(request: HttpRequest, slug: str) -> HttpResponse:
     except NotFound as error:
         raise Http404(str(error.detail)) from None
     if not drop.waiting_room:
-        raise Http404("This drop has no waiting room.")
+        raise Http404(gettext("This drop has no waiting room."))
     mine = services.own_ticket(drop=drop, buyer_id=request.user.pk) if request.user.is_authenticated else None
     context = {
         "drop": drop,

@@ -56,7 +56,7 @@ def pay(request: HttpRequest, hold_id: int) -> HttpResponse:
 def order(request: HttpRequest, order_id: int) -> HttpResponse:
     found = selectors.order_of_buyer(order_id=order_id, buyer_id=signed_in(request))
     if found is None:
-        raise Http404("There is no such order among yours.")
+        raise Http404(_("There is no such order among yours."))
     hold_state = effective_state(found.hold)
     context = {
         "order": found,
@@ -130,7 +130,7 @@ def _stripe_payment(request: HttpRequest, intent_id: str) -> Payment:
         .first()
     )
     if payment is None:
-        raise Http404("There is no such payment among yours.")
+        raise Http404(_("There is no such payment among yours."))
     return payment
 
 
@@ -146,7 +146,7 @@ def stripe_pay(request: HttpRequest, intent_id: str) -> HttpResponse:
             intent = StripeProvider().retrieve(intent_id)
         except ProviderError as error:
             log.warning("stripe pay page for %s: %s", intent_id, error)
-            context["error"] = "Stripe is not answering; reload this page in a moment."
+            context["error"] = _("Stripe is not answering; reload this page in a moment.")
         else:
             if intent.get("last_payment_error"):
                 # Declined already: the saga fails this attempt, so another card is a new attempt

@@ -66,7 +66,7 @@ def media(request: HttpRequest, path: str) -> HttpResponseBase:
     """An uploaded product picture from MEDIA_ROOT (Django's file view: it refuses paths outside).
     Only the picture types an upload is kept as: any other file there is not served, inline or not."""
     if not path.lower().endswith(pictures.SERVED):
-        raise Http404("Only product pictures (JPEG, PNG, WebP) are served here.")
+        raise Http404(_("Only product pictures (JPEG, PNG, WebP) are served here."))
     return serve(request, path, document_root=str(settings.MEDIA_ROOT))
 
 

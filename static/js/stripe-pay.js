@@ -8,7 +8,8 @@
   "use strict";
   var form = document.getElementById("payment-form");
   if (!form || typeof Stripe !== "function") return;
-  var stripe = Stripe(form.dataset.key);
+  // Stripe.js words its own messages (a declined card, a wrong number) in the page's language.
+  var stripe = Stripe(form.dataset.key, {locale: form.dataset.locale || "auto"});
   var elements = stripe.elements({clientSecret: form.dataset.secret});
   var element = elements.create("payment");
   var button = document.getElementById("submit");
@@ -37,7 +38,7 @@
         headers: {"X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value},
       }).then(function (answer) {
         return answer.json().then(function (data) {
-          if (!answer.ok) throw new Error(data.detail || "The payment failed.");
+          if (!answer.ok) throw new Error(data.detail || form.dataset.sayFailed);
         });
       });
     });

@@ -156,6 +156,24 @@ def test_a_german_browser_gets_german_pages() -> None:
 
 
 @pytest.mark.django_db
+def test_a_german_browser_is_told_why_a_page_is_not_there_in_german() -> None:
+    make_drop(slug="no-room", quantity=1)
+    client = Client()
+    client.force_login(make_buyer("nina"))
+    said = {
+        "/orders/999999/": "Unter Ihren Bestellungen gibt es keine solche.",
+        "/checkout/stripe/pi_none": "Unter Ihren Zahlungen gibt es keine solche.",
+        "/drops/no-room/queue/verify": "Dieser Drop hat keinen Warteraum.",
+        "/media/products/notes.txt": "Hier gibt es nur Produktbilder (JPEG, PNG, WebP).",
+    }
+    for url, words in said.items():
+        answer = client.get(url, HTTP_ACCEPT_LANGUAGE="de")
+        page = answer.content.decode()
+        assert answer.status_code == 404, url
+        assert words in page and "There is no" not in page and "has no waiting room" not in page, url
+
+
+@pytest.mark.django_db
 def test_english_stays_the_default_and_the_switcher_changes_the_language() -> None:
     make_drop(slug="switch", quantity=5)
     client = Client()
