@@ -15,7 +15,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from checkout import refunds, selectors, services
+from checkout import fulfilment, refunds, selectors, services
+from checkout.carriers import CARRIERS
 from checkout.models import Dispute, DisputeState, Order, OutboxMessage, Payment, Refund
 from core import formatting
 from core.errors import FloodgateError
@@ -89,6 +90,13 @@ REFUND_WORDS = {
 }
 
 
+SHIP_WORDS = {
+    "shipped": _("Order %(number)s is marked shipped; the buyer is e-mailed the tracking number."),
+    "corrected": _("Order %(number)s has its new tracking number; the buyer is e-mailed the correction."),
+    "unchanged": _("Order %(number)s already had this tracking number; nothing was sent."),
+}
+
+
 class RefundForm(forms.Form):
     quantity = forms.IntegerField(min_value=1, label=_("Quantity"), help_text=_("Units to refund."))
     amount = forms.DecimalField(
@@ -101,6 +109,43 @@ class RefundForm(forms.Form):
     reason = forms.CharField(
         max_length=refunds.REASON_MAX, required=False, label=_("Reason"), help_text=_("Shown to the buyer.")
     )
+
+
+class ShipForm(forms.Form):
+    carrier = forms.ChoiceField(label=_("Carrier"), choices=())
+    tracking_number = forms.CharField(
+        max_length=60, label=_("Tracking number"), help_text=_("As the carrier printed it.")
+    )
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.fields["carrier"].choices = [(code, c.name) for code, c in CARRIERS.items()]  # type: ignore[attr-defined]
+
+
+class TrackingUploadForm(forms.Form):
+    file = forms.FileField(
+        label=_("CSV file"),
+        help_text=_(
+            'A header line "order,carrier,tracking_number", then one order a line, e.g. '
+            '"1042,dhl,00340434161094042557". Carriers: %(codes)s.'
+        )
+        % {"codes": ", ".join(CARRIERS)},
+    )
+
+
+class ShippedFilter(admin.SimpleListFilter):
+    title = _("shipping")
+    parameter_name = "shipping"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Order]) -> list[tuple[str, str]]:
+        return [("to_ship", gettext("to ship")), ("shipped", gettext("shipped"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Order]) -> QuerySet[Order]:
+        if self.value() == "to_ship":
+            return queryset.filter(state="confirmed", shipped_at__isnull=True, shipping_address__isnull=False)
+        if self.value() == "shipped":
+            return queryset.filter(shipped_at__isnull=False)
+        return queryset
 
 
 class VariantFilter(admin.SimpleListFilter):
@@ -129,7 +174,8 @@ class OrderAdmin(admin.ModelAdmin):
     # Narrow columns, so the list fits a 1280 px screen between the admin's sidebar and its filters;
     # "payment voided" is a filter (rare), not a column.
     list_display = ["id", "drop", "buyer", "bought", "state", "refunds", "dispute", "made"]
-    list_filter = ["state", "refunded", "drop", VariantFilter]
+    list_filter = ["state", ShippedFilter, "refunded", "drop", VariantFilter]
+    actions = ["shipping_list_csv"]
     search_fields = ["buyer__username", "drop__slug", "id"]
     list_select_related = ["drop", "buyer", "hold__variant"]
     readonly_fields = [*(f.name for f in Order._meta.fields), "variant"]
@@ -174,8 +220,82 @@ class OrderAdmin(admin.ModelAdmin):
         return selectors.variant_name(order) or "-"
 
     def get_urls(self) -> list[URLPattern]:
-        view = self.admin_site.admin_view(self.refund_view)
-        return [path("<int:order_id>/refund/", view, name="checkout_order_refund"), *super().get_urls()]
+        view = self.admin_site.admin_view
+        return [
+            path("<int:order_id>/refund/", view(self.refund_view), name="checkout_order_refund"),
+            path("<int:order_id>/ship/", view(self.ship_view), name="checkout_order_ship"),
+            path("ship/", view(self.upload_tracking_view), name="checkout_order_upload_tracking"),
+            *super().get_urls(),
+        ]
+
+    def has_ship_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("checkout.ship_order")
+
+    @admin.action(description=_("Shipping list for a carrier (CSV)"), permissions=["view"])
+    def shipping_list_csv(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse:
+        """The selected orders still to ship, one address field a column, for a carrier's import."""
+        chosen = queryset.select_related("shipping_address", "buyer", "drop__product", "hold__variant")
+        response = HttpResponse(fulfilment.shipping_list(chosen.order_by("pk")), content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="shipping-list.csv"'
+        return response
+
+    def ship_view(self, request: HttpRequest, order_id: int) -> HttpResponse:
+        """One order handed to a carrier: the buyer is e-mailed the tracking number."""
+        if not self.has_ship_permission(request):
+            raise PermissionDenied
+        order = get_object_or_404(Order, pk=order_id)
+        initial = {"carrier": order.carrier or "dhl", "tracking_number": order.tracking_number}
+        form = ShipForm(request.POST or None, initial=initial)
+        if request.method == "POST" and form.is_valid():
+            try:
+                done = fulfilment.mark_shipped(
+                    order_id=order.pk,
+                    carrier=form.cleaned_data["carrier"],
+                    tracking_number=form.cleaned_data["tracking_number"],
+                )
+            except FloodgateError as error:
+                form.add_error("tracking_number" if error.code == "invalid" else None, error.detail)
+            else:
+                order.refresh_from_db()
+                if done != "unchanged":
+                    self.log_change(request, order, f"Shipped: {order.carrier} {order.tracking_number}.")
+                self.message_user(request, SHIP_WORDS[done] % {"number": order.pk}, messages.SUCCESS)
+                return redirect(reverse("admin:checkout_order_change", args=[order.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": gettext("Ship order %(order)s") % {"order": order.pk},
+            "order": order,
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/checkout/order/ship.html", context)
+
+    def upload_tracking_view(self, request: HttpRequest) -> HttpResponse:
+        """Many orders shipped from one CSV: each good line applied, each bad one reported by number."""
+        if not self.has_ship_permission(request):
+            raise PermissionDenied
+        form = TrackingUploadForm(request.POST or None, request.FILES or None)
+        upload = None
+        if request.method == "POST" and form.is_valid():
+            try:
+                upload = fulfilment.ship_from_csv(
+                    form.cleaned_data["file"].read(fulfilment.MAX_UPLOAD_BYTES + 1)
+                )
+            except FloodgateError as error:
+                form.add_error("file", error.detail)
+            else:
+                for order in Order.objects.filter(pk__in=upload.shipped):
+                    self.log_change(
+                        request, order, f"Shipped from a file: {order.carrier} {order.tracking_number}."
+                    )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": gettext("Upload tracking numbers"),
+            "form": form,
+            "upload": upload,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/checkout/order/upload_tracking.html", context)
 
     def refund_view(self, request: HttpRequest, order_id: int) -> HttpResponse:
         """A refund form: the provider is asked on submit, and the answer shown on the order's page."""

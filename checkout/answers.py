@@ -8,6 +8,14 @@ from checkout.models import OrderState, PaymentState, RefundState
 from core.answers import Closed, Moment, Omittable, Quantity, Slug
 
 
+class Shipment(Closed):
+    carrier: str = Field(description="dhl, dpd, gls, hermes, ups, fedex, usps, royal_mail or other")
+    carrier_name: str = Field(description="The carrier as the buyer reads it")
+    tracking_number: str
+    tracking_url: str = Field(description='The carrier\'s public tracking page; "" when it has none')
+    shipped_at: Moment
+
+
 class Order(Closed):
     id: int
     hold: int
@@ -35,6 +43,7 @@ class Order(Closed):
         description="Empty unless failed; why, for programs: too_late, amount_mismatch, abandoned, "
         'declined or declined:<reason> (e.g. declined:expired_card); "" for orders failed before codes',
     )
+    shipment: Shipment | None = Field(default=None, description="null until the merchant ships the order")
 
 
 class Refund(Closed):

@@ -87,6 +87,12 @@ class Order(models.Model):
         default=0, db_default=0, verbose_name=_("refunded quantity")
     )
     refunded_minor = models.BigIntegerField(default=0, db_default=0, verbose_name=_("refunded minor"))
+    # Fulfilment (checkout.fulfilment): set together when the merchant hands the parcel to a carrier.
+    shipped_at = models.DateTimeField(null=True, blank=True, verbose_name=_("shipped at"))
+    carrier = models.CharField(max_length=20, blank=True, default="", verbose_name=_("carrier"))
+    tracking_number = models.CharField(
+        max_length=40, blank=True, default="", verbose_name=_("tracking number")
+    )
     created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
     updated_at = models.DateTimeField(db_default=Now(), verbose_name=_("updated at"))
 
@@ -94,7 +100,10 @@ class Order(models.Model):
         verbose_name = _("order")
         verbose_name_plural = _("orders")
         ordering = ["-created_at"]
-        permissions = [("refund_order", "Can refund orders and put their units back on sale")]
+        permissions = [
+            ("refund_order", "Can refund orders and put their units back on sale"),
+            ("ship_order", "Can mark orders shipped with a carrier and tracking number"),
+        ]
         constraints = [
             # Never more refunded than was paid for, whatever two refunds did at once.
             models.CheckConstraint(
@@ -112,6 +121,12 @@ class Order(models.Model):
             models.CheckConstraint(
                 condition=Q(tax_minor__gte=0) & Q(tax_minor__lte=F("amount_minor")),
                 name="checkout_order_tax_within_amount",
+            ),
+            # A shipment is a carrier and a tracking number with its date, or nothing.
+            models.CheckConstraint(
+                condition=Q(shipped_at__isnull=True, carrier="", tracking_number="")
+                | (Q(shipped_at__isnull=False) & ~Q(carrier="") & ~Q(tracking_number="")),
+                name="checkout_order_shipment_whole",
             ),
         ]
 

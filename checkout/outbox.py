@@ -26,6 +26,7 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from checkout import carriers
 from checkout.models import DISPUTE_DECIDED, Dispute, DisputeState, Order, OutboxMessage, Refund, Reminder
 from checkout.selectors import merchants_with_email
 from core import formatting
@@ -44,6 +45,7 @@ CANCELLED_TOPIC = "order_cancelled.email"
 REMINDER_TOPIC = "drop_open.email"
 RAFFLE_TOPIC = "raffle_result.email"
 DISPUTE_TOPIC = "dispute.merchant_email"
+SHIPPED_TOPIC = "order_shipped.email"
 MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
 
 
@@ -97,6 +99,25 @@ def announce_refund(refund: Refund) -> None:
 def announce_cancel(order: Order) -> None:
     """In the cancelling transaction: the buyer's own cancel confirmed, once per order."""
     _announce_once(CANCELLED_TOPIC, f"order-{order.pk}-cancelled", order)
+
+
+def announce_shipment(order: Order) -> None:
+    """In the transaction that marks it shipped: the buyer hears once per tracking number (a
+    corrected number is news, the same number again is not)."""
+    _announce_once(SHIPPED_TOPIC, f"order-{order.pk}-shipped-{order.tracking_number}", order)
+
+
+def shipment_text(order: Order) -> str:
+    return render_to_string(
+        "checkout/shipped_email.txt",
+        {
+            "order": order,
+            "units": formatting.units(order.quantity - order.refunded_quantity),
+            "carrier": carriers.carrier_name(order.carrier),
+            "tracking_url": carriers.tracking_url(order),
+            "url": settings.PUBLIC_BASE_URL.rstrip("/") + order.get_absolute_url(),
+        },
+    )
 
 
 def announce_dispute(dispute: Dispute, *, news: str) -> None:
@@ -360,6 +381,10 @@ def _deliver(message: OutboxMessage) -> None:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
         subject = _("Your order %(number)s is cancelled: you are not charged") % {"number": order.pk}
         _mail(order, message, subject, cancel_text(order))
+    elif message.topic == SHIPPED_TOPIC:
+        order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
+        subject = _("Your order %(number)s is on its way") % {"number": order.pk}
+        _mail(order, message, subject, shipment_text(order))
     elif message.topic == REMINDER_TOPIC:
         reminder = Reminder.objects.select_related("buyer", "drop__product").get(
             pk=message.payload["reminder"]

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
-from checkout import answers, failures
+from checkout import answers, carriers, failures
 from checkout.models import (
     DISPUTE_DECIDED,
     Dispute,
@@ -150,6 +150,19 @@ def order_answer(order: Order) -> answers.Order:
         refunded_minor=order.refunded_minor,
         created_at=order.created_at,
         cancellable=cancellable(order),
+        shipment=shipment_answer(order),
+    )
+
+
+def shipment_answer(order: Order) -> answers.Shipment | None:
+    if order.shipped_at is None:
+        return None
+    return answers.Shipment(
+        carrier=order.carrier,
+        carrier_name=carriers.carrier_name(order.carrier),
+        tracking_number=order.tracking_number,
+        tracking_url=carriers.tracking_url(order),
+        shipped_at=order.shipped_at,
     )
 
 

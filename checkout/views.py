@@ -67,6 +67,7 @@ def order(request: HttpRequest, order_id: int) -> HttpResponse:
         "on_sale": hold_state in {"released", "expired"} and catalogue.on_sale(found.drop),
         "refunds": list(found.refunds.all()),
         "cancellable": selectors.cancellable(found),
+        "shipment": selectors.shipment_answer(found),
     }
     return render(request, "checkout/order.html", context)
 

@@ -39,6 +39,7 @@ from checkout import selectors as checkout_selectors
 from core import formatting
 from core.errors import FloodgateError
 from core.http import safe_next
+from core.spreadsheets import spreadsheet_safe
 from holds.counts import invariant
 from inventory import services as inventory
 from ops import dashboard, presale_admin, rehearsal, sales, switch
@@ -135,17 +136,6 @@ class ProductAdmin(admin.ModelAdmin):
     @admin.display(description=_("price"), ordering="price_minor")
     def price(self, product: Product) -> str:
         return product.price_display  # with its currency, so no column of its own
-
-
-# A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV injection").
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def spreadsheet_safe(cell: object) -> object:
-    """Quote a text cell a spreadsheet would run as a formula; anything else, empty text too, as it is."""
-    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
-        return f"'{cell}"
-    return cell
 
 
 STOCK_FIELDS = {"quantity", "inventory_mode", "bucket_count"}
