@@ -133,6 +133,15 @@ class TrackingUploadForm(forms.Form):
     )
 
 
+class CancelForm(forms.Form):
+    reason = forms.CharField(
+        max_length=refunds.REASON_MAX,
+        label=_("Reason"),
+        help_text=_('Shown to the buyer in the e-mail, e.g. "The size was mislabelled; we are sorry."'),
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
+
+
 class ShippedFilter(admin.SimpleListFilter):
     title = _("shipping")
     parameter_name = "shipping"
@@ -224,6 +233,7 @@ class OrderAdmin(admin.ModelAdmin):
         return [
             path("<int:order_id>/refund/", view(self.refund_view), name="checkout_order_refund"),
             path("<int:order_id>/ship/", view(self.ship_view), name="checkout_order_ship"),
+            path("<int:order_id>/cancel/", view(self.cancel_view), name="checkout_order_cancel"),
             path("ship/", view(self.upload_tracking_view), name="checkout_order_upload_tracking"),
             *super().get_urls(),
         ]
@@ -269,6 +279,44 @@ class OrderAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/checkout/order/ship.html", context)
+
+    def cancel_view(self, request: HttpRequest, order_id: int) -> HttpResponse:
+        """The shop's cancel of an order whose money is not taken: the authorisation voided, the
+        units back on sale, the buyer e-mailed the reason. Refunding staff may do it."""
+        if not request.user.has_perm("checkout.refund_order"):
+            raise PermissionDenied
+        order = get_object_or_404(Order, pk=order_id)
+        form = CancelForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                refunds.cancel_order(order_id=order.pk, buyer_id=None, reason=form.cleaned_data["reason"])
+            except FloodgateError as error:
+                form.add_error(None, error.detail)
+            else:
+                self.log_change(request, order, f"Cancelled by the shop: {form.cleaned_data['reason']}")
+                self.message_user(
+                    request,
+                    gettext("Order %(number)s is cancelled; the buyer is not charged and is e-mailed.")
+                    % {"number": order.pk},
+                    messages.SUCCESS,
+                )
+                return redirect(reverse("admin:checkout_order_change", args=[order.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": gettext("Cancel order %(order)s") % {"order": order.pk},
+            "order": order,
+            "form": form,
+            "cancellable": selectors.cancellable(order),
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/checkout/order/cancel.html", context)
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict, *args: object, **kwargs: object
+    ) -> HttpResponse:
+        order = context.get("original")
+        context["cancellable"] = order is not None and selectors.cancellable(order)
+        return super().render_change_form(request, context, *args, **kwargs)  # type: ignore[arg-type]
 
     def upload_tracking_view(self, request: HttpRequest) -> HttpResponse:
         """Many orders shipped from one CSV: each good line applied, each bad one reported by number."""

@@ -96,9 +96,10 @@ def announce_refund(refund: Refund) -> None:
     _announce_once(REFUND_TOPIC, f"refund-{refund.pk}", refund.order, refund=refund.pk)
 
 
-def announce_cancel(order: Order) -> None:
-    """In the cancelling transaction: the buyer's own cancel confirmed, once per order."""
-    _announce_once(CANCELLED_TOPIC, f"order-{order.pk}-cancelled", order)
+def announce_cancel(order: Order, *, by_shop: bool = False, reason: str = "") -> None:
+    """In the cancelling transaction: the buyer's own cancel confirmed, or the shop's explained,
+    once per order."""
+    _announce_once(CANCELLED_TOPIC, f"order-{order.pk}-cancelled", order, by_shop=by_shop, reason=reason)
 
 
 def announce_shipment(order: Order) -> None:
@@ -183,11 +184,13 @@ def refund_text(refund: Refund) -> str:
     )
 
 
-def cancel_text(order: Order) -> str:
+def cancel_text(order: Order, *, by_shop: bool = False, reason: str = "") -> str:
     return render_to_string(
         "checkout/cancelled_email.txt",
         {
             "order": order,
+            "by_shop": by_shop,
+            "reason": reason,
             "units": formatting.units(order.quantity),
             "total": formatting.money(order.amount_minor, order.currency),
         },
@@ -380,7 +383,8 @@ def _deliver(message: OutboxMessage) -> None:
     elif message.topic == CANCELLED_TOPIC:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
         subject = _("Your order %(number)s is cancelled: you are not charged") % {"number": order.pk}
-        _mail(order, message, subject, cancel_text(order))
+        by_shop, reason = bool(message.payload.get("by_shop")), str(message.payload.get("reason") or "")
+        _mail(order, message, subject, cancel_text(order, by_shop=by_shop, reason=reason))
     elif message.topic == SHIPPED_TOPIC:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
         subject = _("Your order %(number)s is on its way") % {"number": order.pk}

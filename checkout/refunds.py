@@ -311,12 +311,16 @@ def send_now_or_later(refund: Refund) -> Refund:
     return refund
 
 
-def cancel_order(*, order_id: int, buyer_id: int) -> Order:
-    """The buyer's cancel, before the money is taken: a pending order's hold is released (a late
-    authorisation is then voided); a confirmed one's authorisation is voided and its units come
-    back. NotFound for another's order; NotCancellable once captured (a refund is the way then)."""
+def cancel_order(*, order_id: int, buyer_id: int | None, reason: str = "") -> Order:
+    """A cancel before the money is taken, by the buyer (buyer_id) or by the shop (None, with the
+    reason the buyer is told): a pending order's hold is released (a late authorisation is then
+    voided); a confirmed one's authorisation is voided and its units come back to the drop (or its
+    line). NotFound for another's order; NotCancellable once captured (a refund is the way then)."""
+    if len(reason) > REASON_MAX or not storable(reason):
+        raise InvalidInput(fill(gettext_lazy("A reason is at most %(max)s characters."), max=REASON_MAX))
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        order = Order.objects.select_for_update(of=("self",)).filter(pk=order_id, buyer_id=buyer_id).first()
+        mine = {} if buyer_id is None else {"buyer_id": buyer_id}
+        order = Order.objects.select_for_update(of=("self",)).filter(pk=order_id, **mine).first()
         if order is None:
             raise NotFound(gettext_lazy("There is no such order among yours."))
         if order.state == OrderState.CANCELLED:
@@ -344,7 +348,7 @@ def cancel_order(*, order_id: int, buyer_id: int) -> Order:
                 fill(gettext_lazy("This order is %(state)s: there is nothing to cancel."), state=order.state)
             )
         Order.objects.filter(pk=order.pk).update(state=OrderState.CANCELLED, updated_at=Now())
-        outbox.announce_cancel(order)
+        outbox.announce_cancel(order, by_shop=buyer_id is None, reason=reason)
     order.refresh_from_db()
     return order
 
