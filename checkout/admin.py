@@ -8,14 +8,14 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from checkout import fulfilment, refunds, selectors, services
+from checkout import fulfilment, refunds, selectors, services, support
 from checkout.carriers import CARRIERS
 from checkout.models import Dispute, DisputeState, Order, OutboxMessage, Payment, Refund
 from core import formatting
@@ -184,8 +184,21 @@ class OrderAdmin(admin.ModelAdmin):
     # "payment voided" is a filter (rare), not a column.
     list_display = ["id", "drop", "buyer", "bought", "state", "refunds", "dispute", "made"]
     list_filter = ["state", ShippedFilter, "refunded", "drop", VariantFilter]
-    actions = ["shipping_list_csv"]
-    search_fields = ["buyer__username", "drop__slug", "id"]
+    actions = ["shipping_list_csv", "resend_confirmation"]
+    # Support finds an order by whatever the buyer quotes: the number, their e-mail, name or address.
+    search_fields = [
+        "=id",
+        "buyer__username",
+        "buyer__email",
+        "buyer__first_name",
+        "buyer__last_name",
+        "shipping_address__name",
+        "shipping_address__line1",
+        "shipping_address__postal_code",
+        "shipping_address__city",
+        "tracking_number",
+        "drop__slug",
+    ]
     list_select_related = ["drop", "buyer", "hold__variant"]
     readonly_fields = [*(f.name for f in Order._meta.fields), "variant"]
     inlines = [PaymentInline, RefundInline, DisputeInline]
@@ -234,6 +247,7 @@ class OrderAdmin(admin.ModelAdmin):
             path("<int:order_id>/refund/", view(self.refund_view), name="checkout_order_refund"),
             path("<int:order_id>/ship/", view(self.ship_view), name="checkout_order_ship"),
             path("<int:order_id>/cancel/", view(self.cancel_view), name="checkout_order_cancel"),
+            path("buyer/<int:buyer_id>/", view(self.buyer_view), name="checkout_order_buyer"),
             path("ship/", view(self.upload_tracking_view), name="checkout_order_upload_tracking"),
             *super().get_urls(),
         ]
@@ -279,6 +293,43 @@ class OrderAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/checkout/order/ship.html", context)
+
+    @admin.action(description=_("Send the confirmation e-mail again"), permissions=["view"])
+    def resend_confirmation(self, request: HttpRequest, queryset: QuerySet[Order]) -> None:
+        sent, refused = 0, []
+        for order in queryset.order_by("pk"):
+            try:
+                support.resend_confirmation(order_id=order.pk)
+            except FloodgateError as error:
+                refused.append(str(error.detail))
+            else:
+                self.log_change(request, order, "Confirmation e-mail sent again.")
+                sent += 1
+        if sent:
+            words = ngettext(
+                "%(count)s confirmation e-mail is on its way again.",
+                "%(count)s confirmation e-mails are on their way again.",
+                sent,
+            )
+            self.message_user(request, words % {"count": sent}, messages.SUCCESS)
+        for why in refused:
+            self.message_user(request, why, messages.WARNING)
+
+    def buyer_view(self, request: HttpRequest, buyer_id: int) -> HttpResponse:
+        """One buyer's holds, orders, refunds, e-mails and queue tickets, for support."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            history = support.buyer_history(buyer_id=buyer_id)
+        except FloodgateError as error:
+            raise Http404(error.detail) from None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": gettext("Buyer %(name)s") % {"name": history.buyer.get_username()},
+            "history": history,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/checkout/order/buyer.html", context)
 
     def cancel_view(self, request: HttpRequest, order_id: int) -> HttpResponse:
         """The shop's cancel of an order whose money is not taken: the authorisation voided, the

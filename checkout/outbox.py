@@ -72,6 +72,12 @@ def announce(order: Order) -> None:
     transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
 
 
+def announce_email_again(*, key: str, payload: dict[str, object]) -> None:
+    """The buyer's confirmation e-mail once more (support), without the merchant's webhook."""
+    OutboxMessage.objects.create(topic=EMAIL_TOPIC, key=key, payload=payload)
+    transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
+
+
 def announce_late_void(order: Order) -> None:
     """In the transaction that voids a payment that came after its hold ended: the buyer is told
     once (one key per order) that it was cancelled, that they are not charged, and where to try again."""
