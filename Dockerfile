@@ -5,10 +5,12 @@ COPY pyproject.toml README.md ./
 RUN pip install --no-cache-dir -e . || true
 COPY . .
 # collectstatic in the production profile, so the manifest the production storage reads exists;
-# the values below exist only for this build step.
+# the values below exist only for this build step (no process of the image sees them).
 RUN pip install --no-cache-dir -e . && \
-    SECRET_KEY=build-only DATABASE_URL=postgresql://build/build REDIS_URL=redis://build \
+    SECRET_KEY=build-only-never-signs-anything-0123456789-abcdefghijklmnopqrstuvwxyz \
+    DATABASE_URL=postgresql://build/build REDIS_URL=redis://build \
     PAYMENT_PROVIDER_SECRET=build PAYMENT_WEBHOOK_SECRET=build PAYMENT_PROVIDER_URL=https://build \
+    ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL=1 \
     PUBLIC_BASE_URL=https://build python manage.py collectstatic --no-input -v0
 # The folders the app writes to belong to its user: compose mounts volumes on the first two
 # (a new volume takes the owner of the folder it is mounted on), and beat's schedule goes to /tmp.

@@ -183,6 +183,8 @@ def production_env() -> dict[str, str]:
         "WS_SOCKETS_PER_ADDRESS": "1000000",  # the crowd's sockets all come from this machine
         "PUBLIC_BASE_URL": "https://127.0.0.1",
         "PAYMENT_PROVIDER_URL": "http://127.0.0.1:8701",
+        # a rehearsal: made-up buyers pay with the simulator, which production refuses otherwise
+        "ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL": "1",
         "PAYMENT_PROVIDER_SECRET": "bench-crowd-provider",
         "PAYMENT_WEBHOOK_SECRET": "bench-crowd-webhook",
         "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",  # nothing is mailed here

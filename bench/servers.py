@@ -29,6 +29,7 @@ import datetime as dt
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import statistics
@@ -97,15 +98,20 @@ def command(server: str, app: str, port: int, workers: int) -> list[str]:
     raise ValueError(server)
 
 
+# One per run, shared by every server it starts: production refuses a guessable key.
+SECRET_KEY = secrets.token_urlsafe(50)
+
+
 def production_env(port: int) -> dict[str, str]:
     """The production profile, with the values it requires set for this machine."""
     env = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "FLOODGATE_PROFILE"}}
     return env | {
         "FLOODGATE_PROFILE": "production",
-        "SECRET_KEY": "bench-servers-" + "x" * 50,
+        "SECRET_KEY": SECRET_KEY,
         "ALLOWED_HOSTS": "127.0.0.1",
         "PUBLIC_BASE_URL": f"https://127.0.0.1:{port}",
         "PAYMENT_PROVIDER_URL": "https://provider.invalid",
+        "ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL": "1",  # a bench, not a shop: nobody pays here
         "PAYMENT_PROVIDER_SECRET": "bench",
         "PAYMENT_WEBHOOK_SECRET": "bench",
         "TRUST_X_FORWARDED_FOR": "1",  # the client plays the TLS proxy (X-Forwarded-Proto)

@@ -24,7 +24,7 @@ DEV = PROFILE == "dev"
 
 DEBUG = env.flag("DEBUG", default=DEV)
 # Signs sessions, admission tokens and queue tickets; outside dev never the published dev key.
-SECRET_KEY = env.secret("SECRET_KEY", dev=DEV, dev_value="dev-only-insecure-key-never-in-production")
+SECRET_KEY = env.secret_key("SECRET_KEY", dev=DEV, dev_value="dev-only-insecure-key-never-in-production")
 ALLOWED_HOSTS = env.listing("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEV else [])
 CSRF_TRUSTED_ORIGINS = env.listing("CSRF_TRUSTED_ORIGINS", [])
 
@@ -386,7 +386,11 @@ TRUST_X_FORWARDED_FOR = env.flag("TRUST_X_FORWARDED_FOR", default=False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUST_X_FORWARDED_FOR else None
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 # Payments: the provider adapter (checkout.providers) and where the provider calls us back.
-PAYMENT_PROVIDER = os.environ.get("PAYMENT_PROVIDER", "simulated")
+# Outside dev the simulator is refused unless this is a rehearsal environment (no real buyers).
+ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL = env.flag("ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL", default=False)
+PAYMENT_PROVIDER = env.payment_provider(
+    "PAYMENT_PROVIDER", dev=DEV, rehearsal_flag="ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL"
+)
 # The name a buyer sees on the provider's payment page (and their statement where it shows one).
 SHOP_NAME = os.environ.get("SHOP_NAME", "Floodgate")
 PAYMENT_PROVIDER_URL = (
@@ -406,11 +410,14 @@ REHEARSAL_DIR = Path(os.environ.get("REHEARSAL_DIR") or BASE_DIR / ".data" / "re
 # The largest crowd a rehearsal may make. A rehearsal aims that crowd at PUBLIC_BASE_URL, so
 # production allows none until a merchant sets how many the shop can take beside real buyers.
 REHEARSAL_MAX_BUYERS = env.integer("REHEARSAL_MAX_BUYERS", 20_000 if DEV else 0)
-# Buyers are only ever sent to the provider's own pages (no open redirect).
+# Buyers are only ever sent to the provider's own pages (no open redirect): by default the
+# configured provider's own origin (Stripe's pay page is the shop's own, the simulator's is its URL).
 PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(
     env.listing(
         "PAYMENT_PROVIDER_PUBLIC_PREFIXES",
-        ["http://127.0.0.1:", "http://localhost:"] if DEV else ["https://"],
+        ["http://127.0.0.1:", "http://localhost:"]
+        if DEV
+        else [env.origin(PUBLIC_BASE_URL if PAYMENT_PROVIDER == "stripe" else PAYMENT_PROVIDER_URL)],
     )
 )
 MERCHANT_WEBHOOK_URL = os.environ.get("MERCHANT_WEBHOOK_URL", "")

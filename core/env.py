@@ -36,6 +36,44 @@ def secret(name: str, *, dev: bool, dev_value: str) -> str:
     return value
 
 
+# Django's own `check --deploy` heuristic (security.W009): a key shorter than this, or of fewer
+# different characters, was typed by hand ("x", "changeme") and can be guessed.
+SECRET_KEY_MIN_LENGTH = 50
+SECRET_KEY_MIN_DISTINCT = 5
+
+
+def secret_key(name: str, *, dev: bool, dev_value: str) -> str:
+    """The key that signs sessions, admission tokens and queue tickets: a secret (above) that,
+    outside dev, is long and varied enough not to be guessed."""
+    value = secret(name, dev=dev, dev_value=dev_value)
+    distinct = len(set(value))
+    if not dev and (len(value) < SECRET_KEY_MIN_LENGTH or distinct < SECRET_KEY_MIN_DISTINCT):
+        raise ImproperlyConfigured(
+            f"{name} is too weak for production ({len(value)} characters, {distinct} different; "
+            f"at least {SECRET_KEY_MIN_LENGTH} and {SECRET_KEY_MIN_DISTINCT}): anyone who guesses it "
+            f"signs sessions and admission tokens. Make one with "
+            f"`python3 -c 'import secrets; print(secrets.token_urlsafe(50))'`."
+        )
+    return value
+
+
+def payment_provider(name: str, *, dev: bool, rehearsal_flag: str) -> str:
+    """The payment adapter's name. Outside dev the simulator (the default) is refused unless the
+    deployment says it is a rehearsal: its page confirms any order a visitor presses "pay" on,
+    and no money moves."""
+    value = os.environ.get(name) or "simulated"
+    if value == "simulated" and not dev and not flag(rehearsal_flag, default=False):
+        said = f"{name}=simulated" if os.environ.get(name) else f"{name} is unset (so: simulated)"
+        raise ImproperlyConfigured(
+            f"{said}: the simulated payment provider takes no money, anyone pressing 'pay' on its "
+            f"page gets a confirmed order. In production set "
+            f"{name}=stripe and its STRIPE_* keys (README, 'Taking real money'). A rehearsal "
+            f"environment that real buyers cannot reach may run on it with {rehearsal_flag}=1 "
+            f"(docker-compose.rehearsal.yml sets it)."
+        )
+    return value
+
+
 def flag(name: str, default: bool) -> bool:
     value = os.environ.get(name)
     if value is None:
@@ -144,6 +182,12 @@ def _host_and_port(entry: str) -> tuple[str, str]:
     if port and not port.isdigit():
         raise ImproperlyConfigured(f"{port!r} is not a port (in {entry!r}).")
     return unquote(host), port
+
+
+def origin(url: str) -> str:
+    """scheme://host[:port] of a URL: where a provider's pages live, without its path."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def pooler(name: str) -> str | None:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import psycopg
 import pytest
@@ -28,6 +28,11 @@ BIN = Path(sys.executable).parent
 
 def compose() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def filled(value: str) -> str:
+    """A compose value with each ${NAME:?message} the deployer must set filled in (as `name`)."""
+    return re.sub(r"\$\{([A-Z_]+):\?[^}]*\}", lambda found: found.group(1).lower(), value)
 
 
 def resolve(target: str) -> object:
@@ -148,9 +153,9 @@ def test_every_app_process_reaches_postgresql_through_pgbouncer_in_transaction_m
     assert ini["pgbouncer"]["pool_mode"] == "transaction"
     for name in ("web", "worker", "beat"):
         env = services[name]["environment"]
-        assert urlsplit(env["DATABASE_URL"]).hostname == "pgbouncer", name
+        assert urlsplit(filled(env["DATABASE_URL"])).hostname == "pgbouncer", name
         assert env["DB_POOLER"] == "pgbouncer", name
-    assert urlsplit(services["migrate"]["environment"]["DATABASE_URL"]).hostname == "postgres"
+    assert urlsplit(filled(services["migrate"]["environment"]["DATABASE_URL"])).hostname == "postgres"
     upstream = dict(pair.split("=") for pair in ini["databases"]["floodgate"].split())
     assert upstream["host"] == "postgres" and upstream["port"] == "5432"
 
@@ -179,17 +184,23 @@ def test_pgbouncer_runs_the_compose_config_and_carries_queries() -> None:
         logfile=str(folder / "pgbouncer.log"),
         pidfile=str(folder / "pgbouncer.pid"),
     )
-    (folder / "userlist.txt").write_text((ROOT / "deploy/pgbouncer/userlist.txt").read_text())
     runas = system_user()
     if runas:  # a folder PgBouncer's user can reach (pytest's folder is root's alone)
         ini["pgbouncer"]["user"] = runas
         shutil.chown(folder, runas)
     with open(folder / "pgbouncer.ini", "w") as out:
         ini.write(out)
-    process = subprocess.Popen([PGBOUNCER, str(folder / "pgbouncer.ini")], stdout=subprocess.DEVNULL)
+    # started as the image starts it: the user list written from DB_PASSWORD (a " in it doubled)
+    password = 'deployer\'s "own" password'
+    process = subprocess.Popen(
+        [ROOT / "deploy/pgbouncer/start.sh", str(folder / "pgbouncer.ini")],
+        env={"PATH": f"{Path(PGBOUNCER).parent}:/usr/bin:/bin", "DB_PASSWORD": password,
+             "PGBOUNCER_AUTH_FILE": str(folder / "userlist.txt")},
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
     try:
-        # when a client logs in as compose's app does (scram with the listed password)
-        url = f"postgresql://floodgate:floodgate@127.0.0.1:{port}/floodgate"
+        # when a client logs in as compose's app does (scram with the deployer's password)
+        url = f"postgresql://floodgate:{quote(password, safe='')}@127.0.0.1:{port}/floodgate"
         for _ in range(50):
             try:
                 conn = psycopg.connect(url, prepare_threshold=None, autocommit=True)
@@ -203,7 +214,7 @@ def test_pgbouncer_runs_the_compose_config_and_carries_queries() -> None:
             assert conn.execute("SELECT current_database()").fetchone() == (real["NAME"],)
         # and a wrong password is refused
         with pytest.raises(psycopg.OperationalError):
-            psycopg.connect(url.replace(":floodgate@", ":wrong@"), prepare_threshold=None)
+            psycopg.connect(url.replace(quote(password, safe=""), "floodgate"), prepare_threshold=None)
     finally:
         process.terminate()
         process.wait(5)
@@ -233,10 +244,10 @@ ROUTER = ROOT / "deploy" / "patroni" / "haproxy.cfg"
 PATRONI = ROOT / "deploy" / "patroni" / "patroni.yml"
 
 
-def merged() -> dict:
-    """The two files as `docker compose -f docker-compose.yml -f docker-compose.ha.yml` merges them
-    (a service's maps merged key by key, its other values replaced)."""
-    base, ha = compose()["services"], yaml.safe_load(HA.read_text())["services"]
+def merged(overlay: Path = HA) -> dict:
+    """The base file and an overlay as `docker compose -f docker-compose.yml -f <overlay>` merges
+    them (a service's maps merged key by key, its other values replaced)."""
+    base, ha = compose()["services"], yaml.safe_load(overlay.read_text())["services"]
     services = {name: dict(service) for name, service in base.items()}
     for name, service in ha.items():
         into = services.setdefault(name, {})
@@ -325,3 +336,153 @@ def test_the_ha_app_asks_compose_s_sentinels_which_run_their_config(tmp_path: Pa
         for process in (watcher, server):
             process.kill()
             process.wait()
+
+
+# Issue 43: production shipped the simulated provider, published to buyers, and committed passwords.
+REHEARSAL = ROOT / "docker-compose.rehearsal.yml"
+COMPOSE_FILES = [ROOT / "docker-compose.yml", HA, REHEARSAL]
+REQUIRED = r"\$\{%s:\?[^}]+\}"  # ${NAME:?message}: compose stops, naming it, when it is unset
+
+
+def app_env(services: dict, name: str) -> dict:
+    """A service's environment with the x-app anchor's keys in it (as compose resolves `<<`)."""
+    return {**compose()["x-app"]["environment"], **services[name].get("environment", {})}
+
+
+def test_production_compose_ships_no_simulator_and_pays_with_a_real_provider() -> None:
+    services = compose()["services"]
+    text = (ROOT / "docker-compose.yml").read_text()
+
+    assert "provider_sim" not in text and "8701:" not in text  # not run, not published
+    assert not [name for name, s in services.items() if "provider_sim" in " ".join(s.get("command") or [])]
+    for name in ("migrate", "web", "worker", "beat"):
+        env = app_env(services, name)
+        assert env["PAYMENT_PROVIDER"] == "${PAYMENT_PROVIDER:-stripe}", name
+        assert "ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL" not in env, name
+        assert env["REHEARSAL_MAX_BUYERS"].endswith(":-0}"), name  # the in-shop rehearsal pays with it
+        assert "PAYMENT_PROVIDER_PUBLIC_PREFIXES" not in env, name  # the provider's own origin
+
+
+def test_a_rehearsal_gets_the_simulator_on_compose_s_network_only() -> None:
+    services = merged(REHEARSAL)
+    provider = services["provider"]
+
+    assert provider["command"][-1] == "devtools.provider_sim:app" and "ports" not in provider
+    assert "ports" not in services["web"]  # buyers reach only the balancer
+    assert services["balancer"]["ports"] == ["8000:8080"]
+    for name in ("migrate", "web", "worker", "beat"):
+        env = {**app_env(merged(REHEARSAL), name), **services[name]["environment"]}
+        assert env["PAYMENT_PROVIDER"] == "simulated", name
+        assert env["ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL"] == "1", name  # the setting refuses it otherwise
+        assert urlsplit(env["PAYMENT_PROVIDER_URL"]).hostname == "provider", name
+        assert int(env["REHEARSAL_MAX_BUYERS"].split(":-")[1].rstrip("}")) > 0, name
+    assert services["web"]["depends_on"]["provider"] == {"condition": "service_healthy"}
+
+
+def test_no_compose_file_commits_a_password() -> None:
+    for path in COMPOSE_FILES:
+        text = path.read_text()
+        # no user:password@ in a URL but one compose fills in from the environment
+        for found in re.findall(r"://[^/\s:@]+:([^@\s]+)@", text):
+            assert re.fullmatch(REQUIRED % r"[A-Z_]+", found), (path.name, found)
+        # every *PASSWORD / *SECRET* / *AUTH* key takes its value from the environment
+        for key, value in re.findall(r"^\s*([A-Z_]*(?:PASSWORD|SECRET|AUTH)[A-Z_]*): (.+)$", text, re.M):
+            required = re.match(REQUIRED % r"[A-Z_]+", value)
+            stripe = key.startswith("STRIPE_") and value == f"${{{key}:-}}"  # the settings require them
+            assert required or stripe, (path.name, key, value)
+        assert "PASSWORD '" not in text, path.name  # nor in SQL
+    assert not (ROOT / "deploy" / "pgbouncer" / "userlist.txt").exists()  # written at start (start.sh)
+    services = compose()["services"]
+    assert re.fullmatch(REQUIRED % "DB_PASSWORD", services["postgres"]["environment"]["POSTGRES_PASSWORD"])
+    assert re.fullmatch(REQUIRED % "DB_PASSWORD", services["pgbouncer"]["environment"]["DB_PASSWORD"])
+    for name in ("migrate", "web", "worker", "beat"):
+        env = app_env(services, name)
+        assert re.search(REQUIRED % "DB_PASSWORD", env["DATABASE_URL"]), name
+        assert re.match(r"redis://:" + REQUIRED % "REDIS_PASSWORD" + "@redis:", env["REDIS_URL"]), name
+        assert re.fullmatch(REQUIRED % "SECRET_KEY", env["SECRET_KEY"]), name
+
+
+def test_compose_s_postgresql_admits_tcp_only_from_its_own_network_and_with_the_password(
+    tmp_path: Path,
+) -> None:
+    from devtools.faults import one_cluster
+
+    hba = ROOT / "deploy" / "postgres" / "pg_hba.conf"
+    postgres = compose()["services"]["postgres"]
+    mounted = next(v for v in postgres["volumes"] if v.startswith("./deploy/postgres/")).split(":")
+    rules = [
+        line.split() for line in hba.read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
+
+    # compose runs the server with this very file
+    assert f"hba_file={mounted[1]}" in postgres["command"] and (ROOT / mounted[0]).resolve() == hba
+    # TCP rules name the server's own networks (samenet: compose's), never any address, always scram
+    assert [r for r in rules if r[0] == "host"] == [["host", "all", "all", "samenet", "scram-sha-256"]]
+    assert {r[0] for r in rules} == {"local", "host"}
+    # and PostgreSQL itself takes the file: over TCP from here (loopback, a network it is on), the
+    # password is asked for and checked
+    cluster = one_cluster(tmp_path / "pg")
+    try:
+        cluster.query("ALTER ROLE postgres PASSWORD 'compose-test-password'", database="postgres")
+        shutil.copy(hba, cluster.folder / "pg_hba.conf")
+        shutil.chown(cluster.folder / "pg_hba.conf", *owner(cluster.folder))
+        cluster.query("SELECT pg_reload_conf()", database="postgres")
+        time.sleep(0.5)
+        url = f"postgresql://postgres@127.0.0.1:{cluster.port}/floodgate"
+        with psycopg.connect(url, password="compose-test-password") as conn:
+            assert conn.execute(
+                "SELECT count(*) FROM pg_hba_file_rules WHERE error IS NOT NULL"
+            ).fetchone() == (0,)
+            assert conn.execute(
+                "SELECT auth_method FROM pg_hba_file_rules WHERE type = 'host'"
+            ).fetchall() == [("scram-sha-256",)]
+        for wrong in ("", "floodgate"):
+            with pytest.raises(psycopg.OperationalError, match="password"):
+                psycopg.connect(url, password=wrong)
+    finally:
+        cluster.run("pg_ctl", "-D", str(cluster.folder), "-m", "immediate", "stop", check=False)
+
+
+def owner(path: Path) -> tuple[str, str]:
+    import grp
+    import pwd
+
+    stat = path.stat()
+    return pwd.getpwuid(stat.st_uid).pw_name, grp.getgrgid(stat.st_gid).gr_name
+
+
+def test_compose_s_redis_refuses_a_client_without_the_password_and_the_app_s_url_carries_it(
+    tmp_path: Path,
+) -> None:
+    import redis
+
+    from devtools import sentinel
+    from devtools.embedded import free_port
+
+    services = compose()["services"]
+    password = "compose0test0redis0password"
+    port = free_port()
+    command = [re.sub(REQUIRED % "REDIS_PASSWORD", password, word) for word in services["redis"]["command"]]
+    url = re.sub(REQUIRED % "REDIS_PASSWORD", password, compose()["x-app"]["environment"]["REDIS_URL"])
+    url = url.replace("@redis:6379/", f"@127.0.0.1:{port}/")
+    server = subprocess.Popen(
+        [sentinel.REDIS_SERVER, *command[1:], "--port", str(port), "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        client = redis.Redis.from_url(url)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                assert client.ping()  # the app's URL carries the password
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline and server.poll() is None, "redis did not start"
+                time.sleep(0.1)
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port).ping()  # a client without it is refused
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port, password="wrong").ping()
+    finally:
+        server.kill()
+        server.wait()

@@ -4,8 +4,9 @@ environment is built the way the Dockerfile builds it, and every service's own c
 As the Dockerfile does: the project's files copied into a folder root owns, installed with pip
 (no dev extras) into a Python no user's home holds (Debian's; a venv here where the image has its
 own), static files collected as root, the folders the image hands its user made and handed over;
-then migrate, web, worker, beat and the simulated provider run as an unprivileged user with the compose file's
-environment (the host-specific parts, addresses and ports, pointed at this machine). A merchant
+then migrate, web, worker, beat and the simulated provider run as an unprivileged user with the
+compose files' environment (docker-compose.rehearsal.yml laid over docker-compose.yml: a rehearsal
+environment; the host-specific parts, addresses and ports, pointed at this machine). A merchant
 then logs in to the admin through the TLS proxy's headers, uploads a product picture (served
 back from the media volume) and starts a rehearsal (its report is written where the admin
 finds it).
@@ -50,13 +51,23 @@ OPERATOR = {
     "SECRET_KEY": "image-test-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
     "PAYMENT_PROVIDER_SECRET": "image-provider-secret",
     "PAYMENT_WEBHOOK_SECRET": "image-webhook-secret",
+    "DB_PASSWORD": "imagedbpassword",  # the URLs below point at this machine's servers instead
+    "REDIS_PASSWORD": "imageredispassword",
 }
 APP_SERVICES = ["migrate", "web", "worker", "beat", "provider"]
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def compose() -> dict:
-    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    """docker-compose.yml with docker-compose.rehearsal.yml laid over it, as compose merges them (a
+    service's maps key by key): this is a rehearsal environment, its crowd pays with the simulator."""
+    base = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    overlay = yaml.safe_load((ROOT / "docker-compose.rehearsal.yml").read_text())
+    for name, service in overlay["services"].items():
+        into = base["services"].setdefault(name, {})
+        for key, value in service.items():
+            into[key] = {**into.get(key, {}), **value} if isinstance(value, dict) else value
+    return base
 
 
 def dockerfile() -> str:

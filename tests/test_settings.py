@@ -66,6 +66,16 @@ PRODUCTION = {
     "PAYMENT_WEBHOOK_SECRET": "provider-webhook-secret",
     "PAYMENT_PROVIDER_URL": "https://pay.example",
     "PUBLIC_BASE_URL": "https://shop.example",
+    # these tests are about other settings: they run on the simulator, as a rehearsal may
+    "ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL": "1",
+}
+# What a deployer who set only what is required gets (the payment provider left at its default).
+DEFAULTS = {k: v for k, v in PRODUCTION.items() if k != "ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL"}
+STRIPE = {
+    "PAYMENT_PROVIDER": "stripe",
+    "STRIPE_SECRET_KEY": "sk_live_settings_test",
+    "STRIPE_PUBLISHABLE_KEY": "pk_live_settings_test",
+    "STRIPE_WEBHOOK_SECRET": "whsec_settings_test",
 }
 
 
@@ -222,3 +232,92 @@ def test_production_allows_no_rehearsal_until_a_crowd_size_is_set() -> None:
     assert settings_value(PRODUCTION, "REHEARSAL_MAX_BUYERS") == "0"
     assert settings_value({**PRODUCTION, "REHEARSAL_MAX_BUYERS": "2000"}, "REHEARSAL_MAX_BUYERS") == "2000"
     assert settings_value({"FLOODGATE_PROFILE": "dev"}, "REHEARSAL_MAX_BUYERS") == "20000"
+
+
+# Issue 43: a production deployment ran on play money by default (PAYMENT_PROVIDER=simulated).
+
+
+def test_production_with_the_default_provider_refuses_to_start() -> None:
+    done = manage(DEFAULTS, "check")
+
+    assert done.returncode != 0
+    assert "PAYMENT_PROVIDER is unset (so: simulated): the simulated payment provider takes no money" in (
+        done.stderr
+    ), done.stderr[-1000:]
+    assert "PAYMENT_PROVIDER=stripe" in done.stderr  # what to do instead
+    assert "ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL=1" in done.stderr
+    # named outright, it is refused the same way
+    named = manage({**DEFAULTS, "PAYMENT_PROVIDER": "simulated"}, "check")
+    assert named.returncode != 0 and "PAYMENT_PROVIDER=simulated: the simulated" in named.stderr
+
+
+def test_control_a_real_provider_or_a_declared_rehearsal_starts() -> None:
+    real = manage({**DEFAULTS, **STRIPE}, "check")
+    rehearsal = manage({**DEFAULTS, "ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL": "1"}, "check")
+    not_declared = manage({**DEFAULTS, "ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL": "0"}, "check")
+    dev = manage({"FLOODGATE_PROFILE": "dev"}, "check")
+
+    assert real.returncode == 0, real.stderr[-1000:]
+    assert rehearsal.returncode == 0, rehearsal.stderr[-1000:]
+    assert not_declared.returncode != 0 and "takes no money" in not_declared.stderr
+    assert dev.returncode == 0, dev.stderr[-1000:]  # a laptop plays with the simulator
+
+
+def test_every_process_refuses_the_simulator_in_production() -> None:
+    """Not only manage.py: the web server and Celery load the same settings and stop on them."""
+    bin_dir = Path(sys.executable).parent
+    base = {k: v for k, v in os.environ.items() if k not in {"FLOODGATE_PROFILE", "DEBUG", "SECRET_KEY"}}
+    commands = {
+        "web": [str(bin_dir / "floodgate-web"), "--host", "127.0.0.1", "--port", str(free_port())],
+        "worker": [str(bin_dir / "celery"), "-A", "shop.celery:app", "worker", "--pool", "solo"],
+        "beat": [str(bin_dir / "celery"), "-A", "shop.celery:app", "beat", "-s", "/nonexistent/beat"],
+    }
+    for name, command in commands.items():
+        done = subprocess.run(
+            command, cwd=ROOT, env={**base, **DEFAULTS}, text=True, capture_output=True, timeout=60
+        )
+        said = done.stdout + done.stderr
+        assert done.returncode != 0, (name, said[-1500:])
+        assert "the simulated payment provider takes no money" in said, (name, said[-1500:])
+
+
+@pytest.mark.parametrize(
+    "weak",
+    [
+        "x",  # the probe's
+        "a-short-but-varied-key-0123456789",  # 33 characters
+        "ab" * 40,  # long, two different characters
+    ],
+)
+def test_production_refuses_a_secret_key_of_too_little_entropy(weak: str) -> None:
+    done = manage({**PRODUCTION, "SECRET_KEY": weak}, "check")
+
+    assert done.returncode != 0
+    assert "SECRET_KEY is too weak for production" in done.stderr, done.stderr[-1000:]
+    assert "secrets.token_urlsafe" in done.stderr  # says how to make one
+
+
+def test_control_a_generated_secret_key_starts_and_dev_takes_any() -> None:
+    import secrets
+
+    assert manage({**PRODUCTION, "SECRET_KEY": secrets.token_urlsafe(50)}, "check").returncode == 0
+    assert manage({"FLOODGATE_PROFILE": "dev", "SECRET_KEY": "x"}, "check").returncode == 0
+
+
+def test_buyers_are_sent_only_to_the_configured_providers_own_origin_by_default() -> None:
+    from ast import literal_eval
+
+    from checkout.redirects import allowed
+
+    simulated = literal_eval(settings_value(PRODUCTION, "PAYMENT_PROVIDER_PUBLIC_PREFIXES"))
+    stripe = literal_eval(settings_value({**DEFAULTS, **STRIPE}, "PAYMENT_PROVIDER_PUBLIC_PREFIXES"))
+    narrow = {**PRODUCTION, "PAYMENT_PROVIDER_PUBLIC_PREFIXES": "https://a.example"}
+    narrowed = literal_eval(settings_value(narrow, "PAYMENT_PROVIDER_PUBLIC_PREFIXES"))
+
+    assert simulated == ("https://pay.example",)  # PAYMENT_PROVIDER_URL's origin
+    assert stripe == ("https://shop.example",)  # Stripe's pay page is the shop's own (PUBLIC_BASE_URL)
+    assert allowed("https://pay.example/pay/ses_1", simulated)
+    assert allowed("https://shop.example/checkout/stripe/pi_1", stripe)
+    for entries in (simulated, stripe):
+        assert not allowed("https://evil.example/pay/ses_1", entries)  # was allowed: any https:// host
+    assert narrowed == ("https://a.example",)  # the setting still wins

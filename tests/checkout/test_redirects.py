@@ -18,7 +18,7 @@ PROVIDER = ("https://pay.example", "https://checkout.pay.example:8443/hosted/")
         ("https://pay.example/s/1", PROVIDER),
         ("https://PAY.example/s/1", PROVIDER),  # host names are case-insensitive
         ("https://checkout.pay.example:8443/hosted/s/1", PROVIDER),
-        ("https://anything.example/pay", ("https://",)),  # production's default: any https host
+        ("https://anything.example/pay", ("https://",)),  # an entry naming only a scheme: any host
     ],
 )
 def test_the_providers_pages_are_allowed(url: str, entries: tuple[str, ...]) -> None:
