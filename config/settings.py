@@ -423,6 +423,9 @@ PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(
 MERCHANT_WEBHOOK_URL = os.environ.get("MERCHANT_WEBHOOK_URL", "")
 # Who is e-mailed of a dispute (comma-separated addresses); none: the Merchants group's members.
 MERCHANT_EMAIL = env.listing("MERCHANT_EMAIL", [])
+# How long an erased buyer's shipping addresses stay with their orders (accounts.privacy): the
+# retention a merchant's records need (German HGB/AO: ten years); blanked after it.
+ORDER_RECORDS_RETENTION_DAYS = env.integer("ORDER_RECORDS_RETENTION_DAYS", 3650)
 # PAYMENT_PROVIDER=stripe (checkout/providers/stripe.py): the keys from Stripe's dashboard, and the
 # signing secret of the webhook endpoint <PUBLIC_BASE_URL>/checkout/webhooks/stripe. STRIPE_API_BASE
 # and STRIPE_JS_URL point the library and the pay page elsewhere (the tests: at localstripe).

@@ -76,6 +76,8 @@ urlpatterns = [
     path("accounts/logout/", allauth_views.logout, name="logout"),
     path("accounts/signup/", allauth_views.signup, name="signup"),
     path("accounts/api/", accounts_views.api_access, name="api-access"),
+    path("accounts/data/", accounts_views.your_data, name="your-data"),
+    path("accounts/data/download", accounts_views.data_download, name="your-data-download"),
     *old_account_addresses,
     path("accounts/", include("allauth.urls")),
     path("docs/api/", api_views.docs, name="api-docs"),
