@@ -302,10 +302,12 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
             return f"ignored_failure_after_{payment.state}"
         # The attempt failed, not the hold: it runs on, so the buyer can try another card; its
         # units come back when it expires or is released (issue 12).
-        reason = str(_facts(event).get("reason") or "declined").replace("_", " ")
+        reason = str(_facts(event).get("reason") or "declined")
+        said = NOT_AUTHENTICATED if reason == "not_authenticated" else None
+        said = said or f"The payment was declined ({reason.replace('_', ' ')})."
         _set(payment, PaymentState.FAILED)
         if order.state == OrderState.PENDING:  # a later attempt may have confirmed it meanwhile
-            _finish(order, OrderState.FAILED, f"The payment was declined ({reason}).")
+            _finish(order, OrderState.FAILED, said)
         return "declined"
     if event.type.startswith("refund."):
         return refunds.apply_event_in(cursor, payment=payment, facts=_facts(event))
@@ -419,6 +421,11 @@ def fail_abandoned_orders() -> int:
         return int(cursor.rowcount)
 
 
+# A 3-D Secure challenge failed or was cancelled (the provider's reason "not_authenticated").
+NOT_AUTHENTICATED = (
+    "Your bank did not confirm this payment (3-D Secure), so nothing was charged. "
+    "You may try again or use another card while your hold lasts."
+)
 ABANDONED = "The time to pay ran out before a payment arrived; the units went back on sale."
 
 
