@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 MAX_WEBHOOK_BODY = 64 * 1024
 TOKEN_ID = re.compile(r"tok_[A-Za-z0-9]{1,64}")
+# An intent the buyer can still pay on our page (requires_action: a 3-D Secure challenge left open).
+PAYABLE = frozenset({"requires_payment_method", "requires_confirmation", "requires_action"})
 
 
 @require_POST
@@ -137,7 +139,8 @@ def stripe_pay(request: HttpRequest, intent_id: str) -> HttpResponse:
     number ever reaches a form or a server of ours. A 3-D Secure challenge left open is resumed."""
     payment = _stripe_payment(request, intent_id)
     context: dict[str, object] = {"payment": payment, "order": payment.order, "client_secret": ""}
-    if payment.state == PaymentState.PENDING:
+    # A failed attempt is read too: the page then says why (declined, or the bank's challenge failed).
+    if payment.state in {PaymentState.PENDING, PaymentState.FAILED}:
         try:
             intent = StripeProvider().retrieve(intent_id)
         except ProviderError as error:
@@ -150,7 +153,7 @@ def stripe_pay(request: HttpRequest, intent_id: str) -> HttpResponse:
                 # (from the order), never this intent again (it would be voided as out of order).
                 context["declined"] = True
                 context["not_authenticated"] = failed.get("code") == NOT_AUTHENTICATED
-            elif intent.status in {"requires_payment_method", "requires_confirmation", "requires_action"}:
+            elif payment.state == PaymentState.PENDING and intent.status in PAYABLE:
                 context["client_secret"] = intent.client_secret
                 context["challenge"] = intent.status == "requires_action"
     context.update(
