@@ -15,6 +15,7 @@ TOO_LATE = "too_late"
 AMOUNT_MISMATCH = "amount_mismatch"
 ABANDONED = "abandoned"
 DECLINED = "declined"
+NOT_AUTHENTICATED = "not_authenticated"  # a 3-D Secure challenge failed or was abandoned
 
 _WORDS = {
     TOO_LATE: _(
@@ -26,6 +27,10 @@ _WORDS = {
         "The units went back on sale."
     ),
     ABANDONED: _("The time to pay ran out before a payment arrived; the units went back on sale."),
+    NOT_AUTHENTICATED: _(
+        "Your bank did not confirm this payment (3-D Secure), so nothing was charged. "
+        "You may try again or use another card while your hold lasts."
+    ),
 }
 
 # The decline codes Stripe documents that a buyer can act on; any other says only "declined".
@@ -47,6 +52,8 @@ _DECLINES = {
 def declined(provider_code: str) -> str:
     """The code stored for a decline, keeping the provider's reason when it is one a buyer can act on."""
     detail = provider_code.strip().lower().replace(" ", "_")
+    if detail == NOT_AUTHENTICATED:
+        return NOT_AUTHENTICATED
     return f"{DECLINED}:{detail}" if detail in _DECLINES else DECLINED
 
 

@@ -5,25 +5,24 @@ from __future__ import annotations
 import json
 import logging
 import re
-from urllib.parse import urlsplit
 
-from csp.decorators import csp_update
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from catalogue import selectors as catalogue
-from checkout import refunds, selectors, services
+from checkout import refunds, selectors, services, stripe_page
 from checkout.models import EVENT_ID_MAX, Payment, PaymentState
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook, PermanentProviderError, ProviderError
-from checkout.providers.stripe import StripeProvider
+from checkout.providers.stripe import INTENT_ID, NOT_AUTHENTICATED, StripeProvider
 from checkout.tasks import process_webhook_event
 from core.answers import Error
 from core.api import error_response, signed_in
@@ -35,10 +34,8 @@ log = logging.getLogger(__name__)
 
 MAX_WEBHOOK_BODY = 64 * 1024
 TOKEN_ID = re.compile(r"tok_[A-Za-z0-9]{1,64}")
-_stripe_js = urlsplit(settings.STRIPE_JS_URL)
-# Stripe.js loads from its origin, frames its fields from there and calls its API from the page.
-STRIPE_ORIGIN = f"{_stripe_js.scheme}://{_stripe_js.netloc}"
-STRIPE_CSP = {"script-src": [STRIPE_ORIGIN], "frame-src": [STRIPE_ORIGIN], "connect-src": [STRIPE_ORIGIN]}
+# An intent the buyer can still pay on our page (requires_action: a 3-D Secure challenge left open).
+PAYABLE = frozenset({"requires_payment_method", "requires_confirmation", "requires_action"})
 
 
 @require_POST
@@ -125,6 +122,8 @@ def webhook(request: HttpRequest, provider: str) -> JsonResponse:
 
 def _stripe_payment(request: HttpRequest, intent_id: str) -> Payment:
     """The signed-in buyer's own Stripe payment for this intent, else 404 (someone else's is unknown)."""
+    if not INTENT_ID.fullmatch(intent_id):  # garbage (a NUL too) never reaches the database
+        raise Http404("There is no such payment among yours.")
     payment = (
         Payment.objects.select_related("order")
         .filter(provider="stripe", session_id=intent_id, order__buyer_id=signed_in(request))
@@ -136,31 +135,37 @@ def _stripe_payment(request: HttpRequest, intent_id: str) -> Payment:
 
 
 @login_required
-@csp_update(STRIPE_CSP)  # type: ignore[arg-type]  # django-csp types its decorators for (request) views
 def stripe_pay(request: HttpRequest, intent_id: str) -> HttpResponse:
     """Our page for a Stripe payment: Stripe.js mounts its Payment Element for the intent, so no card
-    number ever reaches a form or a server of ours."""
+    number ever reaches a form or a server of ours. A 3-D Secure challenge left open is resumed."""
     payment = _stripe_payment(request, intent_id)
     context: dict[str, object] = {"payment": payment, "order": payment.order, "client_secret": ""}
-    if payment.state == PaymentState.PENDING:
+    # A failed attempt is read too: the page then says why (declined, or the bank's challenge failed).
+    if payment.state in {PaymentState.PENDING, PaymentState.FAILED}:
         try:
             intent = StripeProvider().retrieve(intent_id)
         except ProviderError as error:
             log.warning("stripe pay page for %s: %s", intent_id, error)
             context["error"] = _("Stripe is not answering; reload this page in a moment.")
         else:
-            if intent.get("last_payment_error"):
+            failed = intent.get("last_payment_error")
+            if failed:
                 # Declined already: the saga fails this attempt, so another card is a new attempt
                 # (from the order), never this intent again (it would be voided as out of order).
                 context["declined"] = True
-            elif intent.status in {"requires_payment_method", "requires_confirmation"}:
+                context["not_authenticated"] = failed.get("code") == NOT_AUTHENTICATED
+            elif payment.state == PaymentState.PENDING and intent.status in PAYABLE:
                 context["client_secret"] = intent.client_secret
+                context["challenge"] = intent.status == "requires_action"
     context.update(
         publishable_key=settings.STRIPE_PUBLISHABLE_KEY,
         stripe_js_url=settings.STRIPE_JS_URL,
         return_url=request.build_absolute_uri(payment.order.get_absolute_url()),
+        card_url=reverse("stripe-card", args=[intent_id]) if stripe_page.card_fallback_mounted() else "",
     )
-    return render(request, "checkout/stripe_pay.html", context)
+    response = render(request, "checkout/stripe_pay.html", context)
+    response._csp_update = stripe_page.page_csp()  # type: ignore[attr-defined]  # read by django-csp
+    return response
 
 
 @require_POST
@@ -179,15 +184,16 @@ def stripe_card(request: HttpRequest, intent_id: str) -> JsonResponse:
             Error(error="not_payable", detail="This payment is no longer open.").dump(), status=409
         )
     try:
-        declined = StripeProvider().confirm_with_token(intent_id, token)
+        confirmed = StripeProvider().confirm_with_token(intent_id, token)
     except PermanentProviderError as error:
         return JsonResponse(Error(error="refused", detail=str(error)).dump(), status=400)
     except ProviderError:
         detail = "Stripe is not answering; try again."
         return JsonResponse(Error(error="unavailable", detail=detail).dump(), status=503)
-    if declined:
-        return JsonResponse(Error(error="declined", detail=declined).dump(), status=402)
-    return JsonResponse({"authorised": True})
+    if confirmed.declined:
+        return JsonResponse(Error(error="declined", detail=confirmed.declined).dump(), status=402)
+    # A challenge: the buyer's bank asks them to authenticate (3-D Secure) before it authorises.
+    return JsonResponse({"authorised": not confirmed.challenge, "challenge": confirmed.challenge})
 
 
 def _webhook_body(request: HttpRequest) -> bytes:

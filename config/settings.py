@@ -343,7 +343,8 @@ STATIC_URL = "static/"
 # (compose mounts one volume on every replica).
 MEDIA_URL = "/media/"
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT") or BASE_DIR / ".data" / "media")
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where collectstatic writes (and the production storage reads its manifest, ops/checks.py).
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -12,10 +12,13 @@ workers share nothing but the listening socket.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import os
 import resource
+import subprocess
+import sys
 from pathlib import Path
 
 APP = "config.asgi:application"
@@ -88,9 +91,38 @@ def open_files(wanted: int) -> int:
     return held
 
 
+# ops/checks.py's findings at start, one JSON object a line (see preflight).
+CHECKS = "from ops.checks import report; report()"
+
+
+def preflight() -> None:
+    """Run the deploy checks (ops/checks.py) before serving; exit when one refuses the start.
+
+    A configuration that cannot take a payment (the pay page outside the allow-list, Stripe's keys
+    missing or wrong, the test-only card endpoint mounted) is refused: the shop would open and its
+    first buyers would meet the failure. A missing or stale static manifest is said loudly on
+    stderr but served: every page is then a 500, yet the API, the queue and the WebSocket work,
+    and a rehearsal or bench of those runs without collected files. The checks run in a child
+    process: this one forks the workers and stays free of Django.
+    """
+    done = subprocess.run([sys.executable, "-c", CHECKS], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise SystemExit("floodgate-web: the settings do not load (above); not starting.")
+    findings = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    refused = [f for f in findings if f["refuses"]]
+    for finding in findings:
+        verdict = "REFUSED" if finding in refused else "WARNING"
+        hint = f" ({finding['hint']})" if finding.get("hint") else ""
+        sys.stderr.write(f"floodgate-web: {verdict} {finding['id']}: {finding['msg']}{hint}\n")
+    if refused:
+        raise SystemExit(f"floodgate-web: not starting: {len(refused)} deploy check(s) failed (above).")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    preflight()
     from granian import Granian
     from granian.constants import Interfaces, Loops
 

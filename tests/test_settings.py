@@ -26,9 +26,11 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_production_profile_passes_check_deploy() -> None:
+def test_production_profile_passes_check_deploy(tmp_path: Path) -> None:
+    from tests.ops.test_deploy_checks import write_manifest  # collected static files (ops/checks.py)
+
     done = manage(
-        PRODUCTION,
+        {**PRODUCTION, "STATIC_ROOT": str(write_manifest(tmp_path / "static"))},
         "check",
         "--deploy",
         "--fail-level",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import stripe
@@ -37,6 +38,9 @@ INTENT_ID = re.compile(r"pi_[A-Za-z0-9]{1,64}")
 # Stripe's events that the saga hears about; any other correctly signed type is answered 2xx and
 # ignored (an endpoint answering 4xx is retried, then disabled by Stripe).
 AUTHORISED_STATES = frozenset({"requires_capture", "succeeded"})
+# last_payment_error.code of an intent whose 3-D Secure challenge failed (Stripe's error codes);
+# the saga hears it as the reason "not_authenticated" and tells the buyer so.
+NOT_AUTHENTICATED = "payment_intent_authentication_failure"
 REFUND_STATES = {"succeeded": "succeeded", "pending": "pending", "requires_action": "pending"}
 # Stripe's dispute events and statuses in the saga's words. An inquiry ("warning_...") is answered
 # as a dispute is; one closed without becoming a chargeback keeps the money, as a won dispute does.
@@ -56,6 +60,15 @@ DISPUTE_STATUSES = {
     "won": "won",
     "lost": "lost",
 }
+
+
+@dataclass(frozen=True)
+class CardConfirmed:
+    """What confirming a card did: declined (the bank's words), a 3-D Secure challenge to pass
+    first, or (neither) authorised."""
+
+    declined: str = ""
+    challenge: bool = False
 
 
 class StripeProvider:
@@ -221,11 +234,11 @@ class StripeProvider:
         )
         return intent
 
-    def confirm_with_token(self, session_id: str, token_id: str) -> str | None:
+    def confirm_with_token(self, session_id: str, token_id: str) -> CardConfirmed:
         """Attach the card of a Stripe.js token and confirm: only for localstripe's Stripe.js stand-in,
-        which has no confirmPayment (real Stripe.js confirms in the browser). Returns the decline's
-        words, or None when authorised; raises PermanentProviderError on an unknown token or an
-        intent past paying, ProviderError when Stripe is unreachable."""
+        which has no confirmPayment (real Stripe.js confirms in the browser). Says whether the card
+        was declined or its bank wants a 3-D Secure challenge first; raises PermanentProviderError
+        on an unknown token or an intent past paying, ProviderError when Stripe is unreachable."""
         token = self._call(f"read token {token_id}", lambda: self.client.v1.tokens.retrieve(token_id))
         card = token.get("card")
         card_id = card.get("id") if card is not None else None
@@ -237,12 +250,14 @@ class StripeProvider:
             lambda: self.client.v1.payment_intents.update(session_id, params={"payment_method": card_id}),
         )
         try:
-            self._call(f"confirm {session_id}", lambda: self.client.v1.payment_intents.confirm(session_id))
+            intent = self._call(
+                f"confirm {session_id}", lambda: self.client.v1.payment_intents.confirm(session_id)
+            )
         except PermanentProviderError as error:
             if isinstance(error.__cause__, stripe.CardError):
-                return str(error.__cause__.user_message or "Your card was declined.")
+                return CardConfirmed(declined=str(error.__cause__.user_message or "Your card was declined."))
             raise
-        return None
+        return CardConfirmed(challenge=intent.status == "requires_action")
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -313,7 +328,8 @@ def event_from(data: object) -> WebhookEvent:
     if kind == "payment_intent.payment_failed":
         error = thing.get("last_payment_error")
         code = error.get("code") if isinstance(error, dict) else None
-        return _intent_event(event_id, "payment.failed", thing, reason=str(code or "declined"))
+        reason = "not_authenticated" if code == NOT_AUTHENTICATED else str(code or "declined")
+        return _intent_event(event_id, "payment.failed", thing, reason=reason)
     if kind == "charge.refunded":
         refunds = thing.get("refunds")
         listed = refunds.get("data") if isinstance(refunds, dict) else None

@@ -158,3 +158,69 @@ def test_a_declined_card_then_another_card_pays_on_our_page_and_the_merchant_ref
     numbers = invariant(drop_id=drop.pk)
     assert (numbers.available, numbers.sold, numbers.refunded, numbers.drift) == (3, 0, 0, 0)
     assert size_m(drop) == (1, 0, 0, 0, 0)  # back on sale in size M
+
+
+def watch_for_csp_violations(page: object) -> list[str]:
+    """Every securitypolicyviolation event of the page's documents, whatever page is shown (the
+    page fixture also fails on Chromium's console reports of them)."""
+    violations: list[str] = []
+    page.expose_function("floodgateViolation", lambda said: violations.append(said))
+    page.add_init_script(
+        "document.addEventListener('securitypolicyviolation', function (e) {"
+        " window.floodgateViolation(e.violatedDirective + ' ' + e.blockedURI); });"
+    )
+    return violations
+
+
+@pytest.mark.parametrize("passes", [True, False], ids=["passed", "failed"])
+def test_a_3d_secure_challenge_on_our_page_with_the_csp_enforced(
+    stripe_daphne: str, localstripe: str, stripe_worker: Worker, page: object, passes: bool
+) -> None:
+    slug = "tds-pass" if passes else "tds-fail"
+    make_drop(slug=slug, product_name="Challenge Cap", quantity=1, price_minor=3900)
+    make_buyer("tomas")
+    violations = watch_for_csp_violations(page)
+    reserve_from_the_drop_page(page, stripe_daphne, slug, "tomas")
+    with page.expect_response(re.compile(r"/checkout/stripe/pi_\w+$")) as shown:
+        page.click("#pay")
+    page.wait_for_url(re.compile(re.escape(stripe_daphne) + r"/checkout/stripe/pi_\w+$"))
+    payment = Payment.objects.get()
+    # the page's policy is enforced (not report-only) and allows Stripe.js's stand-in by its origin
+    headers = shown.value.headers
+    assert "content-security-policy-report-only" not in headers
+    policy = [d.split() for d in headers["content-security-policy"].split(";") if d.strip()]
+    directives = {words[0]: words[1:] for words in policy}
+    assert localstripe in directives["script-src"] and "'unsafe-inline'" not in directives["script-src"]
+    assert localstripe in directives["frame-src"] and localstripe in directives["connect-src"]
+    enter_card(page, "4000002760003184")  # its bank always asks for 3-D Secure
+
+    # localstripe's stand-in for the bank's challenge
+    page.get_by_role("button", name="Complete authentication" if passes else "Fail authentication").click()
+    intent = httpx.get(
+        f"{localstripe}/v1/payment_intents/{payment.session_id}",
+        headers={"Authorization": f"Bearer {STRIPE_SECRET_KEY}"},
+    ).json()
+    if passes:
+        page.wait_for_url(re.compile(r"/orders/\d+/$"))
+        assert intent["status"] == "requires_capture"
+        body = stripe_event("payment_intent.amount_capturable_updated", intent)
+    else:
+        page.wait_for_selector("#payment-error:not([hidden])")
+        assert "did not confirm" in page.locator("#payment-error").inner_text()
+        assert intent["status"] == "requires_payment_method" and intent["latest_charge"] is None
+        body = stripe_event("payment_intent.payment_failed", intent)  # localstripe sends none
+    answer = httpx.post(
+        f"{stripe_daphne}/checkout/webhooks/stripe",
+        content=body,
+        headers={"Stripe-Signature": stripe_signature(body), "content-type": "application/json"},
+    )
+    assert answer.status_code == 200, answer.text
+    if passes:
+        page.wait_for_selector("#order-state[data-state=confirmed]", timeout=30_000)
+        assert Hold.objects.get().state == "sold"
+    else:
+        page.click("#another-card a")
+        page.wait_for_selector("#order-state[data-state=failed]", timeout=30_000)
+        assert "did not confirm" in page.locator("#order-detail").inner_text()
+        assert Hold.objects.get().state == "held"  # the hold runs on: another card may still pay
+    assert violations == []

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import importlib
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -180,3 +182,21 @@ def stripe_event(kind: str, thing: dict, *, event_id: str | None = None) -> byte
             "type": kind,
         }
     ).encode()
+
+
+@contextmanager
+def stripe_api_at(settings: object, base: str) -> Iterator[None]:
+    """STRIPE_API_BASE at `base` in this process, its URLs loaded again for it (config/urls.py mounts
+    the card fallback only off Stripe's own API), and back as they were after."""
+    from django.urls import clear_url_caches
+
+    before = settings.STRIPE_API_BASE
+    settings.STRIPE_API_BASE = base
+    importlib.reload(importlib.import_module("config.urls"))
+    clear_url_caches()
+    try:
+        yield
+    finally:
+        settings.STRIPE_API_BASE = before
+        importlib.reload(importlib.import_module("config.urls"))
+        clear_url_caches()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -15,7 +16,7 @@ from checkout.models import Payment, WebhookEvent
 from checkout.providers.base import BadWebhook, ProviderError
 from checkout.providers.stripe import StripeProvider
 from holds import services as holds
-from tests.checkout.helpers import stripe_event, stripe_signature
+from tests.checkout.helpers import stripe_api_at, stripe_event, stripe_signature
 from tests.conftest import STRIPE_PUBLISHABLE_KEY, STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET, free_port
 from tests.factories import make_buyer, make_drop
 
@@ -23,14 +24,15 @@ URL = "/checkout/webhooks/stripe"
 
 
 @pytest.fixture
-def on_stripe(settings: object, localstripe: str) -> str:
-    """This process's settings pointed at localstripe, as PAYMENT_PROVIDER=stripe would have them."""
+def on_stripe(settings: object, localstripe: str) -> Iterator[str]:
+    """This process's settings pointed at localstripe, as PAYMENT_PROVIDER=stripe would have them
+    (the URLs again, so the localstripe-only card fallback is mounted as it would be there)."""
     settings.PAYMENT_PROVIDER = "stripe"
     settings.STRIPE_SECRET_KEY = STRIPE_SECRET_KEY
     settings.STRIPE_PUBLISHABLE_KEY = STRIPE_PUBLISHABLE_KEY
     settings.STRIPE_WEBHOOK_SECRET = STRIPE_WEBHOOK_SECRET
-    settings.STRIPE_API_BASE = localstripe
-    return localstripe
+    with stripe_api_at(settings, localstripe):
+        yield localstripe
 
 
 def intent(**fields: object) -> dict:
@@ -224,3 +226,93 @@ def test_the_pay_page_is_the_buyers_own_and_bad_tokens_change_nothing(on_stripe:
     ).json()
     assert state["status"] == "requires_payment_method" and Payment.objects.get().state == "pending"
     assert json.loads(mine.post(f"{page}/card", {}).content)["error"] == "bad_token"
+
+
+# Stripe's integration security guide, "Content Security Policy" (docs.stripe.com/security/guide):
+# what Stripe.js, its Payment Element and 3-D Secure need, written here from the guide (not from
+# checkout/stripe_page.py) so that a change there is read against Stripe's list.
+STRIPE_GUIDE = {
+    "script-src": {"https://js.stripe.com", "https://*.js.stripe.com"},
+    "frame-src": {"https://js.stripe.com", "https://*.js.stripe.com", "https://hooks.stripe.com"},
+    "connect-src": {"https://api.stripe.com"},
+}
+
+
+def policy(answer: object) -> dict[str, set[str]]:
+    header = answer.headers["Content-Security-Policy"]
+    return {words[0]: set(words[1:]) for words in (part.split() for part in header.split(";")) if words}
+
+
+def open_pay_page(buyer_name: str, slug: str) -> tuple[Client, str]:
+    drop = make_drop(slug=slug, quantity=1)
+    buyer = make_buyer(buyer_name)
+    hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=1, idempotency_key="k").hold
+    started = services.start_payment(hold_id=hold.pk, buyer_id=buyer.pk)
+    client = Client()
+    client.force_login(buyer)
+    return client, f"/checkout/stripe/{started.payment.session_id}"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_pay_page_allows_what_stripes_guide_lists_and_only_that_page_does(
+    on_stripe: str, settings: object
+) -> None:
+    assert settings.STRIPE_JS_URL == "https://js.stripe.com/v3/"  # its default
+    client, page = open_pay_page("paula", "csp-page")
+
+    shown = client.get(page)
+    assert shown.status_code == 200
+    directives = policy(shown)
+    for name, sources in STRIPE_GUIDE.items():
+        missing = sources - directives[name]
+        assert not missing, f"{name} lacks {missing}"
+        # nothing beyond Stripe's list and the shop's own policy (its origin, the request's nonce)
+        extra = {s for s in directives[name] - sources if s != "'self'" and not s.startswith("'nonce-")}
+        assert not extra, f"{name} also allows {extra}"
+    assert all("maps.googleapis.com" not in s for v in directives.values() for s in v)
+    assert "'unsafe-inline'" not in directives["script-src"]
+    # the shop's other pages keep the shop's own policy: no Stripe origin anywhere
+    home = client.get("/")
+    assert "stripe" not in home.headers["Content-Security-Policy"]
+    assert "frame-src" not in policy(home)  # default-src 'self' covers it there
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pointed_at_localstripe_the_pay_page_allows_its_one_origin(on_stripe: str, settings: object) -> None:
+    settings.STRIPE_JS_URL = f"{on_stripe}/js.stripe.com/v3/"
+    client, page = open_pay_page("pia", "csp-local")
+
+    directives = policy(client.get(page))
+
+    for name in ("script-src", "frame-src", "connect-src"):
+        assert on_stripe in directives[name]
+        assert not any("stripe.com" in s for s in directives[name]), directives[name]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_stripes_own_api_the_card_fallback_is_not_mounted(settings: object, localstripe: str) -> None:
+    settings.PAYMENT_PROVIDER = "stripe"
+    settings.STRIPE_SECRET_KEY = STRIPE_SECRET_KEY
+    settings.STRIPE_PUBLISHABLE_KEY = STRIPE_PUBLISHABLE_KEY
+    with stripe_api_at(settings, localstripe):  # the intent is made at localstripe
+        client, page = open_pay_page("pablo", "no-fallback")
+        assert client.post(f"{page}/card", {"token": "tok_visa"}).status_code != 404
+    with stripe_api_at(settings, "https://api.stripe.com"):  # production: Stripe's own API
+        assert client.post(f"{page}/card", {"token": "tok_visa"}).status_code == 404
+        assert client.post(f"{page}/card", {"token": "garbage"}).status_code == 404
+        assert Payment.objects.get().state == "pending"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "intent_id", ["pi_nothing", "not-an-intent", "pi_" + "x" * 300, "%00", "pi_%E2%80%AE", "pi_1/../x"]
+)
+def test_garbage_intents_answer_404_on_the_pay_page_and_the_fallback(on_stripe: str, intent_id: str) -> None:
+    client, _page = open_pay_page("priya", "garbage")
+    before = Payment.objects.get()
+
+    assert client.get(f"/checkout/stripe/{intent_id}").status_code == 404
+    assert client.post(f"/checkout/stripe/{intent_id}/card", {"token": "tok_visa"}).status_code == 404
+
+    after = Payment.objects.get()
+    assert (after.state, after.session_id) == (before.state, before.session_id)
