@@ -67,7 +67,14 @@ def test_the_control_stripe_configuration_passes_check_deploy(stripe_shop: dict[
     [
         # the allow-list names the provider's domain but not the shop's own (its pay page)
         ({"PAYMENT_PROVIDER_PUBLIC_PREFIXES": "https://pay.example"}, "floodgate.E001"),
-        ({"PUBLIC_BASE_URL": "http://shop.example"}, "floodgate.E001"),  # https only by default
+        # a near miss: the shop moved to the bare domain, the list still names www
+        (
+            {
+                "PUBLIC_BASE_URL": "https://shop.example",
+                "PAYMENT_PROVIDER_PUBLIC_PREFIXES": "https://www.shop.example",
+            },
+            "floodgate.E001",
+        ),
         ({"STRIPE_SECRET_KEY": STRIPE_PUBLISHABLE_KEY}, "floodgate.E003"),  # the wrong key pasted
         ({"STRIPE_WEBHOOK_SECRET": "sk_test_not_a_signing_secret"}, "floodgate.E003"),
         ({"STRIPE_PUBLISHABLE_KEY": "pk_live_floodgate"}, "floodgate.E003"),  # test and live mixed
