@@ -397,3 +397,27 @@ def test_after_logout_the_old_session_and_its_ticket_get_no_admission_from_any_w
     assert refused == [401] * 6 and took < SESSION_SECONDS / 2, (refused, took)
     # control: the buyer who stayed is still answered at the edge, with a token
     assert all(r.headers.get("x-floodgate-edge") == "hit" and r.json()["admission_token"] for r in still_in)
+
+
+def test_control_characters_in_a_path_are_404_through_the_real_server(
+    web: tuple[str, subprocess.Popen],
+) -> None:
+    """As granian decodes the path (tests/core/test_paths.py drives every route in-process)."""
+    base, _ = web
+    make_drop(slug="web-paths", quantity=3)
+    sent = [
+        ("GET", "/checkout/stripe/%00"),
+        ("GET", "/checkout/stripe/%1b/card"),
+        ("GET", "/admin/shop/drop/%00/change/"),
+        ("GET", "/media/%00.png"),
+        ("GET", "/api/drops/%00"),
+        ("POST", "/api/drops/%00/holds"),
+        ("POST", "/api/drops/web-paths%7f/queue"),
+        ("GET", "/api/holds/%00"),
+    ]
+    make_buyer("paths")
+    cookies = log_in(base, "paths")  # signed in: the views' lookups run, not a redirect to the login
+    with httpx.Client(base_url=base, timeout=10, headers={"Connection": "close"}, cookies=cookies) as client:
+        found = {f"{method} {path}": client.request(method, path).status_code for method, path in sent}
+
+    assert found == {f"{method} {path}": 404 for method, path in sent}
