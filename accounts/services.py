@@ -55,6 +55,14 @@ def on_user_deleted(sender: type, instance: object, **kwargs: object) -> None:
         credentials_revoked(user_id=pk)
 
 
+def on_logged_out(sender: type, request: object, user: object, **kwargs: object) -> None:
+    """user_logged_out: the session is gone, but a queue ticket bound to it still named it at the edge,
+    which checks no session; revoked like a token, so the old cookie and ticket mint no admission."""
+    pk = getattr(user, "pk", None)
+    if pk is not None:
+        credentials_revoked(user_id=pk)
+
+
 def on_token_deleted(sender: type, instance: object, **kwargs: object) -> None:
     """post_delete of a token: replaced, revoked, or deleted in the admin."""
     user_id = getattr(instance, "user_id", None)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.cache import get_conditional_response
+from django.utils.http import http_date
 
-from admission import limits, services, state, tokens
+from admission import draw_record, limits, services, state, tokens
 from catalogue import selectors as catalogue
 from core.api import api, signed_in
 
@@ -34,10 +36,31 @@ def queue(request: HttpRequest, slug: str) -> JsonResponse:
     return response
 
 
+# Once drawn the document never changes: caches may keep it a day without asking (a rehearsal's
+# copy only in the browser of the buyer it belongs to); before the draw they must ask each time.
+DRAWN_CACHE = "public, max-age=86400, immutable"
+REHEARSAL_DRAWN_CACHE = "private, max-age=86400, immutable"
+UNDRAWN_CACHE = "no-cache"
+
+
 @api({"GET"})
-def draw(request: HttpRequest, slug: str) -> JsonResponse:
+def draw(request: HttpRequest, slug: str) -> HttpResponse:
+    """The draw's record (admission/draw_record.py): once drawn, kept, and 304 for a client that has it."""
     drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)  # pk None: a visitor
-    return JsonResponse(services.draw_entries(drop=drop))
+    drawn = draw_record.drawn(drop=drop)
+    response = None
+    if drawn is not None:
+        response = get_conditional_response(request, etag=drawn.etag, last_modified=int(drawn.at.timestamp()))
+    if response is None:
+        body = draw_record.document(drop=drop, drawn=drawn)
+        response = HttpResponse(body, content_type="application/json")
+    if drawn is None:
+        response["Cache-Control"] = UNDRAWN_CACHE
+        return response
+    response["ETag"] = drawn.etag
+    response["Last-Modified"] = http_date(drawn.at.timestamp())
+    response["Cache-Control"] = DRAWN_CACHE if drop.rehearsal_of_id is None else REHEARSAL_DRAWN_CACHE
+    return response
 
 
 def queue_ticket(request: HttpRequest, place: services.Place) -> str | None:

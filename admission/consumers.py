@@ -9,12 +9,15 @@ published snapshot (admission.edge), and no handler hops to that thread. Only a 
 fresh snapshot costs one lookup, on the edge's own threads; a slug that is no waiting room
 costs none (the edge keeps the list of them). One address may hold WS_SOCKETS_PER_ADDRESS
 sockets per process: a client opening a thousand is told so, and the next ones cost nothing.
+Each socket may send MESSAGE_BURST frames at once and MESSAGES_PER_SECOND after that (the page
+sends none; a script's keep-alive ping fits easily): past it the socket closes with TOO_MANY.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
 from typing import Any
 
@@ -32,7 +35,11 @@ ABUSE = 4400
 MAX_FRAME = 256  # a ping is a dozen bytes; anything big is not a client of this page
 MAX_BAD_FRAMES = 3
 TRY_AGAIN = 4503  # "try again later" (daphne sends only 1000 and 3000-4999); the page reconnects
-TOO_MANY = 4429  # this address holds its share of sockets; the page polls instead
+TOO_MANY = 4429  # this address holds its share of sockets, or this socket sent too much; the page polls
+# Frames per socket: a burst, then a steady rate (a token bucket kept on the socket, which lives in
+# one process). 40 sockets sending 1,000 pings each slowed every page of the process tenfold.
+MESSAGE_BURST = 20
+MESSAGES_PER_SECOND = 1.0
 
 # Open queue sockets per client address in this process (the event loop is one thread).
 open_sockets: Counter[str] = Counter()
@@ -59,6 +66,9 @@ class QueueConsumer(NoDatabase):
     group: str | None = None
     address: str | None = None  # counted in open_sockets while this socket is open
     bad_frames = 0
+    allowance = float(MESSAGE_BURST)  # frames this socket may still send now
+    last_frame_at = 0.0  # time.monotonic() of the last frame counted
+    closing = False  # closed by this side: frames already on their way are not answered
 
     async def connect(self) -> None:
         slug = self.scope["url_route"]["kwargs"]["slug"]
@@ -106,9 +116,16 @@ class QueueConsumer(NoDatabase):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        """Answer {"type": "ping"} with a pong; a bad frame, an error frame; big or repeated ones close."""
+        """Answer {"type": "ping"} with a pong; a bad frame, an error frame; big or repeated ones close,
+        and so does a frame past the socket's budget."""
+        if self.closing:
+            return
+        if not self._within_budget():
+            log.debug("queue socket: %s sent more than its budget", self.address)
+            await self._close(TOO_MANY)
+            return
         if bytes_data is not None or text_data is None or len(text_data) > MAX_FRAME:
-            await self.close(code=ABUSE)
+            await self._close(ABUSE)
             return
         try:
             content = json.loads(text_data)
@@ -119,9 +136,24 @@ class QueueConsumer(NoDatabase):
             return
         self.bad_frames += 1
         if self.bad_frames >= MAX_BAD_FRAMES:
-            await self.close(code=ABUSE)
+            await self._close(ABUSE)
             return
         await self.send_json({"error": "bad_frame", "detail": 'This socket only answers {"type": "ping"}.'})
+
+    def _within_budget(self) -> bool:
+        """Count one frame against the bucket; False when it is empty."""
+        now = time.monotonic()
+        refill = (now - self.last_frame_at) * MESSAGES_PER_SECOND
+        self.allowance = min(float(MESSAGE_BURST), self.allowance + refill)
+        self.last_frame_at = now
+        if self.allowance < 1:
+            return False
+        self.allowance -= 1
+        return True
+
+    async def _close(self, code: int) -> None:
+        self.closing = True
+        await self.close(code=code)
 
     async def queue_update(self, event: dict[str, object]) -> None:
         text = event.get("text")  # encoded once by the publisher, not once per socket

@@ -29,6 +29,9 @@ from core.lookups import BatchedLookup
 # A ticket signed up to this long after a revocation is Django's too: a request authenticated just
 # before the ban may sign its ticket just after it, and hosts' clocks differ a little.
 REVOCATION_GRACE = 5.0
+# Buyers revoked within a ticket's life that this process remembers: every logout is one (about
+# 100 bytes each); past it the oldest half is forgotten and their old tickets are answered here again.
+MAX_REVOKED = 100_000
 # A ticket looked up for a poll with only a bearer token is kept this long: its number comes from
 # the draw's map once drawn, and a revoked token is forgotten by the lane at once.
 TICKET_SECONDS = 30.0
@@ -150,10 +153,10 @@ class Polls:
 
     def note_revoked(self, buyer: int, at: float) -> None:
         """The buyer's credentials were revoked at `at`: tickets signed before it are Django's."""
-        if len(self._revoked) >= MAX_ENTRIES and buyer not in self._revoked:
-            # a ticket's life of bans: the oldest half goes (their polls then reach the edge again,
-            # and Django's checks still refuse them)
-            keep = sorted(self._revoked.items(), key=lambda item: item[1])[MAX_ENTRIES // 2 :]
+        if len(self._revoked) >= MAX_REVOKED and buyer not in self._revoked:
+            # a ticket's life of logouts and bans: the oldest half goes (their old tickets are answered
+            # here again; a banned buyer's claims are still refused by the database)
+            keep = sorted(self._revoked.items(), key=lambda item: item[1])[MAX_REVOKED // 2 :]
             self._revoked = dict(keep)
         self._revoked[buyer] = max(at, self._revoked.get(buyer, at))
 

@@ -15,8 +15,14 @@ SLUG = re.compile(r"[-a-zA-Z0-9_]{1,80}")  # Django's slug converter, within Dro
 
 
 def route(scope: Scope) -> tuple[str, str] | None:
-    """(what, slug) for the requests the edge looks at; None for everything else."""
-    path, method = scope.get("path", ""), scope.get("method", "")
+    """(what, slug) for the requests the edge looks at; None for everything else, and for a slug
+    Django's converter would not take (NUL and the like): Django answers those 404 without a query,
+    where the lane would have looked the slug up."""
+    found = _route(scope.get("path", ""), scope.get("method", ""))
+    return found if found is not None and SLUG.fullmatch(found[1]) else None
+
+
+def _route(path: str, method: str) -> tuple[str, str] | None:
     if method == "POST":
         if found := CLAIM_JSON_PATH.fullmatch(path):
             return CLAIM_JSON, found[1]

@@ -64,7 +64,7 @@ class OpenApiJsonSchema(GenerateJsonSchema):
 @dataclass(frozen=True)
 class Answer:
     description: str
-    model: type[BaseModel] = schemas.Error
+    model: type[BaseModel] | None = schemas.Error  # None: no body (304)
     retry: bool = False  # carries Retry-After
 
 
@@ -255,8 +255,11 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
             "Check the draw: the seed's hash before the start; seed and entries after",
             {
                 200: Answer(
-                    "Sort the entries by sha256('<seed>:<entry>'); the first gets ticket 1", schemas.Draw
+                    "Sort the entries by sha256('<seed>:<entry>'); the first gets ticket 1 (after the "
+                    "draw with ETag and Last-Modified: the record never changes)",
+                    schemas.Draw,
                 ),
+                304: Answer("If-None-Match or If-Modified-Since names the drawn record: unchanged", None),
                 404: error("No such drop"),
                 409: error("no_waiting_room"),
             },
@@ -456,10 +459,9 @@ def _parameter(param: Param) -> Schema:
 def _operation(operation: Operation, refs: dict[type[BaseModel], Schema]) -> Schema:
     responses: Schema = {}
     for status, answer in {**_common(operation), **operation.answers}.items():
-        response: Schema = {
-            "description": answer.description,
-            "content": {"application/json": {"schema": refs[answer.model]}},
-        }
+        response: Schema = {"description": answer.description}
+        if answer.model is not None:
+            response["content"] = {"application/json": {"schema": refs[answer.model]}}
         if answer.retry:
             response["headers"] = RETRY_AFTER
         responses[str(status)] = response
@@ -479,7 +481,7 @@ def _document() -> Schema:
     # Error is every operation's through _common; the table names the rest.
     operations = [op for item in OPERATIONS.values() for op in item.values()]
     answers = [answer for op in operations for answer in op.answers.values()]
-    named: set[type[BaseModel]] = {schemas.Error, *(answer.model for answer in answers)}
+    named: set[type[BaseModel]] = {schemas.Error, *(a.model for a in answers if a.model is not None)}
     models = sorted(named, key=lambda model: model.__name__)
     keys, definitions = models_json_schema(
         [(model, "serialization") for model in models],

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "core.middleware.RefuseTrace",
+    "core.middleware.RefuseControlCharacters",  # NUL and the like in a path: 404, not a view's 500
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -313,3 +314,110 @@ def test_a_revoked_token_and_a_ban_hold_at_once_in_every_worker(web: tuple[str, 
     assert all(r.status_code == 401 and "x-floodgate-edge" not in r.headers for r in polls), [
         (r.status_code, dict(r.headers)) for r in polls
     ]
+
+
+CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+def log_in(base: str, username: str) -> dict[str, str]:
+    """Log in through the server's own login page; the cookies a browser then holds."""
+    with httpx.Client(base_url=base, timeout=10, headers={"Connection": "close"}) as client:
+        page = client.get("/accounts/login/")
+        form = {"username": username, "password": "correct horse battery"}
+        form["csrfmiddlewaretoken"] = CSRF_FIELD.findall(page.text)[0]
+        done = client.post("/accounts/login/", data=form)
+        assert done.status_code == 302, done.text
+        return dict(client.cookies)
+
+
+def test_after_logout_the_old_session_and_its_ticket_get_no_admission_from_any_worker(
+    web: tuple[str, subprocess.Popen],
+) -> None:
+    """The edge answers a queue poll from a ticket bound to the session cookie, and the lane trusts a
+    session it looked up for SESSION_SECONDS; neither asks whether the session still exists. A logout
+    (through the server's own page) reaches both workers at once."""
+    from sale.who import SESSION_SECONDS
+
+    base, _ = web
+    line = make_drop(slug="web-out-line", quantity=5, waiting_room=True, admission_percent=100)
+    make_drop(slug="web-out", quantity=40)
+    make_buyer("leaving")
+    make_buyer("staying")
+    held = {name: log_in(base, name) for name in ("leaving", "staying")}
+    keys = iter(range(10_000))
+
+    def headers(name: str, **extra: str) -> dict[str, str]:
+        cookie = "; ".join(f"{k}={v}" for k, v in held[name].items())
+        return {"Cookie": cookie, "X-CSRFToken": held[name]["csrftoken"], "Connection": "close", **extra}
+
+    def polls(name: str, ticket: str) -> list[httpx.Response]:
+        # httpx.get: no cookie jar, so the old cookie is sent as a browser that kept it would
+        url = f"{base}/api/drops/web-out-line/queue"
+        return [httpx.get(url, headers=headers(name, **{"X-Queue-Ticket": ticket})) for _ in range(6)]
+
+    def claims(name: str) -> list[int]:
+        sent = [
+            httpx.post(
+                f"{base}/api/drops/web-out/holds",
+                json={"quantity": 1},
+                headers=headers(name, **{"Idempotency-Key": f"out-{next(keys)}"}),
+            )
+            for _ in range(6)
+        ]
+        return [r.status_code for r in sent]
+
+    tickets = {}
+    for name in held:
+        joined = httpx.post(f"{base}/api/drops/web-out-line/queue", headers=headers(name))
+        assert joined.status_code == 200, joined.text
+        tickets[name] = joined.json()["queue_ticket"]
+    services.run_wave(line)
+    state.refresh([line.pk])
+    before = polls("leaving", tickets["leaving"])
+    warm = claims("leaving")  # a hold, then "you hold one already": each worker has the session cached
+
+    with httpx.Client(base_url=base, timeout=10, cookies=held["leaving"]) as browser:
+        form = {"csrfmiddlewaretoken": CSRF_FIELD.findall(browser.get("/accounts/logout/").text)[0]}
+        out = browser.post("/accounts/logout/", data=form)
+    logged_out_at = time.monotonic()
+    while (refused := claims("leaving")) != [401] * 6 and time.monotonic() - logged_out_at < SESSION_SECONDS:
+        time.sleep(0.1)
+    took = time.monotonic() - logged_out_at
+    after = polls("leaving", tickets["leaving"])
+    still_in = polls("staying", tickets["staying"])
+
+    assert all(r.status_code == 200 and r.headers.get("x-floodgate-edge") == "hit" for r in before)
+    assert all(r.json().get("admission_token") for r in before)
+    assert warm[0] == 201 and 401 not in warm, warm
+    assert out.status_code == 302
+    # the old ticket and cookie are Django's to answer now, and Django finds no session
+    assert [(r.status_code, r.headers.get("x-floodgate-edge")) for r in after] == [(401, None)] * 6
+    assert not any("admission_token" in r.text for r in after)
+    # the lane forgot the session at once in both workers, not when its cache ran out
+    assert refused == [401] * 6 and took < SESSION_SECONDS / 2, (refused, took)
+    # control: the buyer who stayed is still answered at the edge, with a token
+    assert all(r.headers.get("x-floodgate-edge") == "hit" and r.json()["admission_token"] for r in still_in)
+
+
+def test_control_characters_in_a_path_are_404_through_the_real_server(
+    web: tuple[str, subprocess.Popen],
+) -> None:
+    """As granian decodes the path (tests/core/test_paths.py drives every route in-process)."""
+    base, _ = web
+    make_drop(slug="web-paths", quantity=3)
+    sent = [
+        ("GET", "/checkout/stripe/%00"),
+        ("GET", "/checkout/stripe/%1b/card"),
+        ("GET", "/admin/shop/drop/%00/change/"),
+        ("GET", "/media/%00.png"),
+        ("GET", "/api/drops/%00"),
+        ("POST", "/api/drops/%00/holds"),
+        ("POST", "/api/drops/web-paths%7f/queue"),
+        ("GET", "/api/holds/%00"),
+    ]
+    make_buyer("paths")
+    cookies = log_in(base, "paths")  # signed in: the views' lookups run, not a redirect to the login
+    with httpx.Client(base_url=base, timeout=10, headers={"Connection": "close"}, cookies=cookies) as client:
+        found = {f"{method} {path}": client.request(method, path).status_code for method, path in sent}
+
+    assert found == {f"{method} {path}": 404 for method, path in sent}
