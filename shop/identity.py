@@ -1,0 +1,214 @@
+"""The shop's identity (name, logo, colour, seller, address, VAT ID, contact, tax display): what
+every page, e-mail, calendar file and payment description says instead of the software's name.
+
+Read with `current()`: a process keeps it for LOCAL_SECONDS, then asks Redis (shared by every
+process), then the database row; with Redis away it reads the row, so a page never fails for it.
+Written with `configure()` (the command) or `save_row()` (the admin, inside its transaction); both
+drop the cached copies after the commit, so other processes follow within LOCAL_SECONDS.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from email.utils import formataddr, parseaddr
+
+from django.conf import settings
+from django.core.cache import cache
+from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
+from django.core.files.uploadedfile import UploadedFile
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+from django_redis.exceptions import ConnectionInterrupted
+from redis.exceptions import RedisError
+
+from core.errors import InvalidInput
+from shop import pictures
+from shop.models import ShopSettings, normal_colour, normal_vat_id
+
+log = logging.getLogger(__name__)
+
+LOCAL_SECONDS = 5.0
+CACHE_KEY = "shop:identity"
+CACHE_SECONDS = 300
+LOGO_MAX_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    legal_name: str
+    address: str
+    contact_email: str
+    vat_id: str
+    logo_url: str
+    accent_colour: str
+    support_url: str
+    prices_include_tax: bool
+    is_set: bool  # False: nobody has entered the identity yet (the admin and check --deploy say so)
+
+    @property
+    def address_lines(self) -> list[str]:
+        return [line.strip() for line in self.address.splitlines() if line.strip()]
+
+
+_local: tuple[float, dict[str, object] | None] | None = None  # (read at, the row's values or None)
+
+
+def current() -> Identity:
+    """The identity in force; before one is set, SHOP_NAME and PRICES_INCLUDE_TAX (read live)."""
+    global _local
+    now = time.monotonic()
+    if _local is None or now - _local[0] > LOCAL_SECONDS:
+        values = _shared()
+        if values is _UNREADABLE:
+            # Neither Redis nor the database answers (a 500 page): the last known, else the defaults.
+            return _identity(_local[1] if _local is not None else None)
+        _local = (now, values if isinstance(values, dict) else None)
+    return _identity(_local[1])
+
+
+_UNREADABLE = object()
+_NONE = "none"  # cached in Redis for "no row yet", so an unset shop does not query on every miss
+
+
+def _shared() -> dict[str, object] | object | None:
+    try:
+        cached = cache.get(CACHE_KEY)
+    except (RedisError, ConnectionInterrupted):
+        log.warning("shop identity: redis unavailable, reading the database")
+        cached, redis_up = None, False
+    else:
+        redis_up = True
+    if isinstance(cached, dict):
+        return cached
+    if cached == _NONE:
+        return None
+    try:
+        row = ShopSettings.objects.filter(pk=1, configured_at__isnull=False).first()
+    except DatabaseError:
+        return _UNREADABLE
+    values = _values(row) if row is not None else None
+    if redis_up:
+        with suppress(RedisError, ConnectionInterrupted):  # else the next reader asks the database again
+            cache.set(CACHE_KEY, values if values is not None else _NONE, CACHE_SECONDS)
+    return values
+
+
+def _values(row: ShopSettings) -> dict[str, object]:
+    return {
+        "name": row.name,
+        "legal_name": row.legal_name,
+        "address": row.address,
+        "contact_email": row.contact_email,
+        "vat_id": row.vat_id,
+        "logo_url": row.logo.url if row.logo else "",
+        "accent_colour": row.accent_colour,
+        "support_url": row.support_url,
+        "prices_include_tax": row.prices_include_tax,
+    }
+
+
+def _identity(values: dict[str, object] | None) -> Identity:
+    if values is None:
+        return Identity(
+            name=settings.SHOP_NAME,
+            legal_name="",
+            address="",
+            contact_email="",
+            vat_id="",
+            logo_url="",
+            accent_colour="",
+            support_url="",
+            prices_include_tax=settings.PRICES_INCLUDE_TAX,
+            is_set=False,
+        )
+    return Identity(**values, is_set=True)  # type: ignore[arg-type]  # the row's own types, as stored
+
+
+def forget() -> None:
+    """Drop this process's and the shared copy: the next reader reads the row (after a change; tests)."""
+    global _local
+    _local = None
+    try:
+        cache.delete(CACHE_KEY)
+    except (RedisError, ConnectionInterrupted):
+        log.warning("shop identity: redis unavailable, its copy expires by itself")
+
+
+def subject(text: str) -> str:
+    """An e-mail subject with the shop's name in front, as mail clients list it."""
+    return f"[{current().name}] {text}"
+
+
+def sender() -> str:
+    """The From header: the shop's name shown, DEFAULT_FROM_EMAIL's address."""
+    return formataddr((current().name, parseaddr(settings.DEFAULT_FROM_EMAIL)[1]))
+
+
+def cleaned_logo(upload: UploadedFile[bytes]) -> ContentFile[bytes]:
+    """A logo kept as a picture (PNG, JPEG or WebP by content, re-encoded); InvalidInput otherwise."""
+    if upload.size is not None and upload.size > LOGO_MAX_BYTES:
+        raise InvalidInput("The logo is larger than 1 MB; save a smaller one (PNG, JPEG or WebP).")
+    return pictures.cleaned(upload)
+
+
+def save_row(row: ShopSettings) -> None:
+    """Keep a validated row as the identity, inside the caller's transaction; the caches follow
+    the commit. Fills in the legal pages not yet written from their templates."""
+    from shop import legal  # legal renders its templates from the identity this module reads
+
+    assert transaction.get_connection().in_atomic_block, "save_row runs inside a transaction"
+    row.pk = 1
+    row.configured_at = timezone.now()
+    row.save()
+    transaction.on_commit(forget)
+    legal.seed(identity=_identity(_values(row)))
+
+
+def configure(
+    *,
+    name: str,
+    legal_name: str,
+    address: str,
+    contact_email: str,
+    vat_id: str | None = None,
+    logo: UploadedFile[bytes] | None = None,
+    accent_colour: str | None = None,
+    support_url: str | None = None,
+    prices_include_tax: bool | None = None,
+) -> ShopSettings:
+    """Set the identity (options left None keep their value). Bad input raises InvalidInput naming
+    every bad field, and nothing changes: not the row, not the stored logo."""
+    with transaction.atomic(durable=True):
+        row = ShopSettings.objects.select_for_update().filter(pk=1).first()
+        if row is None:
+            row = ShopSettings(pk=1, prices_include_tax=settings.PRICES_INCLUDE_TAX)
+        row.name, row.legal_name, row.contact_email = name.strip(), legal_name.strip(), contact_email.strip()
+        row.address = address.replace("\\n", "\n").strip()  # a shell's one line may carry \n for breaks
+        if vat_id is not None:
+            row.vat_id = normal_vat_id(vat_id)
+        if accent_colour is not None:
+            row.accent_colour = normal_colour(accent_colour)
+        if support_url is not None:
+            row.support_url = support_url.strip()
+        if prices_include_tax is not None:
+            row.prices_include_tax = prices_include_tax
+        kept = cleaned_logo(logo) if logo is not None else None
+        try:
+            row.full_clean(exclude=["logo"])
+        except ValidationError as error:
+            raise InvalidInput(_problems(error)) from None
+        if kept is not None:
+            row.logo.save(kept.name or "logo.png", kept, save=False)  # only once every field is valid
+        save_row(row)
+    return row
+
+
+def _problems(error: ValidationError) -> str:
+    return "; ".join(
+        f"{field}: {' '.join(str(m) for m in messages)}" for field, messages in error.message_dict.items()
+    )
