@@ -1,6 +1,6 @@
 """The shop's identity and legal pages in the admin: one "Shop" page (the list goes straight to
 it), its legal texts below it per language. The form checks the input (VAT ID, colour, logo by its
-content); saving is shop.identity.save_row, inside the admin's transaction."""
+content); saving is shop.setup.save_row, inside the admin's transaction."""
 
 from __future__ import annotations
 
@@ -16,14 +16,12 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from core.errors import FloodgateError
-from shop import identity
+from shop import identity, setup
 from shop.models import LegalText, ShopSettings, normal_colour, normal_vat_id
 
 
 class ShopSettingsForm(forms.ModelForm):
-    support_url = forms.URLField(
-        label=ShopSettings._meta.get_field("support_url").verbose_name, required=False, assume_scheme="https"
-    )
+    support_url = forms.URLField(label=_("support URL"), required=False, assume_scheme="https")
 
     class Meta:
         model = ShopSettings
@@ -98,4 +96,4 @@ class ShopSettingsAdmin(admin.ModelAdmin):
         return {"prices_include_tax": settings.PRICES_INCLUDE_TAX}
 
     def save_model(self, request: HttpRequest, obj: ShopSettings, form: Any, change: bool) -> None:
-        identity.save_row(obj)
+        setup.save_row(obj)

@@ -3,8 +3,8 @@ every page, e-mail, calendar file and payment description says instead of the so
 
 Read with `current()`: a process keeps it for LOCAL_SECONDS, then asks Redis (shared by every
 process), then the database row; with Redis away it reads the row, so a page never fails for it.
-Written with `configure()` (the command) or `save_row()` (the admin, inside its transaction); both
-drop the cached copies after the commit, so other processes follow within LOCAL_SECONDS.
+Written by shop.setup, which drops the cached copies after the commit (`forget`), so other
+processes follow within LOCAL_SECONDS.
 """
 
 from __future__ import annotations
@@ -17,17 +17,15 @@ from email.utils import formataddr, parseaddr
 
 from django.conf import settings
 from django.core.cache import cache
-from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
-from django.db import DatabaseError, transaction
-from django.utils import timezone
+from django.db import DatabaseError
 from django_redis.exceptions import ConnectionInterrupted
 from redis.exceptions import RedisError
 
 from core.errors import InvalidInput
 from shop import pictures
-from shop.models import ShopSettings, normal_colour, normal_vat_id
+from shop.models import ShopSettings
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +110,10 @@ def _values(row: ShopSettings) -> dict[str, object]:
     }
 
 
+def from_row(row: ShopSettings) -> Identity:
+    return _identity(_values(row))
+
+
 def _identity(values: dict[str, object] | None) -> Identity:
     if values is None:
         return Identity(
@@ -154,61 +156,3 @@ def cleaned_logo(upload: UploadedFile[bytes]) -> ContentFile[bytes]:
     if upload.size is not None and upload.size > LOGO_MAX_BYTES:
         raise InvalidInput("The logo is larger than 1 MB; save a smaller one (PNG, JPEG or WebP).")
     return pictures.cleaned(upload)
-
-
-def save_row(row: ShopSettings) -> None:
-    """Keep a validated row as the identity, inside the caller's transaction; the caches follow
-    the commit. Fills in the legal pages not yet written from their templates."""
-    from shop import legal  # legal renders its templates from the identity this module reads
-
-    assert transaction.get_connection().in_atomic_block, "save_row runs inside a transaction"
-    row.pk = 1
-    row.configured_at = timezone.now()
-    row.save()
-    transaction.on_commit(forget)
-    legal.seed(identity=_identity(_values(row)))
-
-
-def configure(
-    *,
-    name: str,
-    legal_name: str,
-    address: str,
-    contact_email: str,
-    vat_id: str | None = None,
-    logo: UploadedFile[bytes] | None = None,
-    accent_colour: str | None = None,
-    support_url: str | None = None,
-    prices_include_tax: bool | None = None,
-) -> ShopSettings:
-    """Set the identity (options left None keep their value). Bad input raises InvalidInput naming
-    every bad field, and nothing changes: not the row, not the stored logo."""
-    with transaction.atomic(durable=True):
-        row = ShopSettings.objects.select_for_update().filter(pk=1).first()
-        if row is None:
-            row = ShopSettings(pk=1, prices_include_tax=settings.PRICES_INCLUDE_TAX)
-        row.name, row.legal_name, row.contact_email = name.strip(), legal_name.strip(), contact_email.strip()
-        row.address = address.replace("\\n", "\n").strip()  # a shell's one line may carry \n for breaks
-        if vat_id is not None:
-            row.vat_id = normal_vat_id(vat_id)
-        if accent_colour is not None:
-            row.accent_colour = normal_colour(accent_colour)
-        if support_url is not None:
-            row.support_url = support_url.strip()
-        if prices_include_tax is not None:
-            row.prices_include_tax = prices_include_tax
-        kept = cleaned_logo(logo) if logo is not None else None
-        try:
-            row.full_clean(exclude=["logo"])
-        except ValidationError as error:
-            raise InvalidInput(_problems(error)) from None
-        if kept is not None:
-            row.logo.save(kept.name or "logo.png", kept, save=False)  # only once every field is valid
-        save_row(row)
-    return row
-
-
-def _problems(error: ValidationError) -> str:
-    return "; ".join(
-        f"{field}: {' '.join(str(m) for m in messages)}" for field, messages in error.message_dict.items()
-    )

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from catalogue import services
-from shop import identity
+from shop import setup
 from shop.models import Drop, Product, ShopSettings
 
 DEMO_SLUG = "demo-sneaker"
@@ -65,7 +65,7 @@ class Command(BaseCommand):
 
         with transaction.atomic():
             if not ShopSettings.objects.filter(pk=1).exists():
-                identity.save_row(ShopSettings(**DEMO_SHOP, prices_include_tax=settings.PRICES_INCLUDE_TAX))
+                setup.save_row(ShopSettings(**DEMO_SHOP, prices_include_tax=settings.PRICES_INCLUDE_TAX))
                 self.stdout.write(
                     f"demo shop identity: {DEMO_SHOP['name']} (change it in the admin's Shop page)"
                 )

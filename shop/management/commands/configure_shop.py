@@ -1,4 +1,4 @@
-"""`manage.py configure_shop`: set the shop's identity (shop.identity.configure) from a script."""
+"""`manage.py configure_shop`: set the shop's identity (shop.setup.configure) from a script."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.errors import FloodgateError
-from shop import identity
+from shop import identity, setup
 
 
 class Command(BaseCommand):
@@ -37,7 +37,7 @@ class Command(BaseCommand):
         logo = _read_logo(opts["logo"]) if opts["logo"] is not None else None
         include = opts["prices_include_tax"]
         try:
-            row = identity.configure(
+            row = setup.configure(
                 name=opts["name"],
                 legal_name=opts["legal_name"],
                 address=opts["address"],
