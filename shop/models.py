@@ -109,7 +109,7 @@ class Product(models.Model):
         ],
         help_text=_(
             "Percent, e.g. 19.00; 0 for none. Whether prices include it is the shop's setting "
-            "(PRICES_INCLUDE_TAX)."
+            "(Shop: prices include tax)."
         ),
     )
 
