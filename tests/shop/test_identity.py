@@ -77,6 +77,8 @@ def test_the_command_sets_the_identity_and_seeds_the_legal_pages(media: Path, tm
         (["--accent-colour", "red"], "six hex digits"),
         (["--accent-colour", "#12345"], "six hex digits"),
         (["--support-url", "javascript:alert(1)"], "valid URL"),
+        (["--name", "   "], "cannot be blank"),
+        (["--legal-name", "x" * 161], "at most 160 characters"),
     ],
 )
 def test_the_command_refuses_garbage_and_changes_nothing(args: list[str], said: str) -> None:
@@ -189,6 +191,8 @@ def test_a_merchant_sets_the_shop_up_in_the_admin(roles: None, media: Path) -> N
         ("vat_id", "DE<script>", "not a VAT ID"),
         ("contact_email", "nobody", "Enter a valid email address."),
         ("accent_colour", "blue", "six hex digits"),
+        ("support_url", "javascript:alert(1)", "Enter a valid URL."),
+        ("name", "", "This field is required."),
     ],
 )
 def test_the_admin_refuses_garbage_and_changes_nothing(
