@@ -185,9 +185,26 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.AlterField(
-            model_name='product',
-            name='tax_rate',
-            field=models.DecimalField(db_default=Decimal('0'), decimal_places=2, default=Decimal('0'), help_text="Percent, e.g. 19.00; 0 for none. Whether prices include it is the shop's setting (Shop: prices include tax).", max_digits=5, validators=[django.core.validators.MinValueValidator(Decimal('0'), 'A tax rate is a percentage from 0 up to (not including) 100, e.g. 19 or 7.7.'), django.core.validators.MaxValueValidator(Decimal('99.99'), 'A tax rate is a percentage from 0 up to (not including) 100, e.g. 19 or 7.7.')], verbose_name='tax rate (%)'),
+            model_name="product",
+            name="tax_rate",
+            field=models.DecimalField(
+                db_default=Decimal("0"),
+                decimal_places=2,
+                default=Decimal("0"),
+                help_text="Percent, e.g. 19.00; 0 for none. Whether prices include it is the shop's setting (Shop: prices include tax).",
+                max_digits=5,
+                validators=[
+                    django.core.validators.MinValueValidator(
+                        Decimal("0"),
+                        "A tax rate is a percentage from 0 up to (not including) 100, e.g. 19 or 7.7.",
+                    ),
+                    django.core.validators.MaxValueValidator(
+                        Decimal("99.99"),
+                        "A tax rate is a percentage from 0 up to (not including) 100, e.g. 19 or 7.7.",
+                    ),
+                ],
+                verbose_name="tax rate (%)",
+            ),
         ),
         migrations.RunPython(grant, revoke),
     ]
