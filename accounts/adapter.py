@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from admission import limits
+from shop import identity
 
 VERIFY_STAGE = "allauth.account.stages.EmailVerificationStage"
 # Named, not imported: allauth.account.stages must not load before allauth has (an import cycle).
@@ -28,6 +29,13 @@ class AccountAdapter(DefaultAccountAdapter):
         "email_password_mismatch": "That e-mail address and password are not correct.",
         "username_password_mismatch": "That username and password are not correct.",
     }
+
+    def format_email_subject(self, subject: str) -> str:
+        """The shop's name in front, as on every other e-mail (not ACCOUNT_EMAIL_SUBJECT_PREFIX)."""
+        return identity.subject(str(subject))
+
+    def get_from_email(self) -> str:
+        return identity.sender()
 
     def get_client_ip(self, request: HttpRequest) -> str:
         """Sign-up and login limits count per address as the waiting room's do (behind the proxy

@@ -32,7 +32,7 @@ from checkout.selectors import merchants_with_email
 from core import formatting
 from holds.counts import claimable_by_drop
 from holds.models import Hold
-from shop import calendar, languages, pricing
+from shop import calendar, identity, languages, pricing
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
@@ -355,8 +355,11 @@ def _deliver(message: OutboxMessage) -> None:
         if not order.buyer.email:
             return  # nobody to write to; delivered as far as it can be
         EmailMessage(
-            subject=_("Your order %(number)s is confirmed: %(title)s")
-            % {"number": order.pk, "title": order.drop.display_title},
+            from_email=identity.sender(),
+            subject=identity.subject(
+                _("Your order %(number)s is confirmed: %(title)s")
+                % {"number": order.pk, "title": order.drop.display_title}
+            ),
             body=confirmation_text(order),
             to=[order.buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},
@@ -366,8 +369,11 @@ def _deliver(message: OutboxMessage) -> None:
         if not order.buyer.email:
             return
         EmailMessage(
-            subject=_("Your payment for order %(number)s was cancelled: you are not charged")
-            % {"number": order.pk},
+            from_email=identity.sender(),
+            subject=identity.subject(
+                _("Your payment for order %(number)s was cancelled: you are not charged")
+                % {"number": order.pk}
+            ),
             body=late_void_text(order),
             to=[order.buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},
@@ -402,7 +408,8 @@ def _deliver(message: OutboxMessage) -> None:
         if not reminder.buyer.email:
             return
         mail = EmailMessage(
-            subject=reminder_subject(reminder),
+            from_email=identity.sender(),
+            subject=identity.subject(reminder_subject(reminder)),
             body=reminder_text(reminder),
             to=[reminder.buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},
@@ -422,7 +429,8 @@ def _deliver(message: OutboxMessage) -> None:
         else:
             subject = _("The raffle of %(title)s is decided") % {"title": drop.display_title}
         EmailMessage(
-            subject=subject,
+            from_email=identity.sender(),
+            subject=identity.subject(subject),
             body=raffle_text(message, drop, buyer),
             to=[buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},
@@ -435,7 +443,8 @@ def _deliver(message: OutboxMessage) -> None:
             return  # nobody to write to; the admin and the dashboard still show it
         news = str(message.payload["news"])
         EmailMessage(
-            subject=dispute_subject(dispute, news),
+            from_email=identity.sender(),
+            subject=identity.subject(dispute_subject(dispute, news)),
             body=dispute_text(dispute, news),
             to=to,
             headers={"Message-ID": f"<{message.key}@floodgate>"},
@@ -453,7 +462,8 @@ def _deliver(message: OutboxMessage) -> None:
 def _mail(order: Order, message: OutboxMessage, subject: str, body: str) -> None:
     if order.buyer.email:  # else nobody to write to: delivered as far as it can be
         EmailMessage(
-            subject=subject,
+            from_email=identity.sender(),
+            subject=identity.subject(subject),
             body=body,
             to=[order.buyer.email],
             headers={"Message-ID": f"<{message.key}@floodgate>"},

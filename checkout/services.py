@@ -39,7 +39,7 @@ from checkout.providers.base import WebhookEvent as ProviderEvent
 from core.errors import Busy, FloodgateError
 from holds import services as holds
 from holds.models import Hold
-from shop import pricing
+from shop import identity, pricing
 from shop.models import Drop
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,8 @@ def _absolute(path: str) -> str:
 
 def _description(order: Order) -> str:
     """What the provider's page says the buyer pays for: the shop, the order, the goods."""
-    return f"{settings.SHOP_NAME} order {order.pk}: {order.quantity} x {order.drop.display_title}"[:200]
+    name = identity.current().name
+    return f"{name} order {order.pk}: {order.quantity} x {order.drop.display_title}"[:200]
 
 
 def provider_for(drop: Drop) -> str:

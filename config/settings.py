@@ -287,7 +287,6 @@ ACCOUNT_UNIQUE_EMAIL = True
 ACCOUNT_CONFIRM_EMAIL_ON_GET = False  # a link scanner's GET must not verify an address: the page posts
 ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
-ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Floodgate] "
 ACCOUNT_DEFAULT_HTTP_PROTOCOL = "http" if DEV else "https"
 ACCOUNT_ADAPTER = "accounts.adapter.AccountAdapter"
 ACCOUNT_FORMS = {
@@ -336,7 +335,7 @@ USE_TZ = True
 # Tax (shop.pricing): whether a product's price includes its tax_rate (gross, as EU shops show
 # buyers) or has it added at checkout (net, as US shops do); the buyer is charged the gross
 # either way. TAX_NAME is what pages, e-mails and the footer call it.
-PRICES_INCLUDE_TAX = env.flag("PRICES_INCLUDE_TAX", default=True)
+PRICES_INCLUDE_TAX = env.flag("PRICES_INCLUDE_TAX", default=True)  # the start; then the Shop admin's
 TAX_NAME = os.environ.get("TAX_NAME", "").strip()[:20] or "VAT"
 
 STATIC_URL = "static/"
@@ -393,7 +392,8 @@ ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL = env.flag("ALLOW_SIMULATED_PAYMENTS_FOR_
 PAYMENT_PROVIDER = env.payment_provider(
     "PAYMENT_PROVIDER", dev=DEV, rehearsal_flag="ALLOW_SIMULATED_PAYMENTS_FOR_REHEARSAL"
 )
-# The name a buyer sees on the provider's payment page (and their statement where it shows one).
+# The shop's name until the merchant sets the shop's identity (shop.identity: admin or
+# `manage.py configure_shop`), which then names it everywhere a buyer reads.
 SHOP_NAME = os.environ.get("SHOP_NAME", "Floodgate")
 PAYMENT_PROVIDER_URL = (
     os.environ.get("PAYMENT_PROVIDER_URL") or "http://127.0.0.1:8701"

@@ -82,7 +82,8 @@ urlpatterns = [
     path("accounts/", include("allauth.urls")),
     path("docs/api/", api_views.docs, name="api-docs"),
     path("admin/", admin.site.urls),
-    path("terms/", views.terms, name="terms"),
+    path("terms/", views.legal, {"kind": "terms"}, name="terms"),
+    path("legal/<slug:kind>/", views.legal, name="legal"),
     path("i18n/", include("django.conf.urls.i18n")),  # set_language: the footer's language switcher
     path("favicon.ico", views.favicon, name="favicon"),
     path("healthz", views.healthz, name="healthz"),

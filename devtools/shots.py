@@ -56,14 +56,16 @@ def seed() -> int:
     from django.utils import timezone
 
     from catalogue import services
-    from catalogue.management.commands.seed_demo import DEMO_DESCRIPTION, DEMO_SKU
+    from catalogue.management.commands.seed_demo import DEMO_DESCRIPTION, DEMO_SHOP, DEMO_SKU
     from holds import services as holds
+    from shop import setup
     from shop.models import Product
 
+    setup.configure(**DEMO_SHOP)  # the pages as a merchant's shop shows them, not the software's
     now = timezone.now()
     common = {
         "product_sku": DEMO_SKU,
-        "product_name": "Floodgate Runner, launch edition",
+        "product_name": "Harbour Lane Runner, launch edition",
         "price_minor": 12900,
     }
     sizes = [
@@ -75,7 +77,7 @@ def seed() -> int:
     ]
     live = services.create_drop(
         slug="runner",
-        title="Floodgate Runner — launch edition",
+        title="Harbour Lane Runner — launch edition",
         quantity=100,
         variants=sizes,
         bucket_count=4,
@@ -91,7 +93,7 @@ def seed() -> int:
         holds.reserve(drop=live, buyer_id=early.pk, quantity=1, idempotency_key="k", variant=forty_one)
     services.create_drop(
         slug="runner-encore",
-        title="Floodgate Runner — encore",
+        title="Harbour Lane Runner — encore",
         quantity=250,
         bucket_count=4,
         waiting_room=True,
@@ -102,7 +104,7 @@ def seed() -> int:
     )
     services.create_drop(
         slug="runner-restock",
-        title="Floodgate Runner — restock",
+        title="Harbour Lane Runner — restock",
         quantity=100,
         bucket_count=4,
         waiting_room=True,
@@ -209,6 +211,8 @@ def walk_buyer(walk: Walk, provider: str, drop_id: int) -> None:
     page.wait_for_selector("#api-token")
     walk.shot("api-access")
     walk.go("/terms/", "terms")
+    for kind in ("withdrawal", "privacy", "notice"):
+        walk.go(f"/legal/{kind}/", f"legal-{kind}")
     page.goto(walk.base + "/no/such/page/")
     walk.shot("not-found")
 
@@ -218,6 +222,7 @@ def walk_admin(walk: Walk, provider: str, drop_id: int) -> None:
     walk.log_in("admin", "/admin/", login="/admin/login/")
     walk.shot("admin-index")
     walk.go("/admin/shop/drop/", "admin-drops")
+    walk.go("/admin/shop/shopsettings/", "admin-shop")  # the one Shop page (or its form, before it)
     walk.go(f"/admin/shop/drop/{drop_id}/change/", "admin-drop-change")
     page.fill(".fg-switch input[name=reason]", "a look at the pause")
     page.locator(".fg-pause").click()  # by its class: the button reads in the browser's language

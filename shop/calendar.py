@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
+from shop import identity
 from shop.models import Drop
 
 # The event is the moment the sale opens, not the sale's whole window (often days long, which a
@@ -20,19 +21,20 @@ def drop_event(drop: Drop, *, stamped_at: datetime) -> str:
     """The VCALENDAR text of one event at the drop's start, with a link to its page."""
     url = settings.PUBLIC_BASE_URL.rstrip("/") + drop.get_absolute_url()
     title = drop.display_title
+    shop = identity.current().name
     lines = [
         "BEGIN:VCALENDAR",
         "VERSION:2.0",
-        "PRODID:-//Floodgate//drop reminders//EN",
+        f"PRODID:-//{_text(shop)}//drop reminders//EN",
         "CALSCALE:GREGORIAN",
         "METHOD:PUBLISH",
         "BEGIN:VEVENT",
-        f"UID:drop-{drop.pk}@floodgate",
+        f"UID:drop-{drop.pk}@floodgate",  # kept: a calendar that imported it before keeps one event
         f"DTSTAMP:{_utc(stamped_at)}",
         f"DTSTART:{_utc(drop.starts_at)}",
         f"DTEND:{_utc(min(drop.starts_at + EVENT_LENGTH, drop.ends_at))}",
         f"SUMMARY:{_text(f'{title} goes on sale')}",
-        f"DESCRIPTION:{_text(f'The sale of {title} opens now. Buy it here: {url}')}",
+        f"DESCRIPTION:{_text(f'The sale of {title} at {shop} opens now. Buy it here: {url}')}",
         f"URL:{url}",
         "BEGIN:VALARM",
         "ACTION:DISPLAY",

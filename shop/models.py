@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime
 from decimal import Decimal
 
@@ -29,6 +30,14 @@ HOLD_SECONDS_RANGE = (30, 3600)
 OFFER_SECONDS_RANGE = (15, 900)
 PER_BUYER_LIMIT_MAX = 100
 ADMISSION_PERCENT_RANGE = (100, 1000)
+# An EU VAT ID as VIES knows it: a member state's prefix (EL for Greece, XI for Northern Ireland),
+# then 2 to 12 letters or digits with at least one digit. Spaces, dots and hyphens are dropped first.
+VAT_PREFIXES = "AT BE BG CY CZ DE DK EE EL ES FI FR HR HU IE IT LT LU LV MT NL PL PT RO SE SI SK XI"
+VAT_ID_RULE = RegexValidator(
+    rf"^(?:{VAT_PREFIXES.replace(' ', '|')})(?=[0-9A-Z]*[0-9])[0-9A-Z]{{2,12}}$",
+    _("This is not a VAT ID: two letters of an EU country (e.g. DE), then 2 to 12 letters or digits."),
+)
+COLOUR_RULE = RegexValidator(r"^#[0-9a-f]{6}$", _("Give the colour as # and six hex digits, e.g. #1f5fbf."))
 # A join's proof of work, on by default: ~1 s in the page's Web Worker in Chromium on this
 # project's machine (bench/README.md, `bench work`); load tests and rehearsal copies set 0.
 DEFAULT_JOIN_WORK_BITS = 20
@@ -100,7 +109,7 @@ class Product(models.Model):
         ],
         help_text=_(
             "Percent, e.g. 19.00; 0 for none. Whether prices include it is the shop's setting "
-            "(PRICES_INCLUDE_TAX)."
+            "(Shop: prices include tax)."
         ),
     )
 
@@ -641,3 +650,96 @@ class Address(models.Model):
             formatting.country(self.country),  # in the reader's language (a page's, an e-mail's)
         ]
         return [part for part in parts if part] + ([f"{gettext('phone')} {self.phone}"] if self.phone else [])
+
+
+class ShopSettings(models.Model):
+    """The shop's identity: one row (id 1), read through shop.identity. Until `configured_at` is
+    set the shop speaks with SHOP_NAME and the admin and `check --deploy` ask for it."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    name = models.CharField(_("shop name"), max_length=80, help_text=_("What buyers call the shop."))
+    legal_name = models.CharField(
+        _("legal name"),
+        max_length=160,
+        help_text=_("The seller's registered name, e.g. 'Harbour Lane GmbH'."),
+    )
+    address = models.TextField(_("postal address"), max_length=500)
+    contact_email = models.EmailField(_("contact e-mail"))
+    vat_id = models.CharField(
+        _("VAT ID"),
+        max_length=14,
+        blank=True,
+        validators=[VAT_ID_RULE],
+        help_text=_("Two letters for the country, then 2 to 12 letters or digits, e.g. DE123456789."),
+    )
+    logo = models.ImageField(
+        _("logo"),
+        upload_to="shop/",
+        blank=True,
+        help_text=_("PNG, JPEG or WebP, up to 1 MB; shown in the header of every page."),
+    )
+    accent_colour = models.CharField(
+        _("accent colour"),
+        max_length=7,
+        default="#1f5fbf",
+        validators=[COLOUR_RULE],
+        help_text=_("As #RRGGBB, e.g. #1f5fbf."),
+    )
+    support_url = models.URLField(_("support URL"), blank=True)
+    prices_include_tax = models.BooleanField(
+        _("prices include tax"),
+        default=True,
+        help_text=_(
+            "On: a product's price is what the buyer pays (tax inside). Off: tax is added at checkout."
+        ),
+    )
+    configured_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        verbose_name = _("shop")
+        verbose_name_plural = _("shop")
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="shop_shopsettings_one_row")]
+
+    def __str__(self) -> str:
+        return self.name or gettext("Shop")
+
+
+def normal_vat_id(value: str) -> str:
+    """ " de 123.456-789 " -> "DE123456789": the form people write it in, as VIES stores it."""
+    return re.sub(r"[\s.\-]", "", value).upper()
+
+
+def normal_colour(value: str) -> str:
+    return value.strip().lower()
+
+
+class LegalKind(models.TextChoices):
+    TERMS = "terms", _("Terms of sale")
+    PRIVACY = "privacy", _("Privacy policy")
+    NOTICE = "notice", _("Legal notice")
+    WITHDRAWAL = "withdrawal", _("Returns and withdrawal")
+
+
+class LegalText(models.Model):
+    """A legal page in one language, the merchant's own words (plain text, rendered escaped)."""
+
+    shop = models.ForeignKey(ShopSettings, on_delete=models.CASCADE, related_name="legal_texts")
+    kind = models.CharField(_("page"), max_length=12, choices=LegalKind.choices)
+    language = models.CharField(_("language"), max_length=8, choices=settings.LANGUAGES)
+    body = models.TextField(
+        _("text"),
+        max_length=40_000,
+        help_text=_("Plain text: a blank line starts a paragraph, a line starting with '## ' a heading."),
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = _("legal page")
+        verbose_name_plural = _("legal pages")
+        ordering = ["kind", "language"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "language"], name="shop_legaltext_one_per_language")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} ({self.language})"

@@ -1,8 +1,9 @@
 """What a line costs: net, tax and gross in minor units, the one place tax is computed.
 
-A product's `price_minor` is what the shop shows per unit; the shop-wide setting
-`PRICES_INCLUDE_TAX` says whether that is gross (tax inside, as EU shops show buyers) or net
-(tax added at checkout). Either way the buyer is charged the gross: an order's `amount_minor`.
+A product's `price_minor` is what the shop shows per unit; the shop's setting "prices include
+tax" (shop.identity; PRICES_INCLUDE_TAX until the merchant sets it) says whether that is gross
+(tax inside, as EU shops show buyers) or net (tax added at checkout). Either way the buyer is
+charged the gross: an order's `amount_minor`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
+from shop import identity
 from shop.models import Product, Variant
 
 HUNDRED = Decimal(100)
@@ -51,7 +53,7 @@ def line(
     and a larger quantity never gathers rounding error. Amounts are already in the currency's
     minor unit (cents, yen, fils), so rounding to a whole minor unit is that currency's own
     precision: JPY rounds to a yen, BHD to a fils, EUR to a cent."""
-    included = settings.PRICES_INCLUDE_TAX if prices_include_tax is None else prices_include_tax
+    included = identity.current().prices_include_tax if prices_include_tax is None else prices_include_tax
     rate = Decimal(product.tax_rate)
     shown = (variant.unit_price(product) if variant is not None else product.price_minor) * quantity
     if included:
@@ -72,7 +74,7 @@ def rate_text(rate: Decimal) -> str:
 def footer_note(rates: Iterable[Decimal], *, prices_include_tax: bool | None = None) -> str:
     """What the footer may truthfully say about tax, given every product's rate: the rate when
     there is one, the tax's name only when there are several, nothing when no product is taxed."""
-    included = settings.PRICES_INCLUDE_TAX if prices_include_tax is None else prices_include_tax
+    included = identity.current().prices_include_tax if prices_include_tax is None else prices_include_tax
     distinct = set(rates)
     if not distinct - {Decimal(0)}:
         return ""

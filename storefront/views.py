@@ -1,4 +1,4 @@
-"""Storefront pages: the drop list, a drop, terms, the 404 page, the icon (sign-up and login
+"""Storefront pages: the drop list, a drop, the legal pages, the 404 page, the icon (sign-up and login
 are allauth's, see accounts/)."""
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from catalogue import selectors as catalogue
 from checkout import reminders
 from core.api import signed_in
 from core.errors import FloodgateError, NotFound
-from shop import calendar, pictures
-from shop.models import DropState
+from shop import calendar, identity, pictures
+from shop import legal as legal_texts
+from shop.models import DropState, LegalKind
 from storefront import selectors
 
 
@@ -53,8 +54,14 @@ def drop(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "shop/drop.html", context)
 
 
-def terms(request: HttpRequest) -> HttpResponse:
-    return render(request, "shop/terms.html")
+def legal(request: HttpRequest, kind: str) -> HttpResponse:
+    """A legal page (terms, privacy, notice, withdrawal) in the reader's language, the merchant's words."""
+    if kind not in LegalKind.values:
+        raise Http404(_("There is no such page."))
+    shop = identity.current()
+    body = legal_texts.text_for(kind, identity=shop)
+    context = {"kind": kind, "title": LegalKind(kind).label, "body": legal_texts.html(body)}
+    return render(request, "shop/legal.html", context)
 
 
 def favicon(request: HttpRequest) -> HttpResponse:

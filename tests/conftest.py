@@ -389,6 +389,7 @@ def roles(db: None) -> None:
     importlib.import_module("checkout.migrations.0004_merchants_refund").grant(apps, None)
     importlib.import_module("checkout.migrations.0010_dispute_roles").grant(apps, None)
     importlib.import_module("checkout.migrations.0012_order_shipment").grant(apps, None)
+    importlib.import_module("shop.migrations.0020_shop_settings_and_legal_texts").grant(apps, None)
 
 
 class Worker:
@@ -585,6 +586,14 @@ def fresh_admission_keys() -> None:
     if keys:
         client.delete(*keys)
     client.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_shop_identity() -> None:
+    """The shop's identity is kept per process and in Redis; a test's row goes with its database."""
+    from shop import identity
+
+    identity.forget()
 
 
 @pytest.fixture(autouse=True)

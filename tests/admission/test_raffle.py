@@ -223,7 +223,8 @@ def test_result_won_reserve_lost_and_one_email_each() -> None:
     outbox.relay_outbox()
     assert len(mail.outbox) == 2
     won = mail.outbox[0]
-    assert won.subject.startswith("You won") and f"/holds/{answers[1]['offer']['hold']}/" in won.body
+    assert won.subject.startswith("[Floodgate] You won")
+    assert f"/holds/{answers[1]['offer']['hold']}/" in won.body
 
     # when: the winners pay (confirm), nothing can reach ranks 3 and 4 any more: lost, and told once
     for n in (1, 2):

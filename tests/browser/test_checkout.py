@@ -52,7 +52,7 @@ def test_a_declined_card_then_a_second_card_within_the_hold(
     make_buyer("fred")
 
     reserve_from_the_drop_page(page, live_daphne, "boot", "fred")
-    assert page.locator("#pay").inner_text() == "Pay €129.00"
+    assert page.locator("#pay").inner_text() == "Order with obligation to pay · €129.00"
     page.click("#pay")
     page.wait_for_url(re.compile(re.escape(payment_provider) + r"/pay/"))
     page.click("#decline")

@@ -82,7 +82,8 @@ def test_the_winner_sees_won_and_pays_from_the_page_the_reserve_sees_its_rank_th
     assert reserve.evaluate("window.stayedOnThePage")
     assert off_the_loop(raffles.announce_raffle_results) == 1
     off_the_loop(outbox.relay_outbox)
-    assert [m.subject for m in mail.outbox][1:] == [f"The raffle of {drop.display_title} is decided"]
+    decided = f"[Floodgate] The raffle of {drop.display_title} is decided"
+    assert [m.subject for m in mail.outbox][1:] == [decided]
     context.close()
 
 

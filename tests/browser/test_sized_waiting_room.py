@@ -88,7 +88,7 @@ def test_size_m_through_the_waiting_room_from_join_to_order(
     page.click("#buy")
     page.wait_for_url(re.compile(r"/holds/\d+/$"))
     assert page.locator("#hold-variant").inner_text() == "M"
-    assert page.locator("#pay").inner_text() == "Pay €139.00"
+    assert page.locator("#pay").inner_text() == "Order with obligation to pay · €139.00"
 
     page.click("#pay")
     page.wait_for_url(re.compile(re.escape(payment_provider) + r"/pay/"))

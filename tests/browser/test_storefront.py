@@ -67,7 +67,7 @@ def test_on_a_phone_drop_waiting_room_hold_and_order_fit_and_speak_the_buyers_fo
     # the hold: the total, not the unit price times two
     phone.wait_for_url(re.compile(r"/holds/\d+/$"))
     fits_the_phone(phone)
-    assert phone.locator("#pay").inner_text() == "258,00\xa0€ bezahlen"
+    assert phone.locator("#pay").inner_text() == "Zahlungspflichtig bestellen · 258,00\xa0€"
     assert phone.locator("#hold-items").inner_text().startswith("2 Stück")
 
     # back on the drop page the running hold is shown instead of Reserve

@@ -57,3 +57,20 @@ def test_the_admin_password_is_made_once_and_readable_by_its_owner_only(tmp_path
 
     assert (kept_first, kept_again) == (False, True) and first == again and len(first) >= 12
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_the_demo_sets_a_sample_shop_identity_and_keeps_a_merchants_own() -> None:
+    from django.test import TestCase
+
+    from shop import identity
+    from shop.models import ShopSettings
+
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        seed("--admin-password", "pw-pw-pw-pw")
+    assert identity.current().name == "Harbour Lane Sneakers" and identity.current().is_set
+
+    ShopSettings.objects.filter(pk=1).update(name="The Merchant's Own")
+    identity.forget()
+    seed("--admin-password", "pw-pw-pw-pw", "--keep-admin-password")
+
+    assert identity.current().name == "The Merchant's Own"

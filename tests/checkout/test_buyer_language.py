@@ -99,9 +99,10 @@ def test_a_german_and_an_english_buyer_each_get_their_order_email_in_their_langu
     relay_as_english_worker()
     by_buyer = {m.to[0]: m for m in mail.outbox}
     german, english = by_buyer["dora@example.com"], by_buyer["eric@example.com"]
-    assert german.subject == f"Ihre Bestellung {orders['dora'].pk} ist bestätigt: {drop.display_title}"
+    title = drop.display_title
+    assert german.subject == f"[Floodgate] Ihre Bestellung {orders['dora'].pk} ist bestätigt: {title}"
     assert german.body.startswith("Guten Tag Dora Maar,\n") and "49,00\xa0€" in german.body
-    assert english.subject == f"Your order {orders['eric'].pk} is confirmed: {drop.display_title}"
+    assert english.subject == f"[Floodgate] Your order {orders['eric'].pk} is confirmed: {drop.display_title}"
     assert english.body.startswith("Hello Eric Satie,\n") and "Total paid" in english.body
 
 
@@ -114,7 +115,8 @@ def test_control_without_the_buyers_language_the_german_buyer_reads_the_workers(
     mail.outbox.clear()
     relay_as_english_worker()
     (sent,) = mail.outbox
-    assert sent.subject == f"Your order {order.pk} is confirmed: {drop.display_title}"  # not German
+    # not German
+    assert sent.subject == f"[Floodgate] Your order {order.pk} is confirmed: {drop.display_title}"
 
 
 def test_a_buyer_with_no_language_recorded_gets_the_workers() -> None:
@@ -123,7 +125,7 @@ def test_a_buyer_with_no_language_recorded_gets_the_workers() -> None:
     order = confirmed_order(drop, buyer, key="none", amount_minor=4900)
     mail.outbox.clear()
     relay_as_english_worker()
-    assert mail.outbox[0].subject == f"Your order {order.pk} is confirmed: {drop.display_title}"
+    assert mail.outbox[0].subject == f"[Floodgate] Your order {order.pk} is confirmed: {drop.display_title}"
 
 
 def test_reminders_enqueued_by_the_duty_go_out_in_each_buyers_language() -> None:
@@ -144,9 +146,9 @@ def test_reminders_enqueued_by_the_duty_go_out_in_each_buyers_language() -> None
     mail.outbox.clear()
     relay_as_english_worker()
     by_buyer = {m.to[0]: m for m in mail.outbox}
-    assert by_buyer["dora@example.com"].subject == "Nachtzug ist jetzt im Verkauf"
+    assert by_buyer["dora@example.com"].subject == "[Floodgate] Nachtzug ist jetzt im Verkauf"
     assert "Guten Tag Dora Maar," in by_buyer["dora@example.com"].body
-    assert by_buyer["eric@example.com"].subject == "Nachtzug is on sale now"
+    assert by_buyer["eric@example.com"].subject == "[Floodgate] Nachtzug is on sale now"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -183,9 +185,9 @@ def test_raffle_results_go_out_in_each_buyers_language() -> None:
     relay_as_english_worker()
     by_buyer = {m.to[0]: m for m in mail.outbox}
     german, english = by_buyer["dora@example.com"], by_buyer["eric@example.com"]
-    assert german.subject == "Sie haben gewonnen: Bezahlen Sie Ihr Stück von Losbude"
+    assert german.subject == "[Floodgate] Sie haben gewonnen: Bezahlen Sie Ihr Stück von Losbude"
     assert "Sie haben bei der Verlosung von Losbude ein Stück gewonnen." in german.body
-    assert english.subject == "You won: pay for your unit of Losbude"
+    assert english.subject == "[Floodgate] You won: pay for your unit of Losbude"
     assert "you won a unit in the raffle of Losbude." in english.body
     assert settings.LANGUAGE_CODE == "en"
 

@@ -137,7 +137,7 @@ def test_a_stripe_dispute_is_recorded_once_told_shown_and_closed(on_stripe: None
     assert outbox.relay_outbox() == 1
     [told] = mail.outbox
     assert told.to == ["disputes@shop.example"]
-    assert told.subject == f"Order {order.pk}: the buyer's bank disputes €20.00"
+    assert told.subject == f"[Floodgate] Order {order.pk}: the buyer's bank disputes €20.00"
     assert "fraudulent" in told.body and "Evidence due by: Sun 17 Mar 2030, 17:46 UTC" in told.body
     assert f"https://shop.example/admin/checkout/order/{order.pk}/change/" in told.body
 
@@ -162,7 +162,7 @@ def test_a_stripe_dispute_is_recorded_once_told_shown_and_closed(on_stripe: None
 
     assert outbox.relay_outbox() == 1
     closed = mail.outbox[-1]
-    assert closed.subject == f"Order {order.pk}: the dispute of €20.00 is lost"
+    assert closed.subject == f"[Floodgate] Order {order.pk}: the dispute of €20.00 is lost"
     assert "went back to the buyer's bank" in closed.body and "Evidence due by" not in closed.body
     assert OutboxMessage.objects.filter(topic=outbox.DISPUTE_TOPIC).count() == 2
 

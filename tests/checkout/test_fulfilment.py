@@ -56,7 +56,7 @@ def test_a_shipped_order_tells_its_buyer_once_in_their_language_and_a_correction
         == "shipped"
     )
     (told,) = sent()
-    assert told.subject == f"Ihre Bestellung {order.pk} ist unterwegs"
+    assert told.subject.endswith(f"Ihre Bestellung {order.pk} ist unterwegs")
     assert "00340434161" + "0" in told.body and "https://www.dhl.com/" in told.body and "mit DHL" in told.body
 
     assert (
@@ -70,7 +70,7 @@ def test_a_shipped_order_tells_its_buyer_once_in_their_language_and_a_correction
         fulfilment.mark_shipped(order_id=order.pk, carrier="dpd", tracking_number="01234567890123")
         == "corrected"
     )
-    assert [m.subject for m in sent()][1:] == [f"Ihre Bestellung {order.pk} ist unterwegs"]
+    assert [m.subject.endswith(f"Ihre Bestellung {order.pk} ist unterwegs") for m in sent()] == [True, True]
     now = Order.objects.get(pk=order.pk)
     assert (now.carrier, now.tracking_number, now.shipped_at) == ("dpd", "01234567890123", first_day)
 

@@ -251,7 +251,7 @@ def test_two_workers_and_a_retried_task_send_each_buyer_one_email_with_the_start
     assert sorted(m["To"] for m in mails) == sorted(addresses)
     assert len({m["Message-ID"] for m in mails}) == 30
     mail = mails[0]
-    assert mail["Subject"] == f"{drop.display_title} is on sale now"
+    assert mail["Subject"] == f"[Floodgate] {drop.display_title} is on sale now"
     body = mail.get_body(preferencelist=("plain",))
     assert body is not None and f"/drops/{drop.slug}/" in body.get_content()
     assert f"/drops/{drop.slug}/calendar.ics" in body.get_content()
@@ -349,7 +349,7 @@ def test_a_sent_reminder_is_not_forgotten_and_its_email_links_the_start_as_ics()
     # and the e-mail links the drop and its start as an .ics, which parses to the drop's start in UTC
     (mail,) = [m for m in sent_mail.outbox if m.to == ["ics-reader@example.com"]]
     base = settings.PUBLIC_BASE_URL.rstrip("/")
-    assert mail.subject == "Dawn; Dusk, 2 of 2 is on sale now"
+    assert mail.subject == "[Floodgate] Dawn; Dusk, 2 of 2 is on sale now"
     assert f"{base}/drops/{drop.slug}/" in mail.body
     (link,) = re.findall(rf"{re.escape(base)}(/\S*\.ics)", mail.body)
     fetched = Client().get(link)

@@ -125,7 +125,7 @@ def test_the_hold_page_shows_net_tax_and_the_gross_it_will_charge(settings) -> N
     assert '<dd id="price-net">€29.97</dd>' in page
     assert "VAT 19%" in page and '<dd id="price-tax">€5.69</dd>' in page
     assert '<dd id="price-gross"><strong>€35.66</strong></dd>' in page
-    assert "Pay €35.66</button>" in page
+    assert "Order with obligation to pay · €35.66</button>" in page
 
 
 @pytest.mark.django_db

@@ -1,25 +1,40 @@
-"""Seed the demo drop (live a minute from now) and an admin login; safe to run on every start."""
+"""Seed the demo drop (live a minute from now), a sample shop identity and an admin login; safe to
+run on every start."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
 from django.utils import timezone
 
 from catalogue import services
-from shop.models import Drop, Product
+from shop import setup
+from shop.models import Drop, Product, ShopSettings
 
 DEMO_SLUG = "demo-sneaker"
 DEMO_SKU = "DEMO-SNEAKER"
 DEMO_DESCRIPTION = (
-    "The Floodgate Runner in its launch colours: a white knit upper, a blue heel counter and an "
+    "The Harbour Lane Runner in its launch colours: a white knit upper, a blue heel counter and an "
     "orange foam sole that gives back what you put in.\n\n"
     "Breathable engineered mesh, recycled laces, a removable cushioned insole. "
     "Made in a numbered run of 100 pairs; this edition will not be made again."
 )
+
+
+# The demo's shop: a made-up seller (a merchant's own, set in the admin or by configure_shop, stays).
+DEMO_SHOP = {
+    "name": "Harbour Lane Sneakers",
+    "legal_name": "Harbour Lane Sneakers GmbH (demo)",
+    "address": "Hafenstraße 1\n20457 Hamburg\nGermany",
+    "contact_email": "hello@harbour-lane.example",
+    "vat_id": "DE123456789",
+    "accent_colour": "#0b6bcb",
+}
 
 
 class Command(BaseCommand):
@@ -48,6 +63,13 @@ class Command(BaseCommand):
             admin.set_password(str(opts["admin_password"]))
         admin.save()
 
+        with transaction.atomic():
+            if not ShopSettings.objects.filter(pk=1).exists():
+                setup.save_row(ShopSettings(**DEMO_SHOP, prices_include_tax=settings.PRICES_INCLUDE_TAX))
+                self.stdout.write(
+                    f"demo shop identity: {DEMO_SHOP['name']} (change it in the admin's Shop page)"
+                )
+
         starts_at = timezone.now() + timedelta(seconds=int(opts["starts_in"]))
         ends_at = starts_at + timedelta(hours=2)
         existing = Drop.objects.filter(slug=DEMO_SLUG).first()
@@ -68,9 +90,9 @@ class Command(BaseCommand):
                 starts_at=starts_at,
                 ends_at=ends_at,
                 product_sku=DEMO_SKU,
-                product_name="Floodgate Runner, launch edition",
+                product_name="Harbour Lane Runner, launch edition",
                 price_minor=12900,
-                title="Floodgate Runner — launch edition",
+                title="Harbour Lane Runner — launch edition",
                 bucket_count=4,
                 waiting_room=True,  # buyers queue, and are admitted in waves as the stock allows
             )
