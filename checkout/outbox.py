@@ -18,7 +18,6 @@ from celery import current_app
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.core.mail import EmailMessage
 from django.db import transaction
 from django.db.models.functions import Now
 from django.template.loader import render_to_string
@@ -26,13 +25,13 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from checkout import carriers
+from checkout import carriers, emails
 from checkout.models import DISPUTE_DECIDED, Dispute, DisputeState, Order, OutboxMessage, Refund, Reminder
 from checkout.selectors import merchants_with_email
 from core import formatting
 from holds.counts import claimable_by_drop
 from holds.models import Hold
-from shop import calendar, identity, languages, pricing
+from shop import calendar, languages, pricing
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
@@ -354,29 +353,23 @@ def _deliver(message: OutboxMessage) -> None:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
         if not order.buyer.email:
             return  # nobody to write to; delivered as far as it can be
-        EmailMessage(
-            from_email=identity.sender(),
-            subject=identity.subject(
-                _("Your order %(number)s is confirmed: %(title)s")
-                % {"number": order.pk, "title": order.drop.display_title}
-            ),
-            body=confirmation_text(order),
+        emails.build(
+            key=message.key,
             to=[order.buyer.email],
-            headers={"Message-ID": f"<{message.key}@floodgate>"},
+            subject=_("Your order %(number)s is confirmed: %(title)s")
+            % {"number": order.pk, "title": order.drop.display_title},
+            body=confirmation_text(order),
         ).send()
     elif message.topic == LATE_VOIDED_TOPIC:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
         if not order.buyer.email:
             return
-        EmailMessage(
-            from_email=identity.sender(),
-            subject=identity.subject(
-                _("Your payment for order %(number)s was cancelled: you are not charged")
-                % {"number": order.pk}
-            ),
-            body=late_void_text(order),
+        emails.build(
+            key=message.key,
             to=[order.buyer.email],
-            headers={"Message-ID": f"<{message.key}@floodgate>"},
+            subject=_("Your payment for order %(number)s was cancelled: you are not charged")
+            % {"number": order.pk},
+            body=late_void_text(order),
         ).send()
     elif message.topic == REFUND_TOPIC:
         refund = Refund.objects.select_related("order__buyer", "order__drop__product").get(
@@ -407,12 +400,12 @@ def _deliver(message: OutboxMessage) -> None:
         )
         if not reminder.buyer.email:
             return
-        mail = EmailMessage(
-            from_email=identity.sender(),
-            subject=identity.subject(reminder_subject(reminder)),
-            body=reminder_text(reminder),
+        mail = emails.build(
+            key=message.key,
             to=[reminder.buyer.email],
-            headers={"Message-ID": f"<{message.key}@floodgate>"},
+            subject=reminder_subject(reminder),
+            body=reminder_text(reminder),
+            unsubscribe_for=reminder.buyer_id,  # optional mail: one click stops it (RFC 8058)
         )
         # The start as a calendar event, for the next time (or a buyer who reads this late).
         event = calendar.drop_event(reminder.drop, stamped_at=timezone.now())
@@ -428,12 +421,11 @@ def _deliver(message: OutboxMessage) -> None:
             subject = _("You won: pay for your unit of %(title)s") % {"title": drop.display_title}
         else:
             subject = _("The raffle of %(title)s is decided") % {"title": drop.display_title}
-        EmailMessage(
-            from_email=identity.sender(),
-            subject=identity.subject(subject),
-            body=raffle_text(message, drop, buyer),
+        emails.build(
+            key=message.key,
             to=[buyer.email],
-            headers={"Message-ID": f"<{message.key}@floodgate>"},
+            subject=subject,
+            body=raffle_text(message, drop, buyer),
         ).send()
     elif message.topic == DISPUTE_TOPIC:
         dispute = Dispute.objects.select_related("order__drop__product").get(pk=message.payload["dispute"])
@@ -442,12 +434,11 @@ def _deliver(message: OutboxMessage) -> None:
             log.warning("dispute %s: no MERCHANT_EMAIL and no merchant with an address to tell", dispute.pk)
             return  # nobody to write to; the admin and the dashboard still show it
         news = str(message.payload["news"])
-        EmailMessage(
-            from_email=identity.sender(),
-            subject=identity.subject(dispute_subject(dispute, news)),
-            body=dispute_text(dispute, news),
+        emails.build(
+            key=message.key,
             to=to,
-            headers={"Message-ID": f"<{message.key}@floodgate>"},
+            subject=dispute_subject(dispute, news),
+            body=dispute_text(dispute, news),
         ).send()
     elif message.topic == MERCHANT_TOPIC:
         url = getattr(settings, "MERCHANT_WEBHOOK_URL", "")
@@ -461,10 +452,9 @@ def _deliver(message: OutboxMessage) -> None:
 
 def _mail(order: Order, message: OutboxMessage, subject: str, body: str) -> None:
     if order.buyer.email:  # else nobody to write to: delivered as far as it can be
-        EmailMessage(
-            from_email=identity.sender(),
-            subject=identity.subject(subject),
-            body=body,
+        emails.build(
+            key=message.key,
             to=[order.buyer.email],
-            headers={"Message-ID": f"<{message.key}@floodgate>"},
+            subject=subject,
+            body=body,
         ).send()

@@ -84,6 +84,13 @@ def cancel_reminder(*, drop: Drop, buyer_id: int) -> bool:
     return deleted > 0
 
 
+def cancel_all_reminders(*, buyer_id: int) -> int:
+    """A reminder's one-click unsubscribe: every reminder of the buyer not gone out yet is forgotten
+    (a new one is only made when they ask for it again). Returns how many."""
+    deleted, _ = Reminder.objects.filter(buyer_id=buyer_id, sent_at__isnull=True).delete()
+    return deleted
+
+
 def has_reminder(*, drop_id: int, buyer_id: int) -> bool:
     return Reminder.objects.filter(drop_id=drop_id, buyer_id=buyer_id).exists()
 

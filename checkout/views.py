@@ -9,16 +9,17 @@ import re
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core import signing
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from catalogue import selectors as catalogue
-from checkout import refunds, selectors, services, stripe_page
+from checkout import emails, refunds, reminders, selectors, services, stripe_page
 from checkout.models import EVENT_ID_MAX, Payment, PaymentState
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook, PermanentProviderError, ProviderError
@@ -205,3 +206,19 @@ def _webhook_body(request: HttpRequest) -> bytes:
     if len(body) > MAX_WEBHOOK_BODY:
         raise BadWebhook("The body is too large.")
     return body
+
+
+@csrf_exempt  # RFC 8058: the mail provider POSTs it, with no session; the signed link is the credential
+@require_http_methods(["GET", "POST"])
+def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
+    """A reminder's unsubscribe link: GET asks (link scanners must change nothing), POST (the page's
+    button, or the mail provider's one click) forgets every reminder of the buyer not sent yet."""
+    try:
+        buyer_id = emails.unsubscribing_buyer(token)
+    except signing.BadSignature:
+        page = render(request, "checkout/unsubscribe.html", {"state": "bad"}, status=400)
+        return page
+    if request.method == "POST":
+        cancelled = reminders.cancel_all_reminders(buyer_id=buyer_id)
+        return render(request, "checkout/unsubscribe.html", {"state": "done", "cancelled": cancelled})
+    return render(request, "checkout/unsubscribe.html", {"state": "ask"})

@@ -66,6 +66,7 @@ urlpatterns = [
     path("holds/<int:hold_id>/release", sale_views.release, name="release"),
     path("holds/<int:hold_id>/address", sale_views.address, name="hold-address"),
     path("holds/<int:hold_id>/pay", checkout_views.pay, name="pay"),
+    path("reminders/unsubscribe/<str:token>", checkout_views.unsubscribe, name="unsubscribe"),
     path("orders/", checkout_views.orders, name="orders"),
     path("orders/<int:order_id>/", checkout_views.order, name="order"),
     path("orders/<int:order_id>/cancel", checkout_views.cancel, name="order-cancel"),

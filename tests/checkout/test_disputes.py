@@ -259,7 +259,9 @@ def mails_to(address: str) -> list[EmailMessage]:
 
 
 def told(address: str, message_id: str) -> EmailMessage | None:
-    return next((m for m in mails_to(address) if m["Message-ID"] == message_id), None)
+    """The mail whose Message-ID has this one's key (the domain is the worker's PUBLIC_BASE_URL's)."""
+    key = message_id.strip("<>").split("@")[0]
+    return next((m for m in mails_to(address) if str(m["Message-ID"]).startswith(f"<{key}@")), None)
 
 
 @pytest.mark.django_db(transaction=True)
