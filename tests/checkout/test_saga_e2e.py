@@ -99,7 +99,7 @@ def test_late_webhook_after_expiry_is_voided_and_the_unit_stays_with_its_new_buy
     order_id = started["order"]["id"]
     wait_until(lambda: Payment.objects.get(order_id=order_id).state == "voided")
     order = Order.objects.get(pk=order_id)
-    assert order.state == "failed" and order.refunded and "not charged" in order.failure_reason
+    assert order.state == "failed" and order.refunded and "not charged" in order.failure_words
     assert Hold.objects.get(pk=hold_id).state == "expired"
     assert Hold.objects.get(pk=theirs.pk).state == "held"
     session = provider_session(payment_provider, Payment.objects.get(order_id=order_id).session_id)
