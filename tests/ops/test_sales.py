@@ -43,6 +43,7 @@ def test_sales_are_counted_per_slot_and_drawn_up_to_the_totals() -> None:
     found = sales.sales(drop)
 
     assert found.step_seconds == 2  # 90 s cut into at most 60 slots
+    # from the first sale's whole second (0): 0.2, 0.7 and 1.5 s in the first slot
     assert [(s.starts, s.units, s.total_units) for s in found.slots] == [(0, 3, 3), (90, 1, 4)]
     assert found.units == 4 and found.revenue == "€196.00" and found.refunded == "€49.00"
     points = [tuple(map(float, p.split(","))) for p in found.units_path.split()]
