@@ -66,6 +66,11 @@ class Sales:
     variants: list[VariantSales]  # a line each, only where the drop has several
 
     @property
+    def all_at_once(self) -> bool:
+        """Every sale within one second: one moment to name, not a first and a last."""
+        return (self.last_sale_seconds or 0) - (self.first_sale_seconds or 0) < 1
+
+    @property
     def first_after(self) -> str:
         return formatting.after(self.first_sale_seconds or 0)
 

@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -28,6 +29,8 @@ PLUMBING_APPS = {
 }
 PLUMBING_MODELS = {"checkout.outboxmessage", "checkout.payment", "shop.pauseevent", "shop.apitoken"}
 SALES_PAGES = 6  # the latest drops' sales pages linked from the home
+# What a merchant opens most, first; the shop's other models after these, in Django's order.
+SHOP_FIRST = ["shop.drop", "checkout.order", "shop.product", "checkout.dispute"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,10 @@ class Link:
 
 def is_plumbing(app_label: str, label_lower: str) -> bool:
     return app_label in PLUMBING_APPS or label_lower in PLUMBING_MODELS
+
+
+def first_in(label_lower: str) -> int:
+    return SHOP_FIRST.index(label_lower) if label_lower in SHOP_FIRST else len(SHOP_FIRST)
 
 
 class ShopAdminSite(admin.AdminSite):
@@ -59,6 +66,7 @@ class ShopAdminSite(admin.AdminSite):
             shop += theirs
             if rest:
                 plumbing.append({**app, "models": rest})
+        shop.sort(key=lambda m: first_in(m["model"]._meta.label_lower))
         context = {
             "shop_models": shop,
             "shop_links": self.shop_links(request),
@@ -77,7 +85,8 @@ class ShopAdminSite(admin.AdminSite):
         if user.has_perm("shop.view_drop") or user.has_perm("shop.pause_drop"):
             links.append(Link(gettext("Dashboard"), reverse("admin:shop_drop_dashboard"), "home-dashboard"))
         if user.has_perm("shop.view_drop"):
-            for drop in Drop.objects.select_related("product").order_by("-starts_at")[:SALES_PAGES]:
+            started = Drop.objects.filter(starts_at__lte=timezone.now()).select_related("product")
+            for drop in started.order_by("-starts_at")[:SALES_PAGES]:  # a drop yet to start sold nothing
                 name = gettext("Sales of %(drop)s") % {"drop": drop.display_title}
                 links.append(
                     Link(name, reverse("admin:shop_drop_sales", args=[drop.pk]), f"home-sales-{drop.pk}")

@@ -98,6 +98,10 @@ def test_the_home_shows_the_shop_and_the_plumbing_only_to_who_may_see_it(roles: 
     assert 'href="/admin/checkout/order/?refunds=some"' in mine
     assert f'href="/admin/shop/drop/{drop.pk}/sales/"' in mine and "Sales of Home run" in mine
     assert "Behind the scenes" not in mine and "Outbox" not in mine and "Access attempts" not in mine
+    drops, orders, products = (
+        mine.index(f'href="/admin/{m}/"') for m in ("shop/drop", "checkout/order", "shop/product")
+    )
+    assert drops < orders < products  # what a merchant opens most, first
 
     merchant.user_permissions.add(Permission.objects.get(codename="view_outboxmessage"))
     granted = logged_in(get_user_model().objects.get(pk=merchant.pk)).get("/admin/").content.decode()
@@ -178,3 +182,16 @@ def test_a_german_merchant_reads_the_new_words_in_german() -> None:
     assert "Ihr Shop" in home and "Hinter den Kulissen" in home and "Behind the scenes" not in home
     assert "Erweitert" in change and ">Advanced<" not in change
     assert "5 von 5 übrig" in drops and ">Verlauf</a>" in drops
+
+
+@override_settings(TIME_ZONE=BERLIN)
+def test_the_dashboard_tells_the_time_on_the_merchants_clock() -> None:
+    drop = make_drop(slug="watched", quantity=5)
+    client = owner()
+    client.post(f"/admin/shop/drop/{drop.pk}/pause/", {"reason": "a look"})
+
+    snap = client.get("/admin/shop/drop/dashboard/data/").json()
+
+    now = timezone.localtime()
+    assert snap["zone"] == now.tzname() and snap["at"].endswith(now.isoformat()[-6:])  # "+01:00"
+    assert snap["drops"][0]["events"][0]["at"].endswith(now.isoformat()[-6:])

@@ -63,6 +63,7 @@ def test_the_sales_page_shows_the_chart_to_who_may_see_the_drop(roles: None) -> 
 
     assert re.search(r'<polyline id="sales-units" points="[0-9., ]+"', page)
     assert "1</strong> unit sold for <strong>€49.00" in page
+    assert "<small>(+3 seconds)</small>" in page and "the first at" not in page  # one sale: one moment
     assert 'id="sales-none"' in empty
     assert merchant.get("/admin/shop/drop/999999/sales/").status_code == 404
     assert buyer.get(f"/admin/shop/drop/{drop.pk}/sales/").status_code == 302  # to the admin's login
