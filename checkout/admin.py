@@ -163,7 +163,7 @@ class OrderAdmin(admin.ModelAdmin):
     search_fields = ["buyer__username", "drop__slug", "id"]
     list_select_related = ["drop", "buyer", "hold__variant"]
     readonly_fields = [*with_money([f.name for f in Order._meta.fields]), "variant"]
-    fields = readonly_fields  # named, or Django would add the *_minor columns as inputs
+    fields = tuple(readonly_fields)  # named, or Django would add the *_minor columns as inputs
     inlines = [PaymentInline, RefundInline, DisputeInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Order]:
@@ -299,7 +299,7 @@ class DisputeAdmin(admin.ModelAdmin):
     search_fields = ["dispute_id", "order__id"]
     list_select_related = ["order"]
     readonly_fields = with_money([f.name for f in Dispute._meta.fields])
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
 
     @admin.display(description=_("amount"), ordering="amount_minor")
     def amount_money(self, dispute: Dispute) -> str:
@@ -340,7 +340,7 @@ class PaymentAdmin(admin.ModelAdmin):
     list_filter = ["state", "provider"]
     search_fields = ["session_id", "reference", "order__id"]
     readonly_fields = with_money([f.name for f in Payment._meta.fields])
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
     actions = ["settled_at_the_provider"]
 
     @admin.display(description=_("amount"), ordering="amount_minor")

@@ -43,7 +43,6 @@ from core.http import safe_next
 from holds.counts import invariant
 from inventory import selectors as inventory_selectors
 from inventory import services as inventory
-from inventory.selectors import variant_left
 from ops import dashboard, presale_admin, rehearsal, sales, switch
 from ops.variant_admin import MINOR_PER_MAJOR, PRICE_MAX, Plan, VariantFormSet, VariantInline
 from shop import pictures
@@ -700,7 +699,7 @@ class DropAdmin(admin.ModelAdmin):
     def stock_display(self, drop: Drop) -> str:
         """What is left to sell (held units are not), of the quantity; each size's under a drop in sizes."""
         variants: list[Variant] = getattr(drop, "variants_left", None) or []
-        left = sum(variant_left(v) for v in variants)
+        left = sum(inventory_selectors.variant_left(v) for v in variants)
         words = gettext("%(left)s of %(count)s left") % {
             "left": formatting.count(left),
             "count": formatting.count(drop.quantity),
@@ -710,7 +709,7 @@ class DropAdmin(admin.ModelAdmin):
         sizes = format_html_join(
             " · ",
             '<span class="fg-size-left" data-variant="{}">{}: {}</span>',
-            ((v.name, v.name, formatting.count(variant_left(v))) for v in variants),
+            ((v.name, v.name, formatting.count(inventory_selectors.variant_left(v))) for v in variants),
         )
         return format_html("{}<br><small>{}</small>", words, sizes)
 

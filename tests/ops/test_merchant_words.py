@@ -10,7 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.db import connection
 from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from catalogue.services import NewVariant
@@ -195,3 +197,20 @@ def test_the_dashboard_tells_the_time_on_the_merchants_clock() -> None:
     now = timezone.localtime()
     assert snap["zone"] == now.tzname() and snap["at"].endswith(now.isoformat()[-6:])  # "+01:00"
     assert snap["drops"][0]["events"][0]["at"].endswith(now.isoformat()[-6:])
+
+
+def test_what_is_left_costs_the_drop_list_one_query_however_many_drops() -> None:
+    client = owner()
+    make_drop(slug="one", quantity=5, variants=[NewVariant("S", 2), NewVariant("M", 3)])
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as seen:
+            assert client.get("/admin/shop/drop/").status_code == 200
+        return len(seen.captured_queries)
+
+    queries()  # the first page of a session also records its language
+    few = queries()
+    for n in range(4):
+        make_drop(slug=f"more-{n}", quantity=5, variants=[NewVariant("S", 2), NewVariant("M", 3)])
+
+    assert queries() == few
