@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.text import format_lazy
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
@@ -23,7 +24,15 @@ from core.errors import FloodgateError
 from core.text import storable
 from shop.models import money
 
-PAYMENT_FIELDS = ("provider", "session_id", "state", "amount_minor", "currency", "last_error", "created_at")
+PAYMENT_FIELDS = ("provider", "session_id", "state", "amount_money", "last_error", "created_at")
+
+
+def with_money(fields: list[str]) -> list[str]:
+    """A model's fields as a merchant reads them: each `<x>_minor` as the display method `<x>_money`
+    (money in the currency), the currency column dropped (the amounts carry it)."""
+    return [
+        f.removesuffix("_minor") + "_money" if f.endswith("_minor") else f for f in fields if f != "currency"
+    ]
 
 
 class PaymentInline(admin.TabularInline):
@@ -35,6 +44,10 @@ class PaymentInline(admin.TabularInline):
 
     def has_add_permission(self, request: HttpRequest, obj: Order | None = None) -> bool:
         return False
+
+    @admin.display(description=_("amount"))
+    def amount_money(self, payment: Payment) -> str:
+        return money(payment.amount_minor, payment.currency)
 
 
 REFUND_FIELDS = (
@@ -157,6 +170,23 @@ class ShippedFilter(admin.SimpleListFilter):
         return queryset
 
 
+class RefundsFilter(admin.SimpleListFilter):
+    """Orders with a refund (whole or some units), or none: the home's "Refunds" link."""
+
+    title = _("refunds")
+    parameter_name = "refunds"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Order]) -> list[tuple[str, str]]:
+        return [("some", gettext("some refunded")), ("none", gettext("none refunded"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Order]) -> QuerySet[Order]:
+        if self.value() == "some":
+            return queryset.filter(refunded_quantity__gt=0)
+        if self.value() == "none":
+            return queryset.filter(refunded_quantity=0)
+        return queryset
+
+
 class VariantFilter(admin.SimpleListFilter):
     """Orders of one variant by name ("M"): with the drop filter, that drop's variants only."""
 
@@ -183,7 +213,7 @@ class OrderAdmin(admin.ModelAdmin):
     # Narrow columns, so the list fits a 1280 px screen between the admin's sidebar and its filters;
     # "payment voided" is a filter (rare), not a column.
     list_display = ["id", "drop", "buyer", "bought", "state", "refunds", "dispute", "made"]
-    list_filter = ["state", ShippedFilter, "refunded", "drop", VariantFilter]
+    list_filter = ["state", ShippedFilter, RefundsFilter, "refunded", "drop", VariantFilter]
     actions = ["shipping_list_csv", "resend_confirmation"]
     # Support finds an order by whatever the buyer quotes: the number, their e-mail, name or address.
     search_fields = [
@@ -200,7 +230,8 @@ class OrderAdmin(admin.ModelAdmin):
         "drop__slug",
     ]
     list_select_related = ["drop", "buyer", "hold__variant"]
-    readonly_fields = [*(f.name for f in Order._meta.fields), "variant"]
+    readonly_fields = [*with_money([f.name for f in Order._meta.fields]), "variant"]
+    fields = tuple(readonly_fields)  # named, or Django would add the *_minor columns as inputs
     inlines = [PaymentInline, RefundInline, DisputeInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Order]:
@@ -208,12 +239,15 @@ class OrderAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("dispute"))
     def dispute(self, order: Order) -> str:
-        """The latest dispute's state, with its evidence deadline (UTC) while evidence is due; "-": none."""
+        """The latest dispute's state, with its evidence deadline (the shop's day) while evidence is
+        due; "-": none."""
         latest = max(order.disputes.all(), key=lambda d: d.opened_at, default=None)
         if latest is None:
             return "-"
         if latest.evidence_due_at is not None and latest.state == DisputeState.NEEDS_RESPONSE:
-            return gettext("Needs a response by %(due)s") % {"due": f"{latest.evidence_due_at:%Y-%m-%d}"}
+            return gettext("Needs a response by %(due)s") % {
+                "due": formatting.shop_time(latest.evidence_due_at, "Y-m-d")
+            }
         return str(latest.get_state_display())
 
     change_form_template = "admin/checkout/order/change_form.html"
@@ -227,15 +261,33 @@ class OrderAdmin(admin.ModelAdmin):
             return gettext("%(units)s of %(variant)s, %(amount)s") % words
         return gettext("%(units)s, %(amount)s") % words
 
+    @admin.display(description=_("amount"))
+    def amount_money(self, order: Order) -> str:
+        return order.amount_display
+
+    @admin.display(description=_("tax"))
+    def tax_money(self, order: Order) -> str:
+        return money(order.tax_minor, order.currency)
+
+    @admin.display(description=_("net"))
+    def net_money(self, order: Order) -> str:
+        return money(order.amount_minor - order.tax_minor, order.currency)
+
+    @admin.display(description=_("refunded amount"))
+    def refunded_money(self, order: Order) -> str:
+        return money(order.refunded_minor, order.currency)
+
     @admin.display(description=_("refunded"), ordering="refunded_quantity")
     def refunds(self, order: Order) -> str:
         if not order.refunded_quantity:
             return gettext("none")
         return f"{formatting.units(order.refunded_quantity)}, {money(order.refunded_minor, order.currency)}"
 
-    @admin.display(description=_("made (UTC)"), ordering="created_at")
+    @admin.display(
+        description=format_lazy(_("made ({zone})"), zone=formatting.shop_zone_lazy()), ordering="created_at"
+    )
     def made(self, order: Order) -> str:
-        return f"{order.created_at:%Y-%m-%d %H:%M}"
+        return formatting.shop_time(order.created_at)
 
     @admin.display(description=_("variant"), ordering="hold__variant__name")
     def variant(self, order: Order) -> str:
@@ -452,14 +504,24 @@ class OrderAdmin(admin.ModelAdmin):
 class DisputeAdmin(admin.ModelAdmin):
     """Disputes as the provider reported them; they are answered at the provider, so nothing changes here."""
 
-    list_display = ["id", "order", "state", "amount", "reason", "evidence_due_at", "opened_at", "closed_at"]
+    list_display = [
+        "id",
+        "order",
+        "state",
+        "amount_money",
+        "reason",
+        "evidence_due_at",
+        "opened_at",
+        "closed_at",
+    ]
     list_filter = ["state", "provider"]
     search_fields = ["dispute_id", "order__id"]
     list_select_related = ["order"]
-    readonly_fields = [f.name for f in Dispute._meta.fields]
+    readonly_fields = with_money([f.name for f in Dispute._meta.fields])
+    fields = tuple(readonly_fields)
 
     @admin.display(description=_("amount"), ordering="amount_minor")
-    def amount(self, dispute: Dispute) -> str:
+    def amount_money(self, dispute: Dispute) -> str:
         return dispute.amount_display
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -490,15 +552,19 @@ class PaymentAdmin(admin.ModelAdmin):
         "provider",
         "session_id",
         "state",
-        "amount_minor",
-        "currency",
+        "amount_money",
         "last_error",
         "updated_at",
     ]
     list_filter = ["state", "provider"]
     search_fields = ["session_id", "reference", "order__id"]
-    readonly_fields = [f.name for f in Payment._meta.fields]
+    readonly_fields = with_money([f.name for f in Payment._meta.fields])
+    fields = tuple(readonly_fields)
     actions = ["settled_at_the_provider"]
+
+    @admin.display(description=_("amount"), ordering="amount_minor")
+    def amount_money(self, payment: Payment) -> str:
+        return money(payment.amount_minor, payment.currency)
 
     @admin.action(description=_("Settled by hand at the provider (captured or voided there)"))
     def settled_at_the_provider(self, request: HttpRequest, queryset: QuerySet[Payment]) -> None:

@@ -39,7 +39,7 @@ AUTHENTICATION_BACKENDS = [
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "ops.admin_app.ShopAdminConfig",  # django.contrib.admin, its home split (ops.site)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -327,9 +327,11 @@ LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("de", "Deutsch")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
 LANGUAGE_COOKIE_SAMESITE = "Lax"
-# Date and time formats with the zone (config/formats): the admin's lists and pages say "UTC".
+# Date and time formats with the zone (config/formats): the admin's lists and pages say "CET", "UTC".
 FORMAT_MODULE_PATH = ["config.formats"]
-TIME_ZONE = "UTC"
+# The merchant's zone: the admin shows every time on this clock (Django's current zone, as no
+# request activates another); the database and the API keep UTC. Django refuses an unknown name.
+TIME_ZONE = os.environ.get("SHOP_TIME_ZONE", "").strip() or "UTC"
 USE_I18N = True
 USE_TZ = True
 # Tax (shop.pricing): whether a product's price includes its tax_rate (gross, as EU shops show

@@ -17,7 +17,8 @@ from functools import lru_cache
 from babel import Locale, UnknownLocaleError
 from babel.dates import format_datetime
 from babel.numbers import format_currency, format_decimal, get_currency_precision
-from django.utils import translation
+from django.utils import dateformat, timezone, translation
+from django.utils.functional import lazy
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.utils.translation.trans_real import parse_accept_lang_header
@@ -162,6 +163,26 @@ def moment(when: datetime) -> str:
 def day_and_time(when: datetime) -> str:
     """ "Fri 4 Dec 2026, 18:00" in UTC, the day and month in the active language ("Fr. 4 Dez. 2026")."""
     return format_datetime(when.astimezone(UTC), "EEE d MMM y, HH:mm", tzinfo=UTC, locale=current_locale())
+
+
+def shop_time(when: datetime, pattern: str = "Y-m-d H:i") -> str:
+    """`when` on the shop's clock (settings.TIME_ZONE, the merchant's zone, active unless a request
+    chose another), in Django's date pattern: "2026-12-06 15:03"; the admin's times, never UTC's."""
+    return dateformat.format(timezone.localtime(when), pattern)
+
+
+def shop_zone() -> str:
+    """The shop clock's zone as the merchant reads it now ("CET", "UTC"): beside a time without one."""
+    return timezone.localtime().tzname() or timezone.get_current_timezone_name()
+
+
+# For a column's header, which is written once and read on every page: the zone when read.
+shop_zone_lazy = lazy(shop_zone, str)
+
+
+def after(seconds: float) -> str:
+    """How long after a start, for small print beside a clock time: "+15 minutes", "+3 seconds"."""
+    return "+" + duration(seconds)
 
 
 WORD = re.compile(r"[^\W\d_]+")  # a run of letters

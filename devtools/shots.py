@@ -224,6 +224,8 @@ def walk_admin(walk: Walk, provider: str, drop_id: int) -> None:
     walk.go("/admin/shop/drop/", "admin-drops")
     walk.go("/admin/shop/shopsettings/", "admin-shop")  # the one Shop page (or its form, before it)
     walk.go(f"/admin/shop/drop/{drop_id}/change/", "admin-drop-change")
+    page.locator("fieldset.collapse summary").first.click()  # the tuning a merchant rarely opens
+    walk.shot("admin-drop-advanced")
     page.fill(".fg-switch input[name=reason]", "a look at the pause")
     page.locator(".fg-pause").click()  # by its class: the button reads in the browser's language
     page.wait_for_selector(".fg-switch.is-paused")
@@ -231,6 +233,9 @@ def walk_admin(walk: Walk, provider: str, drop_id: int) -> None:
     walk.go("/admin/shop/drop/dashboard/", "dashboard")
     walk.go(f"/admin/shop/drop/{drop_id}/presale/", "admin-drop-presale")
     walk.go(f"/admin/shop/drop/{drop_id}/sales/", "admin-drop-sales")
+    page.goto(f"{walk.base}/admin/shop/drop/")
+    page.locator("#result_list tr", has_text="Front row").locator("a.fg-sales-link").click()  # a seat sold
+    walk.shot("admin-drop-sales-sold")
     page.goto(f"{walk.base}/admin/shop/drop/{drop_id}/change/")
     page.locator(".fg-resume").click()  # the next screen size buys from it
     page.wait_for_selector(".fg-switch:not(.is-paused)")

@@ -19,13 +19,14 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.core.files.uploadedfile import UploadedFile
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.forms.formsets import BaseFormSet
 from django.forms.utils import ErrorDict
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
 from django.utils.text import format_lazy
@@ -41,6 +42,7 @@ from core.errors import FloodgateError
 from core.http import safe_next
 from core.spreadsheets import spreadsheet_safe
 from holds.counts import invariant
+from inventory import selectors as inventory_selectors
 from inventory import services as inventory
 from ops import dashboard, presale_admin, rehearsal, sales, switch
 from ops.variant_admin import MINOR_PER_MAJOR, PRICE_MAX, Plan, VariantFormSet, VariantInline
@@ -56,11 +58,6 @@ from shop.models import (
     Product,
     Variant,
 )
-
-admin.site.site_header = "Floodgate"
-admin.site.site_title = _("Floodgate admin")
-admin.site.index_title = _("Drops and products")
-
 
 # Prices are stored in minor units (cents); people type and read them in major ones (two decimal
 # places, as shop.models.money shows them), up to what price_minor's column holds.
@@ -387,24 +384,27 @@ class DropAdmin(admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["product", "slug", "title"]}),
         (_("When"), {"fields": ["starts_at", "ends_at", "presale_starts_at"]}),
-        (
-            _("Stock"),
-            {"fields": ["quantity", "inventory_mode", "bucket_count", "unit_labels", "unit_labels_file"]},
-        ),
+        (_("Stock"), {"fields": ["quantity", "inventory_mode", "unit_labels", "unit_labels_file"]}),
         (
             _("Buyers and waiting room"),
+            {"fields": ["hold_seconds", "per_buyer_limit", "format", "offer_seconds", "draw_commitment"]},
+        ),
+        # Tuning for a crowd: each has a default that serves a sale; folded, so a merchant is not
+        # asked about buckets, the Redis gate or proof-of-work bits (an error in one unfolds it).
+        (
+            _("Advanced"),
             {
+                "classes": ["collapse"],
+                "description": _(
+                    "Tuning for very large crowds. The defaults suit a sale; change them only on advice."
+                ),
                 "fields": [
-                    "hold_seconds",
-                    "per_buyer_limit",
-                    "format",
+                    "bucket_count",
                     "admission_wave_seconds",
                     "admission_percent",
-                    "offer_seconds",
-                    "draw_commitment",
                     "join_work_bits",
                     "redis_gate",
-                ]
+                ],
             },
         ),
         (_("Kill switch"), {"fields": ["paused", "paused_at", "paused_by", "pause_reason"]}),
@@ -534,9 +534,10 @@ class DropAdmin(admin.ModelAdmin):
                 said = gettext("%(slug)s not duplicated: %(detail)s")
                 messages.error(request, said % {"slug": drop.slug, "detail": error.detail})
                 continue
-            said = gettext("Created %(slug)s, starting %(starts)s UTC.")
+            said = gettext("Created %(slug)s, starting %(starts)s.")
             messages.success(
-                request, said % {"slug": copy.slug, "starts": f"{copy.starts_at:%Y-%m-%d %H:%M}"}
+                request,
+                said % {"slug": copy.slug, "starts": formatting.shop_time(copy.starts_at, "Y-m-d H:i T")},
             )
 
     def has_rehearse_permission(self, request: HttpRequest) -> bool:
@@ -600,11 +601,11 @@ class DropAdmin(admin.ModelAdmin):
             else gettext("follows the start until the first join")
         )
         return format_html(
-            gettext("seed sha256 <code>{}</code>; drand {} round <code>{}</code> (due {} UTC), {}; {}"),
+            gettext("seed sha256 <code>{}</code>; drand {} round <code>{}</code> (due {}), {}; {}"),
             queue.seed_sha256,
             chain.name,
             queue.beacon_round,
-            f"{chain.time_of(queue.beacon_round):%Y-%m-%d %H:%M:%S}",
+            formatting.shop_time(chain.time_of(queue.beacon_round), "Y-m-d H:i:s T"),
             queue.get_beacon_status_display(),
             fixed,
         )
@@ -616,11 +617,11 @@ class DropAdmin(admin.ModelAdmin):
             return gettext("none yet (action: Rehearse this drop)")
         links = format_html_join(
             " · ",
-            gettext('<a href="{}" target="_blank">{} UTC, {} buyers</a>'),
+            gettext('<a href="{}" target="_blank">{}, {} buyers</a>'),
             (
                 (
                     reverse("admin:shop_drop_rehearsal_report", args=[drop.pk, report.pk]),
-                    f"{report.made_at:%Y-%m-%d %H:%M}",
+                    formatting.shop_time(report.made_at, "Y-m-d H:i T"),
                     report.buyers,
                 )
                 for report in reports
@@ -672,30 +673,52 @@ class DropAdmin(admin.ModelAdmin):
     def drop_display(self, drop: Drop) -> str:
         return format_html("{}<br><small>{}</small>", drop.display_title, drop.slug)
 
-    @admin.display(description=_("sale (UTC)"), ordering="starts_at")
+    @admin.display(
+        description=format_lazy(_("sale ({zone})"), zone=formatting.shop_zone_lazy()), ordering="starts_at"
+    )
     def sale_window(self, drop: Drop) -> str:
-        starts, ends = drop.starts_at, drop.ends_at
-        until = f"{ends:%H:%M}" if ends.date() == starts.date() else f"{ends:%Y-%m-%d %H:%M}"
-        return format_html(gettext("{}<br>to {}"), f"{starts:%Y-%m-%d %H:%M}", until)
+        starts, ends = timezone.localtime(drop.starts_at), timezone.localtime(drop.ends_at)
+        until = formatting.shop_time(ends, "H:i" if ends.date() == starts.date() else "Y-m-d H:i")
+        return format_html(gettext("{}<br>to {}"), formatting.shop_time(starts), until)
 
     @admin.display(description=_("room"), boolean=True, ordering="waiting_room")
     def room_display(self, drop: Drop) -> bool:
         return drop.waiting_room
 
-    @admin.display(description=_("stock"), ordering="quantity")
+    @admin.display(description=_("left"))
     def stock_display(self, drop: Drop) -> str:
-        if drop.inventory_mode == InventoryMode.UNITS:
-            words = ngettext("%(count)s numbered unit", "%(count)s numbered units", drop.quantity)
-        elif drop.bucket_count == 1:
-            words = ngettext("%(count)s unit", "%(count)s units", drop.quantity)
-        else:
-            words = gettext("%(count)s units in %(buckets)s buckets")  # at least two units: one per bucket
-        return words % {"count": formatting.count(drop.quantity), "buckets": drop.bucket_count}
+        """What is left to sell (held units are not), of the quantity; each size's under a drop in sizes."""
+        variants: list[Variant] = getattr(drop, "variants_left", None) or []
+        left = sum(inventory_selectors.variant_left(v) for v in variants)
+        words = gettext("%(left)s of %(count)s left") % {
+            "left": formatting.count(left),
+            "count": formatting.count(drop.quantity),
+        }
+        if len(variants) < 2:
+            return words
+        sizes = format_html_join(
+            " · ",
+            '<span class="fg-size-left" data-variant="{}">{}: {}</span>',
+            ((v.name, v.name, formatting.count(inventory_selectors.variant_left(v))) for v in variants),
+        )
+        return format_html("{}<br><small>{}</small>", words, sizes)
 
-    @admin.display(description=_("orders"))
+    @admin.display(description=_("sales"))
     def orders_link(self, drop: Drop) -> str:
-        url = reverse("admin:checkout_order_changelist") + f"?drop__id__exact={drop.pk}"
-        return format_html('<a href="{}">{}</a>', url, gettext("orders"))
+        orders = reverse("admin:checkout_order_changelist") + f"?drop__id__exact={drop.pk}"
+        chart = reverse("admin:shop_drop_sales", args=[drop.pk])
+        return format_html(
+            '<a href="{}">{}</a> · <a href="{}" class="fg-sales-link">{}</a>',
+            orders,
+            gettext("orders"),
+            chart,
+            gettext("chart"),
+        )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Drop]:
+        # each drop's variants with what is left of them, for the list's "left": one query a page
+        left = Prefetch("variants", queryset=inventory_selectors.variants_left(), to_attr="variants_left")
+        return super().get_queryset(request).prefetch_related(left)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Drop | None = None) -> list[str]:
         fields = list(self.readonly_fields)

@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 
 from admission import state
 from checkout.selectors import open_disputes, payments_needing_attention, sold_value
-from core import metrics
+from core import formatting, metrics
 from holds import gate
 from holds.counts import invariant, invariant_by_variant
 from inventory.selectors import bucket_levels, stranded_units
@@ -138,7 +138,7 @@ def drop_panel(
         "events": [
             {
                 "action": e.action,
-                "at": e.at.isoformat(),
+                "at": timezone.localtime(e.at).isoformat(),  # the merchant's clock, as "at" below
                 "by": e.actor.username if e.actor else "watchdog",
                 "reason": e.reason,
             }
@@ -152,7 +152,8 @@ def snapshot() -> dict[str, object]:
     lines, counts = queues(drops), gates(drops)
     taken = sold_value(drop_ids=[drop.pk for drop in drops])
     return {
-        "at": timezone.now().isoformat(),
+        "at": timezone.localtime().isoformat(),  # the merchant's clock (SHOP_TIME_ZONE), named by "zone"
+        "zone": formatting.shop_zone(),
         "lock_waits": lock_waits(),
         "payments_needing_attention": sum(payments_needing_attention().values()),
         "open_disputes": open_disputes(),

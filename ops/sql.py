@@ -112,21 +112,25 @@ SELECT name, period_seconds, late_after_seconds,
 """
 
 
-# Seconds from the drop's start to its last sale, and the money refunded (not failed) for it.
-# Read only.
+# Seconds from the drop's start to its first and its last sale, and the money refunded (not
+# failed) for it. Read only.
 SALES_SPAN = """
-SELECT (SELECT extract(epoch FROM max(h.ended_at) - d.starts_at)::float FROM holds_hold h
-         WHERE h.drop_id = d.id AND h.state = 'sold'),
+SELECT s.first, s.last,
        (SELECT sum(r.amount_minor) FROM checkout_refund r JOIN checkout_order o ON o.id = r.order_id
          WHERE o.drop_id = d.id AND r.state <> 'failed')
-  FROM shop_drop d WHERE d.id = %(drop)s
+  FROM shop_drop d
+ CROSS JOIN LATERAL (
+       SELECT extract(epoch FROM min(h.ended_at) - d.starts_at)::float AS first,
+              extract(epoch FROM max(h.ended_at) - d.starts_at)::float AS last
+         FROM holds_hold h WHERE h.drop_id = d.id AND h.state = 'sold') s
+ WHERE d.id = %(drop)s
 """
 
-# Units sold and revenue per slot of `step` seconds after the drop's start (slot 0 also takes
-# a sale before the start, which a rehearsal's clock can make). A sale is its hold's end (the
-# confirm); its revenue what the order charged. Read only.
+# Units sold and revenue per slot of `step` seconds from the first sale (`first` seconds after
+# the drop's start, which a rehearsal's clock can put before it), so the chart starts at the
+# first sale. A sale is its hold's end (the confirm); its revenue what the order charged. Read only.
 SALES_OVER_TIME = """
-SELECT greatest(0, floor(extract(epoch FROM h.ended_at - d.starts_at) / %(step)s))::int AS slot,
+SELECT greatest(0, floor((extract(epoch FROM h.ended_at - d.starts_at) - %(first)s) / %(step)s))::int AS slot,
        sum(h.quantity)::int, sum(o.amount_minor)::bigint
   FROM holds_hold h
   JOIN shop_drop d ON d.id = h.drop_id
@@ -140,7 +144,7 @@ SELECT greatest(0, floor(extract(epoch FROM h.ended_at - d.starts_at) / %(step)s
 # the sales chart. Read only.
 SALES_OVER_TIME_BY_VARIANT = """
 SELECT h.variant_id,
-       greatest(0, floor(extract(epoch FROM h.ended_at - d.starts_at) / %(step)s))::int AS slot,
+       greatest(0, floor((extract(epoch FROM h.ended_at - d.starts_at) - %(first)s) / %(step)s))::int AS slot,
        sum(h.quantity)::int, sum(o.amount_minor)::bigint
   FROM holds_hold h
   JOIN shop_drop d ON d.id = h.drop_id

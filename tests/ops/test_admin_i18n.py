@@ -220,7 +220,7 @@ def test_a_german_merchant_reads_the_admin_in_german() -> None:
     drops, change, orders, dashboard = (german[u] for u in urls[:4])
     assert '<html lang="de"' in drops
     assert "Verkauf (UTC)" in drops and "Sale (UTC)" not in drops
-    assert "400 Stück in 4 Buckets" in drops and "400 units in 4 buckets" not in drops
+    assert "398 von 400 übrig" in drops and "398 of 400 left" not in drops  # 2 sold
     assert "Für den nächsten Verkauf kopieren" in drops
     assert "Käufer und Warteraum" in change and "Buyers and waiting room" not in change
     assert "Verkauf jetzt pausieren" in change and "Pause sale now" not in change
@@ -239,7 +239,7 @@ def test_a_german_merchant_reads_the_admin_in_german() -> None:
         # the control: the English page shows some (the order list's words are single, checked above)
         assert url == "/admin/checkout/order/" or any(p in english[url] for p in phrases), url
     assert "Buyers and waiting room" in english[urls[1]] and "Invariant dashboard" in english[urls[3]]
-    assert "Sale (UTC)" in english[urls[0]] and "400 units in 4 buckets" in english[urls[0]]
+    assert "Sale (UTC)" in english[urls[0]] and "398 of 400 left" in english[urls[0]]
 
 
 @pytest.mark.django_db

@@ -47,13 +47,13 @@ def test_the_admin_says_api_tokens_amount_and_what_refunded_means() -> None:
     assert Order._meta.get_field("refunded").help_text.startswith("Yes when")
 
 
-def test_the_drop_list_has_six_narrow_columns_with_the_sale_and_the_stock_in_words() -> None:
+def test_the_drop_list_has_six_narrow_columns_with_the_sale_and_what_is_left_in_words() -> None:
     make_drop(slug="listed", quantity=400, buckets=4)
     page = owner().get("/admin/shop/drop/").content.decode()
 
     shown = [h.lower() for h in headers(page) if h]
-    assert shown == ["drop", "state", "sale (utc)", "stock", "room", "orders"], shown
-    assert "400 units in 4 buckets" in page
+    assert shown == ["drop", "state", "sale (utc)", "left", "room", "sales"], shown
+    assert "400 of 400 left" in page and "400 units in 4 buckets" not in page
 
 
 def test_the_dashboard_explains_drift_and_stranded_and_shows_what_was_taken() -> None:

@@ -43,6 +43,7 @@ def test_sales_are_counted_per_slot_and_drawn_up_to_the_totals() -> None:
     found = sales.sales(drop)
 
     assert found.step_seconds == 2  # 90 s cut into at most 60 slots
+    # from the first sale's whole second (0): 0.2, 0.7 and 1.5 s in the first slot
     assert [(s.starts, s.units, s.total_units) for s in found.slots] == [(0, 3, 3), (90, 1, 4)]
     assert found.units == 4 and found.revenue == "€196.00" and found.refunded == "€49.00"
     points = [tuple(map(float, p.split(","))) for p in found.units_path.split()]
@@ -62,6 +63,7 @@ def test_the_sales_page_shows_the_chart_to_who_may_see_the_drop(roles: None) -> 
 
     assert re.search(r'<polyline id="sales-units" points="[0-9., ]+"', page)
     assert "1</strong> unit sold for <strong>€49.00" in page
+    assert "<small>(+3 seconds)</small>" in page and "the first at" not in page  # one sale: one moment
     assert 'id="sales-none"' in empty
     assert merchant.get("/admin/shop/drop/999999/sales/").status_code == 404
     assert buyer.get(f"/admin/shop/drop/{drop.pk}/sales/").status_code == 302  # to the admin's login
