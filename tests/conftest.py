@@ -388,6 +388,7 @@ def roles(db: None) -> None:
     importlib.import_module("shop.migrations.0003_roles").create_groups(apps, None)
     importlib.import_module("checkout.migrations.0004_merchants_refund").grant(apps, None)
     importlib.import_module("checkout.migrations.0010_dispute_roles").grant(apps, None)
+    importlib.import_module("checkout.migrations.0011_settle_payment_permission").grant(apps, None)
 
 
 class Worker:
