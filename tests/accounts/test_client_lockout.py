@@ -206,3 +206,25 @@ def test_trust_x_forwarded_for_still_means_one_proxy_and_a_bad_count_is_refused(
     assert older == ["1"]
     assert compose == ["('HTTP_X_FORWARDED_PROTO', 'https')"]
     assert refused.returncode != 0 and "TRUSTED_PROXY_HOPS=-1 is not a count of proxies" in refused.stderr
+
+
+@override_settings(
+    TRUSTED_PROXY_HOPS=2, TRUST_X_FORWARDED_FOR=True, IP_RATE_LIMIT_BURST=1, IP_RATE_LIMIT_PER_SECOND=0.01
+)
+def test_behind_tls_and_haproxy_the_rate_limits_count_each_client_not_the_proxy() -> None:
+    """The same function keys the reserve's per-address limit: before, every buyer was the TLS proxy."""
+    from tests.admission.test_limits import assert_limited, bearer, post_hold
+    from tests.factories import make_drop
+
+    make_drop(slug="proxied-twice", quantity=10)
+    a, b, c = (bearer(name) for name in ("a", "b", "c"))
+
+    first = post_hold("proxied-twice", a, 1, key="k", HTTP_X_FORWARDED_FOR=f"198.51.100.1, {TLS_PROXY}")
+    spoofed = post_hold(
+        "proxied-twice", b, 1, key="k", HTTP_X_FORWARDED_FOR=f"{SPOOF}, 198.51.100.1, {TLS_PROXY}"
+    )
+    other = post_hold("proxied-twice", c, 1, key="k", HTTP_X_FORWARDED_FOR=f"198.51.100.2, {TLS_PROXY}")
+
+    assert first.status_code == 201
+    assert_limited(spoofed)  # the same client, whatever it wrote in front
+    assert other.status_code == 201  # another client behind the same proxies
