@@ -13,7 +13,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
-from admission import limits
+from core import clients
 from shop import identity
 
 VERIFY_STAGE = "allauth.account.stages.EmailVerificationStage"
@@ -38,9 +38,8 @@ class AccountAdapter(DefaultAccountAdapter):
         return identity.sender()
 
     def get_client_ip(self, request: HttpRequest) -> str:
-        """Sign-up and login limits count per address as the waiting room's do (behind the proxy
-        only when TRUST_X_FORWARDED_FOR says there is one)."""
-        return limits.client_ip(request)
+        """Sign-up and login limits count per address as the waiting room's do (core.clients)."""
+        return clients.client_ip(request)
 
     def pre_login(self, request: HttpRequest, user: AbstractBaseUser, **kwargs: Any) -> HttpResponse | None:
         """Staff sign in at the admin's login, never the shop's: that one has the address lockout

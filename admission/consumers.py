@@ -25,8 +25,8 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from admission import edge, limits, state
-from core import asgi
+from admission import edge, state
+from core import asgi, clients
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,9 @@ class QueueConsumer(NoDatabase):
 
 def _address(scope: dict[str, Any]) -> str:
     """The client's address, as the rate limits take it (X-Forwarded-For behind a trusted proxy)."""
-    return limits.address((scope.get("client") or ("unknown", 0))[0], asgi.header(scope, b"x-forwarded-for"))
+    return clients.client_address(
+        (scope.get("client") or ("unknown", 0))[0], asgi.header(scope, b"x-forwarded-for")
+    )
 
 
 class NoRoute(NoDatabase):

@@ -18,6 +18,7 @@ from django_redis import get_redis_connection
 from redis.exceptions import NoScriptError, RedisError
 
 from core.api import signed_in
+from core.clients import client_ip
 from core.errors import Busy, RateLimited, fill
 
 # KEYS: the buckets; ARGV: capacity and refill per second of each, in the same order.
@@ -135,20 +136,6 @@ class Limiter:
             for limits, args, _ in batch:
                 pipe.evalsha(TAKE_TOKENS_SHA, len(limits), *[key for key, _, _ in limits], *args)
             return list(await pipe.execute(raise_on_error=False))
-
-
-def client_ip(request: HttpRequest) -> str:
-    """The client's address; behind a proxy, the one it appended to X-Forwarded-For last."""
-    return address(request.META.get("REMOTE_ADDR"), request.headers.get("X-Forwarded-For"))
-
-
-def address(remote: str | None, forwarded: str | None) -> str:
-    """client_ip from the socket's address and the X-Forwarded-For header."""
-    if settings.TRUST_X_FORWARDED_FOR and forwarded:
-        last = forwarded.split(",")[-1].strip()
-        if last:
-            return last
-    return str(remote or "unknown")
 
 
 def check_buyer(request: HttpRequest, *, scope: str) -> None:

@@ -566,7 +566,13 @@ class PaymentAdmin(admin.ModelAdmin):
     def amount_money(self, payment: Payment) -> str:
         return money(payment.amount_minor, payment.currency)
 
-    @admin.action(description=_("Settled by hand at the provider (captured or voided there)"))
+    def has_settle_permission(self, request: HttpRequest) -> bool:
+        # its own permission: viewing payments is not settling them (it clears an alert)
+        return request.user.has_perm("checkout.settle_payment")
+
+    @admin.action(
+        description=_("Settled by hand at the provider (captured or voided there)"), permissions=["settle"]
+    )
     def settled_at_the_provider(self, request: HttpRequest, queryset: QuerySet[Payment]) -> None:
         """On-call settled a refused capture or void at the provider: record it, and the alert clears."""
         settled = services.settled_by_hand(payment_ids=list(queryset.values_list("pk", flat=True)))

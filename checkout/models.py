@@ -195,6 +195,8 @@ class Payment(models.Model):
     class Meta:
         verbose_name = _("payment")
         verbose_name_plural = _("payments")
+        # Recording a refused capture or void as settled by hand silences an alert: its own permission.
+        permissions = [("settle_payment", "Can mark a refused capture or void settled by hand")]
         constraints = [
             models.UniqueConstraint(
                 fields=["provider", "session_id"], name="checkout_payment_provider_session"

@@ -313,10 +313,15 @@ ACCOUNT_RATE_LIMITS = {
 # (above); accounts.throttle decides which logins axes sees.
 AXES_FAILURE_LIMIT = env.integer("ADMIN_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.integer("ADMIN_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+# Locked by address or by account (either reaching the limit), the account named case-insensitively
+# whichever door and spelling (accounts.throttle.account_key); attempts made while locked are
+# refused before any password hash and not counted (the lock ends AXES_COOLOFF_TIME after it began).
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_USERNAME_CALLABLE = "accounts.throttle.account_key"
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_ONLY_ADMIN_SITE = False  # accounts.throttle.AdminLoginHandler picks the logins itself
 AXES_HANDLER = "accounts.throttle.AdminLoginHandler"
-AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_ip"
+AXES_CLIENT_IP_CALLABLE = "core.clients.client_ip"
 AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
@@ -383,9 +388,14 @@ LANGUAGE_COOKIE_SECURE = CSRF_COOKIE_SECURE  # the language cookie rides HTTPS l
 SECURE_HSTS_SECONDS = env.integer("SECURE_HSTS_SECONDS", 0 if DEV else 31_536_000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEV
 SECURE_HSTS_PRELOAD = not DEV
-# Behind a reverse proxy (TLS ends there; compose: yes) that sets X-Forwarded-Proto and appends the
-# client's address to X-Forwarded-For. Without one, a client could send either header itself.
-TRUST_X_FORWARDED_FOR = env.flag("TRUST_X_FORWARDED_FOR", default=False)
+# Behind reverse proxies (TLS ends there; compose: a TLS proxy, then HAProxy) that set
+# X-Forwarded-Proto and each append an address to X-Forwarded-For: TRUSTED_PROXY_HOPS counts them
+# and core.clients takes the client from that many entries from the right. 0: neither header is
+# believed (a client could send either). TRUST_X_FORWARDED_FOR=1, the older switch, means 1 hop.
+TRUSTED_PROXY_HOPS = env.integer("TRUSTED_PROXY_HOPS", int(env.flag("TRUST_X_FORWARDED_FOR", default=False)))
+if not 0 <= TRUSTED_PROXY_HOPS <= 10:
+    raise ImproperlyConfigured(f"TRUSTED_PROXY_HOPS={TRUSTED_PROXY_HOPS} is not a count of proxies (0-10).")
+TRUST_X_FORWARDED_FOR = TRUSTED_PROXY_HOPS > 0
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUST_X_FORWARDED_FOR else None
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 # Payments: the provider adapter (checkout.providers) and where the provider calls us back.

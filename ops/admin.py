@@ -44,7 +44,7 @@ from core.spreadsheets import spreadsheet_safe
 from holds.counts import invariant
 from inventory import selectors as inventory_selectors
 from inventory import services as inventory
-from ops import dashboard, presale_admin, rehearsal, sales, switch
+from ops import access, dashboard, presale_admin, rehearsal, sales, switch
 from ops.variant_admin import MINOR_PER_MAJOR, PRICE_MAX, Plan, VariantFormSet, VariantInline
 from shop import pictures
 from shop.models import (
@@ -441,7 +441,7 @@ class DropAdmin(admin.ModelAdmin):
         ]
 
     def _may_watch(self, request: HttpRequest) -> None:
-        if not (request.user.has_perm("shop.view_drop") or request.user.has_perm("shop.pause_drop")):
+        if not access.may_watch(request.user):
             raise PermissionDenied
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:

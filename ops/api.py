@@ -1,5 +1,5 @@
-"""Ops API: the invariant for staff, the kill switch for holders of shop.pause_drop, refunds for
-holders of checkout.refund_order."""
+"""Ops API: the invariant for staff who may watch the sale (ops.access), the kill switch for
+holders of shop.pause_drop, refunds for holders of checkout.refund_order."""
 
 from __future__ import annotations
 
@@ -11,14 +11,17 @@ from checkout import selectors as orders
 from core.api import api, json_body
 from core.errors import Forbidden, InvalidInput
 from holds.counts import invariant, invariant_by_variant
-from ops import switch
+from ops import access, switch
 from ops.answers import Paused, Resumed
 
 
 def _require(request: HttpRequest, permission: str | None) -> None:
+    """Staff holding `permission`; None: staff who may watch the sale (ops.access)."""
     user = request.user
     if not user.is_staff:
         raise Forbidden("Staff only.")
+    if permission is None and not access.may_watch(user):
+        raise Forbidden("You need the permission to view drops (group Merchants or On-call).")
     if permission and not user.has_perm(permission):
         raise Forbidden(PERMISSION_WORDS.get(permission, f"You need the permission {permission}."))
 

@@ -1,4 +1,5 @@
-"""GET /metrics: Prometheus text for staff, DEBUG, or a scraper holding METRICS_TOKEN."""
+"""GET /metrics: Prometheus text for staff who may watch the sale (ops.access), DEBUG, or a
+scraper holding METRICS_TOKEN."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.views.decorators.http import require_safe
 from admission import state
 from checkout.selectors import disputes_by_state, payments_needing_attention
 from core.metrics import Gauge, render_prometheus
+from ops import access
 from ops.metrics import database_gauges, drop_gauges, drop_slugs, duty_gauges
 
 # prometheus_client's generate_latest writes text format 0.0.4 (its CONTENT_TYPE_LATEST names a
@@ -19,11 +21,11 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def may_read_metrics(request: HttpRequest) -> bool:
-    """DEBUG, an active staff user, or `Authorization: Bearer <METRICS_TOKEN>` when one is set."""
+    """DEBUG, staff who may watch the sale (ops.access), or `Authorization: Bearer <METRICS_TOKEN>`
+    when one is set."""
     if settings.DEBUG:
         return True
-    user = getattr(request, "user", None)
-    if user is not None and user.is_active and user.is_staff:
+    if access.may_watch(getattr(request, "user", None)):
         return True
     token: str = getattr(settings, "METRICS_TOKEN", "")
     scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
@@ -37,7 +39,7 @@ def may_read_metrics(request: HttpRequest) -> bool:
 def metrics(request: HttpRequest) -> HttpResponse:
     if not may_read_metrics(request):
         return HttpResponse(
-            "Metrics need a staff login or 'Authorization: Bearer <METRICS_TOKEN>'.\n",
+            "Metrics need a staff login that may view drops or 'Authorization: Bearer <METRICS_TOKEN>'.\n",
             status=403,
             content_type="text/plain; charset=utf-8",
         )

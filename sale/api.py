@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
-from admission import limits
+from core import clients
 from core.api import api, json_body, signed_in
 from holds import selectors, services
 from sale import addresses, entry
@@ -18,7 +18,7 @@ def reserve(request: HttpRequest, slug: str) -> JsonResponse:
         entry.ReserveRequest(
             slug=slug,
             buyer_id=signed_in(request),
-            client_ip=limits.client_ip(request),
+            client_ip=clients.client_ip(request),
             quantity=body.get("quantity"),
             idempotency_key=request.headers.get("Idempotency-Key"),
             unit=body.get("unit"),

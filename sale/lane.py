@@ -41,7 +41,7 @@ from django.http.multipartparser import MultiPartParserError
 
 from admission import limits, tokens
 from catalogue import selectors as catalogue
-from core import redis
+from core import clients, redis
 from core.api import MAX_BODY, TOO_LARGE, parse_json_body
 from core.asgi import (
     PRIVATE_HEADERS,
@@ -296,4 +296,4 @@ class Lane:
 
 def _ip(scope: Scope) -> str:
     remote = (scope.get("client") or ("unknown", 0))[0]
-    return limits.address(remote, header(scope, b"x-forwarded-for"))
+    return clients.client_address(remote, header(scope, b"x-forwarded-for"))

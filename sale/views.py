@@ -11,8 +11,8 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from admission import limits
 from catalogue import selectors as catalogue
+from core import clients
 from core.api import signed_in
 from core.errors import FloodgateError, NotAdmitted, NotFound
 from holds import selectors, services
@@ -35,7 +35,7 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
             entry.ReserveRequest(
                 slug=slug,
                 buyer_id=signed_in(request),
-                client_ip=limits.client_ip(request),
+                client_ip=clients.client_ip(request),
                 quantity=quantity,
                 idempotency_key=request.POST.get("idempotency_key"),
                 unit=unit,

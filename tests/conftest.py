@@ -390,6 +390,7 @@ def roles(db: None) -> None:
     importlib.import_module("checkout.migrations.0010_dispute_roles").grant(apps, None)
     importlib.import_module("checkout.migrations.0012_order_shipment").grant(apps, None)
     importlib.import_module("shop.migrations.0020_shop_settings_and_legal_texts").grant(apps, None)
+    importlib.import_module("checkout.migrations.0013_settle_payment_permission").grant(apps, None)
 
 
 class Worker:

@@ -337,8 +337,9 @@ def test_the_image_hands_its_user_every_folder_compose_writes_to() -> None:
 
 
 def proxied(image: Image) -> dict[str, str]:
-    """What the TLS proxy in front adds (compose trusts it: TRUST_X_FORWARDED_FOR)."""
-    return {"Host": f"localhost:{image.port}", "X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"}
+    """What the TLS proxy and the balancer in front add (compose trusts both: TRUSTED_PROXY_HOPS=2)."""
+    forwarded = "203.0.113.9, 10.0.0.2"  # the client (appended by the TLS proxy), the TLS proxy
+    return {"Host": f"localhost:{image.port}", "X-Forwarded-Proto": "https", "X-Forwarded-For": forwarded}
 
 
 class Browser:

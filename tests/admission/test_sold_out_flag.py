@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from admission import services, state
@@ -63,6 +64,7 @@ def test_metrics_show_each_waiting_rooms_mark_and_line(make_buyers) -> None:
     held = holds.reserve(drop=drop, buyer_id=first, quantity=1, idempotency_key="k").hold
     holds.release(hold_id=held.pk, buyer_id=first)  # back to the line, not yet offered
     staff = get_user_model().objects.create_user("ops", password="x", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_drop"))  # who may watch
     client = Client()
     client.force_login(staff)
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
@@ -154,6 +155,7 @@ def test_a_capture_the_provider_refuses_for_good_stops_and_says_why(payment_prov
     staff = make_buyer("watcher")
     staff.is_staff = True
     staff.save()
+    staff.user_permissions.add(Permission.objects.get(codename="view_drop"))  # who may watch
     client = Client()
     client.force_login(staff)
     assert (
