@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.core.files.uploadedfile import UploadedFile
 from django.db import models
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -81,6 +82,8 @@ class ShopSettingsAdmin(admin.ModelAdmin):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         """One shop, one page: the list is the page (or the form that creates it)."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied  # as Django's own list would: no hint that the page exists
         if ShopSettings.objects.filter(pk=1).exists():
             return HttpResponseRedirect(reverse("admin:shop_shopsettings_change", args=[1]))
         return HttpResponseRedirect(reverse("admin:shop_shopsettings_add"))

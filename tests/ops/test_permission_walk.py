@@ -65,6 +65,7 @@ TABLE: dict[str, Rule] = {
     "admin auth.user add": (one("auth.add_user"), one("auth.change_user")),  # Django's: the next page edits
     "admin auth.user action delete_selected": delete("auth.user"),
     "admin view auth_user_password_change": (one("auth.change_user"),),
+    "admin auth.user action erase_personal_data": delete("auth.user"),  # GDPR erasure, on request
     "admin account.emailaddress changelist": (look("account.emailaddress"),),
     "admin account.emailaddress add": add("account.emailaddress"),
     "admin account.emailaddress action delete_selected": delete("account.emailaddress"),
@@ -86,6 +87,12 @@ TABLE: dict[str, Rule] = {
     "admin checkout.order changelist": (look("checkout.order"),),
     "admin checkout.order add": NOBODY,
     "admin view checkout_order_refund": (one("checkout.refund_order"),),
+    "admin view checkout_order_cancel": (one("checkout.refund_order"),),  # the shop's cancel: money back
+    "admin view checkout_order_ship": (one("checkout.ship_order"),),
+    "admin view checkout_order_upload_tracking": (one("checkout.ship_order"),),
+    "admin view checkout_order_buyer": (look("checkout.order"),),  # support: a buyer's history
+    "admin checkout.order action shipping_list_csv": (look("checkout.order"),),
+    "admin checkout.order action resend_confirmation": (look("checkout.order"),),
     "admin checkout.dispute changelist": (look("checkout.dispute"),),
     "admin checkout.dispute add": NOBODY,
     "admin checkout.outboxmessage changelist": (look("checkout.outboxmessage"),),
@@ -117,6 +124,8 @@ TABLE: dict[str, Rule] = {
     "admin view shop_drop_presale": (look("shop.drop"),),
     "admin view shop_drop_presale POST": (one("shop.change_drop"),),
     "admin view shop_drop_presale_codes": (look("shop.drop"),),
+    "admin shop.shopsettings changelist": (look("shop.shopsettings"),),  # redirects to its one page
+    "admin shop.shopsettings add": add("shop.shopsettings"),
     "admin shop.apitoken changelist": (look("shop.apitoken"),),
     "admin shop.apitoken add": add("shop.apitoken"),
     "admin shop.apitoken action delete_selected": delete("shop.apitoken"),
@@ -153,7 +162,7 @@ def doors(*, drop_id: int, slug: str) -> list[Door]:
     root = get_user_model().objects.create_superuser("walk-root", password=None)
     asked = RequestFactory().get("/")
     asked.user = root
-    values = {"drop_id": drop_id, "report_id": 0, "order_id": 0, "id": "0", "slug": slug}
+    values = {"drop_id": drop_id, "report_id": 0, "order_id": 0, "buyer_id": 0, "id": "0", "slug": slug}
     found = []
     for model, model_admin in admin.site._registry.items():
         label, prefix = model._meta.label_lower, f"{model._meta.app_label}_{model._meta.model_name}"
