@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from shop import identity
 from shop.models import Drop
@@ -22,6 +23,14 @@ def drop_event(drop: Drop, *, stamped_at: datetime) -> str:
     url = settings.PUBLIC_BASE_URL.rstrip("/") + drop.get_absolute_url()
     title = drop.display_title
     shop = identity.current().name
+    # In the active language: the reminder's relay writes under the buyer's, the drop page the reader's.
+    said = gettext("The sale of %(title)s at %(shop)s opens now. Buy it here: %(url)s") % {
+        "title": title,
+        "shop": shop,
+        "url": url,
+    }
+    summary = gettext("%(title)s goes on sale") % {"title": title}
+    soon = gettext("%(title)s goes on sale soon") % {"title": title}
     lines = [
         "BEGIN:VCALENDAR",
         "VERSION:2.0",
@@ -33,12 +42,12 @@ def drop_event(drop: Drop, *, stamped_at: datetime) -> str:
         f"DTSTAMP:{_utc(stamped_at)}",
         f"DTSTART:{_utc(drop.starts_at)}",
         f"DTEND:{_utc(min(drop.starts_at + EVENT_LENGTH, drop.ends_at))}",
-        f"SUMMARY:{_text(f'{title} goes on sale')}",
-        f"DESCRIPTION:{_text(f'The sale of {title} at {shop} opens now. Buy it here: {url}')}",
+        f"SUMMARY:{_text(summary)}",
+        f"DESCRIPTION:{_text(said)}",
         f"URL:{url}",
         "BEGIN:VALARM",
         "ACTION:DISPLAY",
-        f"DESCRIPTION:{_text(f'{title} goes on sale soon')}",
+        f"DESCRIPTION:{_text(soon)}",
         f"TRIGGER:-PT{int(ALARM_BEFORE.total_seconds() // 60)}M",
         "END:VALARM",
         "END:VEVENT",

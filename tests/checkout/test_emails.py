@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from checkout import emails, outbox, reminders
 from checkout.models import Reminder
+from shop import languages
 from shop.models import Drop
 from tests.factories import confirmed_order, make_buyer, make_drop
 
@@ -106,3 +107,20 @@ def test_an_unsubscribe_link_the_shop_did_not_make_changes_nothing() -> None:
     assert Reminder.objects.filter(buyer=buyer).count() == 1
     with pytest.raises(emails.signing.BadSignature):
         emails.unsubscribing_buyer(good + "0")
+
+
+def test_a_german_buyers_reminder_and_its_calendar_event_are_in_german() -> None:
+    buyer = make_buyer("greta")
+    languages.remember(buyer.pk, "de")
+    drop = make_drop(quantity=10, starts_at=timezone.now() + timedelta(hours=1), title="Hafenläufer")
+    reminders.ask_reminder(drop=drop, buyer_id=buyer.pk)
+    Drop.objects.filter(pk=drop.pk).update(starts_at=Now() - timedelta(seconds=1))
+    reminders.send_due_reminders()
+    outbox.relay_outbox()
+
+    (sent,) = [m for m in mail.outbox if m.to == [buyer.email]]
+    ((name, ics, kind),) = sent.attachments
+    unfolded = ics.replace("\r\n ", "")
+    assert "SUMMARY:Hafenläufer geht in den Verkauf" in unfolded
+    assert "DESCRIPTION:Der Verkauf von Hafenläufer bei" in unfolded and "goes on sale" not in unfolded
+    assert kind.startswith("text/calendar") and name.endswith(".ics")
