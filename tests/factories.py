@@ -7,7 +7,8 @@ from datetime import datetime, timedelta
 
 from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
@@ -141,3 +142,11 @@ def confirmed_order(
     )
     outbox.announce(order)
     return order
+
+
+def drop_permission(codename: str = "view_drop") -> Permission:
+    """A shop.Drop permission; made if a transactional test's flush took the permissions table with it."""
+    kind = ContentType.objects.get_for_model(Drop)
+    return Permission.objects.get_or_create(
+        codename=codename, content_type=kind, defaults={"name": codename.replace("_", " ").capitalize()}
+    )[0]

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.test import Client
 
 from admission import services, state
 from admission.models import Ticket
 from holds import services as holds
 from shop.models import ApiToken
-from tests.factories import make_buyer, make_drop
+from tests.factories import drop_permission, make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +63,7 @@ def test_metrics_show_each_waiting_rooms_mark_and_line(make_buyers) -> None:
     held = holds.reserve(drop=drop, buyer_id=first, quantity=1, idempotency_key="k").hold
     holds.release(hold_id=held.pk, buyer_id=first)  # back to the line, not yet offered
     staff = get_user_model().objects.create_user("ops", password="x", is_staff=True)
-    staff.user_permissions.add(Permission.objects.get(codename="view_drop"))  # who may watch
+    staff.user_permissions.add(drop_permission("view_drop"))  # who may watch
     client = Client()
     client.force_login(staff)
 

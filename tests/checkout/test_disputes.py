@@ -299,7 +299,10 @@ def test_the_simulator_raises_and_closes_a_dispute_end_to_end(
     assert recorded.evidence_due_at == datetime.fromtimestamp(opened.json()["due_by"], UTC)
     wait_until(lambda: told(merchant.email, f"<dispute-{recorded.pk}-opened@floodgate>") is not None)
     opening = told(merchant.email, f"<dispute-{recorded.pk}-opened@floodgate>")
-    assert opening is not None and "product not received" in opening.get_content()
+    assert (
+        opening is not None
+        and "product not received" in opening.get_body(preferencelist=("plain",)).get_content()
+    )
 
     closed = sim(payment_provider, close_at, {"outcome": "won"})
     assert closed.status_code == 200 and closed.json()["state"] == "won"

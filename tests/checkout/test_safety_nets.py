@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
@@ -19,7 +18,7 @@ from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
 from holds.counts import invariant
 from ops import dashboard
-from tests.factories import make_buyer, make_drop
+from tests.factories import drop_permission, make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -155,7 +154,7 @@ def test_a_capture_the_provider_refuses_for_good_stops_and_says_why(payment_prov
     staff = make_buyer("watcher")
     staff.is_staff = True
     staff.save()
-    staff.user_permissions.add(Permission.objects.get(codename="view_drop"))  # who may watch
+    staff.user_permissions.add(drop_permission("view_drop"))  # who may watch
     client = Client()
     client.force_login(staff)
     assert (

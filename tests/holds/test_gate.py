@@ -174,7 +174,9 @@ def test_create_drop_takes_the_waiting_room_and_gate_options() -> None:
 
 def test_merchants_set_the_admission_pace_and_gate_in_the_admin(roles: None) -> None:
     advanced = dict(DropAdmin.fieldsets)["Advanced"]  # tuning a merchant rarely needs: folded
-    assert {"admission_percent", "redis_gate"} <= set(advanced["fields"]) and "collapse" in advanced["classes"]
+    assert {"admission_percent", "redis_gate"} <= set(advanced["fields"]) and "collapse" in advanced[
+        "classes"
+    ]
     drop = make_drop(slug="edit-me", quantity=5)
     client = Client()
     client.force_login(staff("mara", "Merchants"))

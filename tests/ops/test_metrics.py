@@ -9,7 +9,6 @@ from collections.abc import Iterator
 import pytest
 import redis as redis_lib
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.test import Client, override_settings
 from django.urls import path
 from django.utils import timezone
@@ -20,7 +19,7 @@ from config import urls as shop_urls
 from core import metrics
 from ops import metrics as ops_metrics
 from ops.views import metrics as metrics_view
-from tests.factories import make_drop
+from tests.factories import drop_permission, make_drop
 
 pytestmark = pytest.mark.django_db
 
@@ -158,7 +157,7 @@ def test_metrics_page_has_counters_cumulative_histogram_and_gauges(settings) -> 
     settings.DEBUG = False
     drop = make_drop(slug="big-sale", quantity=10)
     staff = get_user_model().objects.create_user(username="ops", password="x", is_staff=True)
-    staff.user_permissions.add(Permission.objects.get(codename="view_drop"))
+    staff.user_permissions.add(drop_permission("view_drop"))
     for seconds in (0.0005, 0.003, 0.003, 0.2, 9.0):
         metrics.observe_reserve(drop_id=drop.pk, outcome="held", seconds=seconds)
     metrics.observe_reserve(drop_id=drop.pk, outcome="sold_out", seconds=0.001)
@@ -253,7 +252,7 @@ def test_access(settings, debug: bool, staff: bool, token: str, header: str, sta
     client = Client()
     if staff:
         user = get_user_model().objects.create_user(username="s", password="x", is_staff=True)
-        user.user_permissions.add(Permission.objects.get(codename="view_drop"))
+        user.user_permissions.add(drop_permission("view_drop"))
         client.force_login(user)
 
     answer = scrape(client, **({"Authorization": header} if header else {}))
