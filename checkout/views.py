@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from typing import NoReturn
 
 from django.conf import settings
 from django.contrib import messages
@@ -238,6 +239,11 @@ def _stripe_page(request: HttpRequest, template: str, context: dict[str, object]
 def saved_cards(request: HttpRequest) -> HttpResponse:
     """The buyer's saved cards, and a form (Stripe.js, a SetupIntent) to save one before a sale."""
     buyer = signed_in(request)
+    returned = request.GET.get("setup_intent", "")
+    if SETUP_ID.fullmatch(returned):
+        # Back from a 3-D Secure redirect of Stripe.js's confirmSetup: save it as the form would (once).
+        _save(request, returned)
+        return redirect("saved-cards")
     context: dict[str, object] = {"cards": cards.cards_of(buyer_id=buyer), "client_secret": ""}
     if settings.PAYMENT_PROVIDER == cards.PROVIDER:
         try:
@@ -255,15 +261,19 @@ def save_card(request: HttpRequest) -> HttpResponse:
     setup_id = request.POST.get("setup_intent", "")
     if not SETUP_ID.fullmatch(setup_id):
         return HttpResponse(_("That is not a card setup."), status=400, content_type="text/plain")
+    _save(request, setup_id)
+    return redirect("saved-cards")
+
+
+def _save(request: HttpRequest, setup_id: str) -> None:
     try:
         saved = cards.save_card(buyer_id=signed_in(request), setup_id=setup_id)
     except FloodgateError as error:
         if error.status == 404:  # another buyer's setup, or none: unknown
-            return _not_found(error)
+            _not_found(error)
         messages.error(request, error.detail)
-        return redirect("saved-cards")
-    messages.success(request, _("Card •••• %(last4)s saved.") % {"last4": saved.last4})
-    return redirect("saved-cards")
+    else:
+        messages.success(request, _("Card •••• %(last4)s saved.") % {"last4": saved.last4})
 
 
 @require_POST
@@ -304,5 +314,5 @@ def pay_saved(request: HttpRequest, hold_id: int) -> HttpResponse:
     return redirect(pressed.order.get_absolute_url())
 
 
-def _not_found(error: FloodgateError) -> HttpResponse:
+def _not_found(error: FloodgateError) -> NoReturn:
     raise Http404(str(error.detail))

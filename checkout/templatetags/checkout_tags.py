@@ -23,5 +23,5 @@ def one_press_card(context: template.Context, drop: Drop) -> SavedCard | None:
 def save_card_link(context: template.Context, drop: Drop) -> dict[str, object]:
     """Before the start (drop page, waiting room): "save a card now, pay in one press later"."""
     user = context["request"].user
-    shown = user.is_authenticated and cards.services.provider_for(drop) == cards.PROVIDER
+    shown = user.is_authenticated and cards.saves_cards(drop)
     return {"shown": shown, "saved": shown and bool(cards.cards_of(buyer_id=user.pk))}

@@ -245,3 +245,19 @@ def test_the_cards_page_allows_stripe_js_and_signed_out_buyers_log_in(on_stripe:
     for name, sources in STRIPE_DOCUMENTED.items():
         assert set(sources) <= directives[name], name
     assert '<script src="https://js.stripe.com/v3/"></script>' in page.content.decode()
+
+
+def test_back_from_a_3ds_redirect_the_cards_page_saves_the_card(on_stripe: str) -> None:
+    """Stripe.js's confirmSetup returns to /cards/?setup_intent=... after a redirected challenge."""
+    client, buyer = signed_in("jo")
+    setup = confirm_setup(on_stripe, setup_secret(client), CHALLENGED)  # its challenge passed
+    assert setup["status"] == "succeeded"
+    assert (
+        client.get(f"/cards/?setup_intent={setup['id']}&redirect_status=succeeded")["Location"] == "/cards/"
+    )
+    assert client.get(f"/cards/?setup_intent={setup['id']}").status_code == 302  # a reload: the same card
+    assert SavedCard.objects.get().buyer_id == buyer
+    assert client.get("/cards/?setup_intent=seti_x%00").status_code == 200  # garbage is no setup
+    other, _ = signed_in("kit")
+    assert other.get(f"/cards/?setup_intent={setup['id']}").status_code == 404
+    assert SavedCard.objects.count() == 1
