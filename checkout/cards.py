@@ -133,6 +133,28 @@ def remove_card(*, buyer_id: int, card_id: int) -> None:
     card.delete()
 
 
+def forget_cards(*, buyer_id: int) -> list[str]:
+    """Delete the buyer's saved cards and provider customer (their erasure, in its transaction);
+    returns the payment method ids for detach_all to detach once that commits."""
+    methods = list(SavedCard.objects.filter(buyer_id=buyer_id).values_list("payment_method_id", flat=True))
+    SavedCard.objects.filter(buyer_id=buyer_id).delete()
+    PaymentCustomer.objects.filter(buyer_id=buyer_id).delete()
+    return methods
+
+
+def detach_all(payment_method_ids: list[str]) -> None:
+    """Detach cards at Stripe, best effort: they are forgotten here already, so no one press can
+    charge them; one Stripe refuses or cannot be reached for is logged for a person to detach."""
+    provider = StripeProvider()
+    for method in payment_method_ids:
+        try:
+            provider.detach_card(payment_method_id=method)
+        except ProviderError as error:
+            log.error(
+                "erasure: card %s not detached at Stripe (%s); detach it in Stripe's dashboard", method, error
+            )
+
+
 def pay_with_saved_card(*, hold_id: int, buyer_id: int, card_id: int) -> OnePress:
     """One press: start the payment (the hold's one extension, the order, one intent) and confirm the
     intent with the buyer's saved card."""

@@ -261,3 +261,16 @@ def test_back_from_a_3ds_redirect_the_cards_page_saves_the_card(on_stripe: str) 
     other, _ = signed_in("kit")
     assert other.get(f"/cards/?setup_intent={setup['id']}").status_code == 404
     assert SavedCard.objects.count() == 1
+
+
+def test_a_buyers_data_lists_their_cards_and_erasure_forgets_and_detaches_them(on_stripe: str) -> None:
+    from accounts import privacy
+
+    client, buyer = signed_in("lou")
+    card = save(client, on_stripe, VISA)
+    exported = privacy.export(user_id=buyer)["saved_cards"]
+    assert [(c["brand"], c["last4"], c["expires"]) for c in exported] == [("visa", "4242", "12/2034")]
+
+    privacy.erase(user_id=buyer)
+    assert not SavedCard.objects.exists() and not PaymentCustomer.objects.exists()
+    assert at_stripe(on_stripe, f"/v1/payment_methods/{card.payment_method_id}")["customer"] is None
