@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from allauth.account.models import EmailAddress
@@ -23,7 +24,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from admission.models import Ticket
-from checkout.models import Order, OutboxMessage, Refund, Reminder
+from checkout import cards
+from checkout.models import Order, OutboxMessage, Refund, Reminder, SavedCard
 from core.errors import NotFound, fill
 from holds.models import Hold, PresaleListEntry
 from shop.models import Address, ApiToken, BuyerLanguage
@@ -113,6 +115,15 @@ def export(*, user_id: int) -> dict[str, object]:
             {"drop": t.drop.slug, "number": t.number, "joined": _when(t.joined_at)}
             for t in Ticket.objects.filter(buyer_id=user_id).select_related("drop").order_by("pk")
         ],
+        "saved_cards": [  # what the buyer recognises a card by; its number never reached the shop
+            {
+                "brand": c.brand,
+                "last4": c.last4,
+                "expires": f"{c.exp_month:02d}/{c.exp_year}",
+                "saved": _when(c.created_at),
+            }
+            for c in SavedCard.objects.filter(buyer_id=user_id).order_by("pk")
+        ],
         "reminders": [
             {"drop": r.drop.slug, "asked": _when(r.created_at), "sent": _when(r.sent_at)}
             for r in Reminder.objects.filter(buyer_id=user_id).select_related("drop").order_by("pk")
@@ -147,6 +158,9 @@ def erase(*, user_id: int) -> None:
         ApiToken.objects.filter(user=user).delete()  # post_delete tells every process
         BuyerLanguage.objects.filter(user=user).delete()
         Reminder.objects.filter(buyer=user, sent_at__isnull=True).delete()
+        # Saved cards go, and are detached at the provider once this commits (a network call: never
+        # inside the transaction); the provider's customer is forgotten too.
+        transaction.on_commit(partial(cards.detach_all, cards.forget_cards(buyer_id=user.pk)))
         used = Order.objects.filter(buyer=user, shipping_address__isnull=False).values("shipping_address")
         Address.objects.filter(user=user).exclude(pk__in=used).delete()
         Address.objects.filter(user=user).update(phone="")

@@ -444,3 +444,61 @@ class Dispute(models.Model):
     @property
     def amount_display(self) -> str:
         return money(self.amount_minor, self.currency)
+
+
+class PaymentCustomer(models.Model):
+    """The buyer's customer at a provider (Stripe's `cus_...`), made when they first save a card."""
+
+    buyer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="payment_customers",
+        verbose_name=_("buyer"),
+    )
+    provider = models.CharField(max_length=40, verbose_name=_("provider"))
+    customer_id = models.CharField(max_length=255, verbose_name=_("customer id"))
+    created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("payment customer")
+        verbose_name_plural = _("payment customers")
+        constraints = [
+            # One customer per buyer and provider: two tabs saving a card share it.
+            models.UniqueConstraint(fields=["buyer", "provider"], name="checkout_payment_customer_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} customer of buyer {self.buyer_id}"
+
+
+class SavedCard(models.Model):
+    """A card the buyer saved at the provider (a Stripe SetupIntent) to pay a hold in one press.
+    Only the provider's id of it and what the buyer recognises it by are kept, never its number."""
+
+    buyer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="saved_cards",
+        verbose_name=_("buyer"),
+    )
+    provider = models.CharField(max_length=40, verbose_name=_("provider"))
+    payment_method_id = models.CharField(max_length=255, verbose_name=_("payment method id"))
+    brand = models.CharField(max_length=40, blank=True, verbose_name=_("brand"))
+    last4 = models.CharField(max_length=4, verbose_name=_("last four digits"))
+    exp_month = models.PositiveSmallIntegerField(verbose_name=_("expiry month"))
+    exp_year = models.PositiveSmallIntegerField(verbose_name=_("expiry year"))
+    created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("saved card")
+        verbose_name_plural = _("saved cards")
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            # A setup reported twice (a reload, two tabs) saves the card once.
+            models.UniqueConstraint(
+                fields=["provider", "payment_method_id"], name="checkout_saved_card_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.brand} •••• {self.last4}"

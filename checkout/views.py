@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from typing import NoReturn
 
 from django.conf import settings
 from django.contrib import messages
@@ -19,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
 from catalogue import selectors as catalogue
-from checkout import emails, refunds, reminders, selectors, services, stripe_page
+from checkout import cards, emails, refunds, reminders, selectors, services, stripe_page
 from checkout.models import EVENT_ID_MAX, Payment, PaymentState
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook, PermanentProviderError, ProviderError
@@ -222,3 +223,96 @@ def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
         cancelled = reminders.cancel_all_reminders(buyer_id=buyer_id)
         return render(request, "checkout/unsubscribe.html", {"state": "done", "cancelled": cancelled})
     return render(request, "checkout/unsubscribe.html", {"state": "ask"})
+
+
+SETUP_ID = re.compile(r"seti_[A-Za-z0-9]{1,64}")
+
+
+def _stripe_page(request: HttpRequest, template: str, context: dict[str, object]) -> HttpResponse:
+    """A page that runs Stripe.js: it gets the pay page's additions to the shop's policy."""
+    response = render(request, template, context)
+    response._csp_update = stripe_page.page_csp()  # type: ignore[attr-defined]  # read by django-csp
+    return response
+
+
+@login_required
+def saved_cards(request: HttpRequest) -> HttpResponse:
+    """The buyer's saved cards, and a form (Stripe.js, a SetupIntent) to save one before a sale."""
+    buyer = signed_in(request)
+    returned = request.GET.get("setup_intent", "")
+    if SETUP_ID.fullmatch(returned):
+        # Back from a 3-D Secure redirect of Stripe.js's confirmSetup: save it as the form would (once).
+        _save(request, returned)
+        return redirect("saved-cards")
+    context: dict[str, object] = {"cards": cards.cards_of(buyer_id=buyer), "client_secret": ""}
+    if settings.PAYMENT_PROVIDER == cards.PROVIDER:
+        try:
+            context["client_secret"] = cards.begin_setup(buyer_id=buyer).client_secret
+        except FloodgateError as error:
+            context["error"] = error.detail
+    context.update(publishable_key=settings.STRIPE_PUBLISHABLE_KEY, stripe_js_url=settings.STRIPE_JS_URL)
+    return _stripe_page(request, "checkout/cards.html", context)
+
+
+@require_POST
+@login_required
+def save_card(request: HttpRequest) -> HttpResponse:
+    """Stripe.js confirmed a SetupIntent in the browser; the page posts its id (never the card)."""
+    setup_id = request.POST.get("setup_intent", "")
+    if not SETUP_ID.fullmatch(setup_id):
+        return HttpResponse(_("That is not a card setup."), status=400, content_type="text/plain")
+    _save(request, setup_id)
+    return redirect("saved-cards")
+
+
+def _save(request: HttpRequest, setup_id: str) -> None:
+    try:
+        saved = cards.save_card(buyer_id=signed_in(request), setup_id=setup_id)
+    except FloodgateError as error:
+        if error.status == 404:  # another buyer's setup, or none: unknown
+            _not_found(error)
+        messages.error(request, error.detail)
+    else:
+        messages.success(request, _("Card •••• %(last4)s saved.") % {"last4": saved.last4})
+
+
+@require_POST
+@login_required
+def remove_card(request: HttpRequest, card_id: int) -> HttpResponse:
+    try:
+        cards.remove_card(buyer_id=signed_in(request), card_id=card_id)
+    except FloodgateError as error:
+        if error.status == 404:
+            return _not_found(error)
+        messages.error(request, error.detail)
+    else:
+        messages.success(request, _("The card is removed: it can no longer be charged here."))
+    return redirect("saved-cards")
+
+
+@require_POST
+@login_required
+def pay_saved(request: HttpRequest, hold_id: int) -> HttpResponse:
+    """One press on the hold page: pay with a saved card. Authorised, the order page waits for the
+    confirmation; a 3-D Secure challenge goes on on our pay page; a decline goes back to the normal form."""
+    card_id = request.POST.get("card", "")
+    if not card_id.isascii() or not card_id.isdigit() or len(card_id) > 18:
+        return HttpResponse(_("That is not a saved card."), status=400, content_type="text/plain")
+    try:
+        pressed = cards.pay_with_saved_card(
+            hold_id=hold_id, buyer_id=signed_in(request), card_id=int(card_id)
+        )
+    except FloodgateError as error:
+        if error.status == 404:
+            return _not_found(error)
+        messages.error(request, error.detail)
+        return redirect("hold", hold_id=hold_id)
+    if pressed.outcome == "challenge":
+        return redirect(pressed.payment.redirect_url)
+    if pressed.outcome == "declined":
+        messages.error(request, _("Your saved card was declined. Pay with another card."))
+    return redirect(pressed.order.get_absolute_url())
+
+
+def _not_found(error: FloodgateError) -> NoReturn:
+    raise Http404(str(error.detail))

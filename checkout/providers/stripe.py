@@ -35,6 +35,7 @@ TIMEOUT = (3.0, 10.0)
 MAX_NETWORK_RETRIES = 2
 DEFAULT_TOLERANCE_SECONDS = 300
 INTENT_ID = re.compile(r"pi_[A-Za-z0-9]{1,64}")
+SETUP_ID = re.compile(r"seti_[A-Za-z0-9]{1,64}")
 # Stripe's events that the saga hears about; any other correctly signed type is answered 2xx and
 # ignored (an endpoint answering 4xx is retried, then disabled by Stripe).
 AUTHORISED_STATES = frozenset({"requires_capture", "succeeded"})
@@ -249,6 +250,9 @@ class StripeProvider:
             f"attach a card to {session_id}",
             lambda: self.client.v1.payment_intents.update(session_id, params={"payment_method": card_id}),
         )
+        return self._confirm(session_id)
+
+    def _confirm(self, session_id: str) -> CardConfirmed:
         try:
             intent = self._call(
                 f"confirm {session_id}", lambda: self.client.v1.payment_intents.confirm(session_id)
@@ -258,6 +262,79 @@ class StripeProvider:
                 return CardConfirmed(declined=str(error.__cause__.user_message or "Your card was declined."))
             raise
         return CardConfirmed(challenge=intent.status == "requires_action")
+
+    # -- saved cards (checkout/cards.py): a SetupIntent saves a card the buyer pays with in one press ---
+
+    def create_customer(self, *, buyer_id: int) -> str:
+        """A customer for the buyer (their saved cards hang on it); keyed, so a retry makes one."""
+        customer = self._call(
+            "create a customer",
+            lambda: self.client.v1.customers.create(
+                params={"metadata": {"buyer": str(buyer_id)}},
+                options={"idempotency_key": f"floodgate-customer-{buyer_id}"},
+            ),
+        )
+        return str(customer.id)
+
+    def create_setup(self, *, customer_id: str, buyer_id: int) -> tuple[str, str]:
+        """A SetupIntent for the buyer's page: (its id, its client secret). Stripe.js sends the card
+        to Stripe with the secret; we learn only the payment method's id and its last four digits."""
+        params: dict[str, Any] = {
+            "customer": customer_id,
+            "usage": "on_session",  # paid with the buyer present: 3-D Secure may still ask
+            "payment_method_types": ["card"],
+            "metadata": {"buyer": str(buyer_id)},
+        }
+        setup = self._call(
+            "create a setup intent",
+            lambda: self.client.v1.setup_intents.create(params=params),  # type: ignore[arg-type]
+        )
+        return str(setup.id), str(setup.client_secret)
+
+    def finished_setup(self, setup_id: str) -> dict[str, Any]:
+        """A SetupIntent as Stripe has it (status, customer, payment_method, metadata)."""
+        if not SETUP_ID.fullmatch(setup_id):
+            raise PermanentProviderError(f"{setup_id!r} is not a setup intent id")
+        setup = self._call(f"read {setup_id}", lambda: self.client.v1.setup_intents.retrieve(setup_id))
+        return dict(setup)
+
+    def attach_card(self, *, payment_method_id: str, customer_id: str) -> dict[str, Any]:
+        """Attach the card to the customer (Stripe does it on a SetupIntent with a customer, localstripe
+        does not; attaching again to the same customer changes nothing) and return its details."""
+        method = self._call(
+            f"read {payment_method_id}",
+            lambda: self.client.v1.payment_methods.retrieve(payment_method_id),
+        )
+        if method.get("customer") not in (None, customer_id):
+            raise PermanentProviderError(f"{payment_method_id} belongs to another customer")
+        if method.get("customer") is None:
+            method = self._call(
+                f"attach {payment_method_id}",
+                lambda: self.client.v1.payment_methods.attach(
+                    payment_method_id, params={"customer": customer_id}
+                ),
+            )
+        card = method.get("card")
+        return dict(card) if card is not None else {}
+
+    def detach_card(self, *, payment_method_id: str) -> None:
+        """Detach a saved card from its customer: it can no longer be charged through us."""
+        self._call(
+            f"detach {payment_method_id}",
+            lambda: self.client.v1.payment_methods.detach(payment_method_id),
+        )
+
+    def confirm_saved(self, session_id: str, *, payment_method_id: str, customer_id: str) -> CardConfirmed:
+        """Confirm the intent with a saved card, the buyer present (off_session false: their bank may
+        still ask for 3-D Secure, which our pay page then runs). localstripe's confirm refuses a
+        payment_method argument, so it is set first, as in confirm_with_token."""
+        self._call(
+            f"set the saved card of {session_id}",
+            lambda: self.client.v1.payment_intents.update(
+                session_id, params={"payment_method": payment_method_id, "customer": customer_id}
+            ),
+        )
+        return self._confirm(session_id)
 
     # -- plumbing -----------------------------------------------------------------------------------
 
