@@ -23,6 +23,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
+from django.http import HttpResponse
 from django.utils import timezone
 
 from checkout import invoice_pdf, sql
@@ -149,6 +150,14 @@ def pdf(invoice: Invoice) -> bytes:
     if invoice.kind == InvoiceKind.CREDIT_NOTE:
         corrects = invoice.order.invoices.filter(kind=InvoiceKind.INVOICE).first()
     return invoice_pdf.render(invoice, corrects=corrects)
+
+
+def pdf_response(invoice: Invoice) -> HttpResponse:
+    """The PDF as a download (the buyer's page and the admin): private, never cached on the way."""
+    response = HttpResponse(pdf(invoice), content_type="application/pdf")
+    response["Content-Disposition"] = f'attachment; filename="{invoice.file_name}"'
+    response["Cache-Control"] = "private, no-store"
+    return response
 
 
 def attachment(invoice: Invoice) -> tuple[str, bytes, str]:

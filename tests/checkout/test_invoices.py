@@ -4,13 +4,17 @@ admin's export."""
 
 from __future__ import annotations
 
+import csv
 import io
+import zipfile
 from collections.abc import Iterator
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core import mail
-from django.utils import translation
+from django.test import Client
+from django.utils import timezone, translation
 from pypdf import PdfReader
 
 from checkout import invoices, outbox, refunds
@@ -19,7 +23,7 @@ from checkout.models import Invoice, Order, OutboxMessage, Payment, PaymentState
 from config.celery import app as celery_app
 from shop import identity, languages, setup
 from tests.checkout.helpers import Sale, accepted, pending_sales
-from tests.factories import make_buyer, make_drop
+from tests.factories import make_buyer, make_drop, merchant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -121,3 +125,89 @@ def test_the_confirmation_and_refund_emails_carry_the_pdf_in_the_buyers_language
     ((name, pdf, kind),) = refund.attachments
     assert (name, kind) == ("CRN-000001.pdf", "application/pdf")
     assert "Gutschrift" in text_of(pdf) and "-49,00" in text_of(pdf)
+
+
+def test_a_buyer_downloads_their_own_invoice_and_no_one_elses() -> None:
+    _, mine = sold("inv-own")
+    _, theirs = sold("inv-theirs")
+    own, other = Invoice.objects.get(order=mine), Invoice.objects.get(order=theirs)
+    client = Client()
+    client.force_login(mine.buyer)
+
+    page = client.get(f"/orders/{mine.pk}/")
+    answer = client.get(f"/orders/{mine.pk}/invoices/{own.pk}.pdf")
+
+    assert f"/orders/{mine.pk}/invoices/{own.pk}.pdf" in page.content.decode()
+    assert answer.status_code == 200 and answer["Content-Type"] == "application/pdf"
+    assert answer["Content-Disposition"] == 'attachment; filename="INV-000001.pdf"'
+    assert answer["Cache-Control"] == "private, no-store"
+    assert "INV-000001" in text_of(answer.content)
+    for path in [
+        f"/orders/{theirs.pk}/invoices/{other.pk}.pdf",  # another buyer's
+        f"/orders/{mine.pk}/invoices/{other.pk}.pdf",  # another's invoice under my order
+        f"/orders/{mine.pk}/invoices/99999999999999999999999.pdf",  # past bigint
+        f"/orders/99999999999999999999999/invoices/{own.pk}.pdf",
+        f"/orders/{mine.pk}/invoices/0.pdf",
+        f"/orders/{mine.pk}/invoices/abc.pdf",
+        f"/orders/{mine.pk}/invoices/{own.pk}",
+        f"/orders/{mine.pk}/invoices/-1.pdf",
+    ]:
+        refused = client.get(path)
+        assert refused.status_code == 404, path
+        assert b"%PDF" not in refused.content
+    assert Client().get(f"/orders/{mine.pk}/invoices/{own.pk}.pdf").status_code == 302  # sign in first
+
+
+def test_the_admin_downloads_an_orders_invoice_and_exports_the_selected_as_csv_and_zip(roles: None) -> None:
+    (_, first), (sale, second) = sold("inv-adm-1"), sold("inv-adm-2")
+    Payment.objects.filter(pk=sale.payment).update(state=PaymentState.CAPTURED)
+    accepted(refunds.request_refund(order_id=second.pk, by=None).refund)
+    client = merchant()
+    invoice = Invoice.objects.get(order=first)
+
+    page = client.get(f"/admin/checkout/order/{first.pk}/change/")
+    one = client.get(f"/admin/checkout/order/{first.pk}/invoices/{invoice.pk}.pdf")
+    mismatched = client.get(f"/admin/checkout/order/{second.pk}/invoices/{invoice.pk}.pdf")
+    exported = client.post(
+        "/admin/checkout/order/", {"action": "invoices_zip", "_selected_action": [first.pk, second.pk]}
+    )
+
+    assert f"/admin/checkout/order/{first.pk}/invoices/{invoice.pk}.pdf" in page.content.decode()
+    assert one.status_code == 200 and "INV-000001" in text_of(one.content)
+    assert mismatched.status_code == 404
+    assert exported.status_code == 200 and exported["Content-Type"] == "application/zip"
+    archive = zipfile.ZipFile(io.BytesIO(exported.content))
+    names = ["CRN-000001.pdf", "INV-000001.pdf", "INV-000002.pdf", "invoices.csv"]
+    assert sorted(archive.namelist()) == names
+    rows = list(csv.DictReader(io.StringIO(archive.read("invoices.csv").decode())))
+    assert [(r["number"], r["order"], r["net"], r["tax"], r["gross"]) for r in rows] == [
+        ("CRN-000001", str(second.pk), "-41.18", "-7.82", "-49.00"),
+        ("INV-000001", str(first.pk), "41.18", "7.82", "49.00"),
+        ("INV-000002", str(second.pk), "41.18", "7.82", "49.00"),
+    ]
+    assert "CRN-000001" in text_of(archive.read("CRN-000001.pdf"))
+
+
+def test_the_admin_exports_a_periods_invoices_and_refuses_a_bad_period(roles: None) -> None:
+    sold("inv-period")
+    client = merchant()
+    today = timezone.localdate()
+    url = "/admin/checkout/order/invoices/"
+
+    form = client.get(url)
+    exported = client.get(url, {"since": str(today), "until": str(today)})
+    empty = client.get(url, {"since": "2020-01-01", "until": "2020-01-31"})
+    backwards = client.get(url, {"since": str(today), "until": str(today - timedelta(days=1))})
+    garbage = client.get(url, {"since": "yesterday", "until": "2026-13-45"})
+    changelist = client.get("/admin/checkout/order/")
+
+    assert form.status_code == 200 and b"export-invoices-form" in form.content
+    assert exported["Content-Type"] == "application/zip"
+    names = zipfile.ZipFile(io.BytesIO(exported.content)).namelist()
+    assert sorted(names) == ["INV-000001.pdf", "invoices.csv"]
+    assert empty.status_code == 200 and "There is no invoice to export there." in empty.content.decode()
+    assert backwards.status_code == 200 and "The period ends before it starts." in backwards.content.decode()
+    assert garbage.status_code == 200 and b"errorlist" in garbage.content
+    assert b"application/zip" not in garbage.headers.get("Content-Type", "").encode()
+    assert url in changelist.content.decode()
+    assert Client().get(url).status_code == 302  # the admin's login first
