@@ -22,7 +22,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Sum
 from django.http import HttpResponse
 from django.utils import timezone
 
@@ -109,7 +109,15 @@ def issue_invoice_in(cursor: CursorWrapper, *, order: Order, payment: Payment) -
 
 
 def _tax_share(refund: Refund, order: Order) -> int:
-    """The refund's part of the order's tax, rounded half up once (as shop.pricing rounds)."""
+    """The refund's part of the order's tax, rounded half up once (as shop.pricing rounds); the
+    refund that completes the order takes what is left, so its credit notes' tax adds up to the
+    invoice's, as request_refund's amounts add up to what was paid."""
+    before = order.invoices.filter(kind=InvoiceKind.CREDIT_NOTE).aggregate(
+        gross=Sum("gross_minor", default=0), tax=Sum("tax_minor", default=0)
+    )
+    credited_gross, credited_tax = int(before["gross"]), int(before["tax"])  # both negative
+    if refund.amount_minor - credited_gross == order.amount_minor:
+        return order.tax_minor + credited_tax
     if not order.amount_minor:
         return 0
     share = Decimal(refund.amount_minor) * Decimal(order.tax_minor) / Decimal(order.amount_minor)

@@ -22,7 +22,7 @@ from checkout import services as checkout
 from checkout.models import Invoice, Order, OutboxMessage, Payment, PaymentState
 from config.celery import app as celery_app
 from shop import identity, languages, setup
-from tests.checkout.helpers import Sale, accepted, pending_sales
+from tests.checkout.helpers import Sale, accepted, confirmed_order, pending_sales
 from tests.factories import make_buyer, make_drop, merchant
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,12 +43,12 @@ def shop_identity() -> Iterator[None]:
     celery_app.control.purge()  # process_event enqueues settle and relay tasks; nobody consumes them
 
 
-def sold(slug: str, buyer: object | None = None) -> tuple[Sale, Order]:
-    """One order of 2 units, 49.00 gross with 19% tax included (7.82), confirmed by the saga."""
+def sold(slug: str, buyer: object | None = None, *, tax_minor: int = 782) -> tuple[Sale, Order]:
+    """One order of 49.00 gross with 19% tax included (7.82), confirmed by the saga."""
     drop = make_drop(slug=slug, quantity=4, per_buyer_limit=2)
     buyer = buyer or make_buyer()
     (sale,) = pending_sales(drop, [buyer.pk])  # type: ignore[attr-defined]
-    Order.objects.filter(pk=sale.order).update(quantity=1, tax_minor=782, tax_rate=Decimal("19.00"))
+    Order.objects.filter(pk=sale.order).update(tax_minor=tax_minor, tax_rate=Decimal("19.00"))
     assert checkout.process_event(event_pk=sale.event) == "confirmed"
     return sale, Order.objects.get(pk=sale.order)
 
@@ -106,6 +106,20 @@ def test_a_refund_gives_a_credit_note_with_negative_amounts_and_the_tax_split() 
     text = text_of(invoices.pdf(note))
     for words in ["CRN-000001", "Credit note", "INV-000001", "-€24.50", "-€3.91", "-€20.59", "DE123456789"]:
         assert words in text, (words, text)
+
+
+def test_partial_credit_notes_add_up_to_the_invoices_tax() -> None:
+    # given an order of 2 units for 20.00 whose tax (3.19) does not halve into whole cents
+    order = confirmed_order(make_drop(slug="inv-halves", quantity=2), tax_minor=319, tax_rate="19")
+
+    # when it is refunded unit by unit
+    for _unit in range(2):
+        accepted(refunds.request_refund(order_id=order.pk, quantity=1, by=None).refund)
+
+    # then each is rounded once, and the last takes what is left
+    notes = Invoice.objects.filter(kind="credit_note").order_by("number")
+    assert [(n.gross_minor, n.tax_minor) for n in notes] == [(-1000, -160), (-1000, -159)]
+    assert sum(n.tax_minor for n in notes) == -Invoice.objects.get(kind="invoice").tax_minor == -319
 
 
 def test_the_confirmation_and_refund_emails_carry_the_pdf_in_the_buyers_language() -> None:
@@ -211,3 +225,25 @@ def test_the_admin_exports_a_periods_invoices_and_refuses_a_bad_period(roles: No
     assert b"application/zip" not in garbage.headers.get("Content-Type", "").encode()
     assert url in changelist.content.decode()
     assert Client().get(url).status_code == 302  # the admin's login first
+
+
+def words_and_metadata(pdf: bytes) -> str:
+    reader = PdfReader(io.BytesIO(pdf))
+    return text_of(pdf) + "\n" + "\n".join(str(value) for value in (reader.metadata or {}).values())
+
+
+def test_an_invoice_names_the_shop_never_the_software() -> None:
+    _, order = sold("inv-name")
+    invoice = Invoice.objects.get(order=order)
+
+    read = words_and_metadata(invoices.pdf(invoice))
+
+    assert "Harbour Lane Sneakers" in read and "Floodgate" not in read, read
+
+
+def test_control_the_scan_finds_the_software_name_where_it_is_planted() -> None:
+    _, order = sold("inv-planted")
+    invoice = Invoice.objects.get(order=order)
+    invoice.seller = {**invoice.seller, "name": "Floodgate"}
+
+    assert "Floodgate" in words_and_metadata(invoices.pdf(invoice))
