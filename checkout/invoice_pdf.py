@@ -79,7 +79,7 @@ def render(invoice: Invoice, *, corrects: Invoice | None = None) -> bytes:
         escape(str(buyer.get("email", ""))),
     ]
     facts = [
-        [_("%(kind)s number") % {"kind": title}, invoice.number_text],
+        [_("Credit note number") if credit else _("Invoice number"), invoice.number_text],
         [_("Date"), formatting.shop_time(invoice.issued_at, "Y-m-d")],
         [_("Order"), str(invoice.order_id)],
     ]

@@ -86,7 +86,7 @@ def test_the_invoice_speaks_the_readers_language() -> None:
         text = text_of(invoices.pdf(Invoice.objects.get(order=order)))
 
     assert "Rechnung" in text and "41,18\xa0€" in text.replace(" €", "\xa0€"), text
-    assert "USt-IdNr.: DE123456789" in text, text
+    assert "USt-IdNr.: DE123456789" in text and "Rechnungsnummer" in text, text
 
 
 def test_a_refund_gives_a_credit_note_with_negative_amounts_and_the_tax_split() -> None:
