@@ -20,6 +20,7 @@ from pypdf import PdfReader
 from checkout import invoices, outbox, refunds
 from checkout import services as checkout
 from checkout.models import Invoice, Order, OutboxMessage, Payment, PaymentState
+from checkout.providers.base import WebhookEvent as ProviderEvent
 from config.celery import app as celery_app
 from shop import identity, languages, setup
 from tests.checkout.helpers import Sale, accepted, confirmed_order, pending_sales
@@ -247,3 +248,31 @@ def test_control_the_scan_finds_the_software_name_where_it_is_planted() -> None:
     invoice.seller = {**invoice.seller, "name": "Floodgate"}
 
     assert "Floodgate" in words_and_metadata(invoices.pdf(invoice))
+
+
+def test_a_refund_pending_at_the_provider_gets_its_credit_note_from_the_webhook_once() -> None:
+    order = confirmed_order(make_drop(slug="inv-pending", quantity=1, per_buyer_limit=1), quantity=1)
+    refund = refunds.request_refund(order_id=order.pk, by=None).refund
+    refunds._record(refund, "pending", "re_abc", "")
+    assert not Invoice.objects.filter(kind="credit_note").exists()  # no money back yet: no credit note
+    session = str(Payment.objects.get(order=order).session_id)
+
+    def event(n: int) -> int | None:
+        facts = ProviderEvent(
+            event_id=f"evt_refund_{n}",
+            type="refund.succeeded",
+            session_id=session,
+            reference=refund.key,
+            amount_minor=refund.amount_minor,
+            currency="EUR",
+            refund_id="re_abc",
+        )
+        return checkout.record_webhook(provider_name="simulated", event=facts, payload={"id": facts.event_id})
+
+    first, duplicate = event(1), event(2)
+    assert first is not None and duplicate is not None
+    assert checkout.process_event(event_pk=first) == "refund_succeeded"
+    assert checkout.process_event(event_pk=duplicate) == "refund_already_succeeded"
+
+    (note,) = Invoice.objects.filter(kind="credit_note")
+    assert (note.refund_id, note.number, note.gross_minor) == (refund.pk, 1, -1000)
