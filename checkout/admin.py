@@ -16,9 +16,9 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from checkout import fulfilment, refunds, selectors, services, support
+from checkout import fulfilment, invoices, refunds, selectors, services, support
 from checkout.carriers import CARRIERS
-from checkout.models import Dispute, DisputeState, Order, OutboxMessage, Payment, Refund
+from checkout.models import Dispute, DisputeState, Invoice, Order, OutboxMessage, Payment, Refund
 from core import formatting
 from core.errors import FloodgateError
 from core.text import storable
@@ -208,13 +208,25 @@ class VariantFilter(admin.SimpleListFilter):
         return queryset.filter(hold__variant__name=name) if storable(name) else queryset.none()
 
 
+class InvoicePeriodForm(forms.Form):
+    since = forms.DateField(label=_("From"), widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(label=_("To (included)"), widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self) -> dict[str, object]:
+        cleaned = super().clean() or {}
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since is not None and until is not None and until < since:
+            raise forms.ValidationError(_("The period ends before it starts."))
+        return cleaned
+
+
 @admin.register(Order)
 class OrderAdmin(admin.ModelAdmin):
     # Narrow columns, so the list fits a 1280 px screen between the admin's sidebar and its filters;
     # "payment voided" is a filter (rare), not a column.
     list_display = ["id", "drop", "buyer", "bought", "state", "refunds", "dispute", "made"]
     list_filter = ["state", ShippedFilter, RefundsFilter, "refunded", "drop", VariantFilter]
-    actions = ["shipping_list_csv", "resend_confirmation"]
+    actions = ["shipping_list_csv", "resend_confirmation", "invoices_zip"]
     # Support finds an order by whatever the buyer quotes: the number, their e-mail, name or address.
     search_fields = [
         "=id",
@@ -301,6 +313,12 @@ class OrderAdmin(admin.ModelAdmin):
             path("<int:order_id>/cancel/", view(self.cancel_view), name="checkout_order_cancel"),
             path("buyer/<int:buyer_id>/", view(self.buyer_view), name="checkout_order_buyer"),
             path("ship/", view(self.upload_tracking_view), name="checkout_order_upload_tracking"),
+            path(
+                "<int:order_id>/invoices/<int:invoice_id>.pdf",
+                view(self.invoice_view),
+                name="checkout_order_invoice",
+            ),
+            path("invoices/", view(self.export_invoices_view), name="checkout_order_export_invoices"),
             *super().get_urls(),
         ]
 
@@ -419,7 +437,60 @@ class OrderAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         order = context.get("original")
         context["cancellable"] = order is not None and selectors.cancellable(order)
+        context["invoices"] = invoices.of_order(order.pk) if order is not None else []
         return super().render_change_form(request, context, *args, **kwargs)  # type: ignore[arg-type]
+
+    def invoice_view(self, request: HttpRequest, order_id: int, invoice_id: int) -> HttpResponse:
+        """One invoice or credit note of the order, as PDF in the admin's language."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        found = Invoice.objects.filter(pk=invoice_id, order_id=order_id).first()
+        if found is None:
+            raise Http404(gettext("This order has no such invoice."))
+        return invoices.pdf_response(found)
+
+    @admin.action(description=_("Invoices and credit notes (CSV and PDFs in a ZIP)"), permissions=["view"])
+    def invoices_zip(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse | None:
+        """The selected orders' invoices and credit notes for the accountant."""
+        return self._zip(request, invoices.for_orders(queryset), "invoices.zip")
+
+    def _zip(self, request: HttpRequest, chosen: QuerySet[Invoice], name: str) -> HttpResponse | None:
+        if not chosen.exists():
+            self.message_user(request, gettext("There is no invoice to export there."), messages.WARNING)
+            return None
+        try:
+            content = invoices.export_zip(chosen)
+        except invoices.TooMany:
+            self.message_user(
+                request,
+                gettext("More than %(max)s invoices: export a shorter period or fewer orders.")
+                % {"max": invoices.EXPORT_MAX},
+                messages.ERROR,
+            )
+            return None
+        response = HttpResponse(content, content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+    def export_invoices_view(self, request: HttpRequest) -> HttpResponse:
+        """A period's invoices and credit notes, by the day they were issued (the shop's days)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        form = InvoicePeriodForm(request.GET or None)
+        if form.is_valid():
+            since, until = form.cleaned_data["since"], form.cleaned_data["until"]
+            answer = self._zip(
+                request, invoices.in_period(since=since, until=until), f"invoices-{since}-{until}.zip"
+            )
+            if answer is not None:
+                return answer
+        context = {
+            **self.admin_site.each_context(request),
+            "title": gettext("Export a period's invoices"),
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/checkout/order/export_invoices.html", context)
 
     def upload_tracking_view(self, request: HttpRequest) -> HttpResponse:
         """Many orders shipped from one CSV: each good line applied, each bad one reported by number."""

@@ -298,6 +298,94 @@ class Refund(models.Model):
         return money(self.amount_minor, self.currency)
 
 
+class InvoiceKind(models.TextChoices):
+    INVOICE = "invoice", _("Invoice")
+    CREDIT_NOTE = "credit_note", _("Credit note")
+
+
+class InvoiceCounter(models.Model):
+    """The last number given in one gapless sequence (checkout.invoices takes the next one)."""
+
+    sequence = models.CharField(max_length=30, primary_key=True, verbose_name=_("sequence"))
+    last_number = models.PositiveBigIntegerField(default=0, verbose_name=_("last number"))
+
+    class Meta:
+        verbose_name = _("invoice counter")
+        verbose_name_plural = _("invoice counters")
+
+    def __str__(self) -> str:
+        return f"{self.sequence}: {self.last_number}"
+
+
+class Invoice(models.Model):
+    """An invoice for a confirmed order, or a credit note for one refund: numbered once, in the
+    transaction that confirmed the order (or recorded the refund), and never changed after. What it
+    says is kept here as it was then (seller, buyer, line, amounts), so a later change of the shop's
+    identity, an address or a tax rate does not rewrite it; the PDF is drawn from these columns."""
+
+    order = models.ForeignKey(
+        Order, on_delete=models.PROTECT, related_name="invoices", verbose_name=_("order")
+    )
+    refund = models.OneToOneField(
+        Refund,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="credit_note",
+        verbose_name=_("refund"),
+    )
+    kind = models.CharField(max_length=20, choices=InvoiceKind.choices, verbose_name=_("kind"))
+    number = models.PositiveBigIntegerField(verbose_name=_("number"))
+    issued_at = models.DateTimeField(db_default=Now(), verbose_name=_("issued at"))
+    description = models.CharField(max_length=300, verbose_name=_("description"))
+    quantity = models.IntegerField(verbose_name=_("quantity"))  # negative on a credit note
+    net_minor = models.BigIntegerField(verbose_name=_("net minor"))
+    tax_minor = models.BigIntegerField(verbose_name=_("tax minor"))
+    gross_minor = models.BigIntegerField(verbose_name=_("gross minor"))
+    tax_rate = models.DecimalField(max_digits=5, decimal_places=2, verbose_name=_("tax rate"))
+    currency = models.CharField(max_length=3, verbose_name=_("currency"))
+    seller = models.JSONField(verbose_name=_("seller"))  # name, legal_name, address, vat_id, contact_email
+    buyer = models.JSONField(verbose_name=_("buyer"))  # name, address (lines), email
+    payment_method = models.CharField(max_length=30, verbose_name=_("payment method"))  # the provider
+
+    class Meta:
+        verbose_name = _("invoice")
+        verbose_name_plural = _("invoices")
+        ordering = ["kind", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "number"], name="checkout_invoice_number_once"),
+            models.UniqueConstraint(
+                fields=["order"], condition=Q(kind="invoice"), name="checkout_invoice_one_per_order"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind="invoice", refund__isnull=True)
+                | Q(kind="credit_note", refund__isnull=False),
+                name="checkout_invoice_credit_note_has_refund",
+            ),
+            models.CheckConstraint(
+                condition=Q(gross_minor=F("net_minor") + F("tax_minor")), name="checkout_invoice_adds_up"
+            ),
+            # An invoice charges, a credit note gives back: its amounts are negative.
+            models.CheckConstraint(
+                condition=Q(kind="invoice", gross_minor__gte=0, tax_minor__gte=0)
+                | Q(kind="credit_note", gross_minor__lte=0, tax_minor__lte=0),
+                name="checkout_invoice_sign_of_kind",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.number_text
+
+    @property
+    def number_text(self) -> str:
+        """The number as printed: a prefix per sequence, so the two never read the same."""
+        return f"{'INV' if self.kind == InvoiceKind.INVOICE else 'CRN'}-{self.number:06d}"
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.number_text}.pdf"
+
+
 EVENT_ID_MAX = 100
 
 

@@ -25,8 +25,18 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from checkout import carriers, emails
-from checkout.models import DISPUTE_DECIDED, Dispute, DisputeState, Order, OutboxMessage, Refund, Reminder
+from checkout import carriers, emails, invoices
+from checkout.models import (
+    DISPUTE_DECIDED,
+    Dispute,
+    DisputeState,
+    Invoice,
+    InvoiceKind,
+    Order,
+    OutboxMessage,
+    Refund,
+    Reminder,
+)
 from checkout.selectors import merchants_with_email
 from core import formatting
 from holds.counts import claimable_by_drop
@@ -353,13 +363,18 @@ def _deliver(message: OutboxMessage) -> None:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
         if not order.buyer.email:
             return  # nobody to write to; delivered as far as it can be
-        emails.build(
+        mail = emails.build(
             key=message.key,
             to=[order.buyer.email],
             subject=_("Your order %(number)s is confirmed: %(title)s")
             % {"number": order.pk, "title": order.drop.display_title},
             body=confirmation_text(order),
-        ).send()
+        )
+        # The invoice, in the buyer's language (an order confirmed before invoices existed has none).
+        invoice = order.invoices.filter(kind=InvoiceKind.INVOICE).first()
+        if invoice is not None:
+            mail.attach(*invoices.attachment(invoice))
+        mail.send()
     elif message.topic == LATE_VOIDED_TOPIC:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
         if not order.buyer.email:
@@ -375,6 +390,8 @@ def _deliver(message: OutboxMessage) -> None:
         refund = Refund.objects.select_related("order__buyer", "order__drop__product").get(
             pk=message.payload["refund"]
         )
+        # The credit note, once the money went back (a refund still pending at the provider has none yet).
+        note = Invoice.objects.filter(refund=refund).first()
         _mail(
             refund.order,
             message,
@@ -384,6 +401,7 @@ def _deliver(message: OutboxMessage) -> None:
                 "amount": formatting.money(refund.amount_minor, refund.currency),
             },
             refund_text(refund),
+            attachments=[invoices.attachment(note)] if note is not None else [],
         )
     elif message.topic == CANCELLED_TOPIC:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
@@ -450,11 +468,16 @@ def _deliver(message: OutboxMessage) -> None:
         raise ValueError(f"unknown outbox topic {message.topic}")
 
 
-def _mail(order: Order, message: OutboxMessage, subject: str, body: str) -> None:
+def _mail(
+    order: Order,
+    message: OutboxMessage,
+    subject: str,
+    body: str,
+    *,
+    attachments: list[tuple[str, bytes, str]] | None = None,
+) -> None:
     if order.buyer.email:  # else nobody to write to: delivered as far as it can be
-        emails.build(
-            key=message.key,
-            to=[order.buyer.email],
-            subject=subject,
-            body=body,
-        ).send()
+        mail = emails.build(key=message.key, to=[order.buyer.email], subject=subject, body=body)
+        for name, content, kind in attachments or []:
+            mail.attach(name, content, kind)
+        mail.send()

@@ -10,7 +10,7 @@
 cancel_order: the buyer's, before the money is taken: an open payment's hold is released, a
 confirmed but uncaptured one is voided and its units come back.
 
-Lock order: order row, payment row, refund row, hold row, stock rows.
+Lock order: order row, payment row, refund row, hold row, stock rows, the credit-note counter.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy
 
-from checkout import outbox
+from checkout import invoices, outbox
 from checkout.models import REFUND_KEY_MAX, Order, OrderState, Payment, PaymentState, Refund, RefundState
 from checkout.providers import get_provider
 from checkout.providers.base import PermanentProviderError, ProviderError
@@ -253,6 +253,7 @@ def _refund_units(cursor: CursorWrapper, refund: Refund, *, hold_id: int) -> Non
         # Cannot happen while the order's counts bound the hold's; loud if it ever does.
         raise RuntimeError(f"refund {refund.pk}: hold {hold_id} has fewer sold units than refunded")
     _mark_refunded_if_whole(refund.order_id)
+    invoices.issue_credit_note_in(cursor, refund=refund)  # its counter last: the hottest row
 
 
 def _mark_refunded_if_whole(order_pk: int) -> None:

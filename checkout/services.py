@@ -9,7 +9,8 @@
    the hold: the buyer may pay again with another card while the hold lasts.
 4. settle_payment (a Celery task): capture or void at the provider, idempotently.
 
-Lock order: webhook event row, payment row, then a dispute row or the hold row, stock rows.
+Lock order: webhook event row, payment row, then a dispute row or the hold row, stock rows, and
+last the invoice counter (checkout.invoices).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy
 from psycopg.types.json import Jsonb
 
-from checkout import disputes, failures, outbox, redirects, refunds, sql
+from checkout import disputes, failures, invoices, outbox, redirects, refunds, sql
 from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import DISPUTE_TYPES, PaymentProvider, PermanentProviderError, ProviderError
@@ -336,6 +337,8 @@ def _apply(cursor: CursorWrapper, event: WebhookEvent, payment: Payment) -> str:
         _set(payment, PaymentState.CAPTURE_PENDING)
         _finish(order, OrderState.CONFIRMED, "")
         outbox.announce(order)
+        # Last: its counter row is the hottest lock of a selling drop, held until this commits.
+        invoices.issue_invoice_in(cursor, order=order, payment=payment)
         return "confirmed"
     _set(payment, PaymentState.VOID_PENDING)
     order.refunded = True

@@ -133,3 +133,16 @@ UPDATE checkout_dispute
    AND state NOT IN ('won', 'lost') AND last_event_at <= %(at)s
 RETURNING id, state
 """
+
+# The next number of one gapless sequence ('invoice', 'credit_note'): the counter row is created on
+# first use (a fresh shop, a flushed test database) and otherwise incremented, and either way stays
+# locked until the calling transaction ends. Concurrent confirmations queue on it and get
+# consecutive numbers; a rollback gives the number back. A PostgreSQL SEQUENCE cannot do this: it
+# never hands a number back, so every rolled-back confirmation would leave a gap. Run it last in
+# its transaction: the row is the hottest in the shop while a drop sells.
+# Always 1 row: the number taken.
+NEXT_NUMBER = """
+INSERT INTO checkout_invoicecounter (sequence, last_number) VALUES (%(sequence)s, 1)
+ON CONFLICT (sequence) DO UPDATE SET last_number = checkout_invoicecounter.last_number + 1
+RETURNING last_number
+"""

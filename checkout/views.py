@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
 from catalogue import selectors as catalogue
-from checkout import cards, emails, refunds, reminders, selectors, services, stripe_page
+from checkout import cards, emails, invoices, refunds, reminders, selectors, services, stripe_page
 from checkout.models import EVENT_ID_MAX, Payment, PaymentState
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook, PermanentProviderError, ProviderError
@@ -67,8 +67,18 @@ def order(request: HttpRequest, order_id: int) -> HttpResponse:
         "refunds": list(found.refunds.all()),
         "cancellable": selectors.cancellable(found),
         "shipment": selectors.shipment_answer(found),
+        "invoices": invoices.of_order(found.pk),
     }
     return render(request, "checkout/order.html", context)
+
+
+@login_required
+def invoice(request: HttpRequest, order_id: int, invoice_id: int) -> HttpResponse:
+    """An invoice or credit note of the buyer's own order, as PDF in the page's language."""
+    found = invoices.of_buyer(order_id=order_id, invoice_id=invoice_id, buyer_id=signed_in(request))
+    if found is None:
+        raise Http404(_("There is no such invoice among yours."))
+    return invoices.pdf_response(found)
 
 
 @require_POST

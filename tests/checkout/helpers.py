@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 
 import httpx
 
@@ -122,13 +123,22 @@ def wait_until(check: Callable[[], bool], seconds: float = 30) -> None:
         time.sleep(0.1)
 
 
-def confirmed_order(drop: Drop, *, quantity: int = 2, captured: bool = True) -> Order:
+def confirmed_order(
+    drop: Drop, *, quantity: int = 2, captured: bool = True, tax_minor: int = 0, tax_rate: str = "0"
+) -> Order:
     """An order sold through the saga (its authorisation applied by process_event); its payment
     marked captured, as settle_payment leaves it, unless captured=False."""
     buyer = make_buyer()
     hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=quantity, idempotency_key="k").hold
     order = Order.objects.create(
-        hold=hold, buyer=buyer, drop=drop, quantity=quantity, amount_minor=1000 * quantity, currency="EUR"
+        hold=hold,
+        buyer=buyer,
+        drop=drop,
+        quantity=quantity,
+        amount_minor=1000 * quantity,
+        currency="EUR",
+        tax_minor=tax_minor,
+        tax_rate=Decimal(tax_rate),
     )
     session = f"ses_{uuid.uuid4().hex}"
     payment = Payment.objects.create(

@@ -93,6 +93,9 @@ TABLE: dict[str, Rule] = {
     "admin view checkout_order_buyer": (look("checkout.order"),),  # support: a buyer's history
     "admin checkout.order action shipping_list_csv": (look("checkout.order"),),
     "admin checkout.order action resend_confirmation": (look("checkout.order"),),
+    "admin checkout.order action invoices_zip": (look("checkout.order"),),  # the accountant's export
+    "admin view checkout_order_invoice": (look("checkout.order"),),
+    "admin view checkout_order_export_invoices": (look("checkout.order"),),
     "admin checkout.dispute changelist": (look("checkout.dispute"),),
     "admin checkout.dispute add": NOBODY,
     "admin checkout.outboxmessage changelist": (look("checkout.outboxmessage"),),
@@ -162,7 +165,15 @@ def doors(*, drop_id: int, slug: str) -> list[Door]:
     root = get_user_model().objects.create_superuser("walk-root", password=None)
     asked = RequestFactory().get("/")
     asked.user = root
-    values = {"drop_id": drop_id, "report_id": 0, "order_id": 0, "buyer_id": 0, "id": "0", "slug": slug}
+    values = {
+        "drop_id": drop_id,
+        "report_id": 0,
+        "order_id": 0,
+        "invoice_id": 0,
+        "buyer_id": 0,
+        "id": "0",
+        "slug": slug,
+    }
     found = []
     for model, model_admin in admin.site._registry.items():
         label, prefix = model._meta.label_lower, f"{model._meta.app_label}_{model._meta.model_name}"
