@@ -58,6 +58,7 @@ def test_a_code_sent_with_the_reserve_is_spent_and_the_answer_says_the_price_aft
 
     # 3 x 9.99 = 29.97, 10% off = 3.00 (half-up of 2.997), 26.97 net + 19% tax 5.12 = 32.09
     assert reply.status == 201, reply.body
+    assert reply.headers.get("x-floodgate-lane") == "hit"  # the lane's single claim, not Django's path
     assert reply.json()["discount"] == {
         "code": code.code,
         "off_minor": 300,
