@@ -38,9 +38,10 @@ from checkout.providers import get_provider
 from checkout.providers.base import DISPUTE_TYPES, PaymentProvider, PermanentProviderError, ProviderError
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from core.errors import Busy, FloodgateError
+from holds import selectors as hold_selectors
 from holds import services as holds
 from holds.models import Hold
-from shop import identity, pricing
+from shop import identity
 from shop.models import Drop
 
 log = logging.getLogger(__name__)
@@ -90,14 +91,15 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
     """Extend the hold once and open a payment session; a second call returns the open one."""
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         quantity, drop_id = holds.hold_for_payment(cursor, hold_id=hold_id, buyer_id=buyer_id)
-        hold = Hold.objects.select_related("drop__product", "variant").get(pk=hold_id)
+        hold = Hold.objects.select_related("drop__product", "variant", "discount_code").get(pk=hold_id)
         provider = get_provider(provider_for(hold.drop))
         if hold.drop.product.ships and hold.shipping_address_id is None:
             raise AddressRequired(
                 gettext_lazy("Give the shipping address first: this product is sent by post.")
             )
-        # charged: the gross, tax snapshotted
-        price = pricing.line(hold.drop.product, quantity, variant=hold.variant)
+        # charged: the gross after the hold's discount code (tax on the discounted price), tax
+        # snapshotted; no code can be added after this (the hold is extended: LOCK_HOLD_FOR_DISCOUNT)
+        price = hold_selectors.hold_price(hold)
         order, _ = Order.objects.get_or_create(
             hold=hold,
             defaults={

@@ -139,17 +139,19 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
                 ),
                 404: error("No such drop"),
                 409: error(
-                    "sold_out (with remaining), unit_taken, hold_exists (with hold), or code_used (the "
-                    "presale code has admitted all the claims it may)"
+                    "sold_out (with remaining), unit_taken, hold_exists (with hold), code_used (the "
+                    "presale code has admitted all the claims it may), or discount_code_used"
                 ),
-                410: error("ended"),
+                410: error("ended, or discount_code_expired"),
                 422: error(
-                    "invalid_quantity, limit_reached, invalid (body, unit), or idempotency_key_reused "
-                    "(the key was used for another quantity or unit)"
+                    "invalid_quantity, limit_reached, invalid (body, unit), idempotency_key_reused "
+                    "(the key was used for another quantity, unit or discount code), invalid_discount_code "
+                    "or discount_code_not_for_drop (nothing is held)"
                 ),
                 423: error("paused"),
                 425: error(
-                    "not_started (in a presale window: no presale code, and the account is not on the list)"
+                    "not_started (in a presale window: no presale code, and the account is not on the "
+                    "list), or discount_code_not_started"
                 ),
                 429: busy("rate_limited; see Retry-After"),
                 503: busy("busy: the database, Redis or this process' claim slots; see Retry-After"),

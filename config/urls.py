@@ -65,6 +65,7 @@ urlpatterns = [
     path("holds/<int:hold_id>/", sale_views.hold, name="hold"),
     path("holds/<int:hold_id>/release", sale_views.release, name="release"),
     path("holds/<int:hold_id>/address", sale_views.address, name="hold-address"),
+    path("holds/<int:hold_id>/discount", sale_views.discount, name="hold-discount"),
     path("holds/<int:hold_id>/pay", checkout_views.pay, name="pay"),
     path("holds/<int:hold_id>/pay-saved", checkout_views.pay_saved, name="pay-saved"),
     path("cards/", checkout_views.saved_cards, name="saved-cards"),

@@ -131,6 +131,38 @@ class PresaleCodeUsed(FloodgateError):
     code, status = "code_used", 409
 
 
+class InvalidDiscountCode(FloodgateError):
+    """No such discount code (mistyped, or not a code at all)."""
+
+    code, status = "invalid_discount_code", 422
+
+
+class DiscountCodeNotForDrop(FloodgateError):
+    """The discount code is another drop's (or takes an amount off in another currency)."""
+
+    code, status = "discount_code_not_for_drop", 422
+
+
+class DiscountCodeUsed(FloodgateError):
+    """The discount code has discounted as many holds as it may."""
+
+    code, status = "discount_code_used", 409
+
+
+class DiscountCodeNotYet(FloodgateError):
+    code, status = "discount_code_not_started", 425
+
+
+class DiscountCodeExpired(FloodgateError):
+    code, status = "discount_code_expired", 410
+
+
+class DiscountNotApplicable(FloodgateError):
+    """The hold cannot take a code now: it has one, its payment started, or it ended."""
+
+    code, status = "discount_not_applicable", 409
+
+
 class LimitReached(FloodgateError):
     code, status = "limit_reached", 422
 

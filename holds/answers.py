@@ -15,6 +15,17 @@ class HoldOrder(Closed):
     state: str
 
 
+class HoldDiscount(Closed):
+    code: str
+    off_minor: NonNegativeInt = Field(
+        description="Taken off the line's price as the shop shows it (before tax where tax is added)"
+    )
+    gross_minor: NonNegativeInt = Field(
+        description="The line's gross after the discount: what payment charges"
+    )
+    currency: str
+
+
 class Hold(Closed):
     id: int
     drop: Slug
@@ -25,6 +36,9 @@ class Hold(Closed):
     units: list[str] = Field(description="Unit labels (seats); empty for identical units")
     variant: str = Field(description='The variant held; "" for a drop of one unnamed variant')
     order: HoldOrder | None = Field(description="The order once payment has started")
+    discount: Omittable[HoldDiscount] = Field(
+        None, description="The discount code this hold spent, and the price after it; absent without one"
+    )
 
 
 class VariantInvariant(Closed):
@@ -62,4 +76,9 @@ class ReserveBody(BaseModel):
         None,
         pattern=r"^[A-Za-z0-9]{1,32}$",
         description="A presale code (any case): spent in the drop's presale window, unused outside it",
+    )
+    discount_code: Omittable[str] = Field(
+        None,
+        pattern=r"^[A-Za-z0-9]{1,32}$",
+        description="A discount code (any case): one use spent on the new hold; refused, nothing is held",
     )

@@ -10,6 +10,8 @@ from django.urls import reverse
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from shop.pricing import Off
+
 MAX_HOLD_QUANTITY = 100
 IDEMPOTENCY_KEY_MAX = 64
 
@@ -80,6 +82,18 @@ class Hold(models.Model):
         related_name="holds",
         db_index=False,
         verbose_name=_("presale code"),
+    )
+    # The discount code this hold spent a use of (holds/discounts.py), set by the statement that
+    # spends it; given back by the statement that releases or expires the hold unpaid. No index,
+    # as above.
+    discount_code = models.ForeignKey(
+        "holds.DiscountCode",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="holds",
+        db_index=False,
+        verbose_name=_("discount code"),
     )
 
     class Meta:
@@ -188,3 +202,80 @@ class PresaleListEntry(models.Model):
 
     def __str__(self) -> str:
         return self.email
+
+
+DISCOUNT_CODE_MAX = 32
+
+
+class DiscountCode(models.Model):
+    """A code that lowers a hold's price: `percent` off, or `amount_minor` off the line (in
+    `currency`), for one drop or (drop empty) every drop, `max_uses` holds in all, between
+    `starts_at` and `ends_at` when set. A use is spent by one conditional UPDATE in the hold's
+    transaction (holds.sql.SPEND_DISCOUNT_CODE) and given back when that hold ends unpaid."""
+
+    code = models.CharField(max_length=DISCOUNT_CODE_MAX, unique=True, verbose_name=_("code"))
+    drop = models.ForeignKey(
+        "shop.Drop",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="discount_codes",
+        help_text=_("Empty: every drop of the shop."),
+        verbose_name=_("drop"),
+    )
+    percent = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text=_("Percent off, 1-99."), verbose_name=_("percent off")
+    )
+    amount_minor = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text=_("Or an amount off the line, in minor units (cents): 500 = 5.00."),
+        verbose_name=_("amount off (minor units)"),
+    )
+    currency = models.CharField(
+        max_length=3, blank=True, default="", help_text=_("Of the amount off."), verbose_name=_("currency")
+    )
+    max_uses = models.PositiveIntegerField(
+        default=1, help_text=_("Holds this code discounts; 1 = single-use."), verbose_name=_("max uses")
+    )
+    uses = models.PositiveIntegerField(default=0, editable=False, verbose_name=_("uses"))
+    starts_at = models.DateTimeField(null=True, blank=True, verbose_name=_("valid from"))
+    ends_at = models.DateTimeField(null=True, blank=True, verbose_name=_("valid until"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("discount code")
+        verbose_name_plural = _("discount codes")
+        ordering = ["-id"]
+        constraints = [
+            # A percentage, or an amount with its currency; never both.
+            models.CheckConstraint(
+                condition=Q(percent__gte=1, percent__lte=99, amount_minor__isnull=True, currency="")
+                | Q(percent__isnull=True, amount_minor__gte=1, currency__regex=r"^[A-Z]{3}$"),
+                name="holds_discountcode_percent_or_amount",
+                violation_error_message=_("A code takes a percentage or an amount off, not both."),
+            ),
+            models.CheckConstraint(
+                condition=Q(max_uses__gte=1),
+                name="holds_discountcode_max_uses_positive",
+                violation_error_message=_("A code is usable at least once."),
+            ),
+            models.CheckConstraint(
+                condition=Q(uses__lte=models.F("max_uses")), name="holds_discountcode_uses_within_max"
+            ),
+            models.CheckConstraint(
+                condition=Q(starts_at__isnull=True)
+                | Q(ends_at__isnull=True)
+                | Q(starts_at__lt=models.F("ends_at")),
+                name="holds_discountcode_window",
+                violation_error_message=_("A code's start must be before its end."),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.code} ({self.uses}/{self.max_uses})"
+
+    @property
+    def terms(self) -> Off:
+        """What the code takes off, as shop.pricing computes it."""
+        return Off(percent=self.percent, amount_minor=self.amount_minor)

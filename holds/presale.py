@@ -3,7 +3,8 @@
 In a drop's presale window (Drop.presale_starts_at until starts_at) a claim needs one of the two;
 the claim statement itself checks the window (shop.sql.ON_SALE), and the code is spent in the
 claim's own transaction, so a claim that fails (sold out, over the limit) gives its use back
-with the rollback, and a code's uses can never pass its max_uses.
+with the rollback, and a code's uses can never pass its max_uses. A hold that ends unpaid
+(released, expired) gives its use back too (holds.sql.UNSPEND_CODES), as a discount code's.
 """
 
 from __future__ import annotations

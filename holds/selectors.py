@@ -9,6 +9,7 @@ from core.errors import NotFound
 from holds import answers
 from holds.models import Hold
 from holds.services import effective_state
+from shop import pricing
 
 
 def hold_of_buyer(*, hold_id: object, buyer_id: int) -> Hold:
@@ -17,7 +18,11 @@ def hold_of_buyer(*, hold_id: object, buyer_id: int) -> Hold:
         pk = int(str(hold_id))
     except ValueError:
         raise NotFound(gettext_lazy("There is no such hold.")) from None
-    hold = Hold.objects.select_related("drop__product", "variant").filter(pk=pk, buyer_id=buyer_id).first()
+    hold = (
+        Hold.objects.select_related("drop__product", "variant", "discount_code")
+        .filter(pk=pk, buyer_id=buyer_id)
+        .first()
+    )
     if hold is None:
         raise NotFound(gettext_lazy("There is no such hold among yours."))
     return hold
@@ -27,6 +32,7 @@ def hold_answer(hold: Hold, *, units: tuple[str, ...] | None = None, new: bool =
     """The API's view of a hold; a hold just made passes its labels and has no order yet."""
     if units is None:
         units = () if hold.bucket_index is not None else tuple(hold.units.values_list("label", flat=True))
+    extra = {} if hold.discount_code_id is None else {"discount": _discount_of(hold)}
     return answers.Hold(
         id=hold.pk,
         drop=hold.drop.slug,
@@ -37,6 +43,25 @@ def hold_answer(hold: Hold, *, units: tuple[str, ...] | None = None, new: bool =
         units=sorted(units),
         variant=hold.variant.name if hold.variant is not None else "",
         order=None if new else _order_of(hold),
+        **extra,
+    )
+
+
+def hold_price(hold: Hold) -> pricing.Price:
+    """The hold's line as it would be charged now: its discount code's terms taken off, if any."""
+    code = hold.discount_code if hold.discount_code_id is not None else None
+    off = code.terms if code is not None else None
+    return pricing.line(hold.drop.product, hold.quantity, variant=hold.variant, off=off)
+
+
+def _discount_of(hold: Hold) -> answers.HoldDiscount:
+    assert hold.discount_code is not None
+    price = hold_price(hold)
+    return answers.HoldDiscount(
+        code=hold.discount_code.code,
+        off_minor=price.off_minor,
+        gross_minor=price.gross_minor,
+        currency=price.currency,
     )
 
 

@@ -42,8 +42,8 @@ from core.errors import (
     UnitTaken,
     fill,
 )
-from holds import gate, presale, sql
-from holds.models import IDEMPOTENCY_KEY_MAX, Hold, HoldState
+from holds import discounts, gate, presale, sql
+from holds.models import IDEMPOTENCY_KEY_MAX, DiscountCode, Hold, HoldState
 from inventory import services as stock
 from shop.models import Drop, DropState, Variant
 from shop.sql import MAY_TAKE_PART
@@ -83,11 +83,14 @@ def check_idempotency_key(key: str | None) -> str:
     return key
 
 
-def request_digest(*, quantity: int, unit: str | None, variant: str = "") -> str:
+def request_digest(*, quantity: int, unit: str | None, variant: str = "", discount: str | None = None) -> str:
     """What a reserve asked for, as stored beside its Idempotency-Key (the body's meaning,
     not its bytes: spacing or key order of the JSON do not make another request). A drop's one
-    unnamed variant adds nothing, so keys kept from before variants mean what they meant."""
-    asked: list[int | str | None] = [quantity, unit, *([variant] if variant else [])]
+    unnamed variant adds nothing, nor does no discount code, so keys kept from before variants
+    and codes mean what they meant."""
+    asked: list[int | str | dict[str, str] | None] = [quantity, unit, *([variant] if variant else [])]
+    if discount is not None:
+        asked.append({"discount": discount})
     return hashlib.sha256(json.dumps(asked).encode()).hexdigest()
 
 
@@ -143,11 +146,13 @@ def reserve(
     unit: str | None = None,
     variant: Variant | None = None,
     presale_code: str | None = None,
+    discount_code: str | None = None,
 ) -> Reservation:
     """Hold `quantity` units of `drop` (of `variant`; None: its only one) for the buyer; the same key
     again returns the same hold. In the drop's presale window the claim spends `presale_code`
     (checked by presale.code_of), or without one needs the buyer on the drop's list; outside it
-    the code is not used.
+    the code is not used. A `discount_code` (checked by discounts.code_of) is spent in the same
+    transaction: refused, nothing is held.
 
     One short transaction: insert the hold, check the buyer's limit, claim stock (hot row
     last). A sold-out answer first reclaims the drop's expired holds and tries once more.
@@ -164,6 +169,7 @@ def reserve(
         idempotency_key=idempotency_key,
         unit=unit,
         presale_code=presale_code,
+        discount_code=discount_code,
     )
     try:
         if drop.redis_gate:  # a Redis count answers most "sold out"s; the claim still decides
@@ -189,13 +195,22 @@ def ask(
     quantity: object,
     idempotency_key: str | None,
     presale_code: object = None,
+    discount_code: object = None,
 ) -> Ask:
-    """A claim's key, quantity and presale code checked (400 / 422 / 403 otherwise), ready for a
-    batch or `reserve`."""
+    """A claim's key, quantity, presale and discount codes checked (400 / 422 / 403 otherwise),
+    ready for a batch or `reserve` (a claim with a discount code is `reserve`'s)."""
     key = check_idempotency_key(idempotency_key)  # the key first, as buyers have always been told
     checked = check_quantity(drop, quantity)
     code = presale.code_of(presale_code)
-    return Ask(buyer_id=buyer_id, quantity=checked, key=key, variant=variant, presale_code=code)
+    discount = discounts.code_of(discount_code)
+    return Ask(
+        buyer_id=buyer_id,
+        quantity=checked,
+        key=key,
+        variant=variant,
+        presale_code=code,
+        discount_code=discount,
+    )
 
 
 def _reserve(
@@ -207,6 +222,7 @@ def _reserve(
     idempotency_key: str | None,
     unit: str | None,
     presale_code: str | None,
+    discount_code: str | None,
 ) -> Reservation:
     variant = variant or catalogue.variant_of(drop, None)  # after the gate: its "no" needs no query
     checked = ask(
@@ -216,6 +232,7 @@ def _reserve(
         quantity=quantity,
         idempotency_key=idempotency_key,
         presale_code=presale_code,
+        discount_code=discount_code,
     )
     q = checked.quantity
     stock.check_choice(drop, unit=unit, quantity=q)
@@ -250,7 +267,7 @@ def _reserve_once(*, drop: Drop, ask: Ask, unit: str | None, first: int | None =
     if first is None:
         first = stock.first_pick(drop, variant)
     ids: dict[str, Any] = {"drop": drop.pk, "buyer": buyer_id, "key": key}
-    digest = request_digest(quantity=quantity, unit=unit, variant=variant.name)
+    digest = request_digest(quantity=quantity, unit=unit, variant=variant.name, discount=ask.discount_code)
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         params = {**ids, "variant": variant.pk, "q": quantity, "index": first, "digest": digest}
         cursor.execute(sql.INSERT_HOLD, params)
@@ -300,6 +317,10 @@ def _reserve_once(*, drop: Drop, ask: Ask, unit: str | None, first: int | None =
         in_presale = drop.state == DropState.SCHEDULED
         if in_presale:
             presale.admit(cursor, drop=drop, hold_id=hold_id, buyer_id=buyer_id, code=ask.presale_code)
+        # A discount code's use, after the hold row and a presale code's, before the stock.
+        spent = None
+        if ask.discount_code is not None:
+            spent = discounts.spend(cursor, drop=drop, hold_id=hold_id, code=ask.discount_code)
         # The stock row is touched last: its lock is held only until this commit.
         claim = stock.claim(
             cursor,
@@ -313,11 +334,19 @@ def _reserve_once(*, drop: Drop, ask: Ask, unit: str | None, first: int | None =
         )
         if claim.bucket_index != first:
             cursor.execute(sql.SET_BUCKET, {"index": claim.bucket_index, "hold": hold_id, "drop": drop.pk})
-    made = _made(drop, ask, hold_id, claim.bucket_index, (created_at, expires_at))
+    made = _made(drop, ask, hold_id, claim.bucket_index, (created_at, expires_at), discount=spent)
     return Reservation(made, created=True, units=claim.labels)
 
 
-def _made(drop: Drop, ask: Ask, hold_id: int, bucket: int | None, times: tuple[datetime, datetime]) -> Hold:
+def _made(
+    drop: Drop,
+    ask: Ask,
+    hold_id: int,
+    bucket: int | None,
+    times: tuple[datetime, datetime],
+    *,
+    discount: DiscountCode | None = None,
+) -> Hold:
     """A new hold built from what its statements returned (its id, created_at and expires_at):
     no read-back on the hot path. The single claim and the batch both make theirs here."""
     return Hold(
@@ -332,6 +361,7 @@ def _made(drop: Drop, ask: Ask, hold_id: int, bucket: int | None, times: tuple[d
         created_at=times[0],
         expires_at=times[1],
         extended=False,
+        discount_code=discount,
     )
 
 
@@ -344,11 +374,12 @@ class Ask:
     key: str
     variant: Variant | None = None  # None: the drop's only one
     presale_code: str | None = None  # checked by presale.code_of; spent only in the presale window
+    discount_code: str | None = None  # checked by discounts.code_of; the single claim spends it
 
     @property
     def digest(self) -> str:  # a batch claims no chosen unit
         variant = self.variant.name if self.variant is not None else ""
-        return request_digest(quantity=self.quantity, unit=None, variant=variant)
+        return request_digest(quantity=self.quantity, unit=None, variant=variant, discount=self.discount_code)
 
 
 Answer = Reservation | FloodgateError | None  # None: let `reserve` answer this one
@@ -375,6 +406,7 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
         return answers
     variant = asks[0].variant or catalogue.variant_of(drop, None)
     assert all(ask.variant in (None, variant) for ask in asks), "a batch claims one variant's stock"
+    assert all(ask.discount_code is None for ask in asks), "a discount code is the single claim's"
     asks = [replace(ask, variant=variant) for ask in asks]
     first = stock.first_pick(drop, variant)
     inserted: dict[int, tuple[int, datetime, datetime]] = {}  # ask index -> (hold, created, expires)

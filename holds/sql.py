@@ -65,8 +65,9 @@ SELECT 'hold', id, buyer_id, NULL, idempotency_key, created_at, expires_at FROM 
 # lock order of core.locks, the code row between the two). Locks the code row until commit, so
 # claims of one code queue here and each sees the uses the one before it committed.
 # 1 row: spent; 0 rows: no such code in this drop, or used up (PRESALE_CODE_USES tells which).
-# Protects: a code admits at most max_uses claims (also holds_presalecode_uses_within_max); a claim
-# that fails later (sold out) rolls the use back with it.
+# Protects: a code admits at most max_uses live or paid holds (also holds_presalecode_uses_within_max);
+# a claim that fails later (sold out) rolls the use back with it, and a hold that ends unpaid gives it
+# back (UNSPEND_CODES).
 SPEND_PRESALE_CODE = """
 WITH spent AS (
     UPDATE holds_presalecode SET uses = uses + 1
@@ -83,6 +84,80 @@ RETURNING spent.id
 PRESALE_CODE_USES = (
     "SELECT uses, max_uses FROM holds_presalecode WHERE drop_id = %(drop)s AND code = %(code)s"
 )
+
+# Spend one use of a discount code on a hold of this transaction (the claim's new one, or the one
+# LOCK_HOLD_FOR_DISCOUNT locked) and record it on the hold: one statement, after the hold row (and a
+# presale code's) and before the stock, the lock order of core.locks. Locks the code row until
+# commit, so holds of one code queue here and each sees the uses the one before it committed.
+# The code must be the drop's or the shop's, not used up, inside its window (the database's clock),
+# and an amount off must be in the drop's currency. 1 row: spent, with what it takes off; 0 rows:
+# refused (DISCOUNT_CODE_STATE says why). Protects: a code discounts at most max_uses live or paid
+# holds (also holds_discountcode_uses_within_max); a claim that fails later rolls the use back.
+SPEND_DISCOUNT_CODE = """
+WITH spent AS (
+    UPDATE holds_discountcode c SET uses = c.uses + 1
+     WHERE c.code = %(code)s AND (c.drop_id IS NULL OR c.drop_id = %(drop)s) AND c.uses < c.max_uses
+       AND (c.starts_at IS NULL OR c.starts_at <= now()) AND (c.ends_at IS NULL OR now() < c.ends_at)
+       AND (c.amount_minor IS NULL OR c.currency = (
+            SELECT p.currency FROM shop_drop d JOIN shop_product p ON p.id = d.product_id
+             WHERE d.id = %(drop)s))
+    RETURNING c.id, c.percent, c.amount_minor, c.currency
+)
+UPDATE holds_hold h SET discount_code_id = spent.id
+  FROM spent
+ WHERE h.drop_id = %(drop)s AND h.id = %(hold)s
+RETURNING spent.id, spent.percent, spent.amount_minor, spent.currency
+"""
+
+# After a spend found nothing: why. No row: no such code. Else (its drop, or NULL for the shop's;
+# used up; not started; ended; an amount in another currency than the drop's). Read only.
+DISCOUNT_CODE_STATE = """
+SELECT c.drop_id, c.uses >= c.max_uses, c.starts_at > now(), c.ends_at <= now(),
+       c.amount_minor IS NOT NULL AND c.currency <> (
+           SELECT p.currency FROM shop_drop d JOIN shop_product p ON p.id = d.product_id
+            WHERE d.id = %(drop)s)
+  FROM holds_discountcode c WHERE c.code = %(code)s
+"""
+
+# A code entered on the hold page: lock the buyer's hold while it may still take one (held, time
+# not up, payment not started: starting it extends the hold and fixes the price, no code yet).
+# Taken before the code row (core.locks' order). 1 row: locked; 0 rows: it may not.
+LOCK_HOLD_FOR_DISCOUNT = """
+SELECT id FROM holds_hold
+ WHERE drop_id = %(drop)s AND id = %(hold)s AND buyer_id = %(buyer)s AND state = 'held'
+   AND expires_at > now() AND NOT extended AND discount_code_id IS NULL
+   FOR UPDATE
+"""
+
+# Giving back the presale and discount codes' uses of the holds a statement has just ended unpaid, as
+# CTEs after a CTE named `ending` (id, drop_id, quantity, bucket_index, presale_code_id,
+# discount_code_id). Each step reads the one before it, so they run in core.locks' order: presale
+# code rows (id order), then discount code rows (id order), and only then `ended` (`ending`, once
+# the uses are back) feeds the stock's give-back. A sold hold keeps its uses.
+# Protects: a use comes back once per hold (the hold's state change is in the same statement).
+UNSPEND_CODES = """presale_unspend AS (
+    SELECT l.id, g.n FROM holds_presalecode l
+      JOIN (SELECT presale_code_id AS id, count(*) AS n FROM ending
+             WHERE presale_code_id IS NOT NULL GROUP BY presale_code_id) g ON g.id = l.id
+     ORDER BY l.id
+       FOR UPDATE OF l
+), presale_unspent AS (
+    UPDATE holds_presalecode c SET uses = c.uses - presale_unspend.n
+      FROM presale_unspend WHERE c.id = presale_unspend.id
+    RETURNING c.id
+), unspend AS (
+    SELECT l.id, g.n FROM holds_discountcode l
+      JOIN (SELECT discount_code_id AS id, count(*) AS n FROM ending
+             WHERE discount_code_id IS NOT NULL GROUP BY discount_code_id) g ON g.id = l.id
+     WHERE (SELECT count(*) FROM presale_unspent) >= 0
+     ORDER BY l.id
+       FOR UPDATE OF l
+), unspent AS (
+    UPDATE holds_discountcode c SET uses = c.uses - unspend.n FROM unspend WHERE c.id = unspend.id
+    RETURNING c.id
+), ended AS (
+    SELECT id, drop_id, quantity, bucket_index FROM ending WHERE (SELECT count(*) FROM unspent) >= 0
+)"""
 
 # Whether the buyer has a verified e-mail address on the drop's presale list (allauth keeps the
 # addresses; the list keeps them lower-case). Read in the claim's transaction. 1 row: on the list.
@@ -136,17 +211,18 @@ UPDATE holds_hold h SET bucket_index = v.index
 """
 
 # HELD -> RELEASED for the hold's buyer (or anyone, with buyer NULL), crediting its
-# units back (inventory's GIVE_BACK). Locks the hold row, then its stock rows.
+# units back (inventory's GIVE_BACK) and its presale and discount codes' uses (UNSPEND_CODES). Locks
+# the hold row, then its code rows, then its stock rows.
 # Returns (holds changed, units credited, the drop if they went to its waiting room's line):
 # (1, q, drop or NULL) released; (0, 0, NULL) not held any more.
 # Protects: stock credited once per hold.
 RELEASE_HOLD = f"""
-WITH ended AS (
+WITH ending AS (
     UPDATE holds_hold SET state = 'released', ended_at = now()
      WHERE id = %(hold)s AND state = 'held'
        AND (%(buyer)s::bigint IS NULL OR buyer_id = %(buyer)s::bigint)
-    RETURNING id, drop_id, quantity, bucket_index
-), {stock.GIVE_BACK}
+    RETURNING id, drop_id, quantity, bucket_index, presale_code_id, discount_code_id
+), {UNSPEND_CODES}, {stock.GIVE_BACK}
 SELECT (SELECT count(*) FROM ended), {stock.GIVEN_BACK},
        (SELECT ld.id FROM ended JOIN shop_drop ld ON ld.id = ended.drop_id AND ld.waiting_room)
 """
@@ -182,8 +258,8 @@ SELECT (SELECT count(*) FROM back), {stock.RESTOCKED},
 """
 
 # HELD -> EXPIRED for up to `limit` holds of a drop whose time is up, crediting their
-# units back. Skips hold rows a confirm or release has locked (that one decides
-# them), so it never blocks a buyer. Runs under the drop's RECLAIM advisory lock.
+# units back and their codes' uses. Skips hold rows a confirm or release has locked (that
+# one decides them), so it never blocks a buyer. Runs under the drop's RECLAIM advisory lock.
 # Returns (holds expired, units credited). Protects: credited once per hold.
 EXPIRE_DUE_HOLDS = f"""
 WITH due AS (
@@ -191,11 +267,11 @@ WITH due AS (
      WHERE drop_id = %(drop)s AND state = 'held' AND expires_at <= now()
      ORDER BY expires_at LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
-), ended AS (
+), ending AS (
     UPDATE holds_hold h SET state = 'expired', ended_at = now()
       FROM due WHERE h.id = due.id AND h.state = 'held'
-    RETURNING h.id, h.drop_id, h.quantity, h.bucket_index
-), {stock.GIVE_BACK}
+    RETURNING h.id, h.drop_id, h.quantity, h.bucket_index, h.presale_code_id, h.discount_code_id
+), {UNSPEND_CODES}, {stock.GIVE_BACK}
 SELECT (SELECT count(*) FROM ended), {stock.GIVEN_BACK}
 """
 

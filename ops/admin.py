@@ -42,9 +42,10 @@ from core.errors import FloodgateError
 from core.http import safe_next
 from core.spreadsheets import spreadsheet_safe
 from holds.counts import invariant
+from holds.models import DiscountCode
 from inventory import selectors as inventory_selectors
 from inventory import services as inventory
-from ops import access, dashboard, presale_admin, rehearsal, sales, switch
+from ops import access, dashboard, discount_admin, presale_admin, rehearsal, sales, switch
 from ops.variant_admin import MINOR_PER_MAJOR, PRICE_MAX, Plan, VariantFormSet, VariantInline
 from shop import pictures
 from shop.models import (
@@ -845,6 +846,41 @@ class DropAdmin(admin.ModelAdmin):
                 inventory.change_quantity(drop=drop, quantity=quantity)
         except FloodgateError as error:
             messages.error(request, gettext("Stock not changed: %(detail)s") % {"detail": error.detail})
+
+
+@admin.register(DiscountCode)
+class DiscountCodeAdmin(admin.ModelAdmin):
+    """Codes are made in bulk (the add page makes N) and never edited: a code's terms are what its
+    holds were priced by. Uses are counted by the claims alone."""
+
+    list_display = [
+        "code",
+        "drop",
+        "percent",
+        "amount_minor",
+        "currency",
+        "uses",
+        "max_uses",
+        "starts_at",
+        "ends_at",
+    ]
+    list_filter = ["drop"]
+    search_fields = ["code"]
+    readonly_fields = [
+        "code",
+        "drop",
+        "percent",
+        "amount_minor",
+        "currency",
+        "max_uses",
+        "uses",
+        "starts_at",
+        "ends_at",
+        "created_at",
+    ]
+
+    def add_view(self, request: HttpRequest, form_url: str = "", extra_context: Any = None) -> HttpResponse:
+        return discount_admin.add_view(self, request)
 
 
 @admin.register(ApiToken)

@@ -25,6 +25,7 @@ def reserve(request: HttpRequest, slug: str) -> JsonResponse:
             admission_token=request.headers.get("X-Admission-Token"),
             variant=body.get("variant"),
             presale_code=body.get("presale_code"),
+            discount_code=body.get("discount_code"),
         )
     )
     body = selectors.hold_json(result.hold, units=result.units, new=result.created)

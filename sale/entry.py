@@ -39,6 +39,7 @@ class ReserveRequest:
     admission_token: str | None = None
     variant: object = None  # a variant's name; None: the drop's only one
     presale_code: object = None  # spent in the drop's presale window (holds.presale)
+    discount_code: object = None  # spent on the new hold (holds.discounts); refused: nothing held
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ def steps(drop: Drop, request: ReserveRequest) -> Generator[Limit | Claim, None,
         quantity=request.quantity,
         idempotency_key=key,
         presale_code=request.presale_code,
+        discount_code=request.discount_code,
     )
     yield Claim(ask, unit)
 
@@ -93,6 +95,7 @@ def reserve(request: ReserveRequest) -> Reservation:
                 idempotency_key=step.ask.key,
                 unit=step.unit,
                 presale_code=step.ask.presale_code,
+                discount_code=step.ask.discount_code,
             )
         except SoldOut as error:
             if sold_out_for_all(error):

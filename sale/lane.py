@@ -194,6 +194,7 @@ class Lane:
             admission_token=header(scope, b"x-admission-token"),
             variant=body.get("variant"),
             presale_code=body.get("presale_code"),
+            discount_code=body.get("discount_code"),
         )
         for step in entry.steps(drop, request):  # sale.entry's sequence: the limit awaited, claims batched
             if isinstance(step, entry.Limit):
@@ -203,7 +204,9 @@ class Lane:
         raise AssertionError("the reserve steps end with a claim")
 
     async def _claim(self, drop: Drop, step: entry.Claim, who: Who) -> Answer:
-        result = await self.batcher.claim(drop, step.ask) if step.unit is None else None
+        # A discount code is spent by the single claim (its code row is a lock of its own).
+        batched = step.unit is None and step.ask.discount_code is None
+        result = await self.batcher.claim(drop, step.ask) if batched else None
         if isinstance(result, Unauthenticated):  # the account went away since it was cached
             self.credentials.forget(who)
         if isinstance(result, Reservation):  # new: built from the statements, no query
@@ -212,7 +215,7 @@ class Lane:
             )
         if isinstance(result, FloodgateError):
             self._refused(drop, result)
-        self.stats["single"] += 1  # left to the single claim (also every chosen seat)
+        self.stats["single"] += 1  # left to the single claim (also every chosen seat and discount code)
         single = await self.workers.reserve(drop, step.ask, step.unit)
         if isinstance(single, FloodgateError):
             self._refused(drop, single)

@@ -15,10 +15,9 @@ from catalogue import selectors as catalogue
 from core import clients
 from core.api import signed_in
 from core.errors import FloodgateError, NotAdmitted, NotFound
-from holds import selectors, services
+from holds import discounts, selectors, services
 from holds.models import Hold, HoldState
 from sale import addresses, entry
-from shop import pricing
 from shop.addresses import AddressForm, initial_from
 
 
@@ -42,6 +41,7 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
                 admission_token=request.POST.get("admission_token"),
                 variant=request.POST.get("variant") or None,
                 presale_code=request.POST.get("presale_code"),
+                discount_code=request.POST.get("discount_code"),
             )
         )
     except NotFound as error:
@@ -79,12 +79,13 @@ def _hold_page(request: HttpRequest, found: Hold, form: AddressForm | None = Non
         "data": selectors.hold_json(found),
         "order": order,
         # Once payment started, the order's snapshot: what is charged even if the rate changed since.
-        "price": order.price
-        if order is not None
-        else pricing.line(product, found.quantity, variant=found.variant),
+        "price": order.price if order is not None else selectors.hold_price(found),
         "each_minor": found.variant.unit_price(product) if found.variant else product.price_minor,
         # An ended hold offers "reserve again" while the drop still has units on sale.
         "on_sale": state in {"released", "expired"} and catalogue.on_sale(found.drop),
+        # A code may be entered while held and before payment starts (the price is fixed then).
+        "takes_discount": state == "held" and not found.extended and found.discount_code_id is None,
+        "discounted": selectors.hold_price(found) if found.discount_code_id is not None else None,
     }
     if product.ships and state == "held":
         # The hold's own address, else the account's last one to confirm (a new drop, same buyer).
@@ -109,6 +110,23 @@ def address(request: HttpRequest, hold_id: int) -> HttpResponse:
         return redirect("hold", hold_id=hold_id)
     messages.success(request, _("Shipping address saved: the order will be sent there."))
     return redirect("hold", hold_id=hold_id)
+
+
+@require_POST
+@login_required
+def discount(request: HttpRequest, hold_id: int) -> HttpResponse:
+    """A discount code entered on the hold page: spent on the hold, or refused with the hold unchanged."""
+    try:
+        found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
+    except NotFound as error:
+        raise Http404(str(error.detail)) from None
+    try:
+        discounts.apply_code(hold=found, buyer_id=signed_in(request), code=request.POST.get("discount_code"))
+    except FloodgateError as error:
+        messages.error(request, error.detail)
+    else:
+        messages.success(request, _("Discount code applied."))
+    return redirect("hold", hold_id=found.pk)
 
 
 @require_POST

@@ -133,6 +133,7 @@ def _reserve(drop: Drop, ask: Ask, unit: str | None) -> Reply | FloodgateError:
             quantity=ask.quantity,
             idempotency_key=ask.key,
             unit=unit,
+            discount_code=ask.discount_code,
         )
     except FloodgateError as error:
         return error

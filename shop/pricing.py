@@ -24,11 +24,20 @@ HUNDRED = Decimal(100)
 
 
 @dataclass(frozen=True)
+class Off:
+    """What a discount code takes off a line: a percentage, or an amount in minor units."""
+
+    percent: int | None = None
+    amount_minor: int | None = None
+
+
+@dataclass(frozen=True)
 class Price:
     net_minor: int
     tax_minor: int
     rate: Decimal  # percent, e.g. Decimal("19.00")
     currency: str
+    off_minor: int = 0  # taken off the line's shown price by a discount code, before tax
 
     @property
     def gross_minor(self) -> int:
@@ -46,21 +55,40 @@ def line(
     *,
     variant: Variant | None = None,
     prices_include_tax: bool | None = None,
+    off: Off | None = None,
 ) -> Price:
     """`quantity` units of `product` (at `variant`'s own price where it has one). The tax is
     rounded once on the line's total, not per unit:
     3 x 9.99 at 19% is 5.69 of tax, not 3 x 1.90 = 5.70, so the line's figures add up exactly
     and a larger quantity never gathers rounding error. Amounts are already in the currency's
     minor unit (cents, yen, fils), so rounding to a whole minor unit is that currency's own
-    precision: JPY rounds to a yen, BHD to a fils, EUR to a cent."""
+    precision: JPY rounds to a yen, BHD to a fils, EUR to a cent.
+
+    A discount (`off`) comes off the shown line total first and the tax is computed on what is
+    left, so the tax is the tax of the price paid."""
     included = identity.current().prices_include_tax if prices_include_tax is None else prices_include_tax
     rate = Decimal(product.tax_rate)
     shown = (variant.unit_price(product) if variant is not None else product.price_minor) * quantity
+    taken = discount(shown, off) if off is not None else 0
+    shown -= taken
     if included:
         tax = _half_up(shown * rate / (HUNDRED + rate))
-        return Price(net_minor=shown - tax, tax_minor=tax, rate=rate, currency=product.currency)
+        return Price(
+            net_minor=shown - tax, tax_minor=tax, rate=rate, currency=product.currency, off_minor=taken
+        )
     tax = _half_up(shown * rate / HUNDRED)
-    return Price(net_minor=shown, tax_minor=tax, rate=rate, currency=product.currency)
+    return Price(net_minor=shown, tax_minor=tax, rate=rate, currency=product.currency, off_minor=taken)
+
+
+def discount(shown: int, off: Off) -> int:
+    """What `off` takes from a line shown at `shown` minor units: a percentage rounded half-up, or
+    the amount; never the whole line (one minor unit is left, since every order is a payment the
+    provider takes, and a free one would need a path without one)."""
+    if off.percent is not None:
+        taken = _half_up(Decimal(shown) * off.percent / HUNDRED)
+    else:
+        taken = off.amount_minor or 0
+    return max(0, min(taken, shown - 1))
 
 
 def rate_text(rate: Decimal) -> str:

@@ -391,6 +391,7 @@ def roles(db: None) -> None:
     importlib.import_module("checkout.migrations.0012_order_shipment").grant(apps, None)
     importlib.import_module("shop.migrations.0020_shop_settings_and_legal_texts").grant(apps, None)
     importlib.import_module("checkout.migrations.0013_settle_payment_permission").grant(apps, None)
+    importlib.import_module("holds.migrations.0009_discount_codes_for_merchants").grant(apps, None)
 
 
 class Worker:

@@ -14,7 +14,7 @@ from holds import presale, services
 from holds.counts import invariant
 from holds.models import Hold, PresaleCode, PresaleListEntry
 from shop.models import Drop
-from tests.factories import make_buyer, make_drop
+from tests.factories import expire_in, make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db
 
@@ -294,3 +294,24 @@ def test_the_next_sale_keeps_the_presale_window_but_not_its_codes_and_a_rehearsa
     assert copy.starts_at - copy.presale_starts_at == drop.starts_at - drop.presale_starts_at
     assert not PresaleCode.objects.filter(drop=copy).exists()
     assert rehearsal.presale_starts_at is None
+
+
+def test_a_presale_code_comes_back_when_its_hold_ends_unpaid_and_stays_spent_when_sold() -> None:
+    drop = presale_drop()
+    (code,) = presale.generate_codes(drop=drop, count=1)
+    first, second, third = make_buyer(), make_buyer(), make_buyer()
+
+    lapsed = reserve(drop, first, code.code)
+    assert refusal(drop, second, code.code).code == "code_used"
+    expire_in([lapsed.pk], -5)
+    assert services.reclaim_expired(drop_id=drop.pk) == 1
+    assert PresaleCode.objects.get(pk=code.pk).uses == 0  # expired unpaid: the use is back
+
+    released = reserve(drop, second, code.code)
+    assert services.release(hold_id=released.pk, buyer_id=None)
+    assert PresaleCode.objects.get(pk=code.pk).uses == 0  # released unpaid: back too
+
+    sold = reserve(drop, third, code.code)
+    assert services.confirm(hold_id=sold.pk)
+    assert PresaleCode.objects.get(pk=code.pk).uses == 1
+    assert refusal(drop, first, code.code).code == "code_used"

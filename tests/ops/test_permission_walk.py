@@ -127,6 +127,9 @@ TABLE: dict[str, Rule] = {
     "admin view shop_drop_presale": (look("shop.drop"),),
     "admin view shop_drop_presale POST": (one("shop.change_drop"),),
     "admin view shop_drop_presale_codes": (look("shop.drop"),),
+    "admin holds.discountcode changelist": (look("holds.discountcode"),),
+    "admin holds.discountcode add": add("holds.discountcode"),
+    "admin holds.discountcode action delete_selected": delete("holds.discountcode"),
     "admin shop.shopsettings changelist": (look("shop.shopsettings"),),  # redirects to its one page
     "admin shop.shopsettings add": add("shop.shopsettings"),
     "admin shop.apitoken changelist": (look("shop.apitoken"),),
