@@ -203,7 +203,7 @@ def walk_buyer(walk: Walk, provider: str, drop_id: int) -> None:
     walk.shot("provider")
     page.click("#pay")
     page.wait_for_url(re.compile(r"/orders/\d+/$"))
-    page.wait_for_selector("#order-state:text('confirmed')", timeout=30_000)
+    page.wait_for_selector("#order-state[data-state='confirmed']", timeout=30_000)
     walk.shot("order")
     walk.go("/orders/", "orders")
     page.goto(walk.base + "/accounts/api/")
