@@ -62,6 +62,7 @@ class Crowd:
     tickets: dict[int, int] = field(default_factory=dict)  # buyer -> ticket number told
     holds: dict[int, int] = field(default_factory=dict)  # buyer -> hold id told (201/200)
     held_at: list[float] = field(default_factory=list)
+    quit: dict[int, str] = field(default_factory=dict)  # buyer -> why it stopped trying
     stop: threading.Event = field(default_factory=threading.Event)
     pause: random.Random = field(default_factory=lambda: random.Random(7))
 
@@ -106,10 +107,14 @@ class Crowd:
                         self.holds[buyer] = held.json()["id"]
                         self.held_at.append(time.monotonic())
                     if held is None or held.status_code != 403:  # 403: the token lapsed; ask again
+                        self.quit[buyer] = f"hold answered {held and held.status_code}"
                         return
-                if place.get("state") == "sold_out" or place.get("unlikely"):
+                if place.get("state") == "sold_out":
+                    self.quit[buyer] = f"told sold out at ticket {place.get('ticket')}"
                     return
-                time.sleep(0.3)
+                # told it is unlikely, a person mostly stays on the page (it keeps asking): a quitter
+                # here would make an estimate the store may revise after a failover a sale's end
+                time.sleep(1.0 if place.get("unlikely") else 0.3)
                 polled = self.ask(
                     client,
                     "GET",
@@ -117,6 +122,7 @@ class Crowd:
                     headers={"X-Queue-Ticket": str(place.get("queue_ticket") or "")},
                 )
                 if polled is None or polled.status_code != 200:
+                    self.quit[buyer] = f"poll answered {polled and polled.status_code}"
                     return
                 place = polled.json()
 
@@ -186,7 +192,10 @@ def test_the_redis_master_killed_mid_sale_the_store_follows_the_promoted_replica
                 promoted = redis_servers.wait_for_promotion(old)
                 while Hold.objects.filter(drop=drop).count() < UNITS:
                     assert time.monotonic() - killed_at < 60, (
-                        f"the sale stopped:\n{web_log.read_text()[-4000:]}"
+                        f"the sale stopped: {sum(t.is_alive() for t in threads)} buyers still trying,"
+                        f" answers {dict(crowd.statuses)}, quit {Counter(crowd.quit.values())},"
+                        f" the sentinels name {redis_servers.master()}"
+                        f" (killed {old}):\n{web_log.read_text()[-4000:]}\n{redis_servers.logs()}"
                     )
                     time.sleep(0.1)
                 crowd.stop.set()
