@@ -3,7 +3,8 @@
 shots | prove | rehearse`.
 
 Needs only python3. Creates `.venv`, installs the project when pyproject.toml
-changed, installs Debian's Chromium for the browser tests when it is missing,
+changed (`run`, `manage` and `rehearse` only what the store needs; `test`, `bench`, `shots` and
+`prove` the toolchain too), installs Debian's Chromium for the browser tests when it is missing,
 then hands over to `devtools.devstack` inside the virtualenv.
 """
 
@@ -35,18 +36,22 @@ def say(message: str) -> None:
     print(f"floodgate: {message}", flush=True)
 
 
-def ensure_virtualenv() -> None:
+def ensure_virtualenv(*, toolchain: bool) -> None:
+    """The store's dependencies; with `toolchain`, the test and bench tools too (pytest, Playwright,
+    mypy, ...), which the store never imports. The stamp says which set is in for which pyproject."""
     if not PYTHON.exists():
         say("creating .venv")
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == wanted:
+    installed = STAMP.read_text().split() if STAMP.exists() else []
+    if installed[:1] == [wanted] and (installed[1:] == ["toolchain"] or not toolchain):
         return
-    say("installing dependencies into .venv (first run takes a minute)")
+    what = "the store's and the test toolchain's dependencies" if toolchain else "the store's dependencies"
+    say(f"installing {what} into .venv (first run takes a minute)")
     pip = [str(PYTHON), "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "install", "-e", f"{ROOT}[dev]"], check=True)
-    STAMP.write_text(wanted)
+    subprocess.run([*pip, "install", "-e", f"{ROOT}[dev]" if toolchain else str(ROOT)], check=True)
+    STAMP.write_text(f"{wanted} {'toolchain' if toolchain else 'store'}")
 
 
 def ensure_debian_package(package: str, binary: str, needed_for: str, *, recommends: bool = True) -> None:
@@ -68,7 +73,8 @@ def main(argv: list[str]) -> None:
             "usage: python3 floodgate.py run | test [pytest args] | manage <command> | bench <name> [args]"
             " | shots [folder] [--lang de] | prove failover | rehearse SLUG [--buyers N] [--base URL]"
         )
-    ensure_virtualenv()
+    # run, manage and rehearse need only the store; the rest test, measure or photograph it
+    ensure_virtualenv(toolchain=argv[0] in {"test", "bench", "shots", "prove"})
     if argv[0] in {"test", "shots"} and not os.environ.get("CHROMIUM_PATH"):
         ensure_debian_package("chromium", CHROMIUM, f"{argv[0]} (the browser; or set CHROMIUM_PATH)")
     if argv[0] == "test":

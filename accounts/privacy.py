@@ -15,6 +15,7 @@ import secrets
 from datetime import timedelta
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 from allauth.account.models import EmailAddress
 from django.conf import settings
@@ -25,7 +26,7 @@ from django.utils.translation import gettext_lazy as _
 
 from admission.models import Ticket
 from checkout import cards
-from checkout.models import Order, OutboxMessage, Refund, Reminder, SavedCard
+from checkout.models import Order, OutboxMessage, PushSubscription, Refund, Reminder, SavedCard
 from core.errors import NotFound, fill
 from holds.models import Hold, PresaleListEntry
 from shop.models import Address, ApiToken, BuyerLanguage
@@ -128,6 +129,10 @@ def export(*, user_id: int) -> dict[str, object]:
             {"drop": r.drop.slug, "asked": _when(r.created_at), "sent": _when(r.sent_at)}
             for r in Reminder.objects.filter(buyer_id=user_id).select_related("drop").order_by("pk")
         ],
+        "push_subscriptions": [  # the browsers that get the shop's pushes (their push service's host)
+            {"service": urlsplit(p.endpoint).hostname, "subscribed": _when(p.created_at)}
+            for p in PushSubscription.objects.filter(buyer_id=user_id).order_by("pk")
+        ],
         "emails": [
             {"kind": m.topic, "written": _when(m.created_at), "sent": _when(m.sent_at)}
             for m in OutboxMessage.objects.filter(topic__endswith=".email", payload__buyer=user_id).order_by(
@@ -158,6 +163,7 @@ def erase(*, user_id: int) -> None:
         ApiToken.objects.filter(user=user).delete()  # post_delete tells every process
         BuyerLanguage.objects.filter(user=user).delete()
         Reminder.objects.filter(buyer=user, sent_at__isnull=True).delete()
+        PushSubscription.objects.filter(buyer=user).delete()
         # Saved cards go, and are detached at the provider once this commits (a network call: never
         # inside the transaction); the provider's customer is forgotten too.
         transaction.on_commit(partial(cards.detach_all, cards.forget_cards(buyer_id=user.pk)))

@@ -162,3 +162,9 @@ class Draw(Closed):
         None, description="The entries by the ticket numbers they hold (the first has ticket 1)"
     )
     rule: Omittable[str] = None
+    unsteerable: bool = Field(
+        False,
+        description="True only once drawn with a verified drand round: then nobody, the shop included, "
+        "could choose the order. False before the draw and for a draw on the seed alone",
+    )
+    trust: str = Field("", description="What a buyer must trust about this draw, in words (translated)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils.cache import get_conditional_response
+from django.utils.cache import get_conditional_response, patch_vary_headers
 from django.utils.http import http_date
 
 from admission import draw_record, limits, services, state, tokens
@@ -58,6 +58,7 @@ def draw(request: HttpRequest, slug: str) -> HttpResponse:
         response["Cache-Control"] = UNDRAWN_CACHE
         return response
     response["ETag"] = drawn.etag
+    patch_vary_headers(response, ["Accept-Language", "Cookie"])  # `trust` is in the reader's language
     response["Last-Modified"] = http_date(drawn.at.timestamp())
     response["Cache-Control"] = DRAWN_CACHE if drop.rehearsal_of_id is None else REHEARSAL_DRAWN_CACHE
     return response

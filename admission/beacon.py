@@ -18,12 +18,20 @@ from datetime import UTC, datetime, timedelta
 import drand_verify
 import httpx
 
-# The entry list closes at the start (the first wave); the round named is due at least this
-# long after it, so its hash is published before the round's value exists.
-CLOSE_MARGIN = timedelta(seconds=1)
+# The entry list closes before the start (the drop's line_close_seconds); the round named is due
+# at least this long after that moment, so its hash is published before the round's value exists,
+# even when the tick that closes it comes a second late.
+CLOSE_MARGIN = timedelta(seconds=2)
+# A close later than this before the named round's time names a later round (drawing.close_entries):
+# relays publish a round at its time, a clock may run a little ahead.
+LATE_GUARD = timedelta(seconds=0.5)
 # A relay that answers "not yet" (its clock, or the network's) is asked again until this long
 # after the round's time; then the draw gives up on it.
 PATIENCE = timedelta(seconds=30)
+# Any other failure (refused, timed out, a 5xx, a signature that does not verify) is asked again,
+# every tick and of every relay, until this long after the round's time: one blip at the due time
+# must not turn a draw into a seed-only one.
+RETRY_FOR = timedelta(seconds=4)
 FETCH_TIMEOUT = 2.0
 
 

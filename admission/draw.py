@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
+from django.utils.translation import gettext
+
 from admission import beacon as drand
 
 RULE = (
@@ -116,6 +118,35 @@ def notes(body: dict[str, object]) -> list[str]:
     if body.get("beacon_status") in (None, "none"):
         return ["no beacon round was named: the order rests on the committed seed and the entry list alone"]
     return []
+
+
+def unsteerable(body: dict[str, object]) -> bool:
+    """Whether the published draw is tied to a verified drand round: only then could nobody, the shop
+    included, choose the order (docs/FAIRNESS.md). A draw on the seed alone is not, however well it
+    checks out: the shop knew the seed and could add entries until an order it liked came out."""
+    return body.get("drawn") is True and body.get("beacon_status") == "verified"
+
+
+def trust(body: dict[str, object]) -> str:
+    """What a buyer must trust about this draw, in the buyer's words (the page, the JSON, verify_draw)."""
+    status, number = body.get("beacon_status"), body.get("beacon_round")
+    if status == "verified":
+        return gettext(
+            "The order was drawn with public randomness (drand round %(round)s) that did not exist until "
+            "after the entry list was closed and published: nobody, the shop included, could choose who "
+            "comes first."
+        ) % {"round": number}
+    if status == "waiting":
+        return gettext(
+            "Not drawn yet. The order will be drawn with public randomness (drand round %(round)s) that "
+            "nobody, the shop included, knows before the entry list closes."
+        ) % {"round": number}
+    return gettext(
+        "No public random round was used: the order was drawn on the shop's own secret number and the "
+        "entry list alone. The shop knew that number before the start, so it could have added made-up "
+        "entries until an order it liked came out, and this draw cannot show that it did not. Here you "
+        "have to trust the shop."
+    )
 
 
 def _moment(value: object) -> datetime | None:

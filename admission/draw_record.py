@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.utils import translation
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
@@ -25,7 +26,7 @@ from shop.models import Drop
 
 log = logging.getLogger(__name__)
 
-KEY = "fg:draw:{drop}:{drawn}"
+KEY = "fg:draw:{drop}:{drawn}:{language}"  # its `trust` is in the reader's language
 KEEP_SECONDS = 7 * 24 * 3600  # unread for a week: recomputed (the same bytes) on the next request
 
 
@@ -35,6 +36,7 @@ class Drawn:
 
     drop_id: int
     at: datetime
+    language: str = "en"
 
     @property
     def version(self) -> int:
@@ -42,11 +44,11 @@ class Drawn:
 
     @property
     def etag(self) -> str:
-        return f'"draw-{self.drop_id}-{self.version}"'
+        return f'"draw-{self.drop_id}-{self.version}-{self.language}"'
 
     @property
     def key(self) -> str:
-        return KEY.format(drop=self.drop_id, drawn=self.version)
+        return KEY.format(drop=self.drop_id, drawn=self.version, language=self.language)
 
 
 def drawn(*, drop: Drop) -> Drawn | None:
@@ -55,7 +57,7 @@ def drawn(*, drop: Drop) -> Drawn | None:
     if not drop.waiting_room:
         return None
     at = Queue.objects.filter(pk=drop.pk).values_list("drawn_at", flat=True).first()
-    return None if at is None else Drawn(drop_id=drop.pk, at=at)
+    return None if at is None else Drawn(drop_id=drop.pk, at=at, language=translation.get_language() or "en")
 
 
 def document(*, drop: Drop, drawn: Drawn | None) -> bytes:

@@ -66,6 +66,18 @@ class Queue(models.Model):
         verbose_name=_("beacon note"),
     )
     entries_closed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("entries closed at"))
+    # The hour before the start: does a relay answer with a round that verifies? (ops/preflight.py)
+    preflight_at = models.DateTimeField(null=True, blank=True, verbose_name=_("beacon checked at"))
+    preflight_ok = models.BooleanField(null=True, blank=True, verbose_name=_("beacon reachable"))
+    preflight_note = models.CharField(
+        max_length=300, blank=True, db_default="", verbose_name=_("beacon check note")
+    )
+    preflight_alerted_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text=_("when the merchant was told"),
+        verbose_name=_("beacon alert sent at"),
+    )
     admitted_through = models.PositiveIntegerField(
         default=0, help_text=_("Tickets up to this are admitted."), verbose_name=_("admitted through")
     )

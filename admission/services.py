@@ -22,13 +22,16 @@ from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
 from admission import beacon, sql, state, tokens, work
+from admission import draw as draw_rule
 from admission.answers import Draw, OfferState
 from admission.answers import Offer as OfferAnswer
 from admission.draw import RULE
 from admission.drawing import (
     DRAW_FIELDS,
+    DRAWS_IN,
     ROUND_WAIT,
     close_entries,
+    closes_at,
     draw,
     open_queues,
     queue_for,
@@ -372,6 +375,7 @@ def draw_entries(*, drop: Drop) -> dict[str, object]:
             "order": order,
             "rule": RULE,
         }
+    body |= {"unsteerable": draw_rule.unsteerable(body), "trust": draw_rule.trust(body)}
     return Draw.model_validate(body).dump()
 
 
@@ -382,6 +386,9 @@ def _stock(drop: Drop) -> tuple[int, int]:
 
 def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) -> Wave | None:
     """Advance the drop's admitted-through mark, if a wave is due; the draw comes first.
+
+    Before the start it only closes the entry list (at drawing.closes_at) and draws it once its
+    round is due, so the first wave at the start finds the order made.
 
     Admits about admission_percent% of the units still available, less the buyers admitted
     within the grace period (ADMISSION_GRACE_SECONDS, at most a token's lifetime) who have
@@ -397,15 +404,19 @@ def run_wave(drop: Drop, *, now: datetime | None = None, force: bool = False) ->
         queue_for(drop, now=now)
         queue = Queue.objects.select_for_update().get(pk=drop.pk)
         drop.refresh_from_db()
-        if drop.state_at(now) != DropState.LIVE:
-            return None
+        live = drop.state_at(now) == DropState.LIVE
         if queue.drawn_at is None:
+            if drop.state_at(now) not in DRAWS_IN or now < closes_at(drop):
+                return None
             if queue.entries_closed_at is None:
                 close_entries(queue, now)
-            if not draw(queue, now, fetched):
+            drawn = draw(queue, drop, now, fetched)
+            if not (drawn and live):
                 queue.save(update_fields=DRAW_FIELDS)
                 transaction.on_commit(lambda: state.refresh([drop.pk]))
-                return None  # the line waits for its round: no wave before the order exists
+                return None  # closed (and drawn) before the start; or the line waits for its round
+        if not live:
+            return None
         if drop.raffle:
             _raffle_drawn(drop, queue, now)
             return None

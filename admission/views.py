@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
 import uuid
+from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods
 
@@ -33,12 +36,15 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         place = services.place(drop=drop, buyer_id=signed_in(request))
     except services.NotInQueue:
+        queue = drawing.queue_for(drop)
         context = {
             "drop": drop,
+            "closes_at": drawing.closes_at(drop),  # said before the buyer joins: later joins queue behind
+            "line_closed": queue.entries_closed_at is not None,
             "closed": drop.state == DropState.ENDED,
             "sold_out": state.current(drop).queue_state == "sold_out",
-            "seed_sha256": drawing.queue_for(drop).seed_sha256,  # committed before this buyer joins
-            "beacon": drawing.beacon_of(drawing.queue_for(drop)),
+            "seed_sha256": queue.seed_sha256,  # committed before this buyer joins
+            "beacon": drawing.beacon_of(queue),
         }
         return render(request, "admission/join.html", context)
     context = {
@@ -51,6 +57,7 @@ def queue(request: HttpRequest, slug: str) -> HttpResponse:
         "idempotency_key": uuid.uuid4().hex,  # one per page view: a double click returns the same hold
         "quantities": range(1, drop.per_buyer_limit + 1),
         "beacon": drawing.beacon_of(place.queue),
+        "closes_at": drawing.closes_at(drop),
     }
     response = render(request, "admission/queue.html", context)
     # The page's polls (GET /api/drops/<slug>/queue) carry this cookie: the edge answers them.
@@ -72,7 +79,16 @@ def join(request: HttpRequest, drop: Drop) -> HttpResponse:
             challenge=request.POST.get("challenge"),
         )
     except (Busy, RateLimited) as error:
-        context = {"drop": drop, "detail": error.detail}
+        # The page joins again by itself after Retry-After (and a spread, so a refused crowd does not
+        # come back in step), with the same proof; a button does it at once or without JavaScript.
+        wait = (error.retry_after or 1) * (1 + random.random())
+        context = {
+            "drop": drop,
+            "detail": error.detail,
+            "retry_at": timezone.now() + timedelta(seconds=wait),
+            "proof": str(request.POST.get("proof", ""))[:64],
+            "challenge": str(request.POST.get("challenge", ""))[:128],
+        }
         response = render(request, "admission/busy.html", context, status=error.status)
         response["Retry-After"] = str(error.retry_after)
         return response

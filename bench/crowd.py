@@ -1123,13 +1123,16 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
 
     from holds.counts import invariant
     from holds.models import Hold
+    from shop.models import DEFAULT_LINE_CLOSE_SECONDS
 
     say(f"scenario {s.number} ({s.title}): {s.buyers:,} buyers, {s.in_flight} in flight")
     tokens = new_buyers(s.buyers)
     # Rooms: time for everyone to join before the start; a rush: for the tick to publish the drop.
     # The line's joins come in one rush (its joins/s is what the store takes), with time for all.
     lead = max(10.0, s.buyers / 100) if s.room not in LINES else max(10.0, s.buyers / 1000 + 5)
-    lead = lead if s.room else 4.0
+    # A room's line closes DEFAULT_LINE_CLOSE_SECONDS before the start: the joins come before it.
+    closes = float(DEFAULT_LINE_CLOSE_SECONDS) if s.room else 0.0
+    lead = lead + closes if s.room else 4.0
     starts_at = timezone.now() + dt.timedelta(seconds=lead)
     drop = new_drop(s, starts_at)
     start = starts_at.timestamp()
@@ -1141,7 +1144,8 @@ def run_scenario(s: Scenario, stack: Stack, bases: list[str], clients: int) -> M
         "in_flight": s.in_flight,
         "start_at": start + (0.01 if not s.room else 0.0),
         "deadline": start + (ROOM_SECONDS if s.room else 60.0),
-        "arrivals": lead * 0.6 if s.room not in LINES else 1.0,  # joins arrive over the first 60% of the lead
+        # joins arrive over the first 60% of the lead before the close
+        "arrivals": (lead - closes) * 0.6 if s.room not in LINES else 1.0,
         "ticket": s.ticket,
     }
     servers, others = stack.pids("web"), {"worker": stack.pids("worker"), "beat": stack.pids("beat")}

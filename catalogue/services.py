@@ -22,12 +22,15 @@ from inventory import selectors as stock
 from inventory import services as inventory
 from shop.models import (
     DEFAULT_JOIN_WORK_BITS,
+    DEFAULT_LINE_CLOSE_SECONDS,
     MAX_VARIANTS,
     ApiToken,
     Drop,
+    FeeBasis,
     InventoryMode,
     Product,
     RehearsalBuyer,
+    ShippingZone,
     Variant,
 )
 
@@ -144,6 +147,44 @@ def change_variants(*, drop: Drop, variants: list[NewVariant]) -> list[Variant]:
     return rows
 
 
+ZONE_SPEC = "NAME:COUNTRIES:FEE_MINOR[:unit][:TAX_RATE], e.g. Germany:DE:490 or EU:AT,FR,NL:290:unit:19"
+
+
+def zone_from(text: str) -> ShippingZone:
+    """ "EU:AT,FR:290:unit:19" (create_drop --ship-zone) -> an unsaved zone, checked as the admin
+    checks it; garbage is InvalidInput."""
+    parts = [part.strip() for part in text.split(":")]
+    refused = InvalidInput(f"A shipping zone is {ZONE_SPEC} (got {text!r}).")
+    if not 3 <= len(parts) <= 5 or not parts[2].isdigit():
+        raise refused
+    rest = parts[3:]
+    basis = FeeBasis.UNIT if rest and rest[0] == "unit" else FeeBasis.ORDER
+    if rest and rest[0] in {"unit", "order"}:
+        rest = rest[1:]
+    if len(rest) > 1:
+        raise refused
+    zone = ShippingZone(
+        name=parts[0],
+        countries=[code.strip().upper() for code in parts[1].split(",") if code.strip()],
+        fee_minor=int(parts[2]),
+        fee_basis=basis,
+        tax_rate=tax_rate_from(rest[0]) if rest else None,
+    )
+    try:
+        zone.full_clean(exclude=["product"])
+    except ValidationError as error:
+        raise InvalidInput(_validation_message(error)) from None
+    return zone
+
+
+def check_zones(zones: list[ShippingZone]) -> None:
+    """No country in two zones of one product (which fee would it pay?); InvalidInput names them."""
+    named = [code for zone in zones for code in zone.countries]
+    twice = sorted({code for code in named if named.count(code) > 1})
+    if twice:
+        raise InvalidInput(f"A country may be in one shipping zone only: {', '.join(twice)}.")
+
+
 def create_drop(
     *,
     slug: str,
@@ -167,14 +208,18 @@ def create_drop(
     admission_wave_seconds: int = 5,
     admission_percent: int = 150,
     join_work_bits: int = DEFAULT_JOIN_WORK_BITS,
+    line_close_seconds: int = DEFAULT_LINE_CLOSE_SECONDS,
+    draw_round_wait_seconds: int = 0,
     redis_gate: bool = False,
     unit_labels: list[str] | None = None,
     rehearsal_of: Drop | None = None,
     variants: list[NewVariant] | None = None,
     presale_starts_at: datetime | None = None,
+    shipping_zones: list[ShippingZone] | None = None,
 ) -> Drop:
-    """Create a drop (and its product if new) with its variants and their stock rows; InvalidInput
-    writes nothing. With `rehearsal_of`, it is that drop's hidden rehearsal copy from its first commit."""
+    """Create a drop (and its product if new) with its variants and their stock rows, and a new
+    product's shipping zones; InvalidInput writes nothing. With `rehearsal_of`, it is that drop's
+    hidden rehearsal copy from its first commit."""
     if quantity < 1:
         raise InvalidInput(f"Quantity must be at least 1 (got {quantity}).")
     sorts = check_variants(
@@ -211,6 +256,8 @@ def create_drop(
         admission_wave_seconds=admission_wave_seconds,
         admission_percent=admission_percent,
         join_work_bits=join_work_bits,
+        line_close_seconds=line_close_seconds,
+        draw_round_wait_seconds=draw_round_wait_seconds,
         redis_gate=redis_gate,
         rehearsal_of=rehearsal_of,
     )
@@ -222,10 +269,19 @@ def create_drop(
         raise InvalidInput(_validation_message(error)) from None
     if ends_at <= starts_at:
         raise InvalidInput("The drop must end after it starts.")
+    if shipping_zones:
+        if product.pk is not None:
+            raise InvalidInput(f"Product {product_sku} exists: change its shipping zones in the admin.")
+        if not ships:
+            raise InvalidInput("Shipping zones are for a product that ships: give --ships too.")
+        check_zones(shipping_zones)
     if bucket_count > quantity:
         raise InvalidInput(f"{bucket_count} buckets cannot split {quantity} units; use at most {quantity}.")
     with transaction.atomic(durable=True):
         product.save()
+        for zone in shipping_zones or []:
+            zone.product = product
+        ShippingZone.objects.bulk_create(shipping_zones or [])
         drop.product = product
         drop.save()
         rows = Variant.objects.bulk_create(
@@ -349,6 +405,8 @@ def duplicate_drop(
         admission_wave_seconds=drop.admission_wave_seconds,
         admission_percent=drop.admission_percent,
         join_work_bits=0 if rehearsal else drop.join_work_bits,  # a rehearsal measures the line
+        line_close_seconds=drop.line_close_seconds,
+        draw_round_wait_seconds=drop.draw_round_wait_seconds,
         redis_gate=drop.redis_gate,
         unit_labels=labels if drop.inventory_mode == InventoryMode.UNITS else None,
         rehearsal_of=drop if rehearsal else None,

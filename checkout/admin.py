@@ -227,7 +227,8 @@ class OrderAdmin(admin.ModelAdmin):
     list_display = ["id", "drop", "buyer", "bought", "state", "refunds", "dispute", "made"]
     list_filter = ["state", ShippedFilter, RefundsFilter, "refunded", "drop", VariantFilter]
     actions = ["shipping_list_csv", "resend_confirmation", "invoices_zip"]
-    # Support finds an order by whatever the buyer quotes: the number, their e-mail, name or address.
+    # Support finds an order by whatever the buyer quotes: the number, their e-mail, name or address,
+    # or an invoice's number (get_search_results).
     search_fields = [
         "=id",
         "buyer__username",
@@ -288,6 +289,28 @@ class OrderAdmin(admin.ModelAdmin):
     @admin.display(description=_("refunded amount"))
     def refunded_money(self, order: Order) -> str:
         return money(order.refunded_minor, order.currency)
+
+    @admin.display(description=_("shipping fee"))
+    def shipping_money(self, order: Order) -> str:
+        return money(order.shipping_minor, order.currency)
+
+    @admin.display(description=_("shipping fee's tax"))
+    def shipping_tax_money(self, order: Order) -> str:
+        return money(order.shipping_tax_minor, order.currency)
+
+    @admin.display(description=_("discount"))
+    def discount_money(self, order: Order) -> str:
+        return money(order.discount_minor, order.currency)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Order], search_term: str
+    ) -> tuple[QuerySet[Order], bool]:
+        """The fields above, and an invoice or credit note number as printed (INV-000042, crn-7)."""
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        by_invoice = support.orders_by_invoice_number(search_term)
+        if by_invoice:
+            found = found | queryset.filter(pk__in=by_invoice)
+        return found, duplicates
 
     @admin.display(description=_("refunded"), ordering="refunded_quantity")
     def refunds(self, order: Order) -> str:

@@ -16,6 +16,13 @@ class Shipment(Closed):
     shipped_at: Moment
 
 
+class OrderDiscount(Closed):
+    code: str
+    off_minor: NonNegativeInt = Field(
+        description="Taken off the goods' line as shown, before tax where tax is added"
+    )
+
+
 class Order(Closed):
     id: int
     hold: int
@@ -44,6 +51,16 @@ class Order(Closed):
         'declined or declined:<reason> (e.g. declined:expired_card); "" for orders failed before codes',
     )
     shipment: Shipment | None = Field(default=None, description="null until the merchant ships the order")
+    shipping_minor: NonNegativeInt = Field(
+        default=0, description="The shipping fee inside amount_minor, gross; 0 when none was charged"
+    )
+    shipping_tax_minor: NonNegativeInt = Field(default=0, description="The fee's tax, inside tax_minor")
+    shipping_tax_rate: str = Field(
+        default="0.00", pattern=r"^\d{1,2}\.\d{2}$", description="The fee's tax rate in percent, e.g. 19.00"
+    )
+    discount: OrderDiscount | None = Field(
+        default=None, description="The discount code the hold spent and what it took off; null without one"
+    )
 
 
 class Refund(Closed):
@@ -78,6 +95,24 @@ class DropReminder(Closed):
         description="When the e-mail goes: the start, or for a waiting room its opening (an hour before)"
     )
     calendar: str = Field(description="The drop's start as an iCalendar file (text/calendar), for anyone")
+
+
+class PushSubscribed(Closed):
+    subscribed: bool = Field(
+        description="This browser gets a push when your turn comes, a unit comes back for you, a raffle "
+        "you entered is drawn and a drop you asked to be reminded of opens"
+    )
+
+
+# A push subscription as the browser's PushSubscription.toJSON() gives it.
+class PushKeys(BaseModel):
+    p256dh: str = Field(description="The browser's P-256 public key, base64url (65 bytes)")
+    auth: str = Field(description="The browser's authentication secret, base64url (16 bytes)")
+
+
+class PushSubscriptionBody(BaseModel):
+    endpoint: str = Field(max_length=1000, description="The browser's push service address (https)")
+    keys: PushKeys | None = Field(None, description="Required to subscribe; DELETE needs the endpoint only")
 
 
 # A request body is an open object (a field the view does not read is ignored), inlined in the operation.

@@ -1,4 +1,4 @@
-"""JSON API of checkout: start paying a hold, list orders, cancel one not yet charged, a drop's reminder."""
+"""JSON API of checkout: paying a hold, orders, cancelling one not charged, reminders, push subscriptions."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.utils.translation import gettext_lazy
 
-from checkout import answers, refunds, reminders, selectors, services
+from checkout import answers, push, refunds, reminders, selectors, services
 from checkout.models import Order
-from core.api import api, signed_in
+from core.api import api, json_body, signed_in
 from core.errors import NotFound
 from holds import selectors as holds
 
@@ -81,3 +81,15 @@ def reminder(request: HttpRequest, slug: str) -> JsonResponse:
         calendar=reverse("drop-calendar", args=[drop.slug]),
     )
     return JsonResponse(body.dump(), status=status)
+
+
+@api({"POST", "DELETE"}, login=True)
+def push_subscription(request: HttpRequest) -> JsonResponse:
+    """The waiting page's "Tell me on this device": POST stores the browser's subscription (201, or
+    200 known already), DELETE forgets it; 422 for anything that is not one, 404 push_off."""
+    buyer_id, body = signed_in(request), json_body(request)
+    if request.method == "DELETE":
+        push.unsubscribe(buyer_id=buyer_id, body=body)
+        return JsonResponse(answers.PushSubscribed(subscribed=False).dump())
+    new = push.subscribe(buyer_id=buyer_id, body=body).new
+    return JsonResponse(answers.PushSubscribed(subscribed=True).dump(), status=201 if new else 200)

@@ -23,6 +23,7 @@ from django.utils.translation import gettext_lazy as _
 from checkout import outbox
 from checkout.carriers import CARRIERS
 from checkout.models import Order, OrderState
+from core import formatting
 from core.errors import FloodgateError, InvalidInput, NotFound, fill
 from core.spreadsheets import spreadsheet_safe
 from core.text import storable
@@ -146,6 +147,10 @@ SHIPPING_LIST_HEADER = [
     "item",
     "variant",
     "quantity",
+    # the shipping fee the buyer paid (a carrier's import ignores it; the merchant's books read it)
+    "shipping_fee",
+    "shipping_tax",
+    "currency",
 ]
 
 
@@ -174,6 +179,9 @@ def shipping_list(orders: Iterable[Order]) -> str:
             order.drop.display_title,
             variant.name if variant is not None else "",
             order.quantity - order.refunded_quantity,
+            formatting.plain_amount(order.shipping_minor, order.currency),
+            formatting.plain_amount(order.shipping_tax_minor, order.currency),
+            order.currency,
         ]
         writer.writerow([spreadsheet_safe(cell) for cell in row])
     return out.getvalue()

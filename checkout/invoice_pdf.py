@@ -72,8 +72,9 @@ def render(invoice: Invoice, *, corrects: Invoice | None = None) -> bytes:
         escape(_("VAT ID: %(vat_id)s") % {"vat_id": vat_id}) if vat_id else "",
         escape(str(seller.get("contact_email", ""))),
     ]
+    billed_to = _("Billed to")  # outside the f-string: makemessages cannot see a gettext inside one
     buyer_block = [
-        f"<b>{escape(_('Billed to'))}</b>",
+        f"<b>{escape(billed_to)}</b>",
         escape(str(buyer.get("name", ""))),
         _lines(list(buyer.get("address") or [])),
         escape(str(buyer.get("email", ""))),
@@ -85,21 +86,42 @@ def render(invoice: Invoice, *, corrects: Invoice | None = None) -> bytes:
     ]
     if corrects is not None:
         facts.append([_("Corrects invoice"), corrects.number_text])
-    rate = pricing.rate_text(Decimal(invoice.tax_rate))
+    rate = Decimal(invoice.tax_rate)
+    described = escape(invoice.description)
+    if invoice.discount_code:
+        off = _("Discount code %(code)s: %(amount)s off, included") % {
+            "code": invoice.discount_code,
+            "amount": money(invoice.discount_minor),
+        }
+        described += f"<br/>{escape(off)}"
     line = [
         [_("Description"), _("Quantity"), _("Net"), _("Tax rate"), _("Tax"), _("Gross")],
         [
-            Paragraph(escape(invoice.description), body),
+            Paragraph(described, body),
             str(invoice.quantity),
-            money(invoice.net_minor),
-            rate,
-            money(invoice.tax_minor),
-            money(invoice.gross_minor),
+            money(invoice.goods_net_minor),
+            pricing.rate_text(rate),
+            money(invoice.goods_tax_minor),
+            money(invoice.goods_gross_minor),
         ],
     ]
+    taxes = {rate: invoice.goods_tax_minor}
+    if invoice.shipping_gross_minor:
+        shipping_rate = Decimal(invoice.shipping_tax_rate)
+        line.append(
+            [
+                Paragraph(escape(_("Shipping")), body),
+                "1",
+                money(invoice.shipping_net_minor),
+                pricing.rate_text(shipping_rate),
+                money(invoice.shipping_tax_minor),
+                money(invoice.shipping_gross_minor),
+            ]
+        )
+        taxes[shipping_rate] = taxes.get(shipping_rate, 0) + invoice.shipping_tax_minor
     totals = [
         [_("Net total"), money(invoice.net_minor)],
-        [_("Tax %(rate)s") % {"rate": rate}, money(invoice.tax_minor)],
+        *([_("Tax %(rate)s") % {"rate": pricing.rate_text(r)}, money(t)] for r, t in taxes.items()),
         [_("Total refunded") if credit else _("Total"), money(invoice.gross_minor)],
     ]
     grid = TableStyle(

@@ -103,24 +103,41 @@ def issue_invoice_in(cursor: CursorWrapper, *, order: Order, payment: Payment) -
         "seller": _seller(),
         "buyer": _buyer(order),
         "payment_method": payment.provider,
+        # the fee its own line, the discount the line's own reduction (the totals above hold both)
+        "shipping_gross_minor": order.shipping_minor,
+        "shipping_tax_minor": order.shipping_tax_minor,
+        "shipping_tax_rate": order.shipping_tax_rate,
+        "discount_code": order.discount_code,
+        "discount_minor": order.discount_minor,
     }
     number = next_number_in(cursor, sequence=InvoiceKind.INVOICE)
     return Invoice.objects.create(number=number, **fields)
 
 
+def _completes(refund: Refund, order: Order) -> bool:
+    """Whether this refund gives back all that is left of what was paid (its credit note the last)."""
+    credited = order.invoices.filter(kind=InvoiceKind.CREDIT_NOTE).aggregate(
+        gross=Sum("gross_minor", default=0)
+    )
+    return refund.amount_minor - int(credited["gross"]) == order.amount_minor
+
+
 def _tax_share(refund: Refund, order: Order) -> int:
     """The refund's part of the order's tax, rounded half up once (as shop.pricing rounds); the
     refund that completes the order takes what is left, so its credit notes' tax adds up to the
-    invoice's, as request_refund's amounts add up to what was paid."""
-    before = order.invoices.filter(kind=InvoiceKind.CREDIT_NOTE).aggregate(
-        gross=Sum("gross_minor", default=0), tax=Sum("tax_minor", default=0)
+    invoice's, as request_refund's amounts add up to what was paid. A refund before the last gives
+    back goods (the shipping fee comes back with the last: checkout.refunds), so its share is of
+    the goods' tax."""
+    credited_tax = order.invoices.filter(kind=InvoiceKind.CREDIT_NOTE).aggregate(
+        tax=Sum("tax_minor", default=0)
     )
-    credited_gross, credited_tax = int(before["gross"]), int(before["tax"])  # both negative
-    if refund.amount_minor - credited_gross == order.amount_minor:
-        return order.tax_minor + credited_tax
-    if not order.amount_minor:
+    if _completes(refund, order):
+        return order.tax_minor + int(credited_tax["tax"])  # credited tax is negative
+    goods = order.amount_minor - order.shipping_minor
+    if not goods:
         return 0
-    share = Decimal(refund.amount_minor) * Decimal(order.tax_minor) / Decimal(order.amount_minor)
+    goods_tax = order.tax_minor - order.shipping_tax_minor
+    share = Decimal(refund.amount_minor) * Decimal(goods_tax) / Decimal(goods)
     return int(share.quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
 
@@ -132,6 +149,14 @@ def issue_credit_note_in(cursor: CursorWrapper, *, refund: Refund) -> Invoice:
     )
     invoice = order.invoices.filter(kind=InvoiceKind.INVOICE).first()
     tax = _tax_share(refund, order)
+    # The last refund gives the shipping fee back: its own line again, negative, at its own rate.
+    # (Not when earlier refunds of chosen amounts took part of it: then the line holds the rest.)
+    fee_back = (
+        order.shipping_minor > 0
+        and _completes(refund, order)
+        and refund.amount_minor >= order.shipping_minor
+        and tax >= order.shipping_tax_minor
+    )
     fields = {
         "order": order,
         "refund": refund,
@@ -147,6 +172,9 @@ def issue_credit_note_in(cursor: CursorWrapper, *, refund: Refund) -> Invoice:
         "seller": invoice.seller if invoice is not None else _seller(),
         "buyer": invoice.buyer if invoice is not None else _buyer(order),
         "payment_method": Payment.objects.filter(pk=refund.payment_id).values_list("provider", flat=True)[0],
+        "shipping_gross_minor": -order.shipping_minor if fee_back else 0,
+        "shipping_tax_minor": -order.shipping_tax_minor if fee_back else 0,
+        "shipping_tax_rate": order.shipping_tax_rate if fee_back else 0,
     }
     number = next_number_in(cursor, sequence=InvoiceKind.CREDIT_NOTE)
     return Invoice.objects.create(number=number, **fields)
@@ -217,6 +245,9 @@ CSV_HEADER = [
     "gross",
     "currency",
     "payment_method",
+    "shipping_gross",
+    "shipping_tax",
+    "discount_code",
 ]
 
 
@@ -246,6 +277,9 @@ def summary_csv(invoices: Iterable[Invoice]) -> str:
                 amount(invoice.gross_minor),
                 invoice.currency,
                 invoice.payment_method,
+                amount(invoice.shipping_gross_minor),
+                amount(invoice.shipping_tax_minor),
+                _safe(invoice.discount_code),
             ]
         )
     return out.getvalue()

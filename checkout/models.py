@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from checkout import failures
 from shop.models import money
-from shop.pricing import Price
+from shop.pricing import Price, Total
 
 
 def _refund_key() -> str:
@@ -61,6 +61,22 @@ class Order(models.Model):
         db_persist=True,
         verbose_name=_("net minor"),
     )
+    # The shipping fee inside amount_minor and its tax inside tax_minor (shop.shipping), as the
+    # address's zone said when payment started; 0 for a product not shipped or shipped free.
+    shipping_minor = models.BigIntegerField(default=0, db_default=0, verbose_name=_("shipping minor"))
+    shipping_tax_minor = models.BigIntegerField(default=0, db_default=0, verbose_name=_("shipping tax minor"))
+    shipping_tax_rate = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal(0),
+        db_default=Decimal(0),
+        verbose_name=_("shipping tax rate"),
+    )
+    # The hold's discount code and what it took off the line as shown, kept as they were then.
+    discount_code = models.CharField(
+        max_length=32, blank=True, default="", db_default="", verbose_name=_("discount code")
+    )
+    discount_minor = models.BigIntegerField(default=0, db_default=0, verbose_name=_("discount minor"))
     # The hold's address when payment started; address rows are never edited, so this is a snapshot.
     shipping_address = models.ForeignKey(
         "shop.Address",
@@ -122,6 +138,13 @@ class Order(models.Model):
                 condition=Q(tax_minor__gte=0) & Q(tax_minor__lte=F("amount_minor")),
                 name="checkout_order_tax_within_amount",
             ),
+            # The fee is part of what is charged, and its tax part of the order's tax.
+            models.CheckConstraint(
+                condition=Q(shipping_tax_minor__gte=0, discount_minor__gte=0)
+                & Q(shipping_tax_minor__lte=F("shipping_minor"), shipping_minor__lte=F("amount_minor"))
+                & Q(shipping_tax_minor__lte=F("tax_minor")),
+                name="checkout_order_shipping_within_amount",
+            ),
             # A shipment is a carrier and a tracking number with its date, or nothing.
             models.CheckConstraint(
                 condition=Q(shipped_at__isnull=True, carrier="", tracking_number="")
@@ -151,11 +174,33 @@ class Order(models.Model):
 
     @property
     def price(self) -> Price:
-        """The order's breakdown as snapshotted, in the shape shop.pricing computes it."""
-        net = self.amount_minor - self.tax_minor  # net_minor, also before a refresh from the database
+        """The goods' line as snapshotted (without the shipping fee), as shop.pricing computes it."""
+        gross = self.amount_minor - self.shipping_minor
+        tax = self.tax_minor - self.shipping_tax_minor
         return Price(
-            net_minor=net, tax_minor=self.tax_minor, rate=Decimal(self.tax_rate), currency=self.currency
+            net_minor=gross - tax,
+            tax_minor=tax,
+            rate=Decimal(self.tax_rate),
+            currency=self.currency,
+            off_minor=self.discount_minor,
         )
+
+    @property
+    def shipping_price(self) -> Price | None:
+        """The shipping fee's line as snapshotted; None when none was charged."""
+        if not self.shipping_minor:
+            return None
+        return Price(
+            net_minor=self.shipping_minor - self.shipping_tax_minor,
+            tax_minor=self.shipping_tax_minor,
+            rate=Decimal(self.shipping_tax_rate),
+            currency=self.currency,
+        )
+
+    @property
+    def charge(self) -> Total:
+        """Everything charged: the goods and the fee, each with its own tax."""
+        return Total(goods=self.price, shipping=self.shipping_price)
 
 
 class PaymentState(models.TextChoices):
@@ -347,6 +392,23 @@ class Invoice(models.Model):
     seller = models.JSONField(verbose_name=_("seller"))  # name, legal_name, address, vat_id, contact_email
     buyer = models.JSONField(verbose_name=_("buyer"))  # name, address (lines), email
     payment_method = models.CharField(max_length=30, verbose_name=_("payment method"))  # the provider
+    # An invoice's amounts above are its totals; the shipping fee inside them is its own line here
+    # (0 where none was charged or given back), with the discount the line was sold at.
+    shipping_gross_minor = models.BigIntegerField(
+        default=0, db_default=0, verbose_name=_("shipping gross minor")
+    )
+    shipping_tax_minor = models.BigIntegerField(default=0, db_default=0, verbose_name=_("shipping tax minor"))
+    shipping_tax_rate = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal(0),
+        db_default=Decimal(0),
+        verbose_name=_("shipping tax rate"),
+    )
+    discount_code = models.CharField(
+        max_length=32, blank=True, default="", db_default="", verbose_name=_("discount code")
+    )
+    discount_minor = models.BigIntegerField(default=0, db_default=0, verbose_name=_("discount minor"))
 
     class Meta:
         verbose_name = _("invoice")
@@ -371,10 +433,42 @@ class Invoice(models.Model):
                 | Q(kind="credit_note", gross_minor__lte=0, tax_minor__lte=0),
                 name="checkout_invoice_sign_of_kind",
             ),
+            # The fee's line is inside the totals, with the totals' sign (a credit note's negative).
+            models.CheckConstraint(
+                condition=Q(
+                    kind="invoice",
+                    shipping_tax_minor__gte=0,
+                    shipping_tax_minor__lte=F("shipping_gross_minor"),
+                    shipping_gross_minor__lte=F("gross_minor"),
+                )
+                | Q(
+                    kind="credit_note",
+                    shipping_tax_minor__lte=0,
+                    shipping_tax_minor__gte=F("shipping_gross_minor"),
+                    shipping_gross_minor__gte=F("gross_minor"),
+                ),
+                name="checkout_invoice_shipping_within_gross",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.number_text
+
+    @property
+    def shipping_net_minor(self) -> int:
+        return self.shipping_gross_minor - self.shipping_tax_minor
+
+    @property
+    def goods_net_minor(self) -> int:
+        return self.net_minor - self.shipping_net_minor
+
+    @property
+    def goods_tax_minor(self) -> int:
+        return self.tax_minor - self.shipping_tax_minor
+
+    @property
+    def goods_gross_minor(self) -> int:
+        return self.gross_minor - self.shipping_gross_minor
 
     @property
     def number_text(self) -> str:
@@ -590,3 +684,29 @@ class SavedCard(models.Model):
 
     def __str__(self) -> str:
         return f"{self.brand} •••• {self.last4}"
+
+
+class PushSubscription(models.Model):
+    """A browser's Web Push subscription (RFC 8030), opted into from the waiting page: where the
+    buyer's push service takes messages for that browser, and the keys they are encrypted to
+    (RFC 8291). One row per endpoint: a browser signed in as another buyer moves to them."""
+
+    buyer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="push_subscriptions",
+        verbose_name=_("buyer"),
+    )
+    endpoint = models.URLField(max_length=1000, verbose_name=_("endpoint"))
+    p256dh = models.CharField(max_length=100, verbose_name=_("public key"))
+    auth = models.CharField(max_length=40, verbose_name=_("authentication secret"))
+    created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("push subscription")
+        verbose_name_plural = _("push subscriptions")
+        constraints = [models.UniqueConstraint(fields=["endpoint"], name="checkout_pushsubscription_once")]
+        indexes = [models.Index(fields=["buyer"], name="checkout_push_buyer")]
+
+    def __str__(self) -> str:
+        return f"push subscription {self.pk} of buyer {self.buyer_id}"

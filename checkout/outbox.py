@@ -1,8 +1,8 @@
 """The outbox: what must leave the process (e-mail, the merchant's webhook) is written in the
 transaction of the change it announces, and relayed one message per transaction.
 
-E-mails are written in their buyer's language (shop.languages: the one they last used the shop
-in), subject and body; a buyer with none recorded gets the relaying worker's, LANGUAGE_CODE.
+E-mails and pushes (checkout/push.py) are written in their buyer's language (shop.languages: the
+one they last used the shop in); a buyer with none recorded gets the relaying worker's, LANGUAGE_CODE.
 
 A crash loses nothing (the message stays unsent) and can repeat only the message in
 flight, with the same key, which its consumer uses to drop the repeat.
@@ -25,7 +25,7 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from checkout import carriers, emails, invoices
+from checkout import carriers, emails, invoices, push
 from checkout.models import (
     DISPUTE_DECIDED,
     Dispute,
@@ -50,10 +50,12 @@ EMAIL_TOPIC = "order_confirmed.email"
 MERCHANT_TOPIC = "order_confirmed.merchant_webhook"
 LATE_VOIDED_TOPIC = "late_payment_voided.email"
 REFUND_TOPIC = "refund.email"
+CREDIT_NOTE_TOPIC = "credit_note.email"
 CANCELLED_TOPIC = "order_cancelled.email"
 REMINDER_TOPIC = "drop_open.email"
 RAFFLE_TOPIC = "raffle_result.email"
 DISPUTE_TOPIC = "dispute.merchant_email"
+DRAW_BEACON_TOPIC = "draw_beacon.merchant_email"
 SHIPPED_TOPIC = "order_shipped.email"
 MAX_ATTEMPTS = 30  # with backoff capped at an hour: about a day of retries
 
@@ -106,9 +108,16 @@ def _announce_once(topic: str, key: str, order: Order, **extra: object) -> None:
     transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
 
 
-def announce_refund(refund: Refund) -> None:
-    """In the transaction that records the provider's yes: the buyer hears of it once per refund."""
-    _announce_once(REFUND_TOPIC, f"refund-{refund.pk}", refund.order, refund=refund.pk)
+def announce_refund(refund: Refund, *, pending: bool = False) -> None:
+    """In the transaction that records the provider's yes: the buyer hears of it once per refund.
+    A pending refund's e-mail carries no credit note: announce_credit_note sends it when it is issued."""
+    _announce_once(REFUND_TOPIC, f"refund-{refund.pk}", refund.order, refund=refund.pk, pending=pending)
+
+
+def announce_credit_note(refund: Refund) -> None:
+    """In the transaction that settles a pending refund (the provider's later webhook): its credit
+    note goes to the buyer, once per refund however often the webhook comes."""
+    _announce_once(CREDIT_NOTE_TOPIC, f"refund-{refund.pk}-credit-note", refund.order, refund=refund.pk)
 
 
 def announce_cancel(order: Order, *, by_shop: bool = False, reason: str = "") -> None:
@@ -145,6 +154,30 @@ def announce_dispute(dispute: Dispute, *, news: str) -> None:
         ignore_conflicts=True,
     )
     transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
+
+
+def announce_draw_beacon_unreachable(*, drop_id: int, round: int, note: str) -> None:
+    """In the transaction that records the failed check: the merchant hears once per drop that no
+    drand relay answered with a valid round before the sale (ops/preflight.py)."""
+    payload = {"drop": drop_id, "round": round, "note": note}
+    OutboxMessage.objects.bulk_create(
+        [OutboxMessage(topic=DRAW_BEACON_TOPIC, key=f"draw-beacon-{drop_id}", payload=payload)],
+        ignore_conflicts=True,
+    )
+    transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))
+
+
+def draw_beacon_text(drop: Drop, note: str) -> str:
+    """The merchant's e-mail: whose draw is at risk, why, and what the choices are."""
+    return render_to_string(
+        "checkout/draw_beacon_email.txt",
+        {
+            "drop": drop,
+            "starts": formatting.moment(drop.starts_at),
+            "note": note,
+            "url": settings.PUBLIC_BASE_URL.rstrip("/") + reverse("admin:shop_drop_change", args=[drop.pk]),
+        },
+    )
 
 
 def dispute_subject(dispute: Dispute, news: str) -> str:
@@ -199,6 +232,18 @@ def refund_text(refund: Refund) -> str:
     )
 
 
+def credit_note_text(refund: Refund, note: Invoice) -> str:
+    return render_to_string(
+        "checkout/credit_note_email.txt",
+        {
+            "order": refund.order,
+            "note": note.number_text,
+            "total": formatting.money(refund.amount_minor, refund.currency),
+            "url": settings.PUBLIC_BASE_URL.rstrip("/") + refund.order.get_absolute_url(),
+        },
+    )
+
+
 def cancel_text(order: Order, *, by_shop: bool = False, reason: str = "") -> str:
     return render_to_string(
         "checkout/cancelled_email.txt",
@@ -224,7 +269,7 @@ def late_void_text(order: Order) -> str:
             "units": formatting.units(order.quantity),
             "total": formatting.money(order.amount_minor, order.currency),
             # The tax as snapshotted on the order; an untaxed order's e-mail says the total alone.
-            "net": formatting.money(order.price.net_minor, order.currency),
+            "net": formatting.money(order.charge.net_minor, order.currency),
             "tax": formatting.money(order.tax_minor, order.currency) if order.tax_rate else "",
             "tax_label": f"{settings.TAX_NAME} {pricing.rate_text(order.price.rate)}",
             "left": formatting.units(left),
@@ -325,6 +370,10 @@ def confirmation_text(order: Order) -> str:
     total, the address, the order number, where to see it."""
     labels = sorted(order.hold.units.values_list("label", flat=True))
     variant = order.hold.variant
+
+    def money(minor: int) -> str:
+        return formatting.money(minor, order.currency)
+
     return render_to_string(
         "checkout/confirmation_email.txt",
         {
@@ -334,10 +383,19 @@ def confirmation_text(order: Order) -> str:
             "placed": formatting.moment(order.created_at),
             "seats": formatting.seats(labels),
             "total": formatting.money(order.amount_minor, order.currency),
-            # The tax as snapshotted on the order; an untaxed order's e-mail says the total alone.
-            "net": formatting.money(order.price.net_minor, order.currency),
-            "tax": formatting.money(order.tax_minor, order.currency) if order.tax_rate else "",
-            "tax_label": f"{settings.TAX_NAME} {pricing.rate_text(order.price.rate)}",
+            "line": formatting.money(order.price.gross_minor, order.currency),
+            # The fee and the discount as snapshotted; "" where none.
+            "shipping": formatting.money(order.shipping_minor, order.currency)
+            if order.shipping_minor
+            else "",
+            "discount": formatting.money(order.discount_minor, order.currency) if order.discount_code else "",
+            # The tax as snapshotted on the order, per rate; an untaxed order's e-mail says the total alone.
+            "net": formatting.money(order.charge.net_minor, order.currency),
+            "tax": formatting.money(order.tax_minor, order.currency) if order.tax_minor else "",
+            "taxes": [
+                (f"{settings.TAX_NAME} {pricing.rate_text(rate)}", formatting.money(tax, order.currency))
+                for rate, tax in order.charge.taxes
+            ],
             "url": settings.PUBLIC_BASE_URL.rstrip("/") + order.get_absolute_url(),
         },
     )
@@ -347,9 +405,9 @@ def _language_of(message: OutboxMessage) -> str:
     """The language to write the message in: its buyer's (every e-mail's payload names them; a
     reminder written before it did names its reminder), else the worker's."""
     worker = translation.get_language() or settings.LANGUAGE_CODE
-    if message.topic == DISPUTE_TOPIC:
+    if message.topic in (DISPUTE_TOPIC, DRAW_BEACON_TOPIC):
         return settings.LANGUAGE_CODE  # the merchant's e-mail: the shop's own language
-    if not message.topic.endswith(".email"):
+    if not message.topic.endswith((".email", ".push")):
         return worker  # the merchant's webhook: JSON, no words
     buyer = message.payload.get("buyer")
     if buyer is None and "reminder" in message.payload:
@@ -390,8 +448,9 @@ def _deliver(message: OutboxMessage) -> None:
         refund = Refund.objects.select_related("order__buyer", "order__drop__product").get(
             pk=message.payload["refund"]
         )
-        # The credit note, once the money went back (a refund still pending at the provider has none yet).
-        note = Invoice.objects.filter(refund=refund).first()
+        # The credit note, once the money went back; a refund pending at the provider has none yet,
+        # and gets it in its own e-mail when the provider confirms (CREDIT_NOTE_TOPIC).
+        note = None if message.payload.get("pending") else Invoice.objects.filter(refund=refund).first()
         _mail(
             refund.order,
             message,
@@ -402,6 +461,19 @@ def _deliver(message: OutboxMessage) -> None:
             },
             refund_text(refund),
             attachments=[invoices.attachment(note)] if note is not None else [],
+        )
+    elif message.topic == CREDIT_NOTE_TOPIC:
+        refund = Refund.objects.select_related("order__buyer", "order__drop__product").get(
+            pk=message.payload["refund"]
+        )
+        note = Invoice.objects.get(refund=refund)
+        _mail(
+            refund.order,
+            message,
+            _("Order %(number)s: your credit note %(note)s")
+            % {"number": refund.order.pk, "note": note.number_text},
+            credit_note_text(refund, note),
+            attachments=[invoices.attachment(note)],
         )
     elif message.topic == CANCELLED_TOPIC:
         order = Order.objects.select_related("buyer", "drop__product").get(pk=message.payload["order"])
@@ -457,6 +529,21 @@ def _deliver(message: OutboxMessage) -> None:
             to=to,
             subject=dispute_subject(dispute, news),
             body=dispute_text(dispute, news),
+        ).send()
+    elif message.topic == push.TOPIC:
+        push.deliver(message)  # a phone's notification (checkout/push.py)
+    elif message.topic == DRAW_BEACON_TOPIC:
+        drop = Drop.objects.select_related("product").get(pk=message.payload["drop"])
+        to = merchant_addresses()
+        if not to:
+            log.warning("draw beacon of drop %s: no MERCHANT_EMAIL and no merchant to tell", drop.pk)
+            return  # the alert rule still pages on-call
+        emails.build(
+            key=message.key,
+            to=to,
+            subject=_("The draw of %(title)s cannot reach its public random round")
+            % {"title": drop.display_title},
+            body=draw_beacon_text(drop, str(message.payload.get("note", ""))),
         ).send()
     elif message.topic == MERCHANT_TOPIC:
         url = getattr(settings, "MERCHANT_WEBHOOK_URL", "")

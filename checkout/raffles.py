@@ -1,4 +1,4 @@
-"""A raffle's entrants told their result by e-mail through the outbox, once each.
+"""A raffle's entrants told their result by e-mail (and push, checkout/push.py) through the outbox, once each.
 
 Beat's checkout.announce_raffles writes a message for each entry whose result is known: `won` as
 soon as a unit is held for it (the link to pay and the deadline), `lost` once the raffle is decided
@@ -14,7 +14,7 @@ import logging
 from celery import current_app
 from django.db import connection, transaction
 
-from checkout import outbox, sql
+from checkout import outbox, push, sql
 from checkout.models import OutboxMessage
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,25 @@ def announce_raffle_results(*, batch: int = BATCH) -> int:
                 for ticket, drop, buyer, result, hold in due
             ],
             ignore_conflicts=True,  # the unique (topic, key): one message per entrant, always
+        )
+        # The entrants who opted into pushes hear it on their phone too, in the same transaction
+        # (the e-mail's row decides "not yet written", so the push is written with it, once).
+        phones = push.subscriptions_of(buyer for _t, _d, buyer, _r, _h in due)
+        OutboxMessage.objects.bulk_create(
+            [
+                message
+                for ticket, drop, buyer, result, hold in due
+                for message in push.messages_for(
+                    push.RAFFLE,
+                    f"raffle-{ticket}",
+                    buyer,
+                    phones.get(buyer, []),
+                    drop=drop,
+                    result=result,
+                    hold=hold,
+                )
+            ],
+            ignore_conflicts=True,
         )
         if due:
             transaction.on_commit(lambda: current_app.send_task("checkout.relay_outbox"))

@@ -127,8 +127,10 @@ def request_refund(
                 )
             )
         if amount is None:
-            # The last units take what is left, so rounded shares still add up to the amount paid.
-            amount = left_money if units == left_units else order.amount_minor * units // order.quantity
+            # The last units take what is left, so rounded shares still add up to the amount paid;
+            # the shipping fee comes back with them, not a share of it with each partial refund.
+            goods = order.amount_minor - order.shipping_minor
+            amount = left_money if units == left_units else goods * units // order.quantity
         if not 1 <= amount <= left_money:
             raise InvalidInput(
                 f"amount_minor must be between 1 and {left_money}, what is left of {order.amount_minor} paid."
@@ -233,7 +235,7 @@ def _record(refund: Refund, state: str, provider_refund_id: str, error: str) -> 
             return "failed"
         if state == RefundState.SUCCEEDED:
             _refund_units(cursor, refund, hold_id=order.hold_id)
-        outbox.announce_refund(refund)
+        outbox.announce_refund(refund, pending=state == RefundState.PENDING)
     return state
 
 
@@ -284,6 +286,7 @@ def apply_event_in(cursor: CursorWrapper, *, payment: Payment, facts: dict[str, 
     if kind == "refund.succeeded":
         Refund.objects.filter(pk=refund.pk).update(state=RefundState.SUCCEEDED, updated_at=Now())
         _refund_units(cursor, refund, hold_id=order.hold_id)
+        outbox.announce_credit_note(refund)  # the buyer's e-mail went out pending, without it
         return "refund_succeeded"
     # Accepted, then failed: no unit moved while it was pending, so the order may be refunded again.
     Refund.objects.filter(pk=refund.pk).update(

@@ -2,10 +2,10 @@
 
 A reminder is one row per (drop, buyer) (a unique constraint: a second click, another web
 process, the same answer). Once the drop opens (its start, or its waiting room's opening),
-`send_due_reminders` marks each reminder sent and writes its e-mail's outbox row in one
-transaction, so a reminder becomes exactly one message whoever runs it (beat's worker, a second
-worker, a retried task, a web process covering the duty: ops/duties.py); the outbox relays it
-(docs/ARCHITECTURE.md §7, step 5).
+`send_due_reminders` marks each reminder sent and writes its e-mail's outbox row (and a push to
+each browser the buyer opted in from, checkout/push.py) in one transaction, so a reminder becomes
+exactly one message whoever runs it (beat's worker, a second worker, a retried task, a web process
+covering the duty: ops/duties.py); the outbox relays it (docs/ARCHITECTURE.md §7, step 5).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy
 
 from admission.work import ROOM_OPENS
 from catalogue import selectors as catalogue
-from checkout import outbox, sql
+from checkout import outbox, push, sql
 from checkout.models import OutboxMessage, Reminder
 from core.errors import FloodgateError, NotFound, fill
 from shop.models import Drop
@@ -123,6 +123,18 @@ def send_due_reminders(*, batch: int = BATCH, most: int = 20 * BATCH) -> int:
                     for reminder, drop, buyer in taken
                 ],
                 ignore_conflicts=True,  # the unique (topic, key): a reminder is one message, always
+            )
+            # and a push to each browser the buyer opted in from (none while push is off)
+            phones = push.subscriptions_of(buyer for _r, _d, buyer in taken)
+            OutboxMessage.objects.bulk_create(
+                [
+                    message
+                    for reminder, drop, buyer in taken
+                    for message in push.messages_for(
+                        push.REMINDER, f"reminder-{reminder}", buyer, phones.get(buyer, []), drop=drop
+                    )
+                ],
+                ignore_conflicts=True,
             )
             if taken:
                 transaction.on_commit(_relay)

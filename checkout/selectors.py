@@ -59,6 +59,11 @@ def export_rows(*, drop_ids: list[int]) -> list[list[object]]:
             f"{order.tax_rate:.2f}",
             str(order.shipping_address or ""),
             variant_name(order),
+            formatting.plain_amount(order.shipping_minor, order.currency),
+            formatting.plain_amount(order.shipping_tax_minor, order.currency),
+            f"{order.shipping_tax_rate:.2f}",
+            order.discount_code,
+            formatting.plain_amount(order.discount_minor, order.currency),
         ]
         for order in orders
     ]
@@ -151,6 +156,12 @@ def order_answer(order: Order) -> answers.Order:
         created_at=order.created_at,
         cancellable=cancellable(order),
         shipment=shipment_answer(order),
+        shipping_minor=order.shipping_minor,
+        shipping_tax_minor=order.shipping_tax_minor,
+        shipping_tax_rate=f"{order.shipping_tax_rate:.2f}",
+        discount=answers.OrderDiscount(code=order.discount_code, off_minor=order.discount_minor)
+        if order.discount_code
+        else None,
     )
 
 

@@ -91,25 +91,35 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
     """Extend the hold once and open a payment session; a second call returns the open one."""
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         quantity, drop_id = holds.hold_for_payment(cursor, hold_id=hold_id, buyer_id=buyer_id)
-        hold = Hold.objects.select_related("drop__product", "variant", "discount_code").get(pk=hold_id)
+        hold = Hold.objects.select_related(
+            "drop__product", "variant", "discount_code", "shipping_address"
+        ).get(pk=hold_id)
         provider = get_provider(provider_for(hold.drop))
         if hold.drop.product.ships and hold.shipping_address_id is None:
             raise AddressRequired(
                 gettext_lazy("Give the shipping address first: this product is sent by post.")
             )
-        # charged: the gross after the hold's discount code (tax on the discounted price), tax
-        # snapshotted; no code can be added after this (the hold is extended: LOCK_HOLD_FOR_DISCOUNT)
-        price = hold_selectors.hold_price(hold)
+        # charged: the gross after the hold's discount code (tax on the discounted price) and with
+        # the shipping fee of the address's zone (its own tax), all snapshotted; no code can be
+        # added after this (the hold is extended: LOCK_HOLD_FOR_DISCOUNT), and an address with
+        # another fee is refused (sale.addresses)
+        total = hold_selectors.hold_total(hold)
+        fee = total.shipping
         order, _ = Order.objects.get_or_create(
             hold=hold,
             defaults={
                 "buyer_id": buyer_id,
                 "drop_id": drop_id,
                 "quantity": quantity,
-                "amount_minor": price.gross_minor,
-                "tax_minor": price.tax_minor,
-                "tax_rate": price.rate,
-                "currency": price.currency,
+                "amount_minor": total.gross_minor,
+                "tax_minor": total.tax_minor,
+                "tax_rate": total.rate,
+                "currency": total.currency,
+                "shipping_minor": fee.gross_minor if fee is not None else 0,
+                "shipping_tax_minor": fee.tax_minor if fee is not None else 0,
+                "shipping_tax_rate": fee.rate if fee is not None else 0,
+                "discount_code": hold.discount_code.code if hold.discount_code is not None else "",
+                "discount_minor": total.off_minor,
                 "shipping_address_id": hold.shipping_address_id,
             },
         )
@@ -148,6 +158,7 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
             callback_url=_absolute(reverse("webhook", kwargs={"provider": provider.name})),
             return_url=_absolute(order.get_absolute_url()),
             description=_description(order),
+            statement_descriptor=identity.current().statement_descriptor,
         )
     except ProviderError as error:
         Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED).update(

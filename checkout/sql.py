@@ -146,3 +146,43 @@ INSERT INTO checkout_invoicecounter (sequence, last_number) VALUES (%(sequence)s
 ON CONFLICT (sequence) DO UPDATE SET last_number = checkout_invoicecounter.last_number + 1
 RETURNING last_number
 """
+
+# A browser's push subscription stored for the buyer who sent it, in one statement: the same
+# endpoint again (a fresh subscribe, or another buyer signed in on that browser) takes the new keys
+# and buyer. Locks the endpoint's row. Row: (id, true when new). Protects: one row per endpoint
+# (checkout_pushsubscription_once), so a browser is never pushed to twice for one moment.
+SUBSCRIBE_PUSH = """
+INSERT INTO checkout_pushsubscription (buyer_id, endpoint, p256dh, auth, created_at)
+VALUES (%(buyer)s, %(endpoint)s, %(p256dh)s, %(auth)s, now())
+ON CONFLICT (endpoint) DO UPDATE
+   SET buyer_id = EXCLUDED.buyer_id, p256dh = EXCLUDED.p256dh, auth = EXCLUDED.auth
+RETURNING id, (xmax = 0)
+"""
+
+# The turn pushes due and not yet written, for subscribed buyers only (the join starts from the
+# few subscriptions): `admitted` for a ticket inside its line's admitted mark whose buyer has not
+# come to buy (no hold of theirs in the drop), and `offered` for a returned unit held for a ticket
+# (sale/offers.py's key 'offer:<ticket>') still held. A raffle's offers are its results (push.RAFFLE,
+# written with its e-mails). Rows: (moment, subscription, ticket or hold, drop, buyer), at most
+# `limit`. Read only; the outbox's unique (topic, key) keeps a push to one per moment and
+# subscription whoever writes it.
+TURN_PUSHES_DUE = """
+(SELECT 'admitted', s.id, t.id, t.drop_id, t.buyer_id
+   FROM checkout_pushsubscription s
+   JOIN admission_ticket t ON t.buyer_id = s.buyer_id AND t.number IS NOT NULL
+   JOIN admission_queue q ON q.drop_id = t.drop_id AND t.number <= q.admitted_through
+   JOIN shop_drop d ON d.id = t.drop_id AND NOT d.raffle AND d.ends_at > now()
+  WHERE NOT EXISTS (SELECT 1 FROM holds_hold h WHERE h.drop_id = t.drop_id AND h.buyer_id = t.buyer_id)
+    AND NOT EXISTS (SELECT 1 FROM checkout_outboxmessage o
+                     WHERE o.topic = %(topic)s AND o.key = 'admitted-' || t.id || '-' || s.id)
+  LIMIT %(limit)s)
+UNION ALL
+(SELECT 'offered', s.id, h.id, h.drop_id, h.buyer_id
+   FROM checkout_pushsubscription s
+   JOIN holds_hold h ON h.buyer_id = s.buyer_id AND h.state = 'held'
+        AND h.idempotency_key LIKE 'offer:%%' AND h.request_digest = ''
+   JOIN shop_drop d ON d.id = h.drop_id AND NOT d.raffle
+  WHERE NOT EXISTS (SELECT 1 FROM checkout_outboxmessage o
+                     WHERE o.topic = %(topic)s AND o.key = 'offered-' || h.id || '-' || s.id)
+  LIMIT %(limit)s)
+"""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from admission.models import Ticket
 from checkout import outbox
-from checkout.models import Order, OrderState, OutboxMessage, Refund, Reminder
+from checkout.models import Invoice, InvoiceKind, Order, OrderState, OutboxMessage, Refund, Reminder
 from core.errors import FloodgateError, NotFound, fill
 from holds.models import Hold
 
@@ -49,6 +50,22 @@ def buyer_history(*, buyer_id: int) -> BuyerHistory:
         ),
         emails=list(mails.order_by("-pk")[:SHOWN]),
         tickets=list(Ticket.objects.filter(buyer_id=buyer_id).select_related("drop").order_by("-pk")[:SHOWN]),
+    )
+
+
+# A number as an invoice prints it (checkout.models.Invoice.number_text), any case, zeros optional.
+INVOICE_NUMBER = re.compile(r"^\s*(INV|CRN)-?0*(\d{1,18})\s*$", re.IGNORECASE)
+
+
+def orders_by_invoice_number(text: str) -> list[int]:
+    """The order an invoice (INV-000042) or credit note (CRN-000007) number belongs to; [] for any
+    other text."""
+    match = INVOICE_NUMBER.match(text)
+    if match is None:
+        return []
+    kind = InvoiceKind.INVOICE if match.group(1).upper() == "INV" else InvoiceKind.CREDIT_NOTE
+    return list(
+        Invoice.objects.filter(kind=kind, number=int(match.group(2))).values_list("order_id", flat=True)
     )
 
 

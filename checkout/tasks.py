@@ -9,7 +9,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
-from checkout import outbox, raffles, refunds, reminders, selectors, services
+from checkout import outbox, push, raffles, refunds, reminders, selectors, services
 from checkout.providers.base import ProviderError
 
 
@@ -99,3 +99,10 @@ def sweep() -> dict[str, int]:
 def announce_raffles() -> int:
     """Beat, every few seconds: raffle results now known become outbox e-mails, once per entrant."""
     return raffles.announce_raffle_results()
+
+
+@shared_task(name="checkout.announce_turns", acks_late=True, time_limit=30, max_retries=0)
+def announce_turns() -> int:
+    """Beat, every second: subscribed buyers just admitted or offered a unit get a push, once each
+    (the outbox's unique key); a run lost or doubled changes nothing. Returns how many written."""
+    return push.announce_turns()

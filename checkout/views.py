@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from catalogue import selectors as catalogue
 from checkout import cards, emails, invoices, refunds, reminders, selectors, services, stripe_page
@@ -326,3 +326,12 @@ def pay_saved(request: HttpRequest, hold_id: int) -> HttpResponse:
 
 def _not_found(error: FloodgateError) -> NoReturn:
     raise Http404(str(error.detail))
+
+
+@require_GET
+def push_worker(request: HttpRequest) -> HttpResponse:
+    """The service worker that shows the shop's pushes: from the root, so its scope is every page."""
+    response = render(request, "checkout/push_worker.js", content_type="text/javascript; charset=utf-8")
+    response["Cache-Control"] = "no-cache"  # a new worker reaches the browsers at their next visit
+    response["Service-Worker-Allowed"] = "/"
+    return response

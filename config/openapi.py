@@ -252,6 +252,34 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
             unsafe=True,
         ),
     },
+    "/api/push/subscription": {
+        "post": Operation(
+            "Get a push on this browser when it is your turn (the browser's PushSubscription.toJSON())",
+            {
+                201: Answer("Subscribed", schemas.PushSubscribed),
+                200: Answer(
+                    "Subscribed already: the same endpoint, its keys renewed", schemas.PushSubscribed
+                ),
+                403: error("csrf_failed"),
+                404: error("push_off: the shop sends no pushes"),
+                422: error("invalid: not a subscription (endpoint, keys.p256dh, keys.auth)"),
+            },
+            login=True,
+            unsafe=True,
+            body=schemas.PushSubscriptionBody,
+        ),
+        "delete": Operation(
+            "No more pushes to this browser (an endpoint not yours or unknown: the same answer)",
+            {
+                200: Answer("Unsubscribed (subscribed false)", schemas.PushSubscribed),
+                403: error("csrf_failed"),
+                422: error("invalid: no endpoint"),
+            },
+            login=True,
+            unsafe=True,
+            body=schemas.PushSubscriptionBody,
+        ),
+    },
     "/api/drops/{slug}/queue/draw": {
         "get": Operation(
             "Check the draw: the seed's hash before the start; seed and entries after",
@@ -297,14 +325,58 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
             unsafe=True,
         )
     },
+    "/api/holds/{id}/more-time": {
+        "post": Operation(
+            "I need more time: half the hold's first window more, at most twice, before its payment starts",
+            {
+                200: Answer("The hold, with its later expires_at", schemas.Hold),
+                403: error("csrf_failed"),
+                404: error("Not yours or none"),
+                409: error(
+                    "more_time_used: it had all it may; hold_not_active: ended, or its payment started"
+                ),
+            },
+            (ID,),
+            login=True,
+            unsafe=True,
+        )
+    },
+    "/api/holds/{id}/variant": {
+        "put": Operation(
+            "Change a held hold to another variant (size) before its payment starts: its units given back "
+            "and as many of the new one taken at once; the time left is unchanged",
+            {
+                200: Answer("The hold, of the new variant", schemas.Hold),
+                404: error("Not yours or none"),
+                409: error(
+                    "variant_sold_out / sold_out: too few of it (the hold is unchanged); "
+                    "hold_not_active: ended, or its payment has started"
+                ),
+                410: error("ended"),
+                422: error("invalid_variant: no such variant (variants lists them)"),
+                423: error("paused"),
+                503: busy("busy: the units left are being claimed, or the line is mid-wave; see Retry-After"),
+            },
+            (ID,),
+            login=True,
+            unsafe=True,
+            body=schemas.VariantBody,
+        )
+    },
     "/api/holds/{id}/address": {
         "put": Operation(
             "Give the shipping address of a held hold whose product ships (kept for your next drop too)",
             {
                 200: Answer("The address as kept", schemas.ShippingAddress),
-                400: error("invalid_address, with fields: what is wrong, field by field"),
+                400: error(
+                    "invalid_address, with fields: what is wrong, field by field; not_shipped_there: "
+                    "a country outside the product's shipping zones (the detail names those it ships to)"
+                ),
                 404: error("Not yours or none"),
-                409: error("hold_not_active: expired or released; no_shipping: the product needs no address"),
+                409: error(
+                    "hold_not_active: expired or released; no_shipping: the product needs no address; "
+                    "address_changes_price: payment has started and this address's zone charges another fee"
+                ),
             },
             (ID,),
             login=True,

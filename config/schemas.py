@@ -12,9 +12,18 @@ from typing import Any, Literal
 
 from admission.answers import Draw, Offer, OfferState, Place, QueueState, RaffleResult
 from catalogue.answers import Drop, DropList, Me, VariantOnSale
-from checkout.answers import DropReminder, Order, OrderList, PaymentStarted, Refund, RefundBody
+from checkout.answers import (
+    DropReminder,
+    Order,
+    OrderList,
+    PaymentStarted,
+    PushSubscribed,
+    PushSubscriptionBody,
+    Refund,
+    RefundBody,
+)
 from core.answers import Closed, Error
-from holds.answers import Hold, HoldOrder, Invariant, ReserveBody, VariantInvariant
+from holds.answers import Hold, HoldOrder, Invariant, ReserveBody, VariantBody, VariantInvariant
 from ops.answers import PauseBody, Paused, Resumed
 from shop.answers import AddressBody, ShippingAddress
 
@@ -39,6 +48,8 @@ __all__ = [
     "Paused",
     "PaymentStarted",
     "Place",
+    "PushSubscribed",
+    "PushSubscriptionBody",
     "QueueState",
     "RaffleResult",
     "Refund",
@@ -46,6 +57,7 @@ __all__ = [
     "ReserveBody",
     "Resumed",
     "ShippingAddress",
+    "VariantBody",
     "VariantInvariant",
     "VariantOnSale",
 ]

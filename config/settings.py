@@ -233,6 +233,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": 5.0,
         "options": {"expires": 10},
     },
+    "announce-turns": {  # a waiting buyer's phone hears "your turn" (checkout/push.py)
+        "task": "checkout.announce_turns",
+        "schedule": 1.0,
+        "options": {"expires": 2},
+    },
     "checkout-sweep": {
         "task": "checkout.sweep",
         "schedule": 10.0,
@@ -252,6 +257,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "ops.end_rehearsals",
         "schedule": 30.0,
         "options": {"expires": 30},
+    },
+    # The hour before a waiting room's start: can the draw read its drand round? (ops/preflight.py)
+    "check-draw-beacons": {
+        "task": "ops.check_draw_beacons",
+        "schedule": 60.0,
+        "options": {"expires": 60},
     },
 }
 
@@ -437,6 +448,18 @@ PAYMENT_PROVIDER_PUBLIC_PREFIXES = tuple(
 MERCHANT_WEBHOOK_URL = os.environ.get("MERCHANT_WEBHOOK_URL", "")
 # Who is e-mailed of a dispute (comma-separated addresses); none: the Merchants group's members.
 MERCHANT_EMAIL = env.listing("MERCHANT_EMAIL", [])
+# Web Push (checkout/push.py): the shop's VAPID private key, the raw P-256 key base64url
+# (`manage.py vapid_key` makes one). Unset outside dev: push is off (no button, nothing sent). The
+# dev key is published here, so it never signs a production push.
+WEB_PUSH_VAPID_KEY = os.environ.get("WEB_PUSH_VAPID_KEY") or (env.DEV_VAPID_KEY if DEV else "")
+# VAPID's contact for the push services (mailto: or https:); empty: PUBLIC_BASE_URL.
+WEB_PUSH_SUBJECT = os.environ.get("WEB_PUSH_SUBJECT", "")
+# The push services a subscription may point at (host names and their subdomains): the shop POSTs to
+# that address, so nothing else (its own network) is taken. The browsers' own services by default.
+WEB_PUSH_HOSTS = env.listing(
+    "WEB_PUSH_HOSTS",
+    ["fcm.googleapis.com", "push.services.mozilla.com", "push.apple.com", "notify.windows.com"],
+)
 # How long an erased buyer's shipping addresses stay with their orders (accounts.privacy): the
 # retention a merchant's records need (German HGB/AO: ten years); blanked after it.
 ORDER_RECORDS_RETENTION_DAYS = env.integer("ORDER_RECORDS_RETENTION_DAYS", 3650)

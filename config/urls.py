@@ -29,9 +29,12 @@ api_patterns = [
     path("drops/<slug:slug>/queue", admission_api.queue, name="api-queue"),
     path("drops/<slug:slug>/reminder", checkout_api.reminder, name="api-reminder"),
     path("drops/<slug:slug>/queue/draw", admission_api.draw, name="api-queue-draw"),
+    path("push/subscription", checkout_api.push_subscription, name="api-push-subscription"),
     path("holds/<str:hold_id>", sale_api.hold, name="api-hold"),
     path("holds/<str:hold_id>/payment", checkout_api.start_payment, name="api-payment"),
     path("holds/<str:hold_id>/address", sale_api.address, name="api-hold-address"),
+    path("holds/<str:hold_id>/variant", sale_api.variant, name="api-hold-variant"),
+    path("holds/<str:hold_id>/more-time", sale_api.more_time, name="api-hold-more-time"),
     path("orders", checkout_api.orders, name="api-orders"),
     path("orders/<str:order_id>", checkout_api.order, name="api-order"),
     path("orders/<str:order_id>/cancel", checkout_api.cancel, name="api-order-cancel"),
@@ -66,6 +69,8 @@ urlpatterns = [
     path("holds/<int:hold_id>/release", sale_views.release, name="release"),
     path("holds/<int:hold_id>/address", sale_views.address, name="hold-address"),
     path("holds/<int:hold_id>/discount", sale_views.discount, name="hold-discount"),
+    path("holds/<int:hold_id>/size", sale_views.size, name="hold-size"),
+    path("holds/<int:hold_id>/more-time", sale_views.more_time, name="hold-more-time"),
     path("holds/<int:hold_id>/pay", checkout_views.pay, name="pay"),
     path("holds/<int:hold_id>/pay-saved", checkout_views.pay_saved, name="pay-saved"),
     path("cards/", checkout_views.saved_cards, name="saved-cards"),
@@ -94,6 +99,8 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),  # set_language: the footer's language switcher
     path("favicon.ico", views.favicon, name="favicon"),
     path("healthz", views.healthz, name="healthz"),
+    # The push service worker: served from the root so its scope covers every page of the shop.
+    path("push-worker.js", checkout_views.push_worker, name="push-worker"),
     # Uploaded product pictures: few and small, served by Django from MEDIA_ROOT (a CDN or the
     # balancer may serve the same folder in front of it).
     re_path(r"^media/(?P<path>.+)$", views.media, name="media"),

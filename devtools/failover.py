@@ -339,7 +339,7 @@ def main(argv: list[str]) -> int:
                 f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/floodgate"
                 "?target_session_attrs=read-write&connect_timeout=2"
             )
-        redis_url, stop_redis = embedded.start_redis(folder / "redis-data")
+        redis_url, stop_redis, _running = embedded.start_redis(folder / "redis-data")
         stops.append(stop_redis)
         env = {
             **os.environ,

@@ -69,6 +69,8 @@ TUNABLES: dict[str, tuple[type, float, float, str, float]] = {
     "late_seconds": (float, 0.0, 3600.0, "PROVIDER_LATE_SECONDS", 0),
 }
 CURRENCY = re.compile(r"[A-Z]{3}")
+# What a card statement can show (a subset of Stripe's rules, as the shop sends it), empty for none.
+STATEMENT_DESCRIPTOR = re.compile(r"(?=[^A-Z]*[A-Z])[A-Z0-9 .,&+/-]{1,22}|")
 SESSION_PATH = re.compile(
     r"/api/sessions/([A-Za-z0-9_]{1,64})(?:/(capture|void|refund|dispute|dispute/close))?"
 )
@@ -183,6 +185,7 @@ class PaymentSession:
     callback_url: str
     return_url: str
     description: str = ""  # what the shop says the buyer pays for ("Floodgate order 12: 1 x Nachtzug")
+    statement_descriptor: str = ""  # what the buyer's card statement will say (the shop's name)
     state: str = "pending"  # pending -> authorized | failed; authorized -> captured | voided
     reason: str = ""
     # Set before the latency wait, so a double submit cannot authorise twice.
@@ -336,9 +339,17 @@ class Simulator:
             raise HttpError(
                 400, "invalid_request", "description must be printable text of at most 200 characters"
             )
+        descriptor = data.get("statement_descriptor", "")
+        if not isinstance(descriptor, str) or not STATEMENT_DESCRIPTOR.fullmatch(descriptor):
+            raise HttpError(
+                400,
+                "invalid_request",
+                "statement_descriptor must be at most 22 Latin capitals, digits, spaces or . , & + / -",
+            )
         session = PaymentSession(
             session_id=f"ses_{secrets.token_hex(12)}",
             description=description,
+            statement_descriptor=descriptor,
             reference=reference,
             amount_minor=amount,
             currency=currency,
@@ -676,6 +687,10 @@ def payment_page(session: PaymentSession) -> Response:
     amount = html.escape(format_amount(session.amount_minor, session.currency))
     # What the buyer pays for leads; the reference is the shop's, for support, in small print.
     paying_for = f"<dt>For</dt><dd>{html.escape(session.description)}</dd>" if session.description else ""
+    if session.statement_descriptor:
+        paying_for += (
+            f'<dt>On your statement</dt><dd id="statement">{html.escape(session.statement_descriptor)}</dd>'
+        )
     summary = (
         f'<dl>{paying_for}<dt>Amount</dt><dd class="amount">{amount}</dd></dl>'
         f'<p class="reference">Reference {html.escape(session.reference)}</p>'

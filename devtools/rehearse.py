@@ -85,6 +85,14 @@ def rehearse(args: argparse.Namespace) -> Path:
         say(f"rehearsal over: {rehearsal.end(copy=copy)} buyers removed")
 
 
+def ship_to(product: Any) -> str:
+    """A country the product ships to ("" for a product that is not shipped)."""
+    if not product.ships:
+        return ""
+    zone = product.shipping_zones.order_by("pk").first()
+    return zone.countries[0] if zone is not None and zone.countries else "DE"
+
+
 def run_crowd(args: argparse.Namespace, drop: Any, copy: Any, buyers: list[Any], real_before: Any) -> Path:
     """The crowd against the copy, sampled while it runs; the report written. Returns its path."""
     from django.utils import timezone
@@ -99,6 +107,10 @@ def run_crowd(args: argparse.Namespace, drop: Any, copy: Any, buyers: list[Any],
         "slug": copy.slug,
         "waiting_room": copy.waiting_room,
         "tokens": [b.token for b in buyers],
+        # a sized drop's buyers name a size; a shipped product's give an address in a country it
+        # ships to (one without zones ships everywhere)
+        "sizes": {v.name: v.quantity for v in copy.variants.all() if v.name},
+        "ship_to": ship_to(copy.product),
         "max_seconds": args.max_seconds,
         "spawn_rate": max(50, args.buyers // 5),
     }

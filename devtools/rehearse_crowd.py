@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import random
 import sys
 import time
 import uuid
@@ -32,6 +33,8 @@ class Plan:
     waiting_room = False
     tokens: list[str] = []
     max_seconds = 120.0
+    sizes: dict[str, int] = {}  # a sized drop's variants and their stock: buyers ask in proportion
+    ship_to = ""  # a product that ships: the country of every buyer's address
 
 
 class Buyer(FastHttpUser):
@@ -93,26 +96,44 @@ class Buyer(FastHttpUser):
         return True
 
     def reserve_and_pay(self, slug: str) -> None:
-        key = uuid.uuid4().hex
-        headers = {"Idempotency-Key": key, "X-Admission-Token": self.admission}
+        headers = {"Idempotency-Key": uuid.uuid4().hex, "X-Admission-Token": self.admission}
+        body: dict[str, object] = {"quantity": 1}
+        if Plan.sizes:
+            body["variant"] = random.choices(list(Plan.sizes), weights=list(Plan.sizes.values()))[0]
         noes = 0
         while True:
-            held = self._call(
-                "POST", f"/api/drops/{slug}/holds", "reserve", json={"quantity": 1}, headers=headers
-            )
+            held = self._call("POST", f"/api/drops/{slug}/holds", "reserve", json=body, headers=headers)
             if held.status_code in (200, 201):
                 break
             if held.status_code in (425, 429, 503):  # not started, or told to come back
                 gevent.sleep(float(held.headers.get("Retry-After") or 0.5))
+                continue
+            left = held.json().get("left") if held.status_code == 409 else None
+            if left:  # the size asked for is gone: a buyer takes another that is left (a new request)
+                body["variant"] = random.choice(left)
+                headers["Idempotency-Key"] = uuid.uuid4().hex
                 continue
             noes += 1
             if noes > STEPS_AFTER_NO:
                 return
             gevent.sleep(1)
         hold_id = held.json()["id"]
+        if Plan.ship_to and not self.give_address(hold_id):
+            return
         for _card in range(CARDS):
             if self.pay(hold_id):
                 return
+
+    def give_address(self, hold_id: str) -> bool:
+        """The address step of a product that ships, as the hold page asks it before payment."""
+        address = {
+            "name": "Rehearsal Buyer",
+            "line1": "Probestraße 1",
+            "postal_code": "10115",
+            "city": "Berlin",
+            "country": Plan.ship_to,
+        }
+        return self._call("PUT", f"/api/holds/{hold_id}/address", "address", json=address).status_code == 200
 
     def pay(self, hold_id: str) -> bool:
         """Start paying, pay at the provider, poll the order: True once confirmed, False on a decline."""
@@ -141,6 +162,7 @@ def main(plan_path: str, events_path: str) -> int:
     plan = json.loads(Path(plan_path).read_text())
     Plan.base, Plan.slug, Plan.waiting_room = plan["base"], plan["slug"], plan["waiting_room"]
     Plan.tokens, Plan.max_seconds = list(plan["tokens"]), float(plan["max_seconds"])
+    Plan.sizes, Plan.ship_to = dict(plan.get("sizes") or {}), str(plan.get("ship_to") or "")
     Buyer.host = Plan.base
     started = time.monotonic()
     with open(events_path, "w", newline="") as out:

@@ -96,6 +96,14 @@ class Sentinels:
             time.sleep(0.1)
         raise TimeoutError(f"redis on {port} did not rejoin as a replica within {timeout} s")
 
+    def logs(self, tail: int = 800) -> str:
+        """The end of each sentinel's log, for a failed run's message (who saw what, when)."""
+        ends = []
+        for port in self.sentinels:
+            text = (self.folder / f"sentinel-{port}.log").read_text(errors="replace")
+            ends.append(f"sentinel {port}: ...{text[-tail:]}")
+        return "\n".join(ends)
+
     def stop(self) -> None:
         for process in [*self.sentinels.values(), *self.servers.values()]:
             if process.poll() is None:

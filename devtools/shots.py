@@ -1,4 +1,5 @@
-"""Walk the whole shop in Chromium and write a PNG of every page, at desktop and phone size.
+"""Walk the whole shop in Chromium and write a PNG of every page, at desktop and phone size, and
+beside them the invoice PDF the buyer downloads.
 
 Run by `python3 floodgate.py shots [FOLDER]` (devstack.run_shots), which starts the real store
 (floodgate-web, Celery worker and beat, the simulated provider) on servers of its own and calls
@@ -158,6 +159,13 @@ class Walk:
         self.page.screenshot(path=str(path), full_page=True)
         say(f"{self.size.name:7} {path.relative_to(self.out.parent.parent)}  ({self.page.url})")
 
+    def keep(self, name: str, content: bytes, suffix: str) -> None:
+        """A file beside the pictures (a PDF Chromium cannot photograph headless), numbered with them."""
+        self.count += 1
+        path = self.out / f"{self.count:02d}-{name}{suffix}"
+        path.write_bytes(content)
+        say(f"{self.size.name:7} {path.relative_to(self.out.parent.parent)}  ({len(content)} bytes)")
+
     def go(self, path: str, name: str) -> None:
         self.page.goto(self.base + path)
         self.shot(name)
@@ -205,6 +213,14 @@ def walk_buyer(walk: Walk, provider: str, drop_id: int) -> None:
     page.wait_for_url(re.compile(r"/orders/\d+/$"))
     page.wait_for_selector("#order-state[data-state='confirmed']", timeout=30_000)
     walk.shot("order")
+    # The invoice as the buyer downloads it from the order page (listed once the page is loaded
+    # confirmed): saved beside its page's picture.
+    page.reload()
+    link = page.locator("#order-invoices a").first
+    invoice = page.request.get(walk.base + str(link.get_attribute("href")))
+    if not (invoice.ok and invoice.body().startswith(b"%PDF-")):
+        sys.exit(f"shots: the order page's invoice is not a PDF ({invoice.status} {invoice.url})")
+    walk.keep("invoice", invoice.body(), ".pdf")
     walk.go("/orders/", "orders")
     page.goto(walk.base + "/accounts/api/")
     page.click("button[value=create]")

@@ -26,6 +26,16 @@ class HoldDiscount(Closed):
     currency: str
 
 
+class HoldShipping(Closed):
+    fee_minor: NonNegativeInt = Field(
+        description="The shipping fee of the address's zone, gross (per order or per unit, counted)"
+    )
+    tax_minor: NonNegativeInt = Field(description="The tax in fee_minor")
+    tax_rate: str = Field(pattern=r"^\d{1,2}\.\d{2}$", description="The fee's tax rate, e.g. 19.00")
+    gross_minor: NonNegativeInt = Field(description="The whole gross with the fee: what payment charges")
+    currency: str
+
+
 class Hold(Closed):
     id: int
     drop: Slug
@@ -36,6 +46,11 @@ class Hold(Closed):
     units: list[str] = Field(description="Unit labels (seats); empty for identical units")
     variant: str = Field(description='The variant held; "" for a drop of one unnamed variant')
     order: HoldOrder | None = Field(description="The order once payment has started")
+    shipping: Omittable[HoldShipping | None] = Field(
+        None,
+        description="A product that ships: the fee once the address is given (its country picks the "
+        "zone), null before it and for a product without zones (free); absent for a product not shipped",
+    )
     discount: Omittable[HoldDiscount] = Field(
         None, description="The discount code this hold spent, and the price after it; absent without one"
     )
@@ -66,6 +81,10 @@ class Invariant(Closed):
 
 
 # A request body is an open object (a field the view does not read is ignored), inlined in the operation.
+class VariantBody(BaseModel):
+    variant: str = Field(description="The name of the variant (size) the hold should be of instead")
+
+
 class ReserveBody(BaseModel):
     quantity: Quantity
     unit: Omittable[str] = None

@@ -16,6 +16,11 @@ MAX_HOLD_QUANTITY = 100
 IDEMPOTENCY_KEY_MAX = 64
 
 
+# "I need more time" (WCAG 2.2.1) may be pressed this often per hold, each press adding half the hold's
+# first window: a unit is kept at most twice what the merchant set, so the line waits at most that long.
+MORE_TIME_MAX = 2
+
+
 class HoldState(models.TextChoices):
     HELD = "held", _("Held")
     SOLD = "sold", _("Sold")
@@ -57,6 +62,8 @@ class Hold(models.Model):
     expires_at = models.DateTimeField(verbose_name=_("expires at"))
     extended = models.BooleanField(default=False, verbose_name=_("extended"))
     ended_at = models.DateTimeField(null=True, blank=True, verbose_name=_("ended at"))
+    # Times the buyer pressed "I need more time" (holds.services.more_time), at most MORE_TIME_MAX.
+    more_time = models.PositiveSmallIntegerField(default=0, db_default=0, verbose_name=_("more time asked"))
     # Of a sold hold's units: how many were refunded, and of those how many went back on sale
     # (the rest are counted apart, so available + held + sold + refunded = quantity still holds).
     refunded = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("refunded"))
@@ -115,6 +122,9 @@ class Hold(models.Model):
             models.CheckConstraint(condition=Q(state__in=HoldState.values), name="holds_hold_state_valid"),
             models.CheckConstraint(
                 condition=Q(expires_at__gt=models.F("created_at")), name="holds_hold_expires_after_created"
+            ),
+            models.CheckConstraint(
+                condition=Q(more_time__lte=MORE_TIME_MAX), name="holds_hold_more_time_capped"
             ),
             models.CheckConstraint(
                 condition=Q(state=HoldState.HELD, ended_at__isnull=True)

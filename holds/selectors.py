@@ -9,7 +9,7 @@ from core.errors import NotFound
 from holds import answers
 from holds.models import Hold
 from holds.services import effective_state
-from shop import pricing
+from shop import pricing, shipping
 
 
 def hold_of_buyer(*, hold_id: object, buyer_id: int) -> Hold:
@@ -19,7 +19,7 @@ def hold_of_buyer(*, hold_id: object, buyer_id: int) -> Hold:
     except ValueError:
         raise NotFound(gettext_lazy("There is no such hold.")) from None
     hold = (
-        Hold.objects.select_related("drop__product", "variant", "discount_code")
+        Hold.objects.select_related("drop__product", "variant", "discount_code", "shipping_address")
         .filter(pk=pk, buyer_id=buyer_id)
         .first()
     )
@@ -32,7 +32,11 @@ def hold_answer(hold: Hold, *, units: tuple[str, ...] | None = None, new: bool =
     """The API's view of a hold; a hold just made passes its labels and has no order yet."""
     if units is None:
         units = () if hold.bucket_index is not None else tuple(hold.units.values_list("label", flat=True))
-    extra = {} if hold.discount_code_id is None else {"discount": _discount_of(hold)}
+    extra: dict[str, object] = {} if hold.discount_code_id is None else {"discount": _discount_of(hold)}
+    # A hold just made has no address yet, and its drop may come without its product (the claim's
+    # hot path reads no product row): the reserve's answer leaves shipping out.
+    if not new and hold.drop.product.ships:
+        extra["shipping"] = _shipping_of(hold)
     return answers.Hold(
         id=hold.pk,
         drop=hold.drop.slug,
@@ -52,6 +56,28 @@ def hold_price(hold: Hold) -> pricing.Price:
     code = hold.discount_code if hold.discount_code_id is not None else None
     off = code.terms if code is not None else None
     return pricing.line(hold.drop.product, hold.quantity, variant=hold.variant, off=off)
+
+
+def hold_total(hold: Hold) -> pricing.Total:
+    """What paying the hold would charge now: its line, and the shipping fee of its address's zone
+    once an address is given (none before, and none for a product that is not shipped)."""
+    address = hold.shipping_address if hold.shipping_address_id is not None else None
+    product = hold.drop.product
+    fee = shipping.fee(product, hold.quantity, address.country) if address is not None else None
+    return pricing.Total(goods=hold_price(hold), shipping=fee)
+
+
+def _shipping_of(hold: Hold) -> answers.HoldShipping | None:
+    total = hold_total(hold)
+    if total.shipping is None:
+        return None
+    return answers.HoldShipping(
+        fee_minor=total.shipping.gross_minor,
+        tax_minor=total.shipping.tax_minor,
+        tax_rate=f"{total.shipping.rate:.2f}",
+        gross_minor=total.gross_minor,
+        currency=total.currency,
+    )
 
 
 def _discount_of(hold: Hold) -> answers.HoldDiscount:

@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from celery import current_app
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
@@ -27,6 +27,7 @@ from django_redis import get_redis_connection
 from catalogue import selectors as catalogue
 from core import locks, metrics
 from core.errors import (
+    Busy,
     Ended,
     FloodgateError,
     HoldExists,
@@ -35,6 +36,7 @@ from core.errors import (
     InvalidIdempotencyKey,
     InvalidQuantity,
     LimitReached,
+    MoreTimeUsed,
     NotStarted,
     Paused,
     SoldOut,
@@ -43,7 +45,7 @@ from core.errors import (
     fill,
 )
 from holds import discounts, gate, presale, sql
-from holds.models import IDEMPOTENCY_KEY_MAX, DiscountCode, Hold, HoldState
+from holds.models import IDEMPOTENCY_KEY_MAX, MORE_TIME_MAX, DiscountCode, Hold, HoldState
 from inventory import services as stock
 from shop.models import Drop, DropState, Variant
 from shop.sql import MAY_TAKE_PART
@@ -511,6 +513,66 @@ def _release(cursor: CursorWrapper, *, hold_id: int, buyer_id: int | None) -> bo
         log.info("hold %s released, %s units back", hold_id, credited)
         offer_after_commit(line)
     return bool(changed)
+
+
+def more_time(*, hold: Hold, buyer_id: int) -> Hold:
+    """The buyer's "I need more time": half the hold's first window more (an offer's 90 s: 45 s), at
+    most MORE_TIME_MAX times and only before payment starts. MoreTimeUsed when it has had them all,
+    HoldNotActive when it ended or is being paid for; either way nothing changes."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        params = {"hold": hold.pk, "drop": hold.drop_id, "buyer": buyer_id, "most": MORE_TIME_MAX}
+        cursor.execute(sql.MORE_TIME, params)
+        if cursor.fetchone() is None:
+            cursor.execute(sql.MORE_TIME_LEFT, params)
+            if cursor.fetchone() is not None:
+                raise MoreTimeUsed(gettext_lazy("This hold has had all the extra time it can have."))
+            raise HoldNotActive(
+                gettext_lazy("This hold cannot get more time: its payment has started, or it has ended.")
+            )
+    return Hold.objects.select_related("variant", "drop").get(pk=hold.pk)
+
+
+def change_variant(*, hold: Hold, buyer_id: int, name: object) -> Hold:
+    """Another variant (size) for the buyer's held hold whose payment has not started: its units
+    given back and as many of the new one taken in one transaction, the time left unchanged. An
+    offered returned unit or a raffle's win is a hold too, so its buyer chooses a size this way; in a
+    waiting room the new units may be returned ones not yet offered (under the line's lock: the
+    tickets they would go to come after this buyer). Refused (InvalidVariant, VariantSoldOut, Paused,
+    HoldNotActive, Busy): the hold is as it was."""
+    drop = catalogue.drop_for_claim(slug=hold.drop.slug)
+    new = catalogue.variant_of(drop, name)
+    refuse_if_closed(drop)
+    try:
+        with transaction.atomic(durable=True), connection.cursor() as cursor:
+            cursor.execute(sql.OFFER_WAIT_TIMEOUT)  # behind a wave or an offerer a moment, never long
+            if drop.waiting_room:
+                locks.lock(cursor, locks.Namespace.WAVE, drop.pk)
+            cursor.execute(sql.LOCK_HOLD_FOR_EXCHANGE, {"hold": hold.pk, "drop": drop.pk, "buyer": buyer_id})
+            row = cursor.fetchone()
+            if row is None:
+                raise HoldNotActive(
+                    gettext_lazy(
+                        "This hold cannot change size now: its payment has started, or it has ended."
+                    )
+                )
+            quantity, old_variant, old_index = row
+            if old_variant != new.pk:
+                claim = stock.exchange(
+                    cursor,
+                    drop=drop,
+                    hold_id=hold.pk,
+                    quantity=quantity,
+                    old=(old_variant, old_index),
+                    new=new,
+                    line=drop.waiting_room,
+                )
+                params = {"hold": hold.pk, "drop": drop.pk, "variant": new.pk, "index": claim.bucket_index}
+                cursor.execute(sql.SET_HOLD_VARIANT, params)
+                log.info("hold %s: %s units from variant %s to %s", hold.pk, quantity, old_variant, new.pk)
+                offer_after_commit(drop.pk if drop.waiting_room else None)  # the old ones, to the line
+    except OperationalError as error:  # lock_timeout: a long wave, or the hold's own row in use
+        raise Busy(gettext_lazy("The shop is busy right now; try again in a second.")) from error
+    return Hold.objects.select_related("variant", "drop").get(pk=hold.pk)
 
 
 OFFER_PENDING = "fg:offer:pending:{}"  # set while a sale.offer_now of the drop is on its way

@@ -304,6 +304,39 @@ UPDATE holds_hold SET expires_at = greatest(expires_at, %(since)s + make_interva
 RETURNING id
 """
 
+# "I need more time" on the buyer's held hold whose payment has not started: half its first window more
+# (expires_at - created_at is that window times 1 + more_time / 2), while more_time < %(most)s.
+# Protects: the line's wait (a hold lasts at most twice the time the merchant set before payment).
+# 1 row: (new expiry, presses so far); 0 rows: used up, ended, paying, or not the buyer's.
+MORE_TIME = """
+UPDATE holds_hold
+   SET expires_at = expires_at + (expires_at - created_at) / (2 + more_time), more_time = more_time + 1
+ WHERE id = %(hold)s AND drop_id = %(drop)s AND buyer_id = %(buyer)s AND state = 'held'
+   AND expires_at > clock_timestamp() AND NOT extended AND more_time < %(most)s
+RETURNING expires_at, more_time
+"""
+
+# Why MORE_TIME changed nothing: a row here means the hold is live and its presses are used up.
+MORE_TIME_LEFT = """
+SELECT 1 FROM holds_hold
+ WHERE id = %(hold)s AND drop_id = %(drop)s AND buyer_id = %(buyer)s AND state = 'held' AND expires_at > now()
+   AND NOT extended AND more_time >= %(most)s
+"""
+
+# A held hold of the buyer whose payment has not started (the price is fixed once it has), locked
+# for a change of variant: (quantity, variant, bucket index). No row: not the buyer's, ended, or paying.
+LOCK_HOLD_FOR_EXCHANGE = """
+SELECT quantity, variant_id, bucket_index FROM holds_hold
+ WHERE id = %(hold)s AND drop_id = %(drop)s AND buyer_id = %(buyer)s AND state = 'held' AND expires_at > now()
+   AND NOT extended
+   FOR UPDATE
+"""
+
+SET_HOLD_VARIANT = (
+    "UPDATE holds_hold SET variant_id = %(variant)s, bucket_index = %(index)s"
+    " WHERE id = %(hold)s AND drop_id = %(drop)s"
+)
+
 # Returned units offered to each of the line's next tickets (sale/offers.py): a hold of `q` units
 # (up to the buyer's limit) of one bucket or variant, for the drop's offer_seconds under the
 # ticket's offer key, in ticket order, only while the drop is live. A buyer who meanwhile started

@@ -68,6 +68,7 @@ def unit_labels(*, drop_id: int) -> list[str]:
 class Seat:
     label: str
     free: bool
+    variant: str = ""  # its size's name ("" in a drop of one)
 
 
 def seat_map(*, drop_id: int, limit: int = 1000) -> list[Seat]:
@@ -75,5 +76,6 @@ def seat_map(*, drop_id: int, limit: int = 1000) -> list[Seat]:
 
     A unit in an expired hold nobody reclaimed yet shows as taken: wrong only in the safe direction.
     """
-    rows = Unit.objects.filter(drop_id=drop_id).order_by("rank").values_list("label", "state")[:limit]
-    return [Seat(label, state == UnitState.AVAILABLE) for label, state in rows]
+    rows = Unit.objects.filter(drop_id=drop_id).order_by("rank")
+    picked = rows.values_list("label", "state", "variant__name")[:limit]
+    return [Seat(label, state == UnitState.AVAILABLE, variant) for label, state, variant in picked]

@@ -111,7 +111,7 @@ def configure_stock(*, drop: Stocked, variants: Sequence[Sort], unit_labels: lis
         )
     rows: list[Unit] = []
     for variant in variants:
-        names = [f"{variant.name}-{n}" if variant.name else str(n) for n in range(1, variant.quantity + 1)]
+        names = [numbered(variant.name, n) for n in range(1, variant.quantity + 1)]
         labels = unit_labels or names
         if len(labels) != variant.quantity:
             raise InvalidInput(
@@ -126,6 +126,21 @@ def configure_stock(*, drop: Stocked, variants: Sequence[Sort], unit_labels: lis
     for rank, unit in enumerate(rows):
         unit.rank = rank
     Unit.objects.bulk_create(rows, batch_size=5000)
+
+
+def numbered(variant_name: str, n: int) -> str:
+    """The label of a numbered unit: "M-3" in a drop of several variants, "3" in one of one."""
+    return f"{variant_name}-{n}" if variant_name else str(n)
+
+
+def numbered_variant(label: str, names: Sequence[str]) -> str | None:
+    """The variant a numbered unit's label names (`numbered`'s inverse), None when it names none.
+    Unique: the part after the variant's name is digits only, so "A-1-2" is A-1's, not A's."""
+    for name in names:
+        rest = label.removeprefix(f"{name}-") if name else None
+        if rest is not None and rest != label and rest.isdigit():
+            return name
+    return None
 
 
 # Claims -----------------------------------------------------------------------------------
@@ -444,6 +459,52 @@ def take_returned(
         for hold, _, pool in offers
         if len(labels.get(hold, ())) == got[hold]
     }
+
+
+def exchange(
+    cursor: CursorWrapper,
+    *,
+    drop: Stocked,
+    hold_id: int,
+    quantity: int,
+    old: tuple[int, int | None],
+    new: Sort,
+    line: bool,
+) -> Claim:
+    """A held hold's `quantity` units of variant old[0] (from bucket old[1]) given back, and as many
+    of `new` taken for it, inside the caller's transaction (after the hold's row lock). The new ones
+    come from what any claim may take and, with `line` (the caller holds the drop's WAVE lock), from
+    the returned units of a waiting room, whose next tickets come after this hold's buyer.
+
+    Only the hold's own units may be waited for; the new ones are taken skipping rows others have
+    locked. Raises the claim's refusal (VariantSoldOut, Paused, ...), or Busy when the units left
+    are mid-claim; the caller's rollback then leaves the hold as it was."""
+    old_variant, old_index = old
+    params = {"drop": drop.pk, "hold": hold_id, "q": quantity, "presale": False}
+    if drop.inventory_mode == InventoryMode.BUCKETS:
+        credit = {**params, "variant": old_variant, "index": old_index}
+        if sql.one(cursor, sql.CREDIT_HOLD_BUCKET, credit) is None:
+            raise RuntimeError(
+                f"hold {hold_id}: no bucket {old_index} of variant {old_variant} to give back to"
+            )
+        taking = {**params, "variant": new.pk}
+        for statement in [sql.TAKE_FROM_ANY_BUCKET] * PROBES + [sql.TAKE_RETURNED_FROM_ANY_BUCKET] * line:
+            row = sql.one(cursor, statement, taking)
+            if row is not None:
+                return Claim(bucket_index=row[0], variant_id=new.pk)
+    else:
+        freed = sql.all_rows(cursor, sql.FREE_HOLD_UNITS, {**params, "variant": old_variant})
+        if len(freed) != quantity:
+            raise RuntimeError(f"hold {hold_id}: {len(freed)} of its {quantity} units to give back")
+        taken = [r[0] for r in sql.all_rows(cursor, sql.CLAIM_BEST_UNITS, {**params, "variant": new.pk})]
+        if len(taken) == quantity:
+            return Claim(bucket_index=None, labels=tuple(taken), variant_id=new.pk)
+        if line and not taken:
+            asks = {"holds": [hold_id], "qs": [quantity], "variants": [new.pk]}
+            got = [r[1] for r in sql.all_rows(cursor, sql.TAKE_RETURNED_UNITS, {**params, **asks})]
+            if len(got) == quantity:
+                return Claim(bucket_index=None, labels=tuple(got), variant_id=new.pk)
+    raise _refusal(cursor, drop_id=drop.pk, variant=new, quantity=quantity)
 
 
 def open_returned(cursor: CursorWrapper, *, drop_id: int) -> int:

@@ -461,6 +461,45 @@ UPDATE inventory_unit u SET state = 'held', hold_id = want.hold
 RETURNING want.hold, u.label
 """
 
+# A held hold's units of one variant given back when the hold changes to another (holds.services.
+# change_variant, under the hold's row lock, in the transaction that takes the new ones): `q` units to
+# its bucket, to the line in a waiting-room drop as GIVE_BACK does. 1 row: credited.
+# Protects: quantity = available + held + sold per variant (the hold's variant moves in the same transaction).
+CREDIT_HOLD_BUCKET = """
+UPDATE inventory_stockbucket b
+   SET available = b.available + CASE WHEN d.waiting_room THEN 0 ELSE %(q)s END,
+       returned = b.returned + CASE WHEN d.waiting_room THEN %(q)s ELSE 0 END
+  FROM shop_drop d
+ WHERE b.drop_id = %(drop)s AND b.index = %(index)s AND b.variant_id = %(variant)s AND d.id = b.drop_id
+RETURNING b.index
+"""
+
+# The same in units mode: the hold's unit rows of that variant freed. Rows: the labels freed.
+# Protects: a unit belongs to at most one hold (only the hold's own held rows move).
+FREE_HOLD_UNITS = """
+UPDATE inventory_unit u
+   SET state = CASE WHEN d.waiting_room THEN 'returned' ELSE 'available' END, hold_id = NULL
+  FROM shop_drop d
+ WHERE u.drop_id = %(drop)s AND u.hold_id = %(hold)s AND u.variant_id = %(variant)s AND u.state = 'held'
+   AND d.id = u.drop_id
+RETURNING u.label
+"""
+
+# A waiting room's returned units of one variant taken from one of its buckets for a hold changing to
+# it, under the WAVE lock (only that lock's holder takes returned units), never waiting for a row
+# another transaction is crediting. 1 row: taken (the bucket's index); 0 rows: none there now, or
+# the drop is not live. Protects: returned >= 0 (also its CHECK).
+TAKE_RETURNED_FROM_ANY_BUCKET = f"""
+UPDATE inventory_stockbucket b SET returned = b.returned - %(q)s
+  FROM shop_drop d
+ WHERE b.id = (SELECT id FROM inventory_stockbucket
+                WHERE drop_id = %(drop)s AND variant_id = %(variant)s AND returned >= %(q)s
+                ORDER BY index LIMIT 1
+                  FOR UPDATE SKIP LOCKED)
+   AND d.id = b.drop_id AND {LIVE}
+RETURNING b.index
+"""
+
 # Open a drop's returned units to any claim (nobody is left in its line to offer them to, or
 # the drop no longer has a waiting room). Buckets locked in index order. Returns units opened.
 # Protects: the sum of available + returned is unchanged.

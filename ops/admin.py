@@ -14,7 +14,7 @@ from csp.decorators import csp_replace
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
-from django.contrib.admin.options import csrf_protect_m
+from django.contrib.admin.options import InlineModelAdmin, csrf_protect_m
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.core.serializers.json import DjangoJSONEncoder
@@ -57,6 +57,7 @@ from shop.models import (
     PauseAction,
     PauseEvent,
     Product,
+    ShippingZone,
     Variant,
 )
 
@@ -97,6 +98,14 @@ class ProductForm(forms.ModelForm):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.fields["tax_rate"].required = False
+        self.fields["ships"].help_text = format_lazy(
+            "{} {}",
+            self.fields["ships"].help_text,
+            _(
+                "Once saved as shipped, the product's page lists its shipping zones: the countries "
+                "it goes to and their fees. Without a zone it ships everywhere, free."
+            ),
+        )
         if self.instance.pk is not None:
             major = Decimal(self.instance.price_minor) / MINOR_PER_MAJOR
             self.initial.setdefault("price", major.quantize(Decimal("0.01")))
@@ -124,9 +133,42 @@ class ProductForm(forms.ModelForm):
         return data
 
 
+class ShippingZoneFormSet(forms.BaseInlineFormSet):
+    def clean(self) -> None:
+        """No country in two zones: which fee would its buyers pay? (catalogue.services.check_zones)"""
+        super().clean()
+        kept = [
+            form.cleaned_data.get("countries") or []
+            for form in self.forms
+            if form.cleaned_data and not form.cleaned_data.get("DELETE")
+        ]
+        named = [code for codes in kept for code in codes]
+        twice = sorted({code for code in named if named.count(code) > 1})
+        if twice:
+            raise ValidationError(
+                _("A country may be in one shipping zone only: %(codes)s.") % {"codes": ", ".join(twice)}
+            )
+
+
+class ShippingZoneInline(admin.TabularInline):
+    """Where a product that ships goes and what it costs there (shop.shipping): none ships everywhere free."""
+
+    model = ShippingZone
+    formset = ShippingZoneFormSet
+    fields = ["name", "countries", "fee_minor", "fee_basis", "tax_rate"]
+    extra = 0
+
+
 @admin.register(Product)
 class ProductAdmin(admin.ModelAdmin):
     form = ProductForm
+
+    def get_inlines(
+        self, request: HttpRequest, obj: Product | None
+    ) -> list[type[InlineModelAdmin[Any, Any]]]:
+        """Zones for a product saved as one that ships (tick "ships", save, then add them)."""
+        return [ShippingZoneInline] if obj is not None and obj.ships else []
+
     list_display = ["name", "sku", "price", "tax_rate", "ships"]
     search_fields = ["name", "sku"]
     list_filter = ["currency"]
@@ -404,6 +446,8 @@ class DropAdmin(admin.ModelAdmin):
                     "admission_wave_seconds",
                     "admission_percent",
                     "join_work_bits",
+                    "line_close_seconds",
+                    "draw_round_wait_seconds",
                     "redis_gate",
                 ],
             },
@@ -662,6 +706,11 @@ class DropAdmin(admin.ModelAdmin):
                 "tax_rate",
                 "shipping_address",
                 "variant",
+                "shipping",
+                "shipping_tax",
+                "shipping_tax_rate",
+                "discount_code",
+                "discount",
             ]
         )
         writer.writerows(
@@ -759,7 +808,8 @@ class DropAdmin(admin.ModelAdmin):
         changed = [f for f in form.changed_data if f in columns and f not in STOCK_FIELDS | PAUSE_FIELDS]
         if changed:
             obj.save(update_fields=changed)
-        if "starts_at" in changed:  # the draw's round follows the start while nobody has joined
+        # The draw's round follows the start and the line's close while nobody has joined.
+        if "starts_at" in changed or "line_close_seconds" in changed:
             transaction.on_commit(partial(drawing.recommit_beacon, drop=obj))
         if wanted:
             transaction.on_commit(partial(self._move_stock, request, obj.pk, **wanted))

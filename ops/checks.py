@@ -20,7 +20,8 @@ from django.core.checks import CheckMessage, Error, register
 from django.core.files.storage import storages
 from django.urls import Resolver404, resolve, reverse
 
-from checkout import redirects, stripe_page
+from checkout import redirects, stripe_page, vapid
+from core import env
 
 TAG = "floodgate"
 STRIPE_PAGE_NOT_ALLOWED = "floodgate.E001"
@@ -29,6 +30,7 @@ STRIPE_KEY_WRONG = "floodgate.E003"
 CARD_FALLBACK_REACHABLE = "floodgate.E004"
 STATIC_MANIFEST_MISSING = "floodgate.E005"
 STATIC_MANIFEST_STALE = "floodgate.E006"
+WEB_PUSH_KEY_WRONG = "floodgate.E007"
 # What floodgate-web refuses to start with: every payment of the drop would fail, or buyers' cards
 # would go to something that is not Stripe.
 START_REFUSES = frozenset(
@@ -90,6 +92,45 @@ def stripe_configuration(**_: Any) -> list[CheckMessage]:
                 "STRIPE_SECRET_KEY and STRIPE_PUBLISHABLE_KEY are of different modes (one test, one live): "
                 "Stripe.js could not confirm the intents the shop creates.",
                 id=STRIPE_KEY_WRONG,
+            )
+        )
+    return found
+
+
+@register(TAG, deploy=True)
+def web_push(**_: Any) -> list[CheckMessage]:
+    """With WEB_PUSH_VAPID_KEY set (push on): a key of the shop's own that parses, and a contact
+    the push services take. Unset, push is off and nothing is checked."""
+    if not vapid.enabled():
+        return []
+    found: list[CheckMessage] = []
+    hint = "Make one with `manage.py vapid_key`, or unset WEB_PUSH_VAPID_KEY to turn push off."
+    if settings.WEB_PUSH_VAPID_KEY.strip() == env.DEV_VAPID_KEY:
+        found.append(
+            Error(
+                "WEB_PUSH_VAPID_KEY is the published development value: anyone could sign the shop's pushes.",
+                hint=hint,
+                id=WEB_PUSH_KEY_WRONG,
+            )
+        )
+    else:
+        try:
+            vapid.public_key()
+        except Exception:  # py_vapid raises what the decoding and the curve raise
+            found.append(
+                Error(
+                    "WEB_PUSH_VAPID_KEY is not a P-256 private key (base64url of its 32 bytes).",
+                    hint=hint,
+                    id=WEB_PUSH_KEY_WRONG,
+                )
+            )
+    if not vapid.subject().startswith(("mailto:", "https://")):
+        found.append(
+            Error(
+                f"The push services' contact ({vapid.subject()}) is neither mailto: nor https://: they "
+                "refuse the shop's pushes.",
+                hint="Set WEB_PUSH_SUBJECT=mailto:<the shop's address>, or unset it.",
+                id=WEB_PUSH_KEY_WRONG,
             )
         )
     return found

@@ -28,12 +28,12 @@ from django.utils import timezone
 
 from admission import services as admission
 from catalogue import selectors as catalogue
-from checkout import outbox, raffles, reminders
+from checkout import outbox, push, raffles, reminders
 from checkout import selectors as payments
 from checkout import services as checkout
 from checkout.providers.base import ProviderError
 from holds import services as holds
-from ops import rehearsal, sql, switch
+from ops import preflight, rehearsal, sql, switch
 from sale import offers
 
 log = logging.getLogger(__name__)
@@ -74,9 +74,11 @@ COVER: dict[str, Callable[[], object]] = {
     "checkout.relay_outbox": outbox.relay_outbox,
     "checkout.send_reminders": reminders.send_due_reminders,  # who asked hears when a drop opens
     "checkout.announce_raffles": raffles.announce_raffle_results,  # each entrant hears their result
+    "checkout.announce_turns": push.announce_turns,  # a subscribed phone hears "your turn"
     "checkout.sweep": _sweep,
     "checkout.settle_unsettled_payments": _settle,
     "ops.end_rehearsals": rehearsal.end_overdue,  # a killed rehearsal's buyers go all the same
+    "ops.check_draw_beacons": preflight.check_draw_beacons,  # the draw's relays, the hour before
 }
 
 

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.utils import timezone
 
+from admission import drawing
 from checkout.selectors import outbox_backlog
 from core.errors import NotFound
 from core.metrics import Gauge
@@ -103,6 +104,18 @@ def duty_gauges() -> list[Gauge]:
             "1 while Celery is late with the duty (web processes then run it, unless DUTY_TAKEOVER=0).",
             [({"duty": d.name}, float(d.covered)) for d in found],
         ),
+    ]
+
+
+def draw_beacon_gauges(*, now: datetime | None = None) -> list[Gauge]:
+    """Waiting rooms starting within the hour: 1 if the last check could not read a valid drand round."""
+    return [
+        Gauge(
+            "floodgate_draw_beacon_unreachable",
+            "1 if the last check (every minute, the hour before the start) read no valid drand round "
+            "for the drop's draw; 0 if it did. The draw would fall back to the seed alone.",
+            [({"drop": r.slug}, float(r.unreachable)) for r in drawing.preflight_states(now=now)],
+        )
     ]
 
 

@@ -1,10 +1,10 @@
-"""Celery tasks of operations: the invariant watchdog, and rehearsals whose time is up."""
+"""Celery tasks of operations: the invariant watchdog, rehearsals whose time is up, the draw's relays."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from ops import rehearsal, switch
+from ops import preflight, rehearsal, switch
 
 
 @shared_task(name="ops.watch_invariants", time_limit=30, soft_time_limit=25, max_retries=0)
@@ -17,3 +17,9 @@ def watch_invariants() -> int:
 def end_rehearsals() -> int:
     """Remove the buyers of every rehearsal whose copy's time ran out. Returns how many ended."""
     return rehearsal.end_overdue()
+
+
+@shared_task(name="ops.check_draw_beacons", time_limit=60, soft_time_limit=50, max_retries=0)
+def check_draw_beacons() -> int:
+    """Can the coming draws read their drand round? Returns how many cannot (each merchant told once)."""
+    return preflight.check_draw_beacons()

@@ -13,7 +13,7 @@ from admission import state
 from checkout.selectors import disputes_by_state, payments_needing_attention
 from core.metrics import Gauge, render_prometheus
 from ops import access
-from ops.metrics import database_gauges, drop_gauges, drop_slugs, duty_gauges
+from ops.metrics import database_gauges, draw_beacon_gauges, drop_gauges, drop_slugs, duty_gauges
 
 # prometheus_client's generate_latest writes text format 0.0.4 (its CONTENT_TYPE_LATEST names a
 # newer format in recent releases, so the type is spelled out).
@@ -55,4 +55,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
         [({"state": state}, n) for state, n in disputes_by_state().items()],
     )
     gauges = [*drop_gauges(), payments, disputes, *database_gauges(), *duty_gauges(), *state.gauges()]
+    gauges += draw_beacon_gauges()
     return HttpResponse(render_prometheus(drop_slugs=drop_slugs, extra=gauges), content_type=CONTENT_TYPE)

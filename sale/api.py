@@ -41,6 +41,23 @@ def hold(request: HttpRequest, hold_id: str) -> JsonResponse:
     return JsonResponse(selectors.hold_json(found))
 
 
+@api({"POST"}, login=True)
+def more_time(request: HttpRequest, hold_id: str) -> JsonResponse:
+    """ "I need more time": 200 with the hold and its later expires_at."""
+    found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
+    return JsonResponse(selectors.hold_json(services.more_time(hold=found, buyer_id=signed_in(request))))
+
+
+@api({"PUT"}, login=True)
+def variant(request: HttpRequest, hold_id: str) -> JsonResponse:
+    """Another variant (size) for a held hold: 200 with the hold as it now is."""
+    found = selectors.hold_of_buyer(hold_id=hold_id, buyer_id=signed_in(request))
+    changed = services.change_variant(
+        hold=found, buyer_id=signed_in(request), name=json_body(request).get("variant")
+    )
+    return JsonResponse(selectors.hold_json(changed))
+
+
 @api({"PUT"}, login=True)
 def address(request: HttpRequest, hold_id: str) -> JsonResponse:
     """The shipping address of a hold whose product ships: 200 with it as kept."""

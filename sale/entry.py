@@ -25,6 +25,7 @@ from core.text import storable
 from holds import services
 from holds.gate import GateSoldOut
 from holds.services import Ask, Reservation
+from inventory import services as stock
 from shop.models import Drop
 
 
@@ -65,7 +66,10 @@ def steps(drop: Drop, request: ReserveRequest) -> Generator[Limit | Claim, None,
     check_open_and_admitted(drop, buyer_id=request.buyer_id, token=request.admission_token)
     yield Limit(ip=request.client_ip, buyer_id=request.buyer_id)
     unit = unit_of(request.unit)
-    variant = catalogue.variant_of(drop, request.variant)
+    named = request.variant
+    if named is None and unit is not None:  # a seat of a drop in sizes is numbered in its size: "M-3"
+        named = stock.numbered_variant(unit, [v.name for v in drop.variants.all()])
+    variant = catalogue.variant_of(drop, named)
     key = request.idempotency_key
     ask = services.ask(
         drop=drop,

@@ -10,7 +10,9 @@ processes follow within LOCAL_SECONDS.
 from __future__ import annotations
 
 import logging
+import re
 import time
+import unicodedata
 from contextlib import suppress
 from dataclasses import dataclass
 from email.utils import formataddr, parseaddr
@@ -33,6 +35,10 @@ LOCAL_SECONDS = 5.0
 CACHE_KEY = "shop:identity"
 CACHE_SECONDS = 300
 LOGO_MAX_BYTES = 1024 * 1024
+# A card statement shows the account's prefix (at most 10 characters), "* " and this suffix, 22 in
+# all (Stripe's statement descriptor rules): 10 fit behind any prefix.
+DESCRIPTOR_MAX = 10
+DESCRIPTOR_REFUSED = re.compile(r"[^A-Z0-9 .,&+/-]")  # Latin only; never < > \ ' " *
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,20 @@ class Identity:
     @property
     def address_lines(self) -> list[str]:
         return [line.strip() for line in self.address.splitlines() if line.strip()]
+
+    @property
+    def statement_descriptor(self) -> str:
+        return statement_descriptor(self.name)
+
+
+def statement_descriptor(name: str) -> str:
+    """The shop's name as a card statement may show it after the account's prefix: Latin capitals,
+    digits and a few marks, at most DESCRIPTOR_MAX characters, with a letter; "" when none is left
+    (the provider then shows the account's own descriptor alone)."""
+    latin = unicodedata.normalize("NFKD", name.upper().replace("ß", "SS"))
+    kept = DESCRIPTOR_REFUSED.sub(" ", latin.encode("ascii", "ignore").decode())
+    short = " ".join(kept.split())[:DESCRIPTOR_MAX].strip()
+    return short if re.search("[A-Z]", short) else ""
 
 
 _local: tuple[float, dict[str, object] | None] | None = None  # (read at, the row's values or None)

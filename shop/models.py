@@ -9,6 +9,8 @@ from decimal import Decimal
 
 from babel import Locale
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
@@ -30,6 +32,12 @@ HOLD_SECONDS_RANGE = (30, 3600)
 OFFER_SECONDS_RANGE = (15, 900)
 PER_BUYER_LIMIT_MAX = 100
 ADMISSION_PERCENT_RANGE = (100, 1000)
+# The waiting room's entry list closes this long before the start (admission/drawing.py): with
+# quicknet's 3 s rounds the round it names is then due at least 6 s before the start, time to read
+# it (retrying a relay that fails) and draw, so the first wave goes in at the start itself.
+DEFAULT_LINE_CLOSE_SECONDS = 10
+LINE_CLOSE_SECONDS_MAX = 600
+DRAW_ROUND_WAIT_MAX = 600
 # An EU VAT ID as VIES knows it: a member state's prefix (EL for Greece, XI for Northern Ireland),
 # then 2 to 12 letters or digits with at least one digit. Spaces, dots and hyphens are dropped first.
 VAT_PREFIXES = "AT BE BG CY CZ DE DK EE EL ES FI FR HR HU IE IT LT LU LV MT NL PL PT RO SE SI SK XI"
@@ -275,6 +283,29 @@ class Drop(models.Model):
             bits=DEFAULT_JOIN_WORK_BITS,
         ),
     )
+    line_close_seconds = models.PositiveSmallIntegerField(
+        default=DEFAULT_LINE_CLOSE_SECONDS,
+        validators=[MaxValueValidator(LINE_CLOSE_SECONDS_MAX)],
+        help_text=format_lazy(
+            _(
+                "Waiting room: the line closes this many seconds before the start and is drawn by the "
+                "start; whoever joins later queues behind it in arrival order. {seconds} (the default) "
+                "leaves time to read the public random round before the start."
+            ),
+            seconds=DEFAULT_LINE_CLOSE_SECONDS,
+        ),
+        verbose_name=_("line closes (seconds before the start)"),
+    )
+    draw_round_wait_seconds = models.PositiveSmallIntegerField(
+        default=0,
+        validators=[MaxValueValidator(DRAW_ROUND_WAIT_MAX)],
+        help_text=_(
+            "Waiting room: if the public random round cannot be read, the draw (and the first wave) "
+            "waits up to this many seconds after the start for it. At the limit it is drawn on the "
+            "shop's seed alone and says so to buyers. 0 = no wait beyond the start."
+        ),
+        verbose_name=_("draw waits for the round (seconds)"),
+    )
     redis_gate = models.BooleanField(
         default=False,
         help_text=_(
@@ -377,6 +408,16 @@ class Drop(models.Model):
                 & Q(admission_percent__lte=ADMISSION_PERCENT_RANGE[1]),
                 name="shop_drop_admission_percent_range",
                 violation_error_message=_("Admit between 100% and 1000% of the remaining units per wave."),
+            ),
+            models.CheckConstraint(
+                condition=Q(line_close_seconds__lte=LINE_CLOSE_SECONDS_MAX),
+                name="shop_drop_line_close_seconds_range",
+                violation_error_message=_("The line closes at most 600 seconds before the start."),
+            ),
+            models.CheckConstraint(
+                condition=Q(draw_round_wait_seconds__lte=DRAW_ROUND_WAIT_MAX),
+                name="shop_drop_draw_round_wait_range",
+                violation_error_message=_("The draw waits at most 600 seconds for its round."),
             ),
             models.CheckConstraint(
                 condition=Q(raffle=False) | Q(waiting_room=True),
@@ -650,6 +691,80 @@ class Address(models.Model):
             formatting.country(self.country),  # in the reader's language (a page's, an e-mail's)
         ]
         return [part for part in parts if part] + ([f"{gettext('phone')} {self.phone}"] if self.phone else [])
+
+
+def _known_countries(codes: list[str]) -> None:
+    known = {code for code, _name in COUNTRIES}
+    unknown = [code for code in codes if code not in known]
+    if unknown:
+        raise ValidationError(
+            _("Not a country code: %(codes)s. Use ISO 3166-1 alpha-2 codes, e.g. DE, AT."),
+            params={"codes": ", ".join(unknown)},
+        )
+
+
+class FeeBasis(models.TextChoices):
+    ORDER = "order", _("Per order")
+    UNIT = "unit", _("Per unit")
+
+
+class ShippingZone(models.Model):
+    """Countries a product ships to, and what sending it there costs: `fee_minor` once per order or
+    once per unit, shown as the shop shows prices and taxed at `tax_rate`, else at the product's.
+    A product that ships and has no zone ships everywhere without a fee (as before zones existed);
+    with zones, only to their countries (shop.shipping)."""
+
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="shipping_zones", verbose_name=_("product")
+    )
+    name = models.CharField(max_length=60, help_text=_("e.g. Germany, EU, World."), verbose_name=_("name"))
+    countries = ArrayField(
+        models.CharField(max_length=2),
+        validators=[_known_countries],
+        help_text=_("ISO 3166-1 alpha-2 codes, separated by commas, e.g. DE,AT,CH."),
+        verbose_name=_("countries"),
+    )
+    fee_minor = models.PositiveIntegerField(
+        _("fee (minor units)"), help_text=_("In cents, as prices are shown: 490 = 4.90; 0 for free.")
+    )
+    fee_basis = models.CharField(
+        max_length=5, choices=FeeBasis.choices, default=FeeBasis.ORDER, verbose_name=_("fee charged")
+    )
+    tax_rate = models.DecimalField(
+        _("fee's tax rate (%)"),
+        max_digits=5,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(Decimal(0), TAX_RATE_MESSAGE),
+            MaxValueValidator(TAX_RATE_MAX, TAX_RATE_MESSAGE),
+        ],
+        help_text=_("Empty: taxed like the product."),
+    )
+
+    class Meta:
+        verbose_name = _("shipping zone")
+        verbose_name_plural = _("shipping zones")
+        ordering = ["product", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(countries__len__gte=1),
+                name="shop_shippingzone_has_countries",
+                violation_error_message=_("A zone names at least one country."),
+            ),
+            models.CheckConstraint(
+                condition=Q(tax_rate__isnull=True) | Q(tax_rate__gte=0, tax_rate__lt=100),
+                name="shop_shippingzone_tax_rate_range",
+                violation_error_message=TAX_RATE_MESSAGE,
+            ),
+            models.CheckConstraint(
+                condition=Q(fee_basis__in=FeeBasis.values), name="shop_shippingzone_fee_basis_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {' '.join(self.countries)}"
 
 
 class ShopSettings(models.Model):

@@ -43,6 +43,54 @@ class Price:
     def gross_minor(self) -> int:
         return self.net_minor + self.tax_minor
 
+    @property
+    def taxes(self) -> list[tuple[Decimal, int]]:
+        """The tax by rate, as a Total gives it: [] when untaxed."""
+        return [(self.rate, self.tax_minor)] if self.rate else []
+
+
+@dataclass(frozen=True)
+class Total:
+    """What a buyer pays: the goods' line and, for a parcel whose zone is known, the shipping fee's
+    own line (its own rate where the merchant set one). Shaped like a Price for the sums."""
+
+    goods: Price
+    shipping: Price | None = None  # None: nothing is shipped, or no address (no zone) yet
+
+    @property
+    def currency(self) -> str:
+        return self.goods.currency
+
+    @property
+    def net_minor(self) -> int:
+        return self.goods.net_minor + (self.shipping.net_minor if self.shipping else 0)
+
+    @property
+    def tax_minor(self) -> int:
+        return self.goods.tax_minor + (self.shipping.tax_minor if self.shipping else 0)
+
+    @property
+    def gross_minor(self) -> int:
+        return self.net_minor + self.tax_minor
+
+    @property
+    def rate(self) -> Decimal:
+        return self.goods.rate
+
+    @property
+    def off_minor(self) -> int:
+        return self.goods.off_minor
+
+    @property
+    def taxes(self) -> list[tuple[Decimal, int]]:
+        """The tax per rate, the goods' rate first; rates of 0 left out (nothing to show)."""
+        parts = [self.goods] + ([self.shipping] if self.shipping else [])
+        by_rate: dict[Decimal, int] = {}
+        for part in parts:
+            if part.rate:
+                by_rate[part.rate] = by_rate.get(part.rate, 0) + part.tax_minor
+        return list(by_rate.items())
+
 
 def _half_up(amount: Decimal) -> int:
     # Half-up, as tax authorities and receipts do (not Python's banker's rounding): 0.5 cent goes up.
@@ -78,6 +126,16 @@ def line(
         )
     tax = _half_up(shown * rate / HUNDRED)
     return Price(net_minor=shown, tax_minor=tax, rate=rate, currency=product.currency, off_minor=taken)
+
+
+def fee(shown: int, *, rate: Decimal, currency: str, prices_include_tax: bool | None = None) -> Price:
+    """A shipping fee of `shown` minor units, as the shop shows prices (gross where prices include
+    tax, net where tax is added), taxed at `rate`: rounded once, as a line is."""
+    included = identity.current().prices_include_tax if prices_include_tax is None else prices_include_tax
+    if included:
+        tax = _half_up(shown * rate / (HUNDRED + rate))
+        return Price(net_minor=shown - tax, tax_minor=tax, rate=rate, currency=currency)
+    return Price(net_minor=shown, tax_minor=_half_up(shown * rate / HUNDRED), rate=rate, currency=currency)
 
 
 def discount(shown: int, off: Off) -> int:

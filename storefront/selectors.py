@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from admission import services as admission
 from catalogue import selectors as catalogue
-from catalogue.selectors import DropView
+from catalogue.selectors import DropView, VariantView
 from holds import selectors as holds
 from holds.models import Hold
 from inventory.selectors import Seat, seat_map
@@ -32,6 +32,27 @@ class DropPage:
 
     @property
     def free_seats(self) -> list[str]:
+        return [seat.label for seat in self.seats if seat.free]
+
+    @property
+    def seat_groups(self) -> list[SeatGroup]:
+        """A drop in sizes: its seats size by size, each with the size's price and what is left
+        ([] for a drop of one size, whose seats are one group)."""
+        if not self.view.choosing:
+            return []
+        return [
+            SeatGroup(size, [seat for seat in self.seats if seat.variant == size.variant.name])
+            for size in self.view.variants
+        ]
+
+
+@dataclass(frozen=True)
+class SeatGroup:
+    size: VariantView
+    seats: list[Seat]
+
+    @property
+    def free(self) -> list[str]:
         return [seat.label for seat in self.seats if seat.free]
 
 

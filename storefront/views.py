@@ -21,7 +21,7 @@ from catalogue import selectors as catalogue
 from checkout import reminders
 from core.api import signed_in
 from core.errors import FloodgateError, NotFound
-from shop import calendar, identity, pictures
+from shop import calendar, identity, pictures, shipping
 from shop import legal as legal_texts
 from shop.models import DropState, LegalKind
 from storefront import selectors
@@ -44,6 +44,8 @@ def drop(request: HttpRequest, slug: str) -> HttpResponse:
         # One key per page view: a double click or a resubmit returns the same hold.
         "idempotency_key": uuid.uuid4().hex,
         "quantities": range(1, page.view.drop.per_buyer_limit + 1),
+        # "+ shipping from ...": one query, for a product that ships only.
+        "shipping_from": shipping.lowest_fee(page.view.drop.product),
         # Asking is open until the reminders go (for a waiting room, its opening: then join instead).
         "reminder_open": page.view.state == DropState.SCHEDULED
         and timezone.now() < reminders.reminded_at(page.view.drop),

@@ -392,6 +392,7 @@ def roles(db: None) -> None:
     importlib.import_module("shop.migrations.0020_shop_settings_and_legal_texts").grant(apps, None)
     importlib.import_module("checkout.migrations.0013_settle_payment_permission").grant(apps, None)
     importlib.import_module("holds.migrations.0009_discount_codes_for_merchants").grant(apps, None)
+    importlib.import_module("shop.migrations.0022_shipping_zones_for_merchants").grant(apps, None)
 
 
 class Worker:

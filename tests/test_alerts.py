@@ -8,12 +8,16 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 from django.test import Client, override_settings
+from django.utils import timezone
 
+from admission import drawing
+from admission.models import Queue
 from tests.factories import make_drop
 
 RULES = Path(__file__).resolve().parent.parent / "deploy" / "prometheus"
@@ -27,7 +31,7 @@ def promtool(*args: str, cwd: Path = RULES) -> subprocess.CompletedProcess[str]:
 def test_promtool_accepts_the_rules() -> None:
     checked = promtool("check", "rules", "alerts.yml")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 11 rules found" in checked.stdout
+    assert "SUCCESS: 12 rules found" in checked.stdout
 
 
 def test_each_alert_fires_when_it_should_and_not_on_a_healthy_shop() -> None:
@@ -54,6 +58,11 @@ def test_each_alert_fires_when_it_should_and_not_on_a_healthy_shop() -> None:
             "> 100 * floodgate_duty_late_after_seconds)",
         ),
         ("FloodgateDutyCovered", "(floodgate_duty_covered) == 1", "(floodgate_duty_covered) == 2"),
+        (
+            "FloodgateDrawBeaconUnreachable",
+            "(floodgate_draw_beacon_unreachable) == 1",
+            "(floodgate_draw_beacon_unreachable) == 2",
+        ),
     ],
 )
 def test_control_a_rule_that_never_fires_fails_its_unit_test(
@@ -70,8 +79,12 @@ def test_control_a_rule_that_never_fires_fails_its_unit_test(
 
 
 @pytest.mark.django_db
-def test_every_metric_the_rules_name_is_in_a_real_scrape() -> None:
+def test_every_metric_the_rules_name_is_in_a_real_scrape(settings) -> None:
     make_drop(slug="scraped", quantity=5)
+    settings.DRAW_BEACON = "quicknet"  # a waiting room within the hour whose relays were checked
+    soon = make_drop(slug="checked", waiting_room=True, starts_at=timezone.now() + timedelta(minutes=30))
+    drawing.open_queues([soon])
+    Queue.objects.filter(pk=soon.pk).update(preflight_ok=False, preflight_at=timezone.now())
     from core import metrics
 
     metrics.observe_reserve(drop_id=make_drop(slug="sold", quantity=1).pk, outcome="held", seconds=0.01)

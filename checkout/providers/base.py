@@ -73,6 +73,7 @@ class PaymentProvider(Protocol):
         callback_url: str,
         return_url: str,
         description: str = "",
+        statement_descriptor: str = "",
     ) -> Session: ...
 
     def parse_webhook(self, *, body: bytes, headers: dict[str, str]) -> WebhookEvent:

@@ -61,6 +61,7 @@ class SimulatedProvider:
         callback_url: str,
         return_url: str,
         description: str = "",
+        statement_descriptor: str = "",
     ) -> Session:
         """Open a hosted payment session; raises ProviderError when refused or unreachable."""
         payload = {
@@ -70,6 +71,7 @@ class SimulatedProvider:
             "callback_url": callback_url,
             "return_url": return_url,
             "description": description,  # what the buyer's payment page says they pay for
+            "statement_descriptor": statement_descriptor,  # what the card statement will say
         }
         response = self._call("POST", "/api/sessions", payload)
         if response.status_code != 201:

@@ -13,6 +13,7 @@ import logging
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import stripe
 from django.conf import settings
@@ -91,6 +92,7 @@ class StripeProvider:
         )
         key = str(secret_key or getattr(settings, "STRIPE_SECRET_KEY", ""))
         base = str(api_base or getattr(settings, "STRIPE_API_BASE", "") or stripe.DEFAULT_API_BASE)
+        self.on_stripe = urlsplit(base).netloc.lower() == urlsplit(stripe.DEFAULT_API_BASE).netloc
         self.client = stripe.StripeClient(
             key or "sk_unset",  # a call then fails with AuthenticationError: permanent, and logged
             base_addresses={"api": base.rstrip("/")},
@@ -109,19 +111,19 @@ class StripeProvider:
         callback_url: str,
         return_url: str,
         description: str = "",
+        statement_descriptor: str = "",
     ) -> Session:
         """Create the manual-capture intent; the buyer confirms it on our own page (redirect_url).
 
         callback_url is not sent: Stripe's webhook endpoint is configured in its dashboard.
         """
-        params: dict[str, Any] = {
-            "amount": amount_minor,
-            "currency": currency.lower(),
-            "capture_method": "manual",
-            "payment_method_types": ["card"],
-            # The merchant's dashboard shows what was paid for (the buyer sees our own pay page).
-            "metadata": {"reference": reference, "description": description},
-        }
+        params = self.intent_params(
+            reference=reference,
+            amount_minor=amount_minor,
+            currency=currency,
+            description=description,
+            statement_descriptor=statement_descriptor,
+        )
         # Derived from our payment's reference: a retry (ours or the library's) never charges twice.
         intent = self._call(
             "create the payment intent",
@@ -133,6 +135,24 @@ class StripeProvider:
         session_id = str(intent.id)
         path = reverse("stripe-pay", kwargs={"intent_id": session_id})
         return Session(session_id=session_id, redirect_url=settings.PUBLIC_BASE_URL.rstrip("/") + path)
+
+    def intent_params(
+        self, *, reference: str, amount_minor: int, currency: str, description: str, statement_descriptor: str
+    ) -> dict[str, Any]:
+        """The PaymentIntent as create_session asks Stripe for it."""
+        params: dict[str, Any] = {
+            "amount": amount_minor,
+            "currency": currency.lower(),
+            "capture_method": "manual",
+            "payment_method_types": ["card"],
+            # The merchant's dashboard shows what was paid for (the buyer sees our own pay page).
+            "metadata": {"reference": reference, "description": description},
+        }
+        if statement_descriptor and self.on_stripe:
+            # Card intents take a suffix to the account's prefix (a whole `statement_descriptor` is
+            # refused for cards); localstripe knows neither field and refuses the intent.
+            params["statement_descriptor_suffix"] = statement_descriptor
+        return params
 
     def capture(self, *, session_id: str) -> None:
         """Capture (idempotent: an already captured intent is a success; a canceled one is permanent)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import template
 
-from checkout import cards
+from checkout import cards, vapid
 from checkout.models import SavedCard
 from shop.models import Drop
 
@@ -25,3 +25,12 @@ def save_card_link(context: template.Context, drop: Drop) -> dict[str, object]:
     user = context["request"].user
     shown = user.is_authenticated and cards.saves_cards(drop)
     return {"shown": shown, "saved": shown and bool(cards.cards_of(buyer_id=user.pk))}
+
+
+@register.inclusion_tag("checkout/_push_optin.html", takes_context=True)
+def push_optin(context: template.Context) -> dict[str, object]:
+    """The waiting room's "Tell me on this device when it is my turn" (Web Push), when the shop sends
+    pushes and the buyer is signed in; the script shows it only where the browser can take one."""
+    user = context["request"].user
+    shown = user.is_authenticated and vapid.enabled()
+    return {"shown": shown, "key": vapid.public_key() if shown else ""}

@@ -63,8 +63,12 @@
       });
     }
 
+    // Busy while a request runs: aria-disabled, not disabled, so the focus stays on the button
+    // (a disabled one drops it to the page's top) and a refusal is heard where the buyer is.
+    var busy = false;
     function attempt() {
-      button.disabled = true;
+      busy = true;
+      button.setAttribute("aria-disabled", "true");
       say(form.dataset.sayReserving);
       send().then(function (got) {
         var code = got.response.status, data = got.data;
@@ -89,7 +93,8 @@
         }
         if (data.error === "variant_sold_out") soldOut(form, data.variant);
         tries = 0;
-        button.disabled = false;
+        busy = false;
+        button.removeAttribute("aria-disabled");
         say(data.detail || form.dataset.sayFailed);
       }).catch(function () {
         form.submit();  // the API is out of reach (or answered no JSON): the page's own way
@@ -101,11 +106,38 @@
       (event.detail.variants || []).forEach(function (v) { if (v.sold_out) soldOut(form, v.name); });
     });
 
+    // A drop in seats and sizes: a seat chosen picks its size; a size chosen shows its own seats.
+    form.addEventListener("change", function (event) {
+      var input = event.target;
+      if (input.name === "unit" && input.value) {
+        var group = input.tagName === "SELECT" ? input.selectedOptions[0].parentElement : input.closest(".seat-group");
+        var size = group && group.dataset.variant;
+        form.querySelectorAll("input[name=variant]").forEach(function (radio) {
+          if (size !== undefined && radio.value === size && !radio.disabled) radio.checked = true;
+        });
+      } else if (input.name === "variant") {
+        form.querySelectorAll(".seat-group[data-variant]").forEach(function (group) {
+          var other = group.dataset.variant !== input.value;
+          group.hidden = other;
+          var chosen = group.querySelector("input[name=unit]:checked");
+          if (other && chosen) form.querySelector("input[name=unit][value='']").checked = true;
+        });
+      }
+    });
+
     form.addEventListener("submit", function (event) {
       event.preventDefault();
-      if (!button.disabled) attempt();
+      if (!busy) attempt();
     });
   }
 
-  document.querySelectorAll("form.buy[data-api]").forEach(enhance);
+  function enhanceAll(root) {
+    root.querySelectorAll("form.buy[data-api]").forEach(function (form) {
+      if (form.dataset.enhanced) return;
+      form.dataset.enhanced = "1";
+      enhance(form);
+    });
+  }
+  enhanceAll(document);
+  document.addEventListener("floodgate:refreshed", function (event) { enhanceAll(event.detail); });
 })();

@@ -25,10 +25,27 @@
   var SIZES_POLL_MS = 5000;  // while it is this buyer's turn in a drop sold in sizes
   var root, apiUrl, wsUrl, entry = null;
   var ticket = null, shownTicket = null, mark = 0, token = null, lastState = null, offered = false;
-  var turnShown = false, sizesTimer = null;
+  var turnShown = false, sizesTimer = null, offerSaid = null;
   var socket = null, backoff = BACKOFF_MIN, pollTimer = null, tokenTimer = null, asking = false;
 
   function $(id) { return document.getElementById(id); }
+
+  // What a screen reader hears. The place and the wait go to a polite status at most every
+  // ANNOUNCE_EVERY_MS (a line moving every second would otherwise talk over everything); a new
+  // state at once (its notice's words); the turn and an offer to an alert, and into the title.
+  var ANNOUNCE_EVERY_MS = 30000, announcedAt = 0, announcedPlace = null, title = document.title;
+  function announce(text) { $("queue-announce").textContent = text; }
+  function alertNow(text) {
+    document.title = words.turn_title + " · " + title;
+    $("queue-alert").textContent = text;
+  }
+  function announcePlace(position, wait) {
+    var now = Date.now();
+    if (position === 0 || position === announcedPlace || now - announcedAt < ANNOUNCE_EVERY_MS) return;
+    announcedAt = now;
+    announcedPlace = position;
+    announce(words.place.replace("{position}", number(position)).replace("{wait}", wait));
+  }
   // The page's words, in its language (storefront_tags.queue_words): this file holds none.
   var words = {};
   function number(n) { return Number(n).toLocaleString(words.lang || "en"); }
@@ -82,9 +99,13 @@
       showResult("lost");  // the socket's news: every unit sold (or the drop over), none can reach us
     }
     if (state !== lastState) {
+      var first = lastState === null;
       lastState = state;
       document.querySelectorAll("#queue-state [data-when]").forEach(function (el) {
         el.hidden = el.dataset.when !== state;
+        // A change is said once (not the page's first state, which is read with the page; nor the
+        // countdown before the start, which would be read every second).
+        if (!first && !el.hidden && state !== "scheduled") announce(el.textContent.trim());
       });
     }
     var coming = msg.returning || 0;
@@ -125,6 +146,7 @@
     progress.max = ticket;
     progress.value = Math.min(mark, ticket);
     $("eta").textContent = eta(position, msg.pace_per_minute, state);
+    announcePlace(position, $("eta").textContent);
 
     if (state === "sold_out" && position > 0) {
       $("waiting").hidden = true;  // nothing can come back: the line is closed, stop saying "wait"
@@ -156,6 +178,7 @@
       turnShown = true;
       $("waiting").hidden = true;
       $("buy-heading").focus();
+      alertNow(words.your_turn);
       watchSizes();
     }
   }
@@ -259,7 +282,11 @@
     var until = new Date(offer.expires_at);
     $("offer-until").textContent = until.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
     $("offer-until").dateTime = offer.expires_at;
-    $("offer-heading").focus();
+    if (offerSaid !== offer.hold) {  // once per offer: later answers do not take the focus back
+      offerSaid = offer.hold;
+      $("offer-heading").focus();
+      alertNow(words.offered.replace("{time}", $("offer-until").textContent));
+    }
   }
 
   function stopTokenRefresh() {
@@ -340,7 +367,10 @@
   // the socket is down) brings the place, and every early joiner reaches this moment together.
   document.addEventListener("floodgate:started", function () {
     document.querySelectorAll("[data-before-start]").forEach(function (el) { el.hidden = true; });
-    document.querySelectorAll("[data-after-start]").forEach(function (el) { el.hidden = false; });
+    document.querySelectorAll("[data-after-start]").forEach(function (el) {
+      el.hidden = false;
+      announce(el.textContent.trim());
+    });
   });
 
   document.addEventListener("DOMContentLoaded", function () {

@@ -102,6 +102,12 @@
       result.dataset.verified = "true";
       result.textContent = say("all_ok", {count: done.order.length});
     }
+    // It adds up; on the seed alone that does not mean nobody could steer it: say what to trust.
+    result.dataset.unsteerable = String(draw.unsteerable === true);
+    if (!done.problems.length && draw.trust) {
+      if (draw.unsteerable !== true) result.className = "notice warning";
+      result.textContent += " " + draw.trust;
+    }
   }
 
   document.addEventListener("DOMContentLoaded", function () {

@@ -52,8 +52,9 @@
 
     self.onmessage = function (event) {
       var prefix = event.data.challenge + ":", bits = event.data.bits, p = prefix.length, i;
-      if (p > 40) { self.postMessage(""); return; }  // not one of ours: it would not fit one block
+      if (p > 40) { self.postMessage({nonce: ""}); return; }  // not one of ours: it would not fit one block
       for (var n = 0; ; n++) {
+        if ((n & 0xffff) === 0 && n) self.postMessage({tried: n});  // the page shows how far it got
         var nonce = n.toString(16), length = p + nonce.length;
         M.fill(0);
         for (i = 0; i < p; i++) put(i, prefix.charCodeAt(i));
@@ -61,26 +62,70 @@
         put(length, 0x80);
         M[15] = length * 8;
         if (zeroBits(firstWords()) >= bits) {
-          self.postMessage(nonce);
+          self.postMessage({nonce: nonce});
           return;
         }
       }
     };
   }
 
-  document.querySelectorAll("form.join[data-work-bits]").forEach(function (form) {
+  // While it works the button stays in the tab order (aria-disabled, not disabled: a disabled
+  // button is skipped and greyed out), and a progress bar with a status line says how far it is:
+  // the expected tries are 2^bits, so the share is an estimate, held under 95 % until done. The
+  // status is spoken at most every few seconds; the words come from join_button.html.
+  var SAY_EVERY_MS = 5000;
+  function start(root) {
+    root.querySelectorAll("form.join[data-work-bits]").forEach(function (form) {
+      if (!form.dataset.working) { form.dataset.working = "1"; prove(form); }
+    });
+  }
+  document.addEventListener("floodgate:refreshed", function (event) { start(event.detail); });
+
+  function prove(form) {
     var button = form.querySelector("button[type=submit]");
-    var label = button.textContent;
-    button.disabled = true;
-    button.textContent = form.dataset.sayPreparing;  // in the page's language (join_button.html)
+    var bits = parseInt(form.dataset.workBits, 10), expected = Math.pow(2, bits);
+    var ready = false, saidAt = 0;
+    var status = document.createElement("p");
+    status.className = "work-progress";
+    status.setAttribute("role", "status");
+    var bar = document.createElement("progress");
+    bar.max = 100;
+    bar.value = 0;
+    bar.setAttribute("aria-label", form.dataset.sayPreparing);
+    var words = document.createElement("span");
+    status.append(bar, " ", words);
+    form.append(status);
+    button.setAttribute("aria-disabled", "true");
+
+    function show(percent, force) {
+      bar.value = percent;
+      if (force || Date.now() - saidAt >= SAY_EVERY_MS) {
+        saidAt = Date.now();
+        words.textContent = form.dataset.sayProgress.replace("{percent}", String(percent));
+      }
+    }
+    show(0, true);
+    form.addEventListener("submit", function (event) {
+      if (ready) return;
+      event.preventDefault();  // pressed early: say how far it is, now
+      show(bar.value, true);
+    });
+
     var source = "(" + worker.toString() + ")()";
     var job = new Worker(URL.createObjectURL(new Blob([source], {type: "text/javascript"})));
     job.onmessage = function (event) {
-      form.elements.namedItem("proof").value = event.data;
-      button.disabled = false;
-      button.textContent = label;
+      if (event.data.tried !== undefined) {
+        show(Math.min(95, Math.floor(100 * event.data.tried / expected)), false);
+        return;
+      }
+      form.elements.namedItem("proof").value = event.data.nonce;
+      ready = true;
+      button.removeAttribute("aria-disabled");
+      bar.value = 100;
+      words.textContent = form.dataset.sayReady;
       job.terminate();
     };
-    job.postMessage({challenge: form.dataset.workChallenge, bits: parseInt(form.dataset.workBits, 10)});
-  });
+    job.postMessage({challenge: form.dataset.workChallenge, bits: bits});
+  }
+  start(document);
 })();

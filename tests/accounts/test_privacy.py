@@ -14,7 +14,7 @@ from django_redis import get_redis_connection
 from accounts import privacy
 from admission import state
 from admission.models import Ticket
-from checkout.models import Order
+from checkout.models import Order, PushSubscription
 from holds.counts import invariant
 from holds.models import PresaleListEntry
 from shop import languages
@@ -45,6 +45,13 @@ def a_buyer_with_a_history() -> tuple[object, Order]:
     Ticket.objects.create(drop=drop, buyer=buyer, number=3)
     PresaleListEntry.objects.create(drop=drop, email=PERSON["email"])
     languages.remember(buyer.pk, "de")
+    # a phone opted into pushes (its endpoint names her, as a push service's may not: the scan sees it)
+    PushSubscription.objects.create(
+        buyer=buyer,
+        endpoint="https://fcm.googleapis.com/fcm/send/lovelace-phone",
+        p256dh="B" * 87,
+        auth="A" * 22,
+    )
     return buyer, order
 
 
@@ -69,6 +76,7 @@ def test_a_buyer_downloads_everything_the_shop_keeps_about_them() -> None:
         {"drop": "kept", "number": 3, "joined": data["queue_tickets"][0]["joined"]}
     ]
     assert [m["kind"] for m in data["emails"]] == ["order_confirmed.email"]
+    assert [p["service"] for p in data["push_subscriptions"]] == ["fcm.googleapis.com"]
     assert Client().get("/accounts/data/download").status_code == 302  # a login first
 
 

@@ -146,7 +146,7 @@ def test_with_redis_gone_the_answer_is_wait_and_nothing_is_sold(tmp_path: Path) 
     room = make_drop(slug="room", waiting_room=True)
     admission.run_wave(room)
     before, after = bearer("before"), bearer("after")
-    url, stop = start_redis(tmp_path)  # a real Redis of the test's own, stopped halfway
+    url, stop, _running = start_redis(tmp_path)  # a real Redis of the test's own, stopped halfway
     caches = {"default": {**settings.CACHES["default"], "LOCATION": url}}
 
     try:

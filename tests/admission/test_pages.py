@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.test import Client
@@ -106,6 +106,32 @@ def test_the_page_join_is_rate_limited_like_the_api_join(settings) -> None:
     assert Ticket.objects.count() == 1
 
 
+def test_a_refused_join_page_joins_again_by_itself_with_what_it_sent(settings) -> None:
+    settings.RATE_LIMIT_BURST, settings.RATE_LIMIT_PER_SECOND = 1, 0.001
+    make_drop(slug="wr-again", waiting_room=True)
+    client = logged_in("eager")
+    client.post("/drops/wr-again/queue/")
+    sent = {"proof": "0a1b", "challenge": "1.2.3<script>"}
+
+    refused = client.post("/drops/wr-again/queue/", sent)
+
+    page = refused.content.decode()
+    assert refused.status_code == 429 and '<meta http-equiv="refresh"' not in page  # no reload that forgets
+    form = re.search(
+        r'<form method="post" action="/drops/wr-again/queue/" id="retry-join">(.*?)</form>', page, re.S
+    )
+    assert form and 'name="csrfmiddlewaretoken"' in form[1] and 'value="0a1b"' in form[1]
+    assert 'value="1.2.3&lt;script&gt;"' in form[1]  # sent back as it came, inert
+    retry_at = datetime.fromisoformat(
+        re.search(r'data-countdown="([^"]+)" [^>]*id="retry-countdown"', page)[1]
+    )
+    wait = (retry_at - timezone.now()).total_seconds()
+    assert (
+        int(refused["Retry-After"]) * 0.9 <= wait <= 2 * int(refused["Retry-After"]) + 1
+    )  # spread, not in step
+    assert "js/retry.js" in page
+
+
 def test_joining_puts_the_buyer_in_line_once() -> None:
     drop = make_drop(slug="wr-open", quantity=2, waiting_room=True, admission_percent=100)
     services.run_wave(drop)  # the start: an empty draw, so joiners get numbers at once
@@ -134,7 +160,7 @@ def test_before_the_start_the_page_shows_the_entry_the_countdown_and_the_seed_ha
     assert ticket.number is None
     # the entry is an id that counts across drops: the page does not show it as a count ("#2")
     entry = (
-        "You are in the draw: your place is drawn at the start. Your entry's id, to check the draw with: "
+        "You are in the draw: your place is drawn by the start. Your entry's id, to check the draw with: "
         f'<strong id="ticket">{ticket.pk}</strong>'
     )
     assert entry in html

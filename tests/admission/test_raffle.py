@@ -167,10 +167,13 @@ def test_a_raffle_of_100_units_for_2000_entrants_over_http(crowd_server: str, ca
     assert all(again[r]["result"] == "won" for r in range(UNITS + 1, UNITS + UNPAID + 1))
     assert again[UNITS + UNPAID + 1]["result"] == "reserve"
 
-    # and the raffle's draw checks out from its published JSON
+    # and the raffle's draw checks out from its published JSON: it adds up, on the seed alone (no
+    # drand round here), so verify_draw says so and exits 3
     capsys.readouterr()
-    call_command("verify_draw", drop.slug, "--json", f"{crowd_server}/api/drops/{drop.slug}/queue/draw")
-    assert "verified" in capsys.readouterr().out.lower()
+    with pytest.raises(SystemExit) as seed_only:
+        call_command("verify_draw", drop.slug, "--json", f"{crowd_server}/api/drops/{drop.slug}/queue/draw")
+    assert seed_only.value.code == 3
+    assert "SEED ONLY, not verified as unsteerable" in capsys.readouterr().out
 
 
 def test_an_entry_after_the_close_is_refused_and_an_entrant_keeps_their_entry(make_buyers) -> None:

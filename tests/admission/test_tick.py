@@ -116,17 +116,21 @@ def test_the_draw_and_first_wave_run_at_the_start_itself_not_at_the_next_tick(
     for buyer in make_buyers(30, prefix="ontime"):
         services.join(drop=drop, buyer_id=buyer)
 
-    # One tick before the start, as beat would run it; no tick after the start in this test.
+    # One tick before the start, as beat would run it; no tick after the start in this test. The
+    # line closed 10 s before the start (the default): this tick closes and draws it (no beacon).
     scheduled = services.tick()
     again = services.schedule_start_wave(drop, timezone.now())  # the next tick sends nothing more
+    drawn_before = Queue.objects.get(pk=drop.pk)
+    assert drawn_before.drawn_at is not None and drawn_before.drawn_at < starts_at
+    assert drawn_before.admitted_through == 0  # nobody in before the start
 
-    def drawn() -> bool:
-        return Queue.objects.get(pk=drop.pk).drawn_at is not None
+    def admitted() -> bool:
+        return Queue.objects.get(pk=drop.pk).admitted_through > 0
 
-    wait_for("the draw at the start", drawn, celery_worker.process)
+    wait_for("the first wave at the start", admitted, celery_worker.process)
     queue = Queue.objects.get(pk=drop.pk)
     assert scheduled["waves"] == 0 and again is False
-    assert queue.drawn_at >= starts_at  # never before the start
+    assert queue.last_wave_at >= starts_at  # never before the start
     assert (queue.drawn_entries, queue.admitted_through) == (30, 15)  # the first wave: 150% of 10 units
     # and published right after its commit (the wave's on_commit), with no tick to do it
     wait_for(

@@ -33,7 +33,16 @@ def test_the_page_solves_the_default_proof_of_work_in_the_background_then_joins(
 
     button = page.locator("#join-queue")
     button.wait_for()
-    page.wait_for_function("() => !document.querySelector('#join-queue').disabled", timeout=60_000)
+    # while it works: a button still in the tab order that says it is not ready, and spoken progress
+    assert button.evaluate("el => !el.disabled") and button.get_attribute("aria-disabled") == "true"
+    status = page.get_by_role("status").filter(has_text="Preparing your place: about")
+    status.wait_for()
+    assert page.locator("form.join progress").get_attribute("aria-label") == "Preparing your place…"
+    page.wait_for_function(
+        "() => !document.querySelector('#join-queue').hasAttribute('aria-disabled')", timeout=60_000
+    )
+    assert page.get_by_role("status").filter(has_text="Ready: you can join now.").is_visible()
+    assert page.locator("form.join progress").evaluate("el => el.value") == 100
     proof = page.locator("form.join input[name=proof]").input_value()
     challenge = page.locator("form.join input[name=challenge]").input_value()
     button.click()

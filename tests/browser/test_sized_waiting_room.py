@@ -99,6 +99,45 @@ def test_size_m_through_the_waiting_room_from_join_to_order(
     assert (order.hold.variant.name, order.amount_minor) == ("M", 13900)
 
 
+def test_an_offered_unit_of_the_wrong_size_is_changed_to_the_buyers_and_paid_for(
+    live_daphne: str, payment_provider: str, celery_worker: Worker, page: object
+) -> None:
+    # given the S that came back is offered to noa, while an M is still on sale
+    drop = sized_room("wr-swap", [NewVariant("S", 1), NewVariant("M", 2, 13900)])
+    first = make_buyer("swap-first").pk
+    services.join(drop=drop, buyer_id=first)
+    make_buyer("noa")
+    join_from_the_link(page, live_daphne, "noa", slug="wr-swap")
+    admit(drop)  # ticket 1 only: noa is ticket 2 and waits (one unit per wave's worth: S and M left)
+    held = holds.reserve(
+        drop=drop, buyer_id=first, quantity=1, idempotency_key="first", variant=drop.variants.get(name="S")
+    ).hold
+    holds.release(hold_id=held.pk, buyer_id=first)
+    assert off_the_loop(lambda: offers.offer_returns(Drop.objects.get(pk=drop.pk))) == 1
+    page.wait_for_selector("#offer:not([hidden])")
+    assert page.inner_text("#offer-variant") == "S"
+
+    # when noa opens it and chooses M, at M's own price
+    page.click("#offer-pay")
+    page.wait_for_url(re.compile(r"/holds/\d+/$"))
+    sizes = page.locator("#size-form")
+    assert sizes.locator("label[data-variant=S]").inner_text().split() == ["S", "€129.00", "yours", "now"]
+    assert sizes.locator("label[data-variant=M]").inner_text().split() == ["M", "€139.00", "2", "left"]
+    sizes.locator("label[data-variant=M]").click()
+    page.click("#change-size")
+
+    # then the hold is an M, and the order is
+    page.wait_for_selector("#hold-variant:text('M')")
+    assert page.locator("#pay").inner_text() == "Order with obligation to pay · €139.00"
+    page.click("#pay")
+    page.wait_for_url(re.compile(re.escape(payment_provider) + r"/pay/"))
+    page.click("#pay")
+    page.wait_for_url(re.compile(r"/orders/\d+/$"))
+    page.wait_for_selector("#order-state[data-state=confirmed]", timeout=30_000)
+    order = Order.objects.get(hold__buyer__username="noa")
+    assert (order.hold.variant.name, order.amount_minor) == ("M", 13900)
+
+
 def test_m_sells_out_while_the_buyer_is_choosing(live_daphne: str, page: object) -> None:
     drop = sized_room("wr-gone", [NewVariant("S", 1), NewVariant("M", 1), NewVariant("L", 1)])
     make_buyer("noor")

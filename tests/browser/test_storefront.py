@@ -9,6 +9,7 @@ import httpx
 import pytest
 from django.utils import timezone
 
+from catalogue.services import NewVariant
 from checkout.models import Order
 from holds.models import Hold
 from tests.conftest import PROVIDER_SECRET, Worker
@@ -135,6 +136,34 @@ def test_a_buyer_chooses_a_seat_and_the_order_names_it(
     page.goto(f"{live_daphne}/drops/seats/")
     assert page.locator("#seat-picker input[value=B2]").is_disabled()
     assert page.locator("#seat-picker input[value=B3]").is_enabled()
+
+
+def test_a_seat_in_a_drop_in_sizes_picks_its_size_and_a_size_shows_its_own_seats(
+    live_daphne: str, page: object
+) -> None:
+    sizes = [NewVariant("S", 2, 4000), NewVariant("M", 2, 5500)]
+    make_drop(slug="sized-seats", product_name="Stalls", quantity=4, mode="units", variants=sizes)
+    make_buyer("sia")
+    log_in(page, live_daphne, "sia", "/drops/sized-seats/")
+
+    # a seat chosen before any size picks its size
+    page.locator("#seat-picker label:has-text('M-2')").click()
+    assert page.locator("#variant-picker input[value=M]").is_checked()
+
+    # choosing size S then shows S's seats only, with S's price, and lets go of the seat in M
+    page.locator("#variant-picker label[data-variant=S]").click()
+    assert page.locator(".seat-group[data-variant=M]").is_hidden()
+    assert page.locator(".seat-group[data-variant=S] .seat-size").inner_text() == "S · €40.00 · 2 left"
+    assert page.locator("#seat-picker input[name=unit][value='']").is_checked()
+
+    # back to M and its seat M-2: that is what is held
+    page.locator("#variant-picker label[data-variant=M]").click()
+    page.locator("#seat-picker label:has-text('M-2')").click()
+    page.click("#buy")
+    page.wait_for_url(re.compile(r"/holds/\d+/$"))
+    hold = Hold.objects.get(buyer__username="sia")
+    assert hold.variant.name == "M" and list(hold.units.values_list("label", flat=True)) == ["M-2"]
+    assert page.locator("#hold-variant").inner_text() == "M"
 
 
 def test_the_shops_own_404_and_an_icon(live_store: str, page: object) -> None:

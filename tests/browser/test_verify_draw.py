@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from admission import beacon, drawing, services
 from admission.models import Queue, Ticket
-from shop.models import Drop
+from shop.models import DEFAULT_LINE_CLOSE_SECONDS, Drop
 from tests import beacons
 from tests.browser.helpers import off_the_loop
 from tests.factories import make_buyer, make_drop
@@ -18,10 +18,11 @@ from tests.factories import make_buyer, make_drop
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-# A sale set just before a real recorded quicknet round was due (tests/beacons.py), so the round
-# its queue names is the one the relay serves.
+# A sale whose line closes (10 s before its start, the default) just before a real recorded
+# quicknet round was due (tests/beacons.py), so the round its queue names is the one the relay serves.
 DUE = beacon.QUICKNET.time_of(beacons.QUICKNET_ROUND)
-STARTS = DUE - timedelta(seconds=2)
+CLOSES = DUE - timedelta(seconds=2)
+STARTS = CLOSES + timedelta(seconds=DEFAULT_LINE_CLOSE_SECONDS)
 
 
 def drawn(slug: str) -> tuple[Drop, Ticket]:
@@ -37,7 +38,8 @@ def drawn(slug: str) -> tuple[Drop, Ticket]:
         services.join(drop=drop, buyer_id=make_buyer(f"{slug}-{i}").pk)
     vera = make_buyer(f"{slug}-vera")
     services.join(drop=drop, buyer_id=vera.pk)
-    for at in (STARTS, DUE + timedelta(seconds=1)):  # the list closes; then the round is read
+    # the list closes; the round is read (or asked for again, then given up on); the start
+    for at in (CLOSES, DUE + timedelta(seconds=1), STARTS):
         off_the_loop(lambda at=at: services.run_wave(Drop.objects.get(pk=drop.pk), now=at))
     return drop, Ticket.objects.get(drop=drop, buyer=vera)
 
@@ -66,7 +68,8 @@ def test_a_buyer_sees_their_place_verified_in_the_browser(live_daphne: str, page
     assert Queue.objects.get(pk=drop.pk).beacon == beacons.QUICKNET_RANDOMNESS
     log_in_to_verify(page, live_daphne, "verify-ok-vera", "verify-ok")
     text = result(page)
-    assert f"Your place {ticket.number} is verified" in text
+    assert f"Your place {ticket.number} is verified" in text and "nobody, the shop included" in text
+    assert page.get_attribute("#verify-result", "data-unsteerable") == "true"
     steps = page.inner_text("#verify-steps")
     assert "matches the hash published before the first join" in steps
     assert f"is the SHA-256 of drand quicknet round {beacons.QUICKNET_ROUND}'s signature" in steps
@@ -96,7 +99,10 @@ def test_the_page_says_when_the_round_could_not_be_read(
     recorded_round.serve(beacon.QUICKNET, beacons.QUICKNET_ROUND, beacons.forged(beacons.QUICKNET_SIGNATURE))
     _, ticket = drawn("verify-offline")
     log_in_to_verify(page, live_daphne, "verify-offline-vera", "verify-offline")
-    assert f"Your place {ticket.number} is verified" in result(page)
+    said = result(page)
+    # it adds up, and says in words that it cannot show the shop did not steer it
+    assert f"Your place {ticket.number} is verified" in said and "Here you have to trust the shop" in said
+    assert page.get_attribute("#verify-result", "data-unsteerable") == "false"
     beacon_text = page.inner_text("#draw-beacon")
     assert "could not be read (no relay gave it with a valid signature in time)" in beacon_text
     note = Queue.objects.get(drop__slug="verify-offline").beacon_note

@@ -36,6 +36,18 @@ def test_create_drop_sets_how_long_an_offer_waits() -> None:
     assert Drop.objects.get(slug="offers").offer_seconds == 20
 
 
+def test_create_drop_sets_when_the_line_closes_and_how_long_the_draw_waits_for_its_round() -> None:
+    result = run(
+        "--slug", "timed", "--quantity", "3", "--waiting-room",
+        "--line-close-seconds", "30", "--draw-round-wait-seconds", "120",
+    )  # fmt: skip
+
+    drop = Drop.objects.get(slug="timed")
+    assert (drop.line_close_seconds, drop.draw_round_wait_seconds) == (30, 120)
+    assert (result["line_close_seconds"], result["draw_round_wait_seconds"]) == (30, 120)
+    assert Drop.objects.get(slug=run("--slug", "default", "--quantity", "1")["slug"]).line_close_seconds == 10
+
+
 def test_create_drop_in_units_mode_makes_one_row_per_unit() -> None:
     run("--slug", "seats", "--quantity", "3", "--mode", "units", "--labels", "A1,A2,A3")
 
@@ -69,6 +81,9 @@ def test_create_drop_in_units_mode_makes_one_row_per_unit() -> None:
             "1 to 10000",
         ),
         (["--slug", "p-neg", "--quantity", "3", "--presale-in", "9", "--presale-codes", "-1"], "1 to 10000"),
+        (["--slug", "close", "--quantity", "3", "--waiting-room", "--line-close-seconds", "601"], "600"),
+        (["--slug", "waits", "--quantity", "3", "--waiting-room", "--draw-round-wait-seconds", "601"], "600"),
+        (["--slug", "close-neg", "--quantity", "3", "--line-close-seconds", "-1"], "0"),
     ],
 )
 def test_create_drop_refuses_bad_input_and_writes_nothing(args: list[str], message: str) -> None:
@@ -95,6 +110,8 @@ def test_create_drop_refuses_a_taken_slug() -> None:
         "UPDATE shop_drop SET ends_at = starts_at",
         "UPDATE shop_drop SET hold_seconds = 5",
         "UPDATE shop_drop SET per_buyer_limit = 0",
+        "UPDATE shop_drop SET line_close_seconds = 601",
+        "UPDATE shop_drop SET draw_round_wait_seconds = 601",
         "UPDATE shop_drop SET bucket_count = quantity + 1",
         "UPDATE inventory_stockbucket SET available = -1",
     ],

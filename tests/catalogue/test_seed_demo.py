@@ -35,10 +35,22 @@ def test_restarts_add_no_second_demo_drop_and_keep_the_admin_password() -> None:
     assert admin.check_password("first-pw-123") and admin.is_superuser
 
 
+def test_the_demo_is_a_sneaker_drop_as_they_are_sold_in_sizes_taxed_and_shipped() -> None:
+    seed("--admin-password", "pw-pw-pw-pw")
+    drop = Drop.objects.get()
+    sizes = {v.name: (v.quantity, v.price_minor) for v in drop.variants.all()}
+    assert list(sizes) == ["40", "41", "42", "43", "44"] and sum(q for q, _ in sizes.values()) == 100
+    assert sizes["44"][1] == 13900 and sizes["40"][1] is None  # the largest costs more, the rest the base
+    assert drop.product.ships and drop.product.tax_rate == 19
+    zones = {zone.name: zone.countries for zone in drop.product.shipping_zones.all()}
+    assert zones["Germany"] == ["DE"] and "FR" in zones["EU"]
+
+
 def test_a_demo_drop_with_buyers_is_kept_as_it_is_and_not_repeated() -> None:
     seed("--admin-password", "pw-pw-pw-pw", "--starts-in", "-10")  # live already
     drop = Drop.objects.get()
-    holds.reserve(drop=drop, buyer_id=make_buyer("early").pk, quantity=1, idempotency_key="k")
+    size = drop.variants.get(name="42")
+    holds.reserve(drop=drop, buyer_id=make_buyer("early").pk, quantity=1, idempotency_key="k", variant=size)
     starts_at = Drop.objects.get().starts_at
 
     said = seed("--admin-password", "pw-pw-pw-pw", "--keep-admin-password")

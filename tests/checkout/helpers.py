@@ -1,20 +1,35 @@
-"""What the saga's tests share: sales waiting for their payment's authorisation to be applied, and
-a buyer driving the saga over HTTP against the provider's process."""
+"""What the saga's tests share: sales waiting for their payment's authorisation to be applied, a
+buyer driving the saga over HTTP against the provider's process, and a push service on localhost."""
 
 from __future__ import annotations
 
+import base64
+import datetime
 import hashlib
 import hmac
 import importlib
 import json
+import os
+import ssl
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
+import http_ece
 import httpx
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.x509.oid import NameOID
 
 from checkout import refunds
 from checkout import services as checkout
@@ -210,3 +225,163 @@ def stripe_api_at(settings: object, base: str) -> Iterator[None]:
         settings.STRIPE_API_BASE = before
         importlib.reload(importlib.import_module("config.urls"))
         clear_url_caches()
+
+
+# A push service on localhost ------------------------------------------------------------------
+#
+# No browser push service is reachable here, so the tests run one: a real HTTPS server in a
+# thread (a self-signed certificate for localhost that the sender is told to trust through
+# REQUESTS_CA_BUNDLE), holding each subscriber's own private key and auth secret as a browser
+# would. It checks the VAPID JWT's ES256 signature against the key in the request (RFC 8292) and
+# decrypts the aes128gcm body with the subscriber's keys (RFC 8291), so nothing it records was
+# taken on trust.
+
+
+@dataclass
+class Subscriber:
+    """A browser's side of a subscription: its ECDH key pair and auth secret."""
+
+    token: str
+    endpoint: str
+    private_key: object
+    auth: bytes
+
+    def subscription(self) -> dict[str, object]:
+        """What the browser's PushSubscription.toJSON() would give the page."""
+
+        point = self.private_key.public_key().public_bytes(Encoding.X962, PublicFormat.UncompressedPoint)  # type: ignore[attr-defined]
+        return {"endpoint": self.endpoint, "keys": {"p256dh": _b64(point), "auth": _b64(self.auth)}}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    token: str
+    notification: dict[str, object]  # the decrypted body
+    claims: dict[str, object]  # the verified VAPID JWT's
+    vapid_key: str  # the k= of the Authorization header: the shop's public key
+    headers: dict[str, str]  # their names in lower case
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class PushService:
+    """The local push service: `subscriber()` makes a browser, `deliveries` what arrived (decrypted),
+    `gone` the tokens answered 404 or 410, `refused` requests whose signature or encryption failed."""
+
+    def __init__(self, folder: object) -> None:
+
+        folder = Path(str(folder))
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        self.cert_path = folder / "push-service.pem"
+        self.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path = folder / "push-service.key"
+        key_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        self.subscribers: dict[str, Subscriber] = {}
+        self.deliveries: list[Delivery] = []
+        self.refused: list[str] = []
+        self.gone: dict[str, int] = {}  # token -> 404 or 410: a subscription the service forgot
+        self.lock = threading.Lock()
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                token = self.path.rsplit("/", 1)[-1]
+                status = service.receive(token, {k.lower(): v for k, v in self.headers.items()}, body)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert_path, key_path)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.origin = f"https://localhost:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def subscriber(self) -> Subscriber:
+
+        token = uuid.uuid4().hex
+        found = Subscriber(
+            token=token,
+            endpoint=f"{self.origin}/wpush/v2/{token}",
+            private_key=ec.generate_private_key(ec.SECP256R1()),
+            auth=os.urandom(16),
+        )
+        self.subscribers[token] = found
+        return found
+
+    def receive(self, token: str, headers: dict[str, str], body: bytes) -> int:
+        """Check and decrypt one push as a browser's push service and the browser would: 201 taken,
+        410 a subscription it forgot, 400/401 a push it could not read or trust."""
+
+        subscriber = self.subscribers.get(token)
+        if subscriber is None:
+            return 404
+        if token in self.gone:
+            return self.gone[token]
+        try:
+            scheme, _, params = headers["authorization"].partition(" ")
+            fields = dict(part.strip().split("=", 1) for part in params.split(","))
+            jwt, vapid_key = fields["t"], fields["k"]
+            signed, _, signature = jwt.rpartition(".")
+            raw = _unb64(signature)
+            public = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), _unb64(vapid_key))
+            public.verify(
+                encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")),
+                signed.encode(),
+                ec.ECDSA(hashes.SHA256()),
+            )
+            claims = json.loads(_unb64(signed.split(".")[1]))
+            assert scheme == "vapid" and claims["aud"] == self.origin and claims["exp"] > time.time()
+            assert headers["content-encoding"] == "aes128gcm" and int(headers["ttl"]) > 0
+            plain = http_ece.decrypt(
+                body, private_key=subscriber.private_key, auth_secret=subscriber.auth, version="aes128gcm"
+            )
+        except (KeyError, ValueError, AssertionError, InvalidSignature) as error:
+            with self.lock:
+                self.refused.append(f"{token}: {error!r}")
+            return 401 if isinstance(error, InvalidSignature) else 400
+        delivery = Delivery(token, json.loads(plain), claims, vapid_key, headers)
+        with self.lock:
+            self.deliveries.append(delivery)
+        return 201
+
+    def to(self, subscriber: Subscriber) -> list[Delivery]:
+        with self.lock:
+            return [d for d in self.deliveries if d.token == subscriber.token]

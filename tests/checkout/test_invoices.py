@@ -276,3 +276,16 @@ def test_a_refund_pending_at_the_provider_gets_its_credit_note_from_the_webhook_
 
     (note,) = Invoice.objects.filter(kind="credit_note")
     assert (note.refund_id, note.number, note.gross_minor) == (refund.pk, 1, -1000)
+
+    # and the buyer gets it by e-mail, once: the refund's own e-mail went out pending, without it
+    OutboxMessage.objects.exclude(topic__in=[outbox.REFUND_TOPIC, outbox.CREDIT_NOTE_TOPIC]).delete()
+    languages.remember(order.buyer_id, "de")
+    assert outbox.relay_outbox() == 2
+    late = event(3)  # the provider's third copy, after the e-mails went out
+    assert late is not None and checkout.process_event(event_pk=late) == "refund_already_succeeded"
+    assert outbox.relay_outbox() == 0
+    attached = [(m.subject, name) for m in mail.outbox for name, _pdf, _kind in m.attachments]
+    subject = f"[Harbour Lane Sneakers] Bestellung {order.pk}: Ihre Gutschrift CRN-000001"
+    assert len(mail.outbox) == 2 and attached == [(subject, "CRN-000001.pdf")]
+    credit = next(m for m in mail.outbox if m.attachments)
+    assert "CRN-000001" in credit.body and "Gutschrift" in text_of(credit.attachments[0][1])

@@ -560,3 +560,34 @@ def test_the_simulator_does_not_import_django() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
 
     assert done.returncode == 0, done.stderr
+
+
+def test_the_payment_page_shows_what_the_card_statement_will_say(
+    provider: SimulatedProvider, sim: str, receiver: Receiver
+) -> None:
+    session = provider.create_session(
+        reference="order-18",
+        amount_minor=4900,
+        currency="EUR",
+        callback_url=receiver.url,
+        return_url=RETURN_URL,
+        statement_descriptor="HARBOUR LA",
+    )
+
+    page = httpx.get(session.redirect_url, timeout=10).text
+
+    assert '<dd id="statement">HARBOUR LA</dd>' in page
+    for bad in ["harbour", "<b>SHOP</b>", "X" * 23, "12345", 7]:
+        answer = httpx.post(
+            f"{sim}/api/sessions",
+            json={
+                "reference": "order-19",
+                "amount_minor": 100,
+                "currency": "EUR",
+                "callback_url": receiver.url,
+                "return_url": RETURN_URL,
+                "statement_descriptor": bad,
+            },
+            headers=AUTH,
+        )
+        assert answer.status_code == 400 and "statement_descriptor" in answer.text, bad

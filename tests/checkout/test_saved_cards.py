@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import UTC
 
 import httpx
 import pytest
@@ -153,6 +154,10 @@ def test_a_declined_saved_card_falls_back_to_the_normal_form(on_stripe: str) -> 
     assert answer["Location"].endswith(f"/checkout/stripe/{second.session_id}")
     form = client.get(f"/checkout/stripe/{second.session_id}").content.decode()
     assert 'id="payment-element"' in form
+    # the payment step says its deadline: the hold's, which paying extended once
+    until = Hold.objects.get().expires_at.astimezone(UTC)
+    assert f'<time datetime="{until.isoformat()}" data-local="time">{until:%H:%M:%S} UTC</time>' in form
+    assert f'data-countdown="{Hold.objects.get().expires_at.isoformat()}"' in form
 
 
 def test_a_card_whose_bank_asks_for_3ds_goes_on_to_the_challenge_on_our_pay_page(on_stripe: str) -> None:

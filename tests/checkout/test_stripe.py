@@ -316,3 +316,58 @@ def test_garbage_intents_answer_404_on_the_pay_page_and_the_fallback(on_stripe: 
 
     after = Payment.objects.get()
     assert (after.state, after.session_id) == (before.state, before.session_id)
+
+
+def test_a_card_intent_asks_for_the_shops_statement_descriptor_suffix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given the adapter pointed at Stripe itself, its outgoing create call read
+    adapter = StripeProvider(secret_key=STRIPE_SECRET_KEY, webhook_secret=STRIPE_WEBHOOK_SECRET)
+    sent: list[dict] = []
+
+    def create(*, params: dict, options: dict) -> object:
+        sent.append(params)
+        return type("Intent", (), {"id": "pi_1"})()
+
+    monkeypatch.setattr(adapter.client.v1.payment_intents, "create", create)
+
+    # when a session opens for a shop with a name
+    adapter.create_session(
+        reference="ref-1",
+        amount_minor=4900,
+        currency="EUR",
+        callback_url="https://x",
+        return_url="https://y",
+        statement_descriptor="HARBOUR LA",
+    )
+
+    # then the card intent carries the suffix (a card intent refuses a whole statement_descriptor)
+    assert sent[0]["statement_descriptor_suffix"] == "HARBOUR LA" and "statement_descriptor" not in sent[0]
+    no_name = adapter.intent_params(
+        reference="r", amount_minor=1, currency="EUR", description="", statement_descriptor=""
+    )
+    assert "statement_descriptor_suffix" not in no_name
+
+
+def test_against_localstripe_the_suffix_is_left_out_and_the_intent_is_made(on_stripe: str) -> None:
+    adapter = StripeProvider(
+        secret_key=STRIPE_SECRET_KEY, webhook_secret=STRIPE_WEBHOOK_SECRET, api_base=on_stripe
+    )
+
+    session = adapter.create_session(
+        reference="ref-local",
+        amount_minor=4900,
+        currency="EUR",
+        callback_url="https://x",
+        return_url="https://y",
+        statement_descriptor="HARBOUR LA",
+    )
+
+    assert session.session_id.startswith("pi_")
+    # control: localstripe refuses the field, which is why it is not sent there
+    refused = httpx.post(
+        f"{on_stripe}/v1/payment_intents",
+        data={"amount": 100, "currency": "eur", "statement_descriptor_suffix": "HARBOUR LA"},
+        headers={"Authorization": f"Bearer {STRIPE_SECRET_KEY}"},
+    )
+    assert refused.status_code == 400 and "statement_descriptor_suffix" in refused.text

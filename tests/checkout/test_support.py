@@ -103,3 +103,37 @@ def test_a_lost_confirmation_is_sent_again_and_only_for_a_confirmed_order(desk: 
     again = [m.subject for m in mail.outbox if m.to == ["ada@example.com"]]
     assert len(first) == 1 and again == first * 2
     assert len([m for m in mail.outbox if m.to == ["pat@example.com"]]) == 1  # its first, nothing more
+
+
+def test_an_order_is_found_by_its_invoice_or_credit_note_number(desk: Client) -> None:
+    from django.db import connection
+
+    from checkout import invoices
+    from checkout.models import Invoice, InvoiceKind
+
+    ada, bob = order_of("ada-inv"), order_of("bob-inv")
+    with connection.cursor() as cursor:  # numbered as the confirming transaction numbers them
+        for order in (ada, bob):
+            Invoice.objects.create(
+                order=order,
+                kind=InvoiceKind.INVOICE,
+                number=invoices.next_number_in(cursor, sequence=InvoiceKind.INVOICE),
+                description="x",
+                quantity=1,
+                net_minor=9900,
+                tax_minor=0,
+                gross_minor=9900,
+                tax_rate=0,
+                currency="EUR",
+                seller={},
+                buyer={},
+                payment_method="simulated",
+            )
+    number = Invoice.objects.get(order=bob).number_text  # INV-000002
+
+    assert found(desk, number) == [bob.pk]
+    assert found(desk, number.lower().replace("-00000", "-")) == [bob.pk]  # "inv-2", as read out
+    assert found(desk, " INV000002 ") == [bob.pk]
+    assert found(desk, "CRN-000002") == []  # a credit note's sequence is another one
+    assert found(desk, "INV-999999") == []
+    assert found(desk, "INV-" + "9" * 40) == []  # past any number: nothing, no error

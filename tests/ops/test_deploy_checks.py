@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from django.contrib.staticfiles import finders
 
+from core import env
+from ops import checks
 from tests.conftest import (
     STRIPE_PUBLISHABLE_KEY,
     STRIPE_SECRET_KEY,
@@ -157,3 +159,32 @@ def test_floodgate_web_starts_without_the_static_manifest_and_says_so_loudly(
         process.terminate()
         process.wait(20)
     assert "WARNING floodgate.E005" in log.read_text() and "REFUSED" not in log.read_text()
+
+
+def test_the_deploy_check_refuses_the_dev_key_and_garbage_and_passes_a_real_key(settings) -> None:
+    settings.PUBLIC_BASE_URL = "https://shop.example"
+    settings.WEB_PUSH_SUBJECT = ""
+    settings.WEB_PUSH_VAPID_KEY = env.DEV_VAPID_KEY
+    assert [e.id for e in checks.web_push()] == [checks.WEB_PUSH_KEY_WRONG]
+    assert "published development value" in checks.web_push()[0].msg
+    settings.WEB_PUSH_VAPID_KEY = "not-a-key"
+    assert [e.id for e in checks.web_push()] == [checks.WEB_PUSH_KEY_WRONG]
+    settings.WEB_PUSH_VAPID_KEY = "fgB0Wb2lYdwqO50R_F8eAZ6SPFRHJXy3B6RQZf6Kzik".replace("f", "g", 1)
+    assert checks.web_push() == []
+    settings.WEB_PUSH_SUBJECT = "ftp://shop.example"  # a contact the push services refuse
+    assert [e.id for e in checks.web_push()] == [checks.WEB_PUSH_KEY_WRONG]
+    settings.WEB_PUSH_VAPID_KEY = ""  # push off: nothing to check
+    assert checks.web_push() == []
+
+
+def test_production_refuses_the_dev_vapid_key_and_has_push_off_without_one(
+    tmp_path: Path,
+) -> None:
+    static = str(write_manifest(tmp_path / "static"))
+    done = manage(
+        {**PRODUCTION, "STATIC_ROOT": static, "WEB_PUSH_VAPID_KEY": env.DEV_VAPID_KEY}, "check", "--deploy"
+    )
+    assert done.returncode != 0 and "floodgate.E007" in done.stderr + done.stdout
+    show = "from django.conf import settings; print(repr(settings.WEB_PUSH_VAPID_KEY))"
+    off = manage({**PRODUCTION, "STATIC_ROOT": static}, "shell", "-c", show)
+    assert off.stdout.splitlines()[-1] == "''", off.stderr

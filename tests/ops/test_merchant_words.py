@@ -83,6 +83,8 @@ def test_the_tuning_fields_are_folded_under_advanced() -> None:
         "join_work_bits",
         "admission_percent",
         "admission_wave_seconds",
+        "line_close_seconds",
+        "draw_round_wait_seconds",
     ):
         assert f'name="{tuning}"' in folded.group(1), tuning
     for everyday in ("quantity", "hold_seconds", "per_buyer_limit", "starts_at_0"):

@@ -15,8 +15,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from catalogue.services import NewVariant, zone_from
 from checkout.models import Order
-from holds.counts import invariant
+from holds.counts import invariant, invariant_by_variant
 from holds.models import Hold
 from ops.models import RehearsalReport
 from shop.models import ApiToken, Drop
@@ -41,8 +42,14 @@ def admin_client() -> Client:
 def test_a_small_rehearsal_report_matches_the_database_and_the_real_drop_is_untouched(
     live_daphne: str, payment_provider: str, celery_worker: Worker, tmp_path: Path
 ) -> None:
-    # given a 10-unit drop
-    drop = make_drop(quantity=10, per_buyer_limit=1)
+    # given a 10-unit drop of shoes in two sizes, shipped to Germany
+    drop = make_drop(
+        quantity=10,
+        per_buyer_limit=1,
+        variants=[NewVariant("41", 4), NewVariant("42", 6)],
+        ships=True,
+        shipping_zones=[zone_from("Germany:DE:490")],
+    )
     before = invariant(drop_id=drop.pk)
     # when 50 buyers rehearse it
     done = rehearse(drop.slug, "--buyers", "50", "--base", live_daphne, "--out", str(tmp_path),
@@ -59,6 +66,10 @@ def test_a_small_rehearsal_report_matches_the_database_and_the_real_drop_is_unto
         "real_drop_unchanged": True,
     }  # fmt: skip
     assert now.sold == 10 and now.held == 0 and now.available == 0  # every winner paid
+    # each named a size (another when theirs was gone) and gave an address before paying
+    assert {v.name: v.sold for v in invariant_by_variant(drop_id=copy.pk)} == {"41": 4, "42": 6}
+    paid = Order.objects.filter(drop=copy, state="confirmed")
+    assert not paid.filter(shipping_address=None).exists() and paid.filter(shipping_minor=490).count() == 10
     assert summary["created_201"] == Hold.objects.filter(drop=copy).count() == 10
     assert summary["by_answer"]["reserve 201"]["count"] == 10
     assert summary["by_answer"]["reserve 409 sold_out"]["count"] >= 40  # the losers asked, and again

@@ -49,6 +49,8 @@ def add_form(*variants: tuple[str, str, str], **changes: str) -> dict[str, str]:
         "admission_wave_seconds": "5",
         "admission_percent": "200",
         "join_work_bits": "0",
+        "line_close_seconds": "10",
+        "draw_round_wait_seconds": "0",
         "offer_seconds": "90",
         "unit_labels": "",
         **rows(*variants),

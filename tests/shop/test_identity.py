@@ -74,6 +74,8 @@ def test_the_command_sets_the_identity_and_seeds_the_legal_pages(media: Path, tm
         (["--vat-id", "hello"], "not a VAT ID"),
         (["--vat-id", "US123456789"], "not a VAT ID"),  # not an EU prefix
         (["--vat-id", "DEABCDEFGH"], "not a VAT ID"),  # no digit at all
+        (["--contact-email", "not-an-address"], "valid email"),
+        (["--contact-email", "a@b@example.com"], "valid email"),
         (["--accent-colour", "red"], "six hex digits"),
         (["--accent-colour", "#12345"], "six hex digits"),
         (["--support-url", "javascript:alert(1)"], "valid URL"),
@@ -310,3 +312,25 @@ def test_the_public_pages_use_the_identity() -> None:
     assert 'content="Harbour Lane Sneakers: limited drops' in page
     assert "<span>Harbour Lane Sneakers</span>" in page and "Harbour Lane GmbH" in page
     assert "--accent: #1f5fbf" in page
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("Harbour Lane Sneakers", "HARBOUR LA"),  # ten characters fit behind any account prefix
+        ("Straßen-Kicks", "STRASSEN-K"),  # Latin only: ß spelt out, accents dropped
+        ("Café Übel", "CAFE UBEL"),
+        ('<"O\'Neil"*\\>', "O NEIL"),  # none of < > \ ' " * reaches the statement
+        ("  Kiez   Kicks  ", "KIEZ KICKS"),
+        ("A1 Shop", "A1 SHOP"),
+        ("東京靴店", ""),  # nothing Latin left: the account's own descriptor alone
+        ("2024 / 25", ""),  # no letter: refused by card networks, so not sent
+    ],
+)
+def test_the_statement_descriptor_is_the_shops_name_as_a_card_statement_takes_it(
+    name: str, shown: str
+) -> None:
+    descriptor = identity.statement_descriptor(name)
+
+    assert descriptor == shown
+    assert len(descriptor) <= identity.DESCRIPTOR_MAX and not set(descriptor) & set("<>\\'\"*")

@@ -8,10 +8,13 @@ import pytest
 from django.core import mail
 from django.test import Client
 
+from catalogue.services import NewVariant
 from checkout import outbox
 from checkout.models import Order, OrderState
 from holds import services as holds
 from holds.models import Hold
+from inventory import services as stock
+from shop.models import Drop
 from tests.factories import confirmed_order, expire_in, make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db
@@ -82,6 +85,64 @@ def test_a_seated_drop_offers_its_free_seats_and_the_choice_is_held() -> None:
     hold_page = client.get(answer["Location"]).content.decode()
     assert '<span id="hold-seats">seat B2</span>' in hold_page
     assert "1 unit ·" in hold_page
+
+
+def test_a_seated_drop_in_sizes_shows_each_size_s_seats_price_and_a_seat_picks_its_size() -> None:
+    sizes = [NewVariant("S", 1, 4000), NewVariant("M", 2, 5500), NewVariant("L", 1)]
+    make_drop(slug="sized-seats", quantity=4, mode="units", variants=sizes, price_minor=4900)
+    drop = Drop.objects.get(slug="sized-seats")
+    small = drop.variants.get(name="S")
+    first = make_buyer("first").pk
+    holds.reserve(drop=drop, buyer_id=first, quantity=1, idempotency_key="k", unit="S-1", variant=small)
+    client = logged_in("second")
+
+    page = client.get("/drops/sized-seats/").content.decode()
+    group = r'<div class="seat-group( sold-out)?" data-variant="(\w)">\s*<p class="seat-size">(.*?)</p>'
+    groups = re.findall(group, page)
+    assert [(name, bool(gone)) for gone, name, _ in groups] == [("S", True), ("M", False), ("L", False)]
+    heading = {name: re.sub(r"<[^>]+>", "", text) for _, name, text in groups}
+    assert heading["S"] == "S · €40.00 · sold out" and heading["M"] == "M · €55.00 · 2 left"
+    assert heading["L"] == "L · €49.00 · 1 left"
+    assert re.search(r'value="S-1" disabled', page) and 'value="M-2">' in page
+
+    # a seat sent without its size (the API, or a form whose script did not run) is of the seat's size
+    answer = client.post("/drops/sized-seats/buy", {"quantity": "1", "unit": "M-2", "idempotency_key": "k2"})
+    hold = Hold.objects.get(buyer__username="second")
+    assert answer["Location"] == f"/holds/{hold.pk}/"
+    assert hold.variant.name == "M" and list(hold.units.values_list("label", flat=True)) == ["M-2"]
+
+
+def test_a_seat_named_with_another_size_is_refused_and_nothing_is_held() -> None:
+    make_drop(slug="two-sizes", quantity=2, mode="units", variants=[NewVariant("S", 1), NewVariant("M", 1)])
+    client = logged_in("ann")
+
+    answer = client.post(
+        "/api/drops/two-sizes/holds",
+        {"quantity": 1, "unit": "M-1", "variant": "S"},
+        content_type="application/json",
+        headers={"Idempotency-Key": "k"},
+    )
+
+    assert answer.status_code == 422 and "no unit 'M-1' in S" in answer.json()["detail"]
+    assert not Hold.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("label", "names", "size"),
+    [
+        ("M-3", ["S", "M"], "M"),
+        ("A-1-2", ["A", "A-1"], "A-1"),
+        ("A-12", ["A", "A-1"], "A"),
+        ("M-", ["M"], None),
+        ("M-x", ["M"], None),
+        ("3", [""], None),
+        ("XL-1", ["S", "M"], None),
+    ],
+)
+def test_a_numbered_unit_names_its_size(label: str, names: list[str], size: str | None) -> None:
+    assert stock.numbered_variant(label, names) == size
+    if size is not None:
+        assert stock.numbered(size, int(label.rsplit("-", 1)[1])) == label
 
 
 def test_the_hold_page_says_the_total_and_an_ended_hold_offers_to_reserve_again() -> None:

@@ -8,6 +8,7 @@ import io
 import re
 from datetime import timedelta
 
+import httpx
 import pytest
 from django.core import mail
 from django.core.management import call_command
@@ -194,3 +195,20 @@ def test_control_the_page_would_run_the_script_if_the_text_were_marked_safe() ->
     shown = render_to_string("shop/legal.html", {"kind": "terms", "title": "T", "body": mark_safe(body)})
     assert "<script>alert" in shown  # the template adds no escaping of its own: legal.html does it
     assert "<script>alert" not in legal.html(body)
+
+
+def test_the_payment_provider_is_sent_the_shops_name_for_the_card_statement(
+    payment_provider: str, settings
+) -> None:
+    settings.PAYMENT_PROVIDER_URL = payment_provider
+    set_identity()
+    make_drop(slug="statement", quantity=2)
+    buyer = make_buyer("stan")
+    client = Client()
+    client.force_login(buyer)
+    client.post("/drops/statement/buy", {"quantity": "1", "idempotency_key": "k"})
+
+    started = services.start_payment(hold_id=Hold.objects.get().pk, buyer_id=buyer.pk)
+
+    page = httpx.get(str(started.payment.redirect_url), timeout=10).text
+    assert '<dd id="statement">HARBOUR LA</dd>' in page

@@ -1,8 +1,10 @@
 """manage.py verify_draw SLUG [--json FILE|URL]: redo a waiting room's draw from its published JSON.
 
 The seed against its committed hash, the entry list against its hash, the drand round's BLS
-signature against the chain's public key, and the order. Exit 0: verified (a draw that fell back
-to the seed alone says so, NOTE); 1: a mismatch (each printed); 2: nothing to check yet.
+signature against the chain's public key, and the order. Exit 0: verified, and tied to a drand
+round whose signature verifies (nobody could choose the order); 1: a mismatch (each printed); 2:
+nothing to check yet; 3: the draw adds up but rests on the shop's seed alone (no round read): it
+says what a buyer must then trust, and does not pass as verified.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from admission import draw, services
 from catalogue import selectors as catalogue
 from core.errors import FloodgateError
+
+SEED_ONLY = 3  # the exit code of a draw on the seed alone (docs/API.md)
 
 
 class Command(BaseCommand):
@@ -43,12 +47,11 @@ class Command(BaseCommand):
             self.stdout.write(f"NOTE: {note}")
         entries = body.get("entries")
         count = len(entries) if isinstance(entries, list) else 0
-        signed = (
-            f", drand round {body.get('beacon_round')} verified"
-            if body.get("beacon_status") == "verified"
-            else ""
-        )
-        self.stdout.write(f"verified: {count} entries, entries_sha256 {body.get('entries_sha256')}{signed}")
+        listed = f"{count} entries, entries_sha256 {body.get('entries_sha256')}"
+        if not draw.unsteerable(body):
+            self.stdout.write(f"SEED ONLY, not verified as unsteerable: {listed} add up. {draw.trust(body)}")
+            raise SystemExit(SEED_ONLY)
+        self.stdout.write(f"verified: {listed}, drand round {body.get('beacon_round')} verified")
 
     def published(self, slug: str, source: object) -> dict[str, object]:
         try:

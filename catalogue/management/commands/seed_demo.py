@@ -4,6 +4,7 @@ run on every start."""
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -36,11 +37,23 @@ DEMO_SHOP = {
     "accent_colour": "#0b6bcb",
 }
 
+# A sneaker drop as they are sold: in sizes (the largest costs more), taxed, and shipped, so a
+# newcomer meets the size picker and the address step.
+DEMO_SIZES = [
+    services.NewVariant("40", 15),
+    services.NewVariant("41", 20),
+    services.NewVariant("42", 25),
+    services.NewVariant("43", 25),
+    services.NewVariant("44", 15, 13900),
+]
+DEMO_ZONES = ["Germany:DE:490", "EU:AT,BE,DK,ES,FR,IT,LU,NL,PL:990"]
+
 
 class Command(BaseCommand):
     help = (
-        "Create the demo drop (100 units, live in 60 seconds) or re-arm it while nobody has bought "
-        "or queued; create the admin account. Run again, it adds no second drop."
+        "Create the demo drop (100 pairs in sizes 40-44, shipped in the EU, live in 60 seconds) or "
+        "re-arm it while nobody has bought or queued; create the admin account. Run again, it adds "
+        "no second drop."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -84,6 +97,7 @@ class Command(BaseCommand):
             slug = DEMO_SLUG
         else:
             slug = DEMO_SLUG if existing is None else f"{DEMO_SLUG}-{timezone.now():%Y%m%d-%H%M%S}"
+            known = Product.objects.filter(sku=DEMO_SKU).exists()
             services.create_drop(
                 slug=slug,
                 quantity=100,
@@ -92,6 +106,11 @@ class Command(BaseCommand):
                 product_sku=DEMO_SKU,
                 product_name="Harbour Lane Runner, launch edition",
                 price_minor=12900,
+                tax_rate=Decimal(19),
+                ships=True,
+                # zones come with a new product (another demo drop sells the same one)
+                shipping_zones=None if known else [services.zone_from(zone) for zone in DEMO_ZONES],
+                variants=DEMO_SIZES,
                 title="Harbour Lane Runner — launch edition",
                 bucket_count=4,
                 waiting_room=True,  # buyers queue, and are admitted in waves as the stock allows

@@ -15,7 +15,7 @@ from django.utils import timezone
 from catalogue import services
 from core.errors import InvalidInput
 from holds import presale
-from shop.models import DEFAULT_JOIN_WORK_BITS, InventoryMode
+from shop.models import DEFAULT_JOIN_WORK_BITS, DEFAULT_LINE_CLOSE_SECONDS, InventoryMode
 
 PRESALE_CODES_MAX = presale.GENERATE_MAX
 
@@ -92,6 +92,20 @@ class Command(BaseCommand):
             "browser; 0 turns it off, as load tests do)",
         )
         parser.add_argument(
+            "--line-close-seconds",
+            type=int,
+            default=DEFAULT_LINE_CLOSE_SECONDS,
+            help=f"waiting room: the line closes this many seconds before the start, drawn by the start "
+            f"(default {DEFAULT_LINE_CLOSE_SECONDS}); later joiners queue behind it in arrival order",
+        )
+        parser.add_argument(
+            "--draw-round-wait-seconds",
+            type=int,
+            default=0,
+            help="waiting room: if the drand round cannot be read, the draw waits up to this long after "
+            "the start for it; at the limit it is drawn on the seed alone and says so (default 0)",
+        )
+        parser.add_argument(
             "--redis-gate", action="store_true", help="answer most 'sold out's from a Redis count first"
         )
         parser.add_argument("--price-minor", type=int, default=4900)
@@ -101,6 +115,15 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--ships", action="store_true", help="a new product is sent: buyers give an address"
+        )
+        parser.add_argument(
+            "--ship-zone",
+            action="append",
+            default=[],
+            metavar="NAME:COUNTRIES:FEE_MINOR[:unit][:TAX_RATE]",
+            help="with --ships: a zone the new product ships to and its fee, per order unless "
+            "'unit', taxed like the product unless a rate is given; once per zone: "
+            "--ship-zone Germany:DE:490 --ship-zone EU:AT,FR,NL:990:unit:19 (none: everywhere, free)",
         )
         parser.add_argument("--sku", default=None, help="defaults to the slug, upper-cased")
         parser.add_argument("--product-name", default=None, help="defaults to the title")
@@ -135,6 +158,7 @@ class Command(BaseCommand):
                     raise InvalidInput("Give --quantity, or the variants with --variant NAME:QUANTITY.")
                 quantity = sum(v.quantity for v in variants)
             tax_rate = services.tax_rate_from(str(opts["tax_rate"]))
+            zones = [services.zone_from(str(text)) for text in opts["ship_zone"]]
             drop = services.create_drop(
                 slug=slug,
                 quantity=int(quantity),
@@ -147,6 +171,7 @@ class Command(BaseCommand):
                 currency=str(opts["currency"]),
                 tax_rate=tax_rate,
                 ships=bool(opts["ships"]),
+                shipping_zones=zones,
                 title=title,
                 inventory_mode=str(opts["mode"]),
                 bucket_count=int(opts["buckets"]),
@@ -158,6 +183,8 @@ class Command(BaseCommand):
                 admission_wave_seconds=int(opts["wave_seconds"]),
                 admission_percent=int(opts["admission_percent"]),
                 join_work_bits=int(opts["join_work_bits"]),
+                line_close_seconds=int(opts["line_close_seconds"]),
+                draw_round_wait_seconds=int(opts["draw_round_wait_seconds"]),
                 redis_gate=bool(opts["redis_gate"]),
                 unit_labels=labels,
                 presale_starts_at=None
@@ -181,6 +208,8 @@ class Command(BaseCommand):
                     "waiting_room": drop.waiting_room,
                     "format": drop.format.value,
                     "join_work_bits": drop.join_work_bits,
+                    "line_close_seconds": drop.line_close_seconds,
+                    "draw_round_wait_seconds": drop.draw_round_wait_seconds,
                     "admission_percent": drop.admission_percent,
                     "wave_seconds": drop.admission_wave_seconds,
                     "redis_gate": drop.redis_gate,
