@@ -20,7 +20,7 @@ import redis as redis_lib
 from django.test import override_settings
 from django.utils import timezone
 
-from admission import state, tokens
+from admission import published, state, tokens
 from admission.edge import Edge
 from devtools.embedded import start_redis
 from holds.counts import invariant
@@ -490,5 +490,7 @@ def test_a_crowd_of_polls_waits_for_the_edges_redis_connections_instead_of_being
         and not (isinstance(found, RedisConnectionError) and "No connection available" in str(found))
     ]
     assert not unexpected, Counter(repr(found) for found in unexpected)
-    assert through_edge.count(None) >= 200
+    # more answered than the pool has connections: lookups waited for a freed one (a pool that
+    # refused at once answers at most as many); how many more depends on the machine's load
+    assert through_edge.count(None) > published.REDIS_CONNECTIONS
     assert any(isinstance(failed, MaxConnectionsError) for failed in plain)  # control: the old pool
