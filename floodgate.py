@@ -70,14 +70,16 @@ def ensure_debian_package(package: str, binary: str, needed_for: str, *, recomme
 def main(argv: list[str]) -> None:
     if not argv or argv[0] not in {"run", "test", "manage", "bench", "shots", "prove", "rehearse"}:
         sys.exit(
-            "usage: python3 floodgate.py run | test [pytest args] | manage <command> | bench <name> [args]"
-            " | shots [folder] [--lang de] | prove failover | rehearse SLUG [--buyers N] [--base URL]"
+            "usage: python3 floodgate.py run | test [--fast] [pytest args] | manage <command>"
+            " | bench <name> [args] | shots [folder] [--lang de] | prove failover"
+            " | rehearse SLUG [--buyers N] [--base URL]"
         )
     # run, manage and rehearse need only the store; the rest test, measure or photograph it
     ensure_virtualenv(toolchain=argv[0] in {"test", "bench", "shots", "prove"})
-    if argv[0] in {"test", "shots"} and not os.environ.get("CHROMIUM_PATH"):
+    full_test = argv[0] == "test" and "--fast" not in argv  # the fast tier needs none of them
+    if (full_test or argv[0] == "shots") and not os.environ.get("CHROMIUM_PATH"):
         ensure_debian_package("chromium", CHROMIUM, f"{argv[0]} (the browser; or set CHROMIUM_PATH)")
-    if argv[0] == "test":
+    if full_test:
         # promtool checks and unit-tests the alerting rules (the server it ships is never started)
         ensure_debian_package("prometheus", PROMTOOL, "the alerting rules' tests", recommends=False)
         # the pooler tests run the races through a real PgBouncer; haproxy -c checks the balancer's

@@ -1382,11 +1382,6 @@ def server_name() -> str:
 
 
 def main() -> None:
-    if "--sweep" in sys.argv[1:]:  # the cost-growth sweep has its own flags and report
-        from bench import sweep
-
-        sweep.main([a for a in sys.argv[1:] if a != "--sweep"])
-        return
     parser = argparse.ArgumentParser(prog="bench crowd")
     parser.add_argument("--units", type=int, default=QUANTITY, help=f"units per drop (default {QUANTITY})")
     parser.add_argument("--quick", action="store_true", help="500 buyers per scenario")

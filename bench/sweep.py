@@ -794,3 +794,7 @@ def finish(run: Run, stem: Path, failed: str, readme: bool) -> None:
         sys.exit(2)
     if readme:
         write_readme(text, svg_path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

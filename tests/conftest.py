@@ -42,10 +42,50 @@ PROVIDER_SECRET = "sim-secret-dev"
 WEBHOOK_SECRET = "sim-webhook-secret-dev"
 
 
+# The suite's two tiers: `python3 floodgate.py test --fast` (FLOODGATE_TIER=fast) runs what needs
+# nothing but PostgreSQL and Redis, the developer's loop; the full run adds every test marked
+# `browser` or `servers`. A test that asks for one of these fixtures is marked `servers` here; a
+# module that starts processes itself says so in its pytestmark. In the fast tier any other
+# process start fails its test, so a test that needs one cannot slip into the loop unmarked.
+SERVER_FIXTURES = frozenset(
+    {
+        "payment_provider", "live_daphne", "celery_with_beat", "celery_worker", "localstripe",
+        "stripe_daphne", "stripe_worker", "crowd_server", "pgbouncer",
+    }
+)  # fmt: skip
+FAST_TIER_TOOLS = frozenset({"pg_dump", "pg_restore", "psql"})  # quick, and beside the server
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "asks_for(fixture): the test requests that fixture by name at run time (shared_worker)"
     )
+    if os.environ.get("FLOODGATE_TIER") == "fast":
+        _refuse_processes()
+
+
+def _refuse_processes() -> None:
+    """The fast tier's guard: a process other than a PostgreSQL client tool fails the test starting it."""
+    start = subprocess.Popen.__init__
+
+    def refuse(self: subprocess.Popen, args: object, *rest: object, **options: object) -> None:
+        first = args[0] if isinstance(args, (list, tuple)) else str(args).split()[0]
+        if Path(str(first)).name not in FAST_TIER_TOOLS:
+            raise RuntimeError(
+                f"a test of the fast tier started {first}: it belongs in the full tier"
+                " (ask for a fixture of SERVER_FIXTURES, or add pytest.mark.servers to its module)"
+            )
+        start(self, args, *rest, **options)  # type: ignore[arg-type]
+
+    subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        through_pgbouncer = getattr(item, "callspec", None) and item.callspec.params.get("database_path")
+        if through_pgbouncer == "pgbouncer" or any(asks_for(item, fixture) for fixture in SERVER_FIXTURES):
+            item.add_marker(pytest.mark.servers)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -113,7 +153,7 @@ def dump_test_database() -> Path | None:
     there), or with a warning where pg_dump fails; the fault runs then migrate."""
     import psycopg
 
-    from devtools.failover import pg_bin
+    from devtools.pg_servers import pg_bin
 
     url = database_url_for_tests()
     with psycopg.connect(url) as checked:

@@ -20,6 +20,8 @@ from admission import drawing
 from admission.models import Queue
 from tests.factories import make_drop
 
+pytestmark = pytest.mark.servers  # Debian's promtool and the store
+
 RULES = Path(__file__).resolve().parent.parent / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 

@@ -29,6 +29,7 @@ def run_claims(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.servers
 @pytest.mark.django_db(transaction=True)
 def test_every_baseline_and_path_runs_and_every_ratio_is_printed(tmp_path: Path) -> None:
     done = run_claims(tmp_path)
@@ -43,6 +44,7 @@ def test_every_baseline_and_path_runs_and_every_ratio_is_printed(tmp_path: Path)
     assert "RuntimeWarning" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-4000:]
 
 
+@pytest.mark.servers
 @pytest.mark.django_db(transaction=True)
 def test_a_broken_pgbench_script_fails_the_run_in_one_line(tmp_path: Path) -> None:
     """The control: pgbench's script without the digest, as it was when it broke."""
@@ -84,13 +86,15 @@ def test_a_failed_or_missing_run_is_named() -> None:
 
 
 def run_sweep(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m bench.crowd --sweep` on the test database, its table and picture into `out`."""
+    """`python -m bench.sweep` (`bench crowd --sweep`) on the test database, its table and picture
+    into `out`."""
     env = {**os.environ, "DATABASE_URL": database_url_for_tests()}
     quick = ["--lead", "2", "--no-warmup"]  # the suite's smallest form: correct, not a measure
-    command = [sys.executable, "-m", "bench.crowd", "--sweep", "--out", str(out), *quick, *args]
+    command = [sys.executable, "-m", "bench.sweep", "--out", str(out), *quick, *args]
     return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.servers
 @pytest.mark.django_db(transaction=True)
 def test_the_sweep_draws_each_point_and_tables_it(tmp_path: Path) -> None:
     readme = sweep.README.read_text()
@@ -152,6 +156,7 @@ def test_a_profile_is_summed_by_function_and_leaves_idle_waits_out() -> None:
     assert "75.0%  execute (psycopg)" in s.text()  # a share of the 40 busy samples
 
 
+@pytest.mark.servers
 @pytest.mark.django_db(transaction=True)
 def test_a_wrong_count_fails_the_sweep(tmp_path: Path) -> None:
     """The control: each drop one unit larger than the check expects sells one too many."""
@@ -195,6 +200,7 @@ def test_growth_names_flat_linear_and_worse() -> None:
     assert sweep.growth([(1000, None), (2000, 1.0)]) == "-"
 
 
+@pytest.mark.servers
 @pytest.mark.django_db(transaction=True)
 def test_the_line_scenarios_join_everyone_time_the_draw_and_tell_every_buyer(tmp_path: Path) -> None:
     """bench crowd's scenarios 6 and 7 (--quick: 2,000 join a 1,000-unit drop's line) end to end.
@@ -222,6 +228,7 @@ def test_the_line_scenarios_join_everyone_time_the_draw_and_tell_every_buyer(tmp
     assert done.stdout.count("| errors / no final answer | 0 / 0 |") >= 2 and "CORRECTNESS" not in said
 
 
+@pytest.mark.servers
 @pytest.mark.django_db(transaction=True)
 def test_bench_queue_quick_runs_every_part_against_the_store_and_the_bare_socket() -> None:
     """bench queue --quick end to end: the fan-out beside its bare ceiling, the "no" path under

@@ -109,12 +109,14 @@ def haproxy_check(config: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True)
 
 
+@pytest.mark.servers
 def test_the_balancer_config_passes_haproxys_own_check() -> None:
     done = haproxy_check(BALANCER)
 
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.servers
 def test_control_haproxys_check_refuses_a_broken_config(tmp_path: Path) -> None:
     broken = tmp_path / "haproxy.cfg"
     broken.write_text(BALANCER.read_text().replace("balance leastconn", "balance fewest"))
@@ -160,6 +162,7 @@ def test_every_app_process_reaches_postgresql_through_pgbouncer_in_transaction_m
     assert upstream["host"] == "postgres" and upstream["port"] == "5432"
 
 
+@pytest.mark.servers
 @pytest.mark.django_db(transaction=True)
 def test_pgbouncer_runs_the_compose_config_and_carries_queries() -> None:
     from django.db import connection
@@ -256,6 +259,7 @@ def merged(overlay: Path = HA) -> dict:
     return services
 
 
+@pytest.mark.servers
 def test_the_ha_shape_routes_postgres_to_the_patroni_primary_and_checks_with_haproxy() -> None:
     services = merged()
     config = ROUTER.read_text()
@@ -297,6 +301,7 @@ def test_the_patroni_image_installs_what_the_fault_run_proves() -> None:
     assert patroni.load_config() == yaml.safe_load(PATRONI.read_text())  # the run reads this very file
 
 
+@pytest.mark.servers
 def test_the_ha_app_asks_compose_s_sentinels_which_run_their_config(tmp_path: Path) -> None:
     from devtools import sentinel
     from devtools.embedded import free_port
@@ -402,6 +407,7 @@ def test_no_compose_file_commits_a_password() -> None:
         assert re.fullmatch(REQUIRED % "SECRET_KEY", env["SECRET_KEY"]), name
 
 
+@pytest.mark.servers
 def test_compose_s_postgresql_admits_tcp_only_from_its_own_network_and_with_the_password(
     tmp_path: Path,
 ) -> None:
@@ -451,6 +457,7 @@ def owner(path: Path) -> tuple[str, str]:
     return pwd.getpwuid(stat.st_uid).pw_name, grp.getgrgid(stat.st_gid).gr_name
 
 
+@pytest.mark.servers
 def test_compose_s_redis_refuses_a_client_without_the_password_and_the_app_s_url_carries_it(
     tmp_path: Path,
 ) -> None:

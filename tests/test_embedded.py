@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import psycopg
+import pytest
 import redis
 
 from devtools import embedded
+
+pytestmark = pytest.mark.servers  # floodgate.py commands
 
 
 def test_a_second_command_shares_the_running_servers_and_leaves_them_up(tmp_path: Path) -> None:

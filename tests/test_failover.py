@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.servers  # two PostgreSQL servers
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

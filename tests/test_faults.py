@@ -15,6 +15,8 @@ import pytest
 
 from devtools.faults import ONE_SERVER, PATRONI
 
+pytestmark = pytest.mark.servers  # the fault runs
+
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--buyers", "400", "--units", "24", "--join-rate", "400"]
 

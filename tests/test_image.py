@@ -55,7 +55,8 @@ OPERATOR = {
     "REDIS_PASSWORD": "imageredispassword",
 }
 APP_SERVICES = ["migrate", "web", "worker", "beat", "provider"]
-pytestmark = pytest.mark.django_db(transaction=True)
+# servers: the image's environment on Debian's Python
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.servers]
 
 
 def compose() -> dict:

@@ -40,12 +40,14 @@ def tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.servers
 def test_the_layers_hold() -> None:
     result = lint(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
 
 
+@pytest.mark.servers
 def test_an_upward_import_breaks_the_layers(tree: Path) -> None:
     # Hidden inside a function, the way cycles used to be dodged: still an arrow up.
     upward = "def f():\n    from holds import services\n\n    return services\n"
@@ -55,6 +57,7 @@ def test_an_upward_import_breaks_the_layers(tree: Path) -> None:
     assert "inventory is not allowed to import holds" in result.stdout
 
 
+@pytest.mark.servers
 def test_a_cycle_inside_a_package_is_refused(tree: Path) -> None:
     (tree / "checkout" / "outbox.py").write_text(
         (tree / "checkout" / "outbox.py").read_text() + "\n\ndef back():\n    from checkout import services\n"
@@ -64,6 +67,7 @@ def test_a_cycle_inside_a_package_is_refused(tree: Path) -> None:
     assert "No cycles between the modules of a package BROKEN" in result.stdout.replace("\n", " ")
 
 
+@pytest.mark.servers
 def test_production_code_may_not_import_dev_tooling(tree: Path) -> None:
     (tree / "core" / "leak.py").write_text("from devtools import embedded\n")
     result = lint(tree)

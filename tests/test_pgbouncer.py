@@ -17,6 +17,8 @@ import pytest
 from devtools import pgbouncer as bouncers
 from tests.conftest import start_pgbouncer
 
+pytestmark = pytest.mark.servers  # Debian's PgBouncer
+
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION = ["config", "core", "shop", "inventory", "admission", "holds", "checkout", "ops", "storefront"]
 

@@ -19,7 +19,8 @@ import redis
 from devtools.ports import free_port, wait_for_port
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.timeout(600)  # two starts, the first migrating a new database
+# servers: floodgate.py run
+pytestmark = [pytest.mark.timeout(600), pytest.mark.servers]  # two starts, the first migrating a new database
 
 
 def ignore_sigint_in_a_group_of_its_own() -> None:

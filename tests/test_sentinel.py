@@ -46,7 +46,8 @@ from ops.models import Duty
 from tests.conftest import CELERY, ROOT, WEB, app_env, free_port, start_process, stop, wait_for_port
 from tests.factories import make_drop
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# servers: Redis under Sentinel, the store and Celery
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.servers]
 logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request of the crowd otherwise
 
 UNITS = 30

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import free_port
 
+pytestmark = pytest.mark.servers  # each case starts a process with its own settings
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -26,7 +26,7 @@ from tests.admission import test_ws as ws
 from tests.conftest import app_env, free_port, stop, wait_for_port
 from tests.factories import make_buyer, make_drop
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.servers]  # servers: the real web server
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(sys.executable).parent / "floodgate-web"

@@ -196,6 +196,7 @@ def test_behind_tls_and_haproxy_one_persons_wrong_passwords_do_not_lock_the_admi
     assert admin_login(Client(), "ops", RIGHT, **stranger).status_code == 429  # the stranger is locked
 
 
+@pytest.mark.servers
 def test_trust_x_forwarded_for_still_means_one_proxy_and_a_bad_count_is_refused() -> None:
     from tests.test_settings import PRODUCTION, manage, settings_values
 

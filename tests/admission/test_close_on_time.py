@@ -26,7 +26,8 @@ from tests.conftest import ROOT, WEB, app_env, free_port, purge_queue, start_pro
 from tests.factories import make_drop
 from tests.ops.test_duties import CELERY_LAST_RAN_SECONDS, QUICK, Shop, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# servers: the store and Celery, each down in turn
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.servers]
 log = logging.getLogger(__name__)
 
 STARTS_IN = 22  # seconds: the processes start and take over their duties well before the close

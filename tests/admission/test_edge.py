@@ -344,6 +344,7 @@ def test_the_count_comes_back_when_django_fails_or_the_client_hangs_up() -> None
 # Faults and garbage ------------------------------------------------------------------------
 
 
+@pytest.mark.servers
 @pytest.mark.usefixtures("edge_alone")
 def test_with_its_redis_gone_the_edge_passes_everything_to_django(tmp_path, work: DjangoWork) -> None:
     drop, _ = _sold_out()
@@ -367,6 +368,7 @@ def test_with_its_redis_gone_the_edge_passes_everything_to_django(tmp_path, work
     assert invariant(drop_id=drop.pk).held == 1
 
 
+@pytest.mark.servers
 def test_a_redis_blip_keeps_a_fresh_snapshot_until_it_is_stale(tmp_path, redis: redis_lib.Redis) -> None:
     drop = make_drop(slug="blip")
     state.refresh([drop.pk])

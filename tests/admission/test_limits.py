@@ -141,6 +141,7 @@ def test_joining_the_queue_is_limited_and_looking_is_not() -> None:
     assert Ticket.objects.filter(drop=drop).count() == 1
 
 
+@pytest.mark.servers
 def test_with_redis_gone_the_answer_is_wait_and_nothing_is_sold(tmp_path: Path) -> None:
     drop = make_drop(slug="dark", quantity=10, waiting_room=False)
     room = make_drop(slug="room", waiting_room=True)

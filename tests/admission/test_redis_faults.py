@@ -36,7 +36,8 @@ from tests.concurrency import run_concurrently
 from tests.conftest import free_port
 from tests.factories import make_drop
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# servers: a Redis server of its own, stopped and started
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.servers]
 
 UNITS = 50
 BUYERS = 300

@@ -21,6 +21,8 @@ from checkout.providers.base import BadWebhook, PermanentProviderError, Provider
 from checkout.providers.simulated import SimulatedProvider
 from tests.conftest import ROOT, free_port, start_process
 
+pytestmark = pytest.mark.servers  # the simulated provider as a process
+
 SECRET = "sim-secret-test"
 AUTH = {"Authorization": f"Bearer {SECRET}"}
 RETURN_URL = "http://shop.example/checkout/done?payment=17"

@@ -23,6 +23,8 @@ from tests.conftest import (
 )
 from tests.test_settings import PRODUCTION, ROOT, manage
 
+pytestmark = pytest.mark.servers  # manage.py check --deploy in processes of its own
+
 WEB = str(Path(sys.executable).parent / "floodgate-web")
 
 

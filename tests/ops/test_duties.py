@@ -165,6 +165,7 @@ def sale(make_buyers, *, slug: str, starts_in: float = 4):
 CELERY_LEFT = {"beat down": "worker", "worker down": "beat", "both down": None}
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("fault", list(CELERY_LEFT))
 def test_a_waiting_room_sale_runs_to_the_end_with_celery_partly_or_wholly_down(
     fault: str, make_buyers
@@ -256,6 +257,7 @@ def test_a_waiting_room_sale_runs_to_the_end_with_celery_partly_or_wholly_down(
             assert "admission.tick: handed back" in running.web_log.read_text()
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("fault", list(CELERY_LEFT))
 def test_control_without_the_takeover_the_same_sale_stalls(fault: str, make_buyers) -> None:
     drop = sale(make_buyers, slug="stall-" + fault.replace(" ", "-"), starts_in=2)

@@ -24,7 +24,8 @@ from shop.models import ApiToken, Drop
 from tests.conftest import ROOT, Worker, database_url_for_tests
 from tests.factories import make_drop
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# servers: the store and the rehearsal crowd as processes
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.servers]
 
 
 def rehearse(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
