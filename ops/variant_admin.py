@@ -1,5 +1,5 @@
 """The drop page's variants inline (sizes, colours, tiers): the rows a merchant types, checked as
-catalogue.services checks them, and what saving them asks of the services (ops.admin calls them)."""
+catalogue.services checks them, and what saving them asks of the services (ops.drop_admin calls them)."""
 
 from __future__ import annotations
 

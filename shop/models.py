@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection
 from datetime import datetime
 from decimal import Decimal
+from typing import ClassVar
 
 from babel import Locale
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
@@ -437,6 +439,33 @@ class Drop(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("drop", kwargs={"slug": self.slug})
+
+    # The rules that span two fields, each said beside the field to change: a form (the admin's)
+    # shows it there rather than only at its top.
+    CONSTRAINT_FIELDS: ClassVar[dict[str, str]] = {
+        "shop_drop_ends_after_start": "ends_at",
+        "shop_drop_buckets_within_quantity": "bucket_count",
+        "shop_drop_presale_before_start": "presale_starts_at",
+        "shop_drop_presale_first_come": "presale_starts_at",
+    }
+
+    def validate_constraints(self, exclude: Collection[str] | None = None) -> None:
+        """Django's check of Meta.constraints, a two-field rule's error moved to its field (unless
+        the caller excluded that field, as a form does with those it does not show)."""
+        try:
+            super().validate_constraints(exclude=exclude)
+        except ValidationError as error:
+            beside = {
+                str(c.violation_error_message): self.CONSTRAINT_FIELDS[c.name]
+                for c in self._meta.constraints
+                if c.name in self.CONSTRAINT_FIELDS
+            }
+            placed: dict[str, list[ValidationError]] = {}
+            for field, found in error.error_dict.items():
+                for one in found:
+                    to = beside.get(one.messages[0], field) if field == NON_FIELD_ERRORS else field
+                    placed.setdefault(field if exclude and to in exclude else to, []).append(one)
+            raise ValidationError(placed) from None
 
     @property
     def display_title(self) -> str:

@@ -21,7 +21,7 @@ from core.errors import Busy, FloodgateError, HoldExists, SoldOut
 from holds import gate, services
 from holds.counts import invariant
 from holds.models import Hold
-from ops.admin import DropAdmin
+from ops.drop_admin import DropAdmin
 from ops.metrics import drop_slugs
 from shop.models import Drop
 from tests.conftest import free_port
