@@ -34,7 +34,11 @@ def test_the_page_solves_the_default_proof_of_work_in_the_background_then_joins(
     button = page.locator("#join-queue")
     button.wait_for()
     # while it works: a button still in the tab order that says it is not ready, and spoken progress
-    assert button.evaluate("el => !el.disabled") and button.get_attribute("aria-disabled") == "true"
+    # (the page's script marks it when it starts, which on a loaded machine is after the button shows)
+    page.wait_for_function(
+        "() => document.querySelector('#join-queue').getAttribute('aria-disabled') === 'true'"
+    )
+    assert button.evaluate("el => !el.disabled")
     status = page.get_by_role("status").filter(has_text="Preparing your place: about")
     status.wait_for()
     assert page.locator("form.join progress").get_attribute("aria-label") == "Preparing your place…"
