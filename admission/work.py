@@ -25,6 +25,7 @@ from django.utils.translation import gettext_lazy
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
+from admission import tally
 from core.errors import Busy, Detail, FloodgateError, ProofRequired, fill
 from shop.models import Drop
 
@@ -101,7 +102,8 @@ def check(
     now = now or timezone.now()
     parsed = CHALLENGE.fullmatch(challenge or "")
     if parsed is None:
-        _refuse(drop, buyer_id, now, gettext_lazy("Joining this waiting room needs a small proof of work."))
+        refuse = _refuse if challenge else _ask  # none yet: asking for its first is no failed proof
+        refuse(drop, buyer_id, now, gettext_lazy("Joining this waiting room needs a small proof of work."))
     assert parsed is not None and challenge is not None
     expires, nonce = int(parsed[1]), parsed[2]
     if not hmac.compare_digest(parsed[3], _mac(drop.pk, buyer_id, expires, nonce)):
@@ -119,6 +121,12 @@ def check(
 
 
 def _refuse(drop: Drop, buyer_id: int, now: datetime, why: Detail) -> None:
+    """A presented challenge that failed: counted for the drop's report, and a fresh one in a 428."""
+    tally.note(drop.slug, tally.PROOF_FAILED)
+    _ask(drop, buyer_id, now, why)
+
+
+def _ask(drop: Drop, buyer_id: int, now: datetime, why: Detail) -> None:
     fresh = issue(drop=drop, buyer_id=buyer_id, now=now)
     raise ProofRequired(
         fill(

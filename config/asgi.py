@@ -23,6 +23,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from admission import edge as admission_edge  # noqa: E402
 from admission.routing import websocket_urlpatterns  # noqa: E402
+from admission.tally import Tally  # noqa: E402
 from core.asgi import ASGIApp  # noqa: E402
 from ops.duties import keeper  # noqa: E402
 from sale.lane import Lane  # noqa: E402
@@ -34,7 +35,7 @@ lane.on_sold_out = edge.note_sold_out
 
 application = ProtocolTypeRouter(
     {
-        "http": edge,
+        "http": Tally(edge),  # each drop's refusals and errors, counted for its report (fairness/)
         "lifespan": edge,  # the server's start: the lane's threads and connections warmed
         "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
     }

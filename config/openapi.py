@@ -296,6 +296,37 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
             (SLUG,),
         )
     },
+    "/api/drops/{slug}/report": {
+        "get": Operation(
+            "The drop's public report, published when it is over: figures and every entry's outcome",
+            {
+                200: Answer(
+                    "The figures, the merchant's note, and the Merkle root over the outcomes",
+                    schemas.PublicReport,
+                ),
+                404: error("No such drop"),
+                409: error("report_not_published: the drop is not over, or a buyer still holds a unit"),
+                503: busy("busy: the door's counts cannot be read right now"),
+            },
+            (SLUG,),
+        )
+    },
+    "/api/drops/{slug}/report/entries/{entry}": {
+        "get": Operation(
+            "One entry's outcome with its inclusion proof: recompute the root and compare",
+            {
+                200: Answer(
+                    "The outcome line, its index, the tree's size, the sibling hashes, the root",
+                    schemas.Inclusion,
+                ),
+                404: error("No such drop, or no such entry in its report"),
+                409: error("report_not_published"),
+                422: error("invalid: the entry is not a number"),
+                503: busy("busy: the door's counts cannot be read right now"),
+            },
+            (SLUG, Param("entry", description="The entry (the ticket's public id)")),
+        )
+    },
     "/api/holds/{id}": {
         "get": Operation(
             "One of your holds",

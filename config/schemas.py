@@ -23,6 +23,8 @@ from checkout.answers import (
     RefundBody,
 )
 from core.answers import Closed, Error
+from fairness.answers import Inclusion
+from fairness.answers import Report as PublicReport
 from holds.answers import Hold, HoldOrder, Invariant, ReserveBody, VariantBody, VariantInvariant
 from ops.answers import PauseBody, Paused, Resumed
 from shop.answers import AddressBody, ShippingAddress
@@ -37,6 +39,7 @@ __all__ = [
     "Error",
     "Hold",
     "HoldOrder",
+    "Inclusion",
     "Invariant",
     "Links",
     "Me",
@@ -48,6 +51,7 @@ __all__ = [
     "Paused",
     "PaymentStarted",
     "Place",
+    "PublicReport",
     "PushSubscribed",
     "PushSubscriptionBody",
     "QueueState",

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "admission",
     "sale",
     "checkout",
+    "fairness",
     "ops",
     "storefront",
     "accounts",

@@ -13,6 +13,8 @@ from checkout import api as checkout_api
 from checkout import stripe_page
 from checkout import views as checkout_views
 from config import api_views
+from fairness import api as fairness_api
+from fairness import views as fairness_views
 from ops import api as ops_api
 from ops import views as ops_views
 from sale import api as sale_api
@@ -29,6 +31,8 @@ api_patterns = [
     path("drops/<slug:slug>/queue", admission_api.queue, name="api-queue"),
     path("drops/<slug:slug>/reminder", checkout_api.reminder, name="api-reminder"),
     path("drops/<slug:slug>/queue/draw", admission_api.draw, name="api-queue-draw"),
+    path("drops/<slug:slug>/report", fairness_api.report, name="api-report"),
+    path("drops/<slug:slug>/report/entries/<str:entry>", fairness_api.entry, name="api-report-entry"),
     path("push/subscription", checkout_api.push_subscription, name="api-push-subscription"),
     path("holds/<str:hold_id>", sale_api.hold, name="api-hold"),
     path("holds/<str:hold_id>/payment", checkout_api.start_payment, name="api-payment"),
@@ -64,6 +68,7 @@ urlpatterns = [
     path("drops/<slug:slug>/calendar.ics", views.drop_calendar, name="drop-calendar"),
     path("drops/<slug:slug>/queue/", admission_views.queue, name="drop-queue"),
     path("drops/<slug:slug>/queue/verify", admission_views.verify, name="drop-queue-verify"),
+    path("drops/<slug:slug>/report/", fairness_views.report, name="drop-report"),
     path("drops/<slug:slug>/buy", sale_views.buy, name="buy"),
     path("holds/<int:hold_id>/", sale_views.hold, name="hold"),
     path("holds/<int:hold_id>/release", sale_views.release, name="release"),

@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 
+from fairness.models import Report
 from holds.models import DiscountCode
 from ops import discount_admin
 from ops import drop_admin as drop_admin  # registers DropAdmin
@@ -65,6 +66,19 @@ class PauseEventAdmin(admin.ModelAdmin):
     list_display = ["at", "drop", "action", "actor", "reason"]
     list_filter = ["action", "drop"]
     readonly_fields = ["drop", "action", "actor", "reason", "at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Report)
+class ReportAdmin(admin.ModelAdmin):
+    """A drop's public report: published by the shop when the drop is over. The merchant adds a
+    note; the figures and the outcomes committed to stay as published."""
+
+    list_display = ["drop", "published_at", "root"]
+    readonly_fields = ["drop", "published_at", "root", "figures"]
+    fields = ["drop", "published_at", "note", "root", "figures"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -433,6 +433,7 @@ def roles(db: None) -> None:
     importlib.import_module("checkout.migrations.0013_settle_payment_permission").grant(apps, None)
     importlib.import_module("holds.migrations.0009_discount_codes_for_merchants").grant(apps, None)
     importlib.import_module("shop.migrations.0022_shipping_zones_for_merchants").grant(apps, None)
+    importlib.import_module("fairness.migrations.0002_reports_for_merchants").grant(apps, None)
 
 
 class Worker:
@@ -623,7 +624,15 @@ def fresh_admission_keys() -> None:
     client = redis_lib.Redis.from_url(settings.REDIS_URL)
     keys = [
         key
-        for pattern in ("fg:rl:*", "fg:drop:*", "fg:gate:*", "fg:queue:*", "fg:offer:*", "fg:*:allauth:rl:*")
+        for pattern in (
+            "fg:rl:*",
+            "fg:drop:*",
+            "fg:gate:*",
+            "fg:queue:*",
+            "fg:offer:*",
+            "fg:tally:*",
+            "fg:*:allauth:rl:*",
+        )
         for key in client.scan_iter(pattern, count=1000)
     ]
     if keys:

@@ -30,11 +30,11 @@ from websockets.sync.client import ClientConnection
 
 from admission import services, state
 from admission.edge import Edge
-from config.asgi import application
+from config.asgi import application, edge
 from shop.models import ApiToken, Drop
 from tests.factories import make_buyer, make_drop
 
-EDGE: Edge = application.application_mapping["http"]
+EDGE: Edge = edge
 
 
 # Driving the ASGI application --------------------------------------------------------------

@@ -36,6 +36,7 @@ from checkout import services as checkout
 from checkout.models import Order, Payment, PaymentState, Refund
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from holds import services as holds
+from holds.models import Hold
 from shop.models import ApiToken, Drop, Variant
 from tests.conftest import PROVIDER_SECRET, STRIPE_WEBHOOK_SECRET
 from tests.factories import make_buyer
@@ -145,9 +146,15 @@ def confirmed_order(
     marked captured, as settle_payment leaves it, unless captured=False."""
     buyer = make_buyer()
     hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=quantity, idempotency_key="k").hold
+    return paid(hold, captured=captured, tax_minor=tax_minor, tax_rate=tax_rate)
+
+
+def paid(hold: Hold, *, captured: bool = True, tax_minor: int = 0, tax_rate: str = "0") -> Order:
+    """confirmed_order for a hold the buyer has already (a waiting room's, an offer's)."""
+    drop, quantity = hold.drop, hold.quantity
     order = Order.objects.create(
         hold=hold,
-        buyer=buyer,
+        buyer_id=hold.buyer_id,
         drop=drop,
         quantity=quantity,
         amount_minor=1000 * quantity,

@@ -1,0 +1,49 @@
+"""JSON API of the public report: the figures with every outcome, and one entry's inclusion proof."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+from django.utils.cache import patch_cache_control
+from django.utils.translation import gettext_lazy
+
+from catalogue import selectors as catalogue
+from core.api import api
+from core.errors import InvalidInput
+from fairness import answers, services
+
+# Published, the figures never change; the merchant's note may, so a cache asks again after a minute.
+MAX_AGE = 60
+ENTRY_DIGITS = 18  # a ticket id is a bigint
+
+
+@api({"GET"})
+def report(request: HttpRequest, slug: str) -> JsonResponse:
+    drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)
+    found = services.report(drop)
+    response = JsonResponse(
+        answers.Report(
+            drop=drop.slug,
+            published_at=found.published_at,
+            note=found.note,
+            root=found.root,
+            size=len(found.leaves),
+            rule=answers.RULE,
+            figures=answers.Figures.model_validate(found.figures),
+            leaves=found.leaves,
+        ).dump()
+    )
+    patch_cache_control(response, public=drop.rehearsal_of_id is None, max_age=MAX_AGE)
+    return response
+
+
+@api({"GET"})
+def entry(request: HttpRequest, slug: str, entry: str) -> JsonResponse:
+    if not entry.isdigit() or len(entry) > ENTRY_DIGITS:
+        raise InvalidInput(
+            gettext_lazy("An entry is its number, as the waiting room showed it (digits only).")
+        )
+    drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)
+    document = services.inclusion(services.report(drop), entry=int(entry))
+    response = JsonResponse(answers.Inclusion.model_validate(document).dump())
+    patch_cache_control(response, public=drop.rehearsal_of_id is None, max_age=MAX_AGE)
+    return response

@@ -1,0 +1,201 @@
+"""A drop's public report: published once the drop is over, then only read (and annotated).
+
+Published by the first request for it after the drop ended and its last hold was paid or ran
+out, so no process has to be alive at the end for it to appear; two first requests at once both
+compute it and the first insert wins (the figures are the same database state read twice). The
+figures and the outcomes are frozen then: a refund issued later shows on the buyer's order, not
+here. The merchant's note is the only thing that changes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from datetime import datetime
+from itertools import pairwise
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+from django.utils.translation import gettext_lazy
+
+from admission import draw, tally
+from admission import services as line
+from admission.models import Queue, Ticket, Wave
+from core.errors import FloodgateError, NotFound, fill
+from fairness import merkle, outcomes, sql
+from fairness.models import Report
+from holds.counts import Invariant, invariant
+from shop.models import Drop, DropState
+
+# Said beside the door's counts: what they are and what they are not.
+COUNTED = (
+    "Counted by the web processes as they answered, in Redis: a process killed loses at most its "
+    "last second of counts. Accounts are never merged: each account has at most one entry (a "
+    "database constraint), and a banned account's entry is skipped by the line."
+)
+
+
+class NotPublished(FloodgateError):
+    code, status = "report_not_published", 409
+
+
+def report(drop: Drop, *, now: datetime | None = None) -> Report:
+    """The drop's report, published now if the drop is over and it was not yet."""
+    found = Report.objects.filter(drop=drop).first()
+    if found is not None:
+        return found
+    now = now or timezone.now()
+    if drop.state != DropState.ENDED and now < drop.ends_at:
+        raise NotPublished(
+            fill(
+                gettext_lazy("This drop's report is published when it ends, at %(ends)s UTC."),
+                ends=format(drop.ends_at, "%Y-%m-%d %H:%M"),
+            )
+        )
+    stock = invariant(drop_id=drop.pk)
+    if stock.held:
+        raise NotPublished(
+            gettext_lazy(
+                "This drop's report is published once the last buyer holding a unit has paid or run out "
+                "of time."
+            )
+        )
+    every = outcomes.of_drop(drop.pk)
+    leaves = [o.leaf for o in every]
+    made = Report(
+        drop=drop,
+        figures=figures(drop, every, stock=stock),
+        leaves=leaves,
+        root=outcomes.root_of(leaves),
+    )
+    Report.objects.bulk_create([made], ignore_conflicts=True)
+    return Report.objects.get(drop=drop)
+
+
+def figures(drop: Drop, every: list[outcomes.Outcome], *, stock: Invariant) -> dict[str, Any]:
+    """What the report says in numbers, from the database and the door's counts."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.REFUNDS, {"drop": drop.pk})
+        refunded, restocked, expired = cursor.fetchone()
+        cursor.execute(sql.OFFERS, {"drop": drop.pk})
+        made = cursor.fetchall()
+    offers = [{"entry": entry, "place": place} for entry, place, _ in made]
+    places = [o["place"] for o in offers]
+    body: dict[str, Any] = {
+        "drop": drop.slug,
+        "units": {
+            "quantity": stock.quantity,
+            "sold": stock.sold,
+            "refunded": refunded,
+            "restocked": restocked,
+            "left": stock.available,
+        },
+        "holds_expired": expired,
+        "offers": offers,
+        "offers_in_line_order": all(a is not None and b is not None and a < b for a, b in pairwise(places)),
+        "door": tally.counts(drop.slug) | {"banned": sum(o.banned for o in every), "accounts_merged": 0},
+        "counted": COUNTED,
+        "entries": len(every),
+        "draw": None,
+        "admissions": None,
+        "waits": None,
+    }
+    if drop.waiting_room:
+        body |= _line(drop, offered_at={place: at for _, place, at in made if place is not None})
+    return body
+
+
+def _line(drop: Drop, *, offered_at: dict[int, datetime]) -> dict[str, Any]:
+    """The waiting room's part: the draw as checked here, the admissions in ticket order, the waits
+    (to the wave that let a place in, or to the offer that reached it past the waves' mark)."""
+    queue = Queue.objects.get(drop=drop)
+    record = line.draw_entries(drop=drop)
+    problems = draw.check(record) if record.get("drawn") else []
+    waves = list(Wave.objects.filter(drop=drop).order_by("at", "pk").values_list("at", "admitted_through"))
+    # The mark only moves forward: the first wave whose mark reached a place is when it was let in.
+    reached, marks = [], 0
+    for at, through in waves:
+        if through > marks:
+            marks = through
+            reached.append((through, at))
+    admitted = Ticket.objects.filter(drop=drop, number__lte=queue.admitted_through).values_list(
+        "number", "joined_at"
+    )
+    waits = []
+    for number, joined_at in admitted:
+        assert number is not None  # number__lte leaves out the unnumbered
+        i = bisect.bisect_left(reached, (number,))
+        let_in = reached[i][1] if i < len(reached) else offered_at.get(number)
+        if let_in is not None:
+            waits.append(max(0.0, (let_in - max(joined_at, drop.starts_at)).total_seconds()))
+    return {
+        "draw": {
+            "drawn": record.get("drawn") is True,
+            "seed": record.get("seed"),
+            "seed_sha256": record.get("seed_sha256"),
+            "entries_sha256": record.get("entries_sha256"),
+            "beacon_round": record.get("beacon_round"),
+            "beacon_status": record.get("beacon_status"),
+            "verified": record.get("drawn") is True and not problems and draw.unsteerable(record),
+            "problems": problems,
+        },
+        "admissions": {
+            "admitted_through": queue.admitted_through,
+            "waves": [{"at": at.isoformat(), "admitted_through": through} for through, at in reached],
+        },
+        "waits": {
+            "admitted": len(waits),
+            "p50_seconds": _percentile(waits, 0.50),
+            "p99_seconds": _percentile(waits, 0.99),
+        },
+    }
+
+
+def _percentile(values: list[float], share: float) -> float | None:
+    """Nearest rank: the smallest value at least `share` of them are at or below."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[max(0, math.ceil(share * len(ordered)) - 1)], 3)
+
+
+def inclusion(found: Report, *, entry: int) -> dict[str, Any]:
+    """One entry's outcome with the path from its leaf to the published root."""
+    prefix = f"entry={entry};"
+    index = next((i for i, leaf in enumerate(found.leaves) if leaf.startswith(prefix)), None)
+    if index is None:
+        raise NotFound(fill(gettext_lazy("Entry %(entry)s is not in this drop's report."), entry=entry))
+    hashes = [merkle.leaf_hash(leaf) for leaf in found.leaves]
+    return {
+        "entry": entry,
+        "leaf": found.leaves[index],
+        "index": index,
+        "size": len(hashes),
+        "proof": [h.hex() for h in merkle.proof(hashes, index)],
+        "root": found.root,
+    }
+
+
+def check(document: dict[str, Any], *, entry: int | None = None, root: str | None = None) -> list[str]:
+    """What does not add up in an inclusion document; [] = the outcome is in the tree with that root."""
+    try:
+        leaf, index, size = str(document["leaf"]), int(document["index"]), int(document["size"])
+        path = [bytes.fromhex(str(h)) for h in document["proof"]]
+        published = str(document["root"])
+    except (KeyError, TypeError, ValueError):
+        return ["the document lacks its leaf, index, size, proof or root"]
+    problems = []
+    parsed = outcomes.parse(leaf)
+    if parsed is None:
+        problems.append("the leaf is not an outcome line")
+    elif entry is not None and parsed.entry != entry:
+        problems.append(f"the leaf is entry {parsed.entry}'s, not entry {entry}'s")
+    computed = merkle.root_from_proof(merkle.leaf_hash(leaf), index, size, path)
+    if computed is None:
+        problems.append("the proof does not fit a tree of that size")
+    elif computed.hex() != published:
+        problems.append(f"the proof leads to root {computed.hex()}, not the published {published}")
+    if root is not None and published != root:
+        problems.append(f"the document's root {published} is not the root you were given ({root})")
+    return problems
