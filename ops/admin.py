@@ -82,3 +82,6 @@ class ReportAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # published is published: a buyer's proof must keep its root

@@ -97,6 +97,13 @@ def every_state() -> dict[str, str]:
     holds.release(hold_id=taken.pk, buyer_id=first)
     assert offers.offer_returns(Drop.objects.get(pk=offer.pk)) == 1
 
+    # a waiting room that is over: its public report, with axel's own outcome to check
+    over = make_drop(slug="over", quantity=2, waiting_room=True, admission_percent=100)
+    line.run_wave(Drop.objects.get(pk=over.pk))
+    line.join(drop=over, buyer_id=buyer.pk)
+    line.run_wave(Drop.objects.get(pk=over.pk), force=True)
+    Drop.objects.filter(pk=over.pk).update(ends_at=now)
+
     held = holds.reserve(
         drop=sized, variant=sized.variants.get(name="S"), buyer_id=buyer.pk, quantity=1, idempotency_key="h"
     ).hold
@@ -117,6 +124,7 @@ def every_state() -> dict[str, str]:
         "line, your turn": f"/drops/{turn.slug}/queue/",
         "line, offered": f"/drops/{offer.slug}/queue/",
         "line, verify": f"/drops/{room.slug}/queue/verify",
+        "report": f"/drops/{over.slug}/report/",
         "hold, sizes": f"/holds/{held.pk}/",
         "hold, address": f"/holds/{address.pk}/",
         "hold, expired": f"/holds/{lapsed.pk}/",

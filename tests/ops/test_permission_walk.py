@@ -130,6 +130,8 @@ TABLE: dict[str, Rule] = {
     "admin holds.discountcode changelist": (look("holds.discountcode"),),
     "admin holds.discountcode add": add("holds.discountcode"),
     "admin holds.discountcode action delete_selected": delete("holds.discountcode"),
+    "admin fairness.report changelist": (look("fairness.report"),),
+    "admin fairness.report add": NOBODY,
     "admin shop.shopsettings changelist": (look("shop.shopsettings"),),  # redirects to its one page
     "admin shop.shopsettings add": add("shop.shopsettings"),
     "admin shop.apitoken changelist": (look("shop.apitoken"),),
