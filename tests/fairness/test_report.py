@@ -1,8 +1,9 @@
 """A drop's public report, published when it is over, checked against the database.
 
-The sale: a waiting room of 3 units and 6 entries. One admitted buyer lets a hold run out and the
-unit is offered to the next entry, who pays; a paid unit is refunded and put back on sale, and
-offered to the entry after, who lets the offer lapse; one account is banned. Every figure and
+The sale: a waiting room of 3 units and 7 entries that sells out. One admitted buyer lets a hold
+run out and the unit is offered to the next entry, who pays; a paid unit is refunded and put back
+on sale, offered to the entry after, who lets the offer lapse, and then to the next, who pays; the
+last entry's account is banned. Every figure and
 every entry's outcome is compared with what the database holds, the root with the leaves, and
 each proof with the root, through the API and the command; garbage is refused and changes nothing.
 """
@@ -27,6 +28,7 @@ from checkout import refunds
 from fairness import merkle, outcomes, services
 from fairness.models import Report
 from holds import services as holds
+from holds.counts import invariant
 from holds.models import Hold, HoldState
 from sale import offers
 from shop.models import Drop
@@ -38,9 +40,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def sale(slug: str = "fair") -> tuple[Drop, dict[str, object]]:
-    """The sale above, over: returns the drop and its buyers by name (ticket order a..f)."""
+    """The sale above, over: returns the drop and its buyers by name (ticket order a..g)."""
     drop = room(slug, quantity=3)
-    buyers = {name: make_buyer(f"{slug}-{name}") for name in "abcdef"}
+    buyers = {name: make_buyer(f"{slug}-{name}") for name in "abcdefg"}
     for buyer in buyers.values():
         line.join(drop=drop, buyer_id=buyer.pk)
     assert admit(drop) == 3
@@ -57,8 +59,9 @@ def sale(slug: str = "fair") -> tuple[Drop, dict[str, object]]:
     assert offers.offer_returns(Drop.objects.get(pk=drop.pk), wait=True) == 1
     lapsed = Hold.objects.get(drop=drop, buyer=buyers["e"], state=HoldState.HELD)
     expire_in([lapsed.pk], -1)
-    holds.reclaim_expired(drop_id=drop.pk)
-    get_user_model().objects.filter(pk=buyers["f"].pk).update(is_active=False)
+    assert offers.offer_returns(Drop.objects.get(pk=drop.pk), wait=True) == 1  # to f, who pays
+    paid(Hold.objects.get(drop=drop, buyer=buyers["f"], state=HoldState.HELD))
+    get_user_model().objects.filter(pk=buyers["g"].pk).update(is_active=False)
     tally.add(tally.Counter({(slug, tally.BUSY): 4, (slug, tally.RATE_LIMITED): 2}))
     Drop.objects.filter(pk=drop.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
     return Drop.objects.get(pk=drop.pk), buyers
@@ -95,8 +98,9 @@ def test_the_report_of_a_sold_out_room_says_what_the_database_holds() -> None:
         == f"entry={entry['d']};place=4;admitted=1;offered=1;expired=0;bought=1;refunded=0;banned=0"
     )
     assert body["leaves"][4].endswith("offered=1;expired=1;bought=0;refunded=0;banned=0")
-    assert body["leaves"][5].endswith("banned=1")
-    assert body["size"] == 6 and body["root"] == outcomes.root_of(body["leaves"])
+    assert body["leaves"][5].endswith("offered=1;expired=0;bought=1;refunded=0;banned=0")
+    assert body["leaves"][6].endswith("place=7;admitted=0;offered=0;expired=0;bought=0;refunded=0;banned=1")
+    assert body["size"] == 7 and body["root"] == outcomes.root_of(body["leaves"])
 
     figures = body["figures"]
     sold = Hold.objects.filter(drop=drop, state=HoldState.SOLD)
@@ -107,12 +111,16 @@ def test_the_report_of_a_sold_out_room_says_what_the_database_holds() -> None:
             "sold": sum(h.quantity - h.refunded for h in sold),
             "refunded": sum(h.refunded for h in sold),
             "restocked": sum(h.restocked for h in sold),
-            "left": 1,
+            "left": invariant(drop_id=drop.pk).available,
         }
-        == {"quantity": 3, "sold": 2, "refunded": 1, "restocked": 1, "left": 1}
+        == {"quantity": 3, "sold": 3, "refunded": 1, "restocked": 1, "left": 0}
     )
     assert figures["holds_expired"] == Hold.objects.filter(drop=drop, state=HoldState.EXPIRED).count() == 2
-    assert figures["offers"] == [{"entry": entry["d"], "place": 4}, {"entry": entry["e"], "place": 5}]
+    assert figures["offers"] == [
+        {"entry": entry["d"], "place": 4},
+        {"entry": entry["e"], "place": 5},
+        {"entry": entry["f"], "place": 6},
+    ]
     assert figures["offers_in_line_order"] is True
     assert figures["door"] == {
         "proof_failed": 0,
@@ -122,12 +130,12 @@ def test_the_report_of_a_sold_out_room_says_what_the_database_holds() -> None:
         "banned": 1,
         "accounts_merged": 0,
     }
-    assert figures["entries"] == 6
-    # the wave let 3 in; the two offers took the mark past it, to 5
-    assert figures["admissions"]["admitted_through"] == Queue.objects.get(drop=drop).admitted_through == 5
+    assert figures["entries"] == 7
+    # the wave let 3 in; the three offers took the mark past it, to 6
+    assert figures["admissions"]["admitted_through"] == Queue.objects.get(drop=drop).admitted_through == 6
     assert [w["admitted_through"] for w in figures["admissions"]["waves"]] == [3]
     assert (
-        figures["waits"]["admitted"] == 5
+        figures["waits"]["admitted"] == 6
         and 0 <= figures["waits"]["p50_seconds"] <= figures["waits"]["p99_seconds"]
     )
     assert figures["draw"]["seed_sha256"] == Queue.objects.get(drop=drop).seed_sha256
