@@ -95,6 +95,10 @@ def main(argv: list[str]) -> None:
         ensure_debian_package("python3-venv", DEBIAN_VENV, "the production image test", recommends=False)
         ensure_debian_package("etcd-server", "/usr/bin/etcd", "the Patroni fault run", recommends=False)
         ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue's suite run (the HTTP load generator)")
+        # Debian 12's compose is v1 (1.29): the compose files must pass its interpolation too
+        ensure_debian_package(
+            "docker-compose", "/usr/bin/docker-compose", "the compose files' check", recommends=False
+        )
     faults = argv[:2] == ["prove", "faults"]
     if faults:
         ensure_debian_package("redis-server", "/usr/bin/redis-server", "prove faults", recommends=False)

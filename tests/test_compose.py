@@ -21,6 +21,7 @@ from django.core.management import get_commands
 from django.urls import resolve as resolve_url
 
 from config.web import APP, parse
+from devtools.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -122,6 +123,82 @@ def test_control_haproxys_check_refuses_a_broken_config(tmp_path: Path) -> None:
     broken.write_text(BALANCER.read_text().replace("balance leastconn", "balance fewest"))
 
     assert haproxy_check(broken).returncode != 0
+
+
+def start_capped(config: Path, tmp_path: Path) -> tuple[int | None, str]:
+    """HAProxy started for real on `config` (its ports moved to free ones) where the open-file
+    limit is 20,000: (its exit code after a second and a half, None if still running; its stderr)."""
+    moved = tmp_path / config.name
+    text = config.read_text()
+    for port in sorted(set(re.findall(r"bind :(\d+)", text))):
+        text = text.replace(f"bind :{port}", f"bind 127.0.0.1:{free_port()}")
+    moved.write_text(text)
+    command = ["prlimit", "--nofile=20000:20000", HAPROXY, "-db", "-f", str(moved)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        process.wait(timeout=1.5)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        process.wait(timeout=10)
+        return None, process.stderr.read() if process.stderr else ""
+    return process.returncode, process.stderr.read() if process.stderr else ""
+
+
+@pytest.mark.servers
+def test_the_balancer_starts_where_the_open_file_limit_is_capped(tmp_path: Path) -> None:
+    code, said = start_capped(BALANCER, tmp_path)
+    assert code is None and "ALERT" not in said, said
+    # the control: the fixed maxconn the config had refuses to start on such a host
+    fixed = tmp_path / "fixed" / "haproxy.cfg"
+    fixed.parent.mkdir()
+    fixed.write_text(BALANCER.read_text().replace("    fd-hard-limit 200100", "    maxconn 100000"))
+    code, said = start_capped(fixed, tmp_path / "fixed")
+    assert code not in (None, 0) and "Cannot raise FD limit" in said
+
+
+COMPOSE_V1 = "/usr/bin/docker-compose"  # Debian 12's docker-compose 1.29.2
+SHAPES = {
+    "base": ["docker-compose.yml"],
+    "ha": ["docker-compose.yml", "docker-compose.ha.yml"],
+    "rehearsal": ["docker-compose.yml", "docker-compose.rehearsal.yml"],
+}
+
+
+def compose_v1_config(files: list[Path]) -> subprocess.CompletedProcess[str]:
+    """`docker-compose config` (v1) on the files, with every required variable set to a stand-in."""
+    required = {name for f in files for name in re.findall(r"\$\{([A-Z_]+):\?", f.read_text())}
+    env = {"PATH": os.environ["PATH"], **dict.fromkeys(required, "stand-in")}
+    arguments = [a for f in files for a in ("-f", str(f))]
+    return subprocess.run(
+        [COMPOSE_V1, *arguments, "config"], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_compose_shape_passes_compose_v1(shape: str) -> None:
+    done = compose_v1_config([ROOT / name for name in SHAPES[shape]])
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.servers
+def test_pg_init_hands_psql_dollar_quoting_and_the_old_escape_is_refused(tmp_path: Path) -> None:
+    done = compose_v1_config([ROOT / "docker-compose.yml", ROOT / "docker-compose.ha.yml"])
+    assert done.returncode == 0, done.stderr
+    # `config` prints "$" as "$$" again; the container's bash gets the single one
+    script = yaml.safe_load(done.stdout)["services"]["pg-init"]["command"][-1].replace("$$", "$")
+    stubs = (
+        "pg_isready() { true; }; createdb() { true; }; psql() { printf '%s\\n' \"$@\"; cat >/dev/null; }; "
+    )
+    ran = subprocess.run(["bash", "-c", stubs + script], capture_output=True, text=True, input="")
+    assert ran.returncode == 0, ran.stderr
+    assert "DO $$ BEGIN IF NOT EXISTS" in ran.stdout and "END IF; END $$;" in ran.stdout
+    # the control: the escape the file had is an "Invalid interpolation format" to compose v1
+    old = tmp_path / "docker-compose.ha.yml"
+    old.write_text((ROOT / "docker-compose.ha.yml").read_text().replace("\\$$\\$$", "\\$\\$"))
+    assert "\\$\\$" in old.read_text()
+    refused = compose_v1_config([ROOT / "docker-compose.yml", old])
+    assert refused.returncode != 0 and "Invalid interpolation format" in refused.stderr
 
 
 def test_the_balancer_fronts_the_web_service_with_health_checks_sockets_and_draining() -> None:
