@@ -116,6 +116,7 @@ urlpatterns = [
 ]
 
 handler404 = "storefront.views.not_found"
+handler500 = "storefront.views.server_error"
 
 if stripe_page.card_fallback_mounted():
     # localstripe's Stripe.js cannot confirm in the browser; Stripe's own API never gets this route.

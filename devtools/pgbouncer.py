@@ -107,7 +107,9 @@ def start(upstream_url: str, folder: Path, *, pool_size: int = 20, binary: str =
         ) as conn:
             cursor = conn.cursor()
             cursor.execute(command)
-            names = [c.name for c in cursor.description or []]
+            if cursor.description is None:
+                return []  # a command (PAUSE, DISABLE, KILL ...): no rows
+            names = [c.name for c in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def stop() -> None:

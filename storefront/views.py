@@ -3,14 +3,17 @@ are allauth's, see accounts/)."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.db import InterfaceError, OperationalError
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseServerError
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
+from django.template import loader
 from django.templatetags.static import static
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -83,6 +86,24 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """The 404 page; says why only when the code said it in words (not a resolver's class name)."""
     message = exception.args[0] if isinstance(exception, Http404) and exception.args else None
     return render(request, "404.html", {"message": message if isinstance(message, str) else None}, status=404)
+
+
+# Seconds a buyer is asked to wait when the database cannot answer (a failover takes 10-25 s).
+DATABASE_AWAY_RETRY = 5
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's 500 handler. A database that cannot answer right now (a failover, a partition, the
+    pool's wait run out) is no fault of the buyer's request: it is answered 503 "busy, try again in
+    a few seconds" with Retry-After, the page retrying by itself. Rendered without the request or
+    the database, as 500.html is (they may be what failed)."""
+    error = sys.exc_info()[1]
+    if isinstance(error, OperationalError | InterfaceError):
+        page = loader.get_template("503.html").render({"retry": DATABASE_AWAY_RETRY})
+        response = HttpResponse(page, status=503)
+        response["Retry-After"] = str(DATABASE_AWAY_RETRY)
+        return response
+    return HttpResponseServerError(loader.get_template("500.html").render())
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
