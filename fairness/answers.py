@@ -34,6 +34,7 @@ class Door(Closed):
 class Offered(Closed):
     entry: PositiveInt
     place: PositiveInt | None
+    at: Moment = Field(description="When the offer was made")
 
 
 class DrawSummary(Closed):

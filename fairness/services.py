@@ -80,7 +80,7 @@ def figures(drop: Drop, every: list[outcomes.Outcome], *, stock: Invariant) -> d
         refunded, restocked, expired = cursor.fetchone()
         cursor.execute(sql.OFFERS, {"drop": drop.pk})
         made = cursor.fetchall()
-    offers = [{"entry": entry, "place": place} for entry, place, _ in made]
+    offers = [{"entry": entry, "place": place, "at": at.isoformat()} for entry, place, at in made]
     places = [o["place"] for o in offers]
     body: dict[str, Any] = {
         "drop": drop.slug,

@@ -11,7 +11,8 @@ from django.views.decorators.http import require_http_methods
 from admission import services as line
 from catalogue import selectors as catalogue
 from core.errors import NotFound
-from fairness import answers, outcomes, services
+from fairness import answers, chart, outcomes, services
+from shop.models import Drop
 
 
 def words() -> dict[str, str]:
@@ -40,10 +41,12 @@ def report(request: HttpRequest, slug: str) -> HttpResponse:
     except services.NotPublished as error:
         context["not_yet"] = error.detail
         return render(request, "fairness/report.html", context)
+    figures = answers.Figures.model_validate(found.figures)
     context |= {
         "report": found,
-        "figures": answers.Figures.model_validate(found.figures),
+        "figures": figures,
         "size": len(found.leaves),
+        "chart": _chart(drop, figures),
     }
     if request.user.is_authenticated and (mine := line.own_ticket(drop=drop, buyer_id=request.user.pk)):
         try:
@@ -53,3 +56,11 @@ def report(request: HttpRequest, slug: str) -> HttpResponse:
         if document is not None:
             context |= {"mine": document, "outcome": outcomes.parse(str(document["leaf"]))}
     return render(request, "fairness/report.html", context)
+
+
+def _chart(drop: Drop, figures: answers.Figures) -> chart.Chart | None:
+    if figures.admissions is None:
+        return None
+    waves = [(mark.at, mark.admitted_through) for mark in figures.admissions.waves]
+    offers = [(offer.at, offer.place) for offer in figures.offers if offer.place is not None]
+    return chart.line(drop.starts_at, waves, offers)

@@ -25,7 +25,7 @@ from admission import services as line
 from admission import tally
 from admission.models import Queue, Ticket
 from checkout import refunds
-from fairness import merkle, outcomes, services
+from fairness import chart, merkle, outcomes, services
 from fairness.models import Report
 from holds import services as holds
 from holds.counts import invariant
@@ -255,11 +255,28 @@ def test_a_buyer_sees_their_own_outcome_on_the_page_and_nobody_elses() -> None:
     page = client.get("/drops/mine/report/").content.decode()
     d = Ticket.objects.get(drop=drop, buyer=buyers["d"]).pk
     assert f"entry={d};place=4;" in page and 'id="report-mine"' in page
+    assert 'href="/drops/mine/report/"' in client.get("/drops/mine/queue/").content.decode()
     visitor = Client().get("/drops/mine/report/").content.decode()
     assert 'id="report-mine"' not in visitor and "report-root" in visitor
     for buyer in buyers.values():
         assert buyer.email not in visitor and buyer.username not in visitor  # nothing personal published
     assert 'href="/drops/mine/report/"' in Client().get("/drops/mine/").content.decode()
+    # the line drawn: one wave's step and the three offers past it, as dots
+    assert 'id="report-chart-mark"' in visitor and visitor.count('class="report-chart-offer"') == 3
+
+
+def test_the_chart_steps_up_with_each_wave_and_dots_each_offer() -> None:
+    start = timezone.now()
+    waves = [(start + timedelta(seconds=2), 10), (start + timedelta(seconds=6), 30)]
+    offered = [(start + timedelta(seconds=8), 31)]
+    drawn = chart.line(start, waves, offered)
+    assert drawn is not None and drawn.places == 31 and drawn.seconds == 8.0
+    points = [tuple(map(float, p.split(","))) for p in drawn.steps.split()]
+    ys = [y for _, y in points]
+    assert ys == sorted(ys, reverse=True)  # the mark only goes up (y grows downwards)
+    assert points[0] == (0.0, 160.0) and points[-1][0] == 600.0
+    assert drawn.offers == [(600.0, 0.0)]
+    assert chart.line(start, [], []) is None
 
 
 def test_merkle_proofs_hold_for_every_leaf_of_every_size() -> None:
