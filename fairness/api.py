@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.http import HttpRequest, JsonResponse
 from django.utils.cache import patch_cache_control
 from django.utils.translation import gettext_lazy
@@ -10,40 +12,49 @@ from catalogue import selectors as catalogue
 from core.api import api
 from core.errors import InvalidInput
 from fairness import answers, services
+from shop.models import Drop
 
 # Published, the figures never change; the merchant's note may, so a cache asks again after a minute.
 MAX_AGE = 60
-ENTRY_DIGITS = 18  # a ticket id is a bigint
+ENTRY = re.compile(r"[0-9]{1,18}")  # a ticket id is a bigint; ASCII digits only ("²" is a digit too)
 
 
 @api({"GET"})
 def report(request: HttpRequest, slug: str) -> JsonResponse:
     drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)
-    found = services.report(drop)
+    found = services.report(drop, with_leaves=True)
     response = JsonResponse(
         answers.Report(
             drop=drop.slug,
             published_at=found.published_at,
             note=found.note,
             root=found.root,
-            size=len(found.leaves),
+            size=found.size,
             rule=answers.RULE,
             figures=answers.Figures.model_validate(found.figures),
             leaves=found.leaves,
         ).dump()
     )
-    patch_cache_control(response, public=drop.rehearsal_of_id is None, max_age=MAX_AGE)
+    _cache(response, drop)
     return response
 
 
 @api({"GET"})
 def entry(request: HttpRequest, slug: str, entry: str) -> JsonResponse:
-    if not entry.isdigit() or len(entry) > ENTRY_DIGITS:
+    if not ENTRY.fullmatch(entry):
         raise InvalidInput(
             gettext_lazy("An entry is its number, as the waiting room showed it (digits only).")
         )
     drop = catalogue.drop_for_buyer(slug=slug, buyer_id=request.user.pk)
     document = services.inclusion(services.report(drop), entry=int(entry))
     response = JsonResponse(answers.Inclusion.model_validate(document).dump())
-    patch_cache_control(response, public=drop.rehearsal_of_id is None, max_age=MAX_AGE)
+    _cache(response, drop)
     return response
+
+
+def _cache(response: JsonResponse, drop: Drop) -> None:
+    """Shared caches may keep a report a minute; a rehearsal's copy only its buyer's browser."""
+    if drop.rehearsal_of_id is None:
+        patch_cache_control(response, public=True, max_age=MAX_AGE)
+    else:
+        patch_cache_control(response, private=True, max_age=MAX_AGE)

@@ -1,10 +1,11 @@
 """A Merkle tree over a drop's outcomes, as Certificate Transparency builds one (RFC 9162, 2.1).
 
 Leaves are hashed as sha256(0x00 || leaf) and nodes as sha256(0x01 || left || right), so a node
-can never pass for a leaf; a tree of n leaves splits at the largest power of two below n (no
-leaf is duplicated to fill it). A proof is the sibling hashes from the leaf up; anyone holding
-the leaf, its index, the tree's size and the proof recomputes the root (static/js/report.js does
-the same in the buyer's browser, `manage.py verify_outcome` on the command line).
+can never pass for a leaf; a tree of n leaves splits at the largest power of two below n (no leaf
+is duplicated to fill it, which would let two lists share a root). A proof is the sibling hashes
+from the leaf up; anyone holding the leaf, its index, the tree's size and the proof recomputes the
+root (static/js/report.js does the same in the buyer's browser, `manage.py verify_outcome` on the
+command line).
 """
 
 from __future__ import annotations
@@ -21,31 +22,48 @@ def node_hash(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(b"\x01" + left + right).digest()
 
 
-def _split(n: int) -> int:
-    """The largest power of two smaller than n (n >= 2)."""
-    return 1 << ((n - 1).bit_length() - 1)
+class Tree:
+    """The tree's levels, the leaf hashes first: a level's odd last node moves up unchanged, which
+    builds RFC 9162's tree (split at the largest power of two) level by level. Kept per published
+    report, so a proof is a walk up the levels, not a rehashing of every leaf."""
+
+    def __init__(self, hashes: Sequence[bytes]) -> None:
+        level = list(hashes)
+        self.levels = [level]
+        while len(level) > 1:
+            up = [node_hash(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+            if len(level) % 2:
+                up.append(level[-1])
+            self.levels.append(up)
+            level = up
+
+    @property
+    def size(self) -> int:
+        return len(self.levels[0])
+
+    @property
+    def root(self) -> bytes:
+        """The tree's head; sha256 of nothing for an empty tree."""
+        return self.levels[-1][0] if self.size else hashlib.sha256(b"").digest()
+
+    def proof(self, index: int) -> list[bytes]:
+        """The audit path of leaf `index`: the sibling hashes, the lowest first."""
+        if not 0 <= index < self.size:
+            raise IndexError(f"leaf {index} is not in a tree of {self.size}")
+        path = []
+        for level in self.levels[:-1]:
+            if (index ^ 1) < len(level):  # no sibling: the node moved up unchanged
+                path.append(level[index ^ 1])
+            index >>= 1
+        return path
 
 
 def root(hashes: Sequence[bytes]) -> bytes:
-    """The tree's head over these leaf hashes; sha256 of nothing for an empty tree."""
-    if not hashes:
-        return hashlib.sha256(b"").digest()
-    if len(hashes) == 1:
-        return hashes[0]
-    k = _split(len(hashes))
-    return node_hash(root(hashes[:k]), root(hashes[k:]))
+    return Tree(hashes).root
 
 
 def proof(hashes: Sequence[bytes], index: int) -> list[bytes]:
-    """The audit path of leaf `index`: the sibling hashes, the lowest first."""
-    if not 0 <= index < len(hashes):
-        raise IndexError(f"leaf {index} is not in a tree of {len(hashes)}")
-    if len(hashes) == 1:
-        return []
-    k = _split(len(hashes))
-    if index < k:
-        return [*proof(hashes[:k], index), root(hashes[k:])]
-    return [*proof(hashes[k:], index - k), root(hashes[:k])]
+    return Tree(hashes).proof(index)
 
 
 def root_from_proof(leaf: bytes, index: int, size: int, path: Sequence[bytes]) -> bytes | None:

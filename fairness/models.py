@@ -19,6 +19,7 @@ class Report(models.Model):
     # Every entry's outcome as hashed into the tree (fairness/outcomes.py), in entry order.
     leaves = models.JSONField(verbose_name=_("outcomes"))
     root = models.CharField(max_length=64, verbose_name=_("root"))
+    size = models.PositiveIntegerField(verbose_name=_("entries"))  # len(leaves), read without them
     note = models.TextField(
         blank=True,
         default="",

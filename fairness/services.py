@@ -2,7 +2,7 @@
 
 Published by the first request for it after the drop ended and its last hold was paid or ran
 out, so no process has to be alive at the end for it to appear; two first requests at once both
-compute it and the first insert wins (the figures are the same database state read twice). The
+compute it, each from one snapshot, and the first insert wins. The
 figures and the outcomes are frozen then: a refund issued later shows on the buyer's order, not
 here. The merchant's note is the only thing that changes.
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
-from django.db import connection
-from django.utils import timezone
+from django.db import connection, transaction
 from django.utils.translation import gettext_lazy
 
 from admission import draw, tally
@@ -40,37 +40,47 @@ class NotPublished(FloodgateError):
     code, status = "report_not_published", 409
 
 
-def report(drop: Drop, *, now: datetime | None = None) -> Report:
-    """The drop's report, published now if the drop is over and it was not yet."""
-    found = Report.objects.filter(drop=drop).first()
+def report(drop: Drop, *, with_leaves: bool = False) -> Report:
+    """The drop's report, published now if the drop is over and it was not yet. Its leaves (every
+    entry's line: megabytes for a big drop) only when asked for."""
+    kept = Report.objects.filter(drop=drop)
+    found = (kept if with_leaves else kept.defer("leaves")).first()
     if found is not None:
         return found
-    now = now or timezone.now()
-    if drop.state != DropState.ENDED and now < drop.ends_at:
-        raise NotPublished(
-            fill(
-                gettext_lazy("This drop's report is published when it ends, at %(ends)s UTC."),
-                ends=format(drop.ends_at, "%Y-%m-%d %H:%M"),
+    # Every figure and outcome from one snapshot (an enclosing transaction keeps its own level),
+    # and "over" by the database's clock, the one the claims read.
+    outer = connection.in_atomic_block
+    with transaction.atomic(), connection.cursor() as cursor:
+        if not outer:
+            cursor.execute(sql.SNAPSHOT)
+        cursor.execute(sql.NOW)
+        (now,) = cursor.fetchone()
+        if drop.state != DropState.ENDED and now < drop.ends_at:
+            raise NotPublished(
+                fill(
+                    gettext_lazy("This drop's report is published when it ends, at %(ends)s UTC."),
+                    ends=format(drop.ends_at, "%Y-%m-%d %H:%M"),
+                )
             )
-        )
-    stock = invariant(drop_id=drop.pk)
-    if stock.held:
-        raise NotPublished(
-            gettext_lazy(
-                "This drop's report is published once the last buyer holding a unit has paid or run out "
-                "of time."
+        stock = invariant(drop_id=drop.pk)
+        if stock.held:
+            raise NotPublished(
+                gettext_lazy(
+                    "This drop's report is published once the last buyer holding a unit has paid or run "
+                    "out of time."
+                )
             )
+        every = outcomes.of_drop(drop.pk)
+        leaves = [o.leaf for o in every]
+        made = Report(
+            drop=drop,
+            figures=figures(drop, every, stock=stock),
+            leaves=leaves,
+            root=outcomes.root_of(leaves),
+            size=len(leaves),
         )
-    every = outcomes.of_drop(drop.pk)
-    leaves = [o.leaf for o in every]
-    made = Report(
-        drop=drop,
-        figures=figures(drop, every, stock=stock),
-        leaves=leaves,
-        root=outcomes.root_of(leaves),
-    )
     Report.objects.bulk_create([made], ignore_conflicts=True)
-    return Report.objects.get(drop=drop)
+    return (kept if with_leaves else kept.defer("leaves")).get()
 
 
 def figures(drop: Drop, every: list[outcomes.Outcome], *, stock: Invariant) -> dict[str, Any]:
@@ -119,9 +129,8 @@ def _line(drop: Drop, *, offered_at: dict[int, datetime]) -> dict[str, Any]:
         if through > marks:
             marks = through
             reached.append((through, at))
-    admitted = Ticket.objects.filter(drop=drop, number__lte=queue.admitted_through).values_list(
-        "number", "joined_at"
-    )
+    passed = Ticket.objects.filter(drop=drop, number__lte=queue.admitted_through, buyer__is_active=True)
+    admitted = passed.values_list("number", "joined_at")
     waits = []
     for number, joined_at in admitted:
         assert number is not None  # number__lte leaves out the unnumbered
@@ -160,19 +169,43 @@ def _percentile(values: list[float], share: float) -> float | None:
     return round(ordered[max(0, math.ceil(share * len(ordered)) - 1)], 3)
 
 
+@dataclass(frozen=True)
+class Published:
+    """A published report's tree and where each entry's leaf is: built once per process."""
+
+    leaves: list[str]
+    tree: merkle.Tree
+    index: dict[int, int]  # entry -> its leaf's index
+
+
+_published: dict[str, Published] = {}  # by root: a root names its leaves
+KEPT = 4  # reports' trees kept per process (a big drop's is some 10 MB)
+
+
+def _published_of(found: Report) -> Published:
+    known = _published.get(found.root)
+    if known is None:
+        leaves = Report.objects.values_list("leaves", flat=True).get(pk=found.pk)
+        index = {parsed.entry: i for i, leaf in enumerate(leaves) if (parsed := outcomes.parse(leaf))}
+        known = Published(leaves, merkle.Tree([merkle.leaf_hash(leaf) for leaf in leaves]), index)
+        while len(_published) >= KEPT:
+            _published.pop(next(iter(_published)))
+        _published[found.root] = known
+    return known
+
+
 def inclusion(found: Report, *, entry: int) -> dict[str, Any]:
     """One entry's outcome with the path from its leaf to the published root."""
-    prefix = f"entry={entry};"
-    index = next((i for i, leaf in enumerate(found.leaves) if leaf.startswith(prefix)), None)
+    published = _published_of(found)
+    index = published.index.get(entry)
     if index is None:
         raise NotFound(fill(gettext_lazy("Entry %(entry)s is not in this drop's report."), entry=entry))
-    hashes = [merkle.leaf_hash(leaf) for leaf in found.leaves]
     return {
         "entry": entry,
-        "leaf": found.leaves[index],
+        "leaf": published.leaves[index],
         "index": index,
-        "size": len(hashes),
-        "proof": [h.hex() for h in merkle.proof(hashes, index)],
+        "size": published.tree.size,
+        "proof": [h.hex() for h in published.tree.proof(index)],
         "root": found.root,
     }
 

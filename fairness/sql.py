@@ -1,10 +1,15 @@
-"""The report's reads: every statement names its drop and only reads."""
+"""The report's reads: every statement names its drop and only reads.
 
-# Each entry's outcome (fairness/outcomes.py), in entry order: its place, whether the mark reached
-# it, and what its buyer's holds became (an offer's hold carries the ticket's offer key).
+An offer's hold is the one the offerer made for the ticket's buyer under the ticket's offer key
+with no request digest (admission/sql.py OFFER_KEY): a buyer who sends that key as their own
+idempotency key makes a hold with a digest, which is not an offer.
+"""
+
+# Each entry's outcome (fairness/outcomes.py), in entry order: its place, whether the line let
+# it in (a banned account's ticket is skipped by the admission), and what its buyer's holds became.
 OUTCOMES = """
-SELECT t.id, t.number, t.number IS NOT NULL AND t.number <= q.admitted_through,
-       count(h.id) FILTER (WHERE h.idempotency_key = 'offer:' || t.id),
+SELECT t.id, t.number, t.number IS NOT NULL AND t.number <= q.admitted_through AND u.is_active,
+       count(h.id) FILTER (WHERE h.idempotency_key = 'offer:' || t.id AND h.request_digest = ''),
        count(h.id) FILTER (WHERE h.state = 'expired'),
        coalesce(sum(h.quantity) FILTER (WHERE h.state = 'sold'), 0),
        coalesce(sum(h.refunded) FILTER (WHERE h.state = 'sold'), 0),
@@ -22,14 +27,19 @@ SELECT t.id, t.number, t.number IS NOT NULL AND t.number <= q.admitted_through,
 OFFERS = """
 SELECT t.id, t.number, h.created_at
   FROM holds_hold h
-  JOIN admission_ticket t ON t.drop_id = h.drop_id AND h.idempotency_key = 'offer:' || t.id
+  JOIN admission_ticket t ON t.drop_id = h.drop_id AND t.buyer_id = h.buyer_id
+                         AND h.idempotency_key = 'offer:' || t.id AND h.request_digest = ''
  WHERE h.drop_id = %(drop)s
  ORDER BY h.id
 """
 
-# Units refunded, and of those put back on sale.
+# Units refunded, and of those put back on sale; holds that ran out.
 REFUNDS = """
 SELECT coalesce(sum(refunded), 0), coalesce(sum(restocked), 0), count(*) FILTER (WHERE state = 'expired')
   FROM holds_hold
  WHERE drop_id = %(drop)s
 """
+
+# The report is read in one snapshot (fairness/services.py): every figure from the same moment.
+SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+NOW = "SELECT now()"

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_http_methods
 
 from admission import services as line
 from catalogue import selectors as catalogue
-from core.errors import NotFound
+from core.errors import Busy, NotFound
 from fairness import answers, chart, outcomes, services
 from shop.models import Drop
 
@@ -41,11 +41,16 @@ def report(request: HttpRequest, slug: str) -> HttpResponse:
     except services.NotPublished as error:
         context["not_yet"] = error.detail
         return render(request, "fairness/report.html", context)
+    except Busy as error:  # the door's counts could not be read: publish on a later request
+        context["not_yet"] = error.detail
+        response = render(request, "fairness/report.html", context, status=503)
+        response["Retry-After"] = str(error.retry_after)
+        return response
     figures = answers.Figures.model_validate(found.figures)
     context |= {
         "report": found,
         "figures": figures,
-        "size": len(found.leaves),
+        "size": found.size,
         "chart": _chart(drop, figures),
     }
     if request.user.is_authenticated and (mine := line.own_ticket(drop=drop, buyer_id=request.user.pk)):

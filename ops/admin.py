@@ -77,8 +77,8 @@ class ReportAdmin(admin.ModelAdmin):
     note; the figures and the outcomes committed to stay as published."""
 
     list_display = ["drop", "published_at", "root"]
-    readonly_fields = ["drop", "published_at", "root", "figures"]
-    fields = ["drop", "published_at", "note", "root", "figures"]
+    readonly_fields = ["drop", "published_at", "root", "size", "figures"]
+    fields = ["drop", "published_at", "note", "root", "size", "figures"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -47,7 +47,9 @@
       doc = null;
     }
     var published = section.dataset.root, why = null;
-    if (!doc || typeof doc.leaf !== "string" || !Array.isArray(doc.proof)) {
+    var hex64 = /^[0-9a-f]{64}$/;
+    if (!doc || typeof doc.leaf !== "string" || !Array.isArray(doc.proof) ||
+        !doc.proof.every(function (h) { return typeof h === "string" && hex64.test(h); })) {
       why = say("unreadable");
     } else if (doc.leaf.indexOf("entry=" + section.dataset.entry + ";") !== 0) {
       why = say("not_yours");

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from admission import tally, work
+from admission import state, tally, work
 from config import asgi
 from core.asgi import Message, Receive, Scope, Send
 from tests.factories import make_buyer, make_drop
@@ -23,6 +23,7 @@ STATUS = {
     "/api/drops/tally-a": 500,
     "/api/drops/tally-b/queue": 200,
     "/drops/tally-b/": 404,
+    "/drops/made-up/buy": 503,  # no such drop: no key of its own
     "/healthz": 503,  # no drop's path: nobody's count
 }
 
@@ -46,7 +47,9 @@ async def ask(app: tally.Tally, path: str) -> int:
 
 
 def test_each_drops_refusals_and_errors_are_counted_once_a_second_apart(redis: object) -> None:
-    app = tally.Tally(inner, flush_after=0.05)
+    for slug in ("tally-a", "tally-b"):  # published drops (their snapshot keys); made-up is not
+        redis.set(state.KEY.format(slug=slug), "{}", ex=60)  # type: ignore[attr-defined]
+    app = tally.Tally(inner, pending=tally.Pending(flush_after=0.05))
 
     async def crowd() -> list[int]:
         answers = [await ask(app, path) for path in STATUS for _ in range(3)]
@@ -58,6 +61,12 @@ def test_each_drops_refusals_and_errors_are_counted_once_a_second_apart(redis: o
     assert tally.counts("tally-a") == {"proof_failed": 0, "rate_limited": 6, "busy": 6, "server_error": 3}
     assert tally.counts("tally-b") == dict.fromkeys(tally.KINDS, 0)
     assert not list(redis.scan_iter("fg:tally:healthz*"))  # type: ignore[attr-defined]
+    assert not redis.exists(tally.KEY.format(slug="made-up"))  # type: ignore[attr-defined]
+
+
+def flushed(slug: str) -> dict[str, int]:
+    tally.PENDING.flush()
+    return tally.counts(slug)
 
 
 def test_the_served_application_counts_through_the_tally() -> None:
@@ -74,21 +83,22 @@ def test_a_failed_proof_of_work_is_counted_and_asking_for_the_first_challenge_is
         join_work_bits=10,
         starts_at=timezone.now() + timedelta(minutes=30),
     )
+    state.refresh([drop.pk])  # its snapshot is published, as the tick does for an open room
     client = Client()
     client.force_login(make_buyer("tally-worker"))
     first = client.post("/api/drops/tally-work/queue")
-    assert first.status_code == 428 and tally.counts(drop.slug)["proof_failed"] == 0
+    assert first.status_code == 428 and flushed(drop.slug)["proof_failed"] == 0
     challenge = first.json()["challenge"]
     wrong = next(n for n in (format(i, "x") for i in range(10_000)) if not work.solves(challenge, n, 10))
     answer = client.post(
         "/api/drops/tally-work/queue", HTTP_X_JOIN_CHALLENGE=challenge, HTTP_X_JOIN_PROOF=wrong
     )
-    assert answer.status_code == 428 and tally.counts(drop.slug)["proof_failed"] == 1
+    assert answer.status_code == 428 and flushed(drop.slug)["proof_failed"] == 1
     garbage = client.post("/api/drops/tally-work/queue", HTTP_X_JOIN_CHALLENGE="not-a-challenge")
-    assert garbage.status_code == 428 and tally.counts(drop.slug)["proof_failed"] == 2
+    assert garbage.status_code == 428 and flushed(drop.slug)["proof_failed"] == 2
     solved = client.post(
         "/api/drops/tally-work/queue",
         HTTP_X_JOIN_CHALLENGE=garbage.json()["challenge"],
         HTTP_X_JOIN_PROOF=work.solve(garbage.json()["challenge"], 10),
     )
-    assert solved.status_code in (200, 201) and tally.counts(drop.slug)["proof_failed"] == 2
+    assert solved.status_code in (200, 201) and flushed(drop.slug)["proof_failed"] == 2

@@ -79,6 +79,7 @@ def test_every_api_route_is_in_the_schema() -> None:
         .replace("<slug:slug>", "{slug}")
         .replace("<str:hold_id>", "{id}")
         .replace("<str:order_id>", "{id}")
+        .replace("<str:entry>", "{entry}")
         for p in api.url_patterns
         if str(p.pattern) not in {"", "openapi.json"}
     }

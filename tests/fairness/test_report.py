@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from django.test import Client
 from django.utils import timezone
 
 from admission import services as line
-from admission import tally
+from admission import state, tally
 from admission.models import Queue, Ticket
 from checkout import refunds
 from fairness import chart, merkle, outcomes, services
@@ -62,6 +62,7 @@ def sale(slug: str = "fair") -> tuple[Drop, dict[str, object]]:
     assert offers.offer_returns(Drop.objects.get(pk=drop.pk), wait=True) == 1  # to f, who pays
     paid(Hold.objects.get(drop=drop, buyer=buyers["f"], state=HoldState.HELD))
     get_user_model().objects.filter(pk=buyers["g"].pk).update(is_active=False)
+    state.refresh([drop.pk])  # published, as the tick keeps it: the door counts it
     tally.add(tally.Counter({(slug, tally.BUSY): 4, (slug, tally.RATE_LIMITED): 2}))
     Drop.objects.filter(pk=drop.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
     return Drop.objects.get(pk=drop.pk), buyers
@@ -116,11 +117,16 @@ def test_the_report_of_a_sold_out_room_says_what_the_database_holds() -> None:
         == {"quantity": 3, "sold": 3, "refunded": 1, "restocked": 1, "left": 0}
     )
     assert figures["holds_expired"] == Hold.objects.filter(drop=drop, state=HoldState.EXPIRED).count() == 2
-    assert figures["offers"] == [
-        {"entry": entry["d"], "place": 4},
-        {"entry": entry["e"], "place": 5},
-        {"entry": entry["f"], "place": 6},
+    offered = {
+        Hold.objects.get(drop=drop, buyer=buyers[name], idempotency_key=f"offer:{entry[name]}").created_at
+        for name in "def"
+    }
+    assert [(o["entry"], o["place"]) for o in figures["offers"]] == [
+        (entry["d"], 4),
+        (entry["e"], 5),
+        (entry["f"], 6),
     ]
+    assert {datetime.fromisoformat(o["at"]) for o in figures["offers"]} == offered
     assert figures["offers_in_line_order"] is True
     assert figures["door"] == {
         "proof_failed": 0,
@@ -213,7 +219,14 @@ def test_the_report_waits_for_the_end_and_for_the_last_hold() -> None:
 def test_garbage_is_refused_clearly_and_changes_nothing() -> None:
     drop, _ = sale("junk")
     client = Client()
-    for entry, status in (("abc", 422), ("-1", 422), ("1" * 30, 422), ("1.5", 422), ("999999999", 404)):
+    for entry, status in (
+        ("abc", 422),
+        ("-1", 422),
+        ("1" * 30, 422),
+        ("1.5", 422),
+        ("²", 422),
+        ("999999999", 404),
+    ):
         answer = client.get(f"/api/drops/junk/report/entries/{entry}")
         assert answer.status_code == status, entry
         assert answer.json()["detail"]
@@ -279,12 +292,47 @@ def test_the_chart_steps_up_with_each_wave_and_dots_each_offer() -> None:
     assert chart.line(start, [], []) is None
 
 
+def test_a_buyer_cannot_pass_their_own_hold_off_as_an_offer() -> None:
+    drop = room("spoof", quantity=3)
+    x, y = make_buyer("spoof-x"), make_buyer("spoof-y")
+    for buyer in (x, y):
+        line.join(drop=drop, buyer_id=buyer.pk)
+    admit(drop)
+    y_entry = Ticket.objects.get(drop=drop, buyer=y).pk
+    # x sends y's offer key as their own idempotency key: a hold with a request digest, no offer
+    paid(holds.reserve(drop=drop, buyer_id=x.pk, quantity=1, idempotency_key=f"offer:{y_entry}").hold)
+    Drop.objects.filter(pk=drop.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
+    body = Client().get("/api/drops/spoof/report").json()
+    assert body["figures"]["offers"] == [] and body["figures"]["offers_in_line_order"] is True
+    assert all(";offered=0;" in leaf for leaf in body["leaves"])
+
+
+def reference_root(hashes: list[bytes]) -> bytes:
+    """RFC 9162's MTH, as the RFC writes it (recursive): the level-built tree must agree."""
+    if len(hashes) == 1:
+        return hashes[0]
+    k = 1 << ((len(hashes) - 1).bit_length() - 1)
+    return merkle.node_hash(reference_root(hashes[:k]), reference_root(hashes[k:]))
+
+
+def reference_path(hashes: list[bytes], index: int) -> list[bytes]:
+    if len(hashes) == 1:
+        return []
+    k = 1 << ((len(hashes) - 1).bit_length() - 1)
+    if index < k:
+        return [*reference_path(hashes[:k], index), reference_root(hashes[k:])]
+    return [*reference_path(hashes[k:], index - k), reference_root(hashes[:k])]
+
+
 def test_merkle_proofs_hold_for_every_leaf_of_every_size() -> None:
     leaves = [merkle.leaf_hash(f"entry={i}") for i in range(1, 34)]
     for size in range(1, len(leaves) + 1):
-        root = merkle.root(leaves[:size])
+        tree = merkle.Tree(leaves[:size])
+        root = tree.root
+        assert root == reference_root(leaves[:size])
         for index in range(size):
-            path = merkle.proof(leaves[:size], index)
+            path = tree.proof(index)
+            assert path == reference_path(leaves[:size], index)
             assert merkle.root_from_proof(leaves[index], index, size, path) == root
             if size < len(leaves):  # a proof in the smaller tree is no proof in the larger one
                 bigger = merkle.root(leaves[: size + 1])
