@@ -20,7 +20,21 @@ from tests.conftest import start_pgbouncer
 pytestmark = pytest.mark.servers  # Debian's PgBouncer
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCTION = ["config", "core", "shop", "inventory", "admission", "holds", "checkout", "ops", "storefront"]
+PRODUCTION = [
+    "config",
+    "core",
+    "shop",
+    "inventory",
+    "catalogue",
+    "holds",
+    "admission",
+    "sale",
+    "checkout",
+    "fairness",
+    "ops",
+    "storefront",
+    "accounts",
+]
 
 
 @pytest.fixture
