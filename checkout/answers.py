@@ -121,3 +121,28 @@ class RefundBody(BaseModel):
     amount_minor: Omittable[PositiveInt] = Field(None, description="Default: those units' share of the price")
     restock: bool = Field(False, description="Put the units back on sale")
     reason: str = Field("", max_length=300, description="Shown to the buyer")
+
+
+class ExchangeBody(BaseModel):
+    quantity: Omittable[Quantity] = Field(None, description="Units to put on the exchange; default 1")
+    price_minor: Omittable[PositiveInt] = Field(
+        None, description="The price of each, at most (and by default) what you paid for one unit"
+    )
+
+
+class ExchangeListing(Closed):
+    id: int
+    state: str = Field(
+        description="listed (waiting for the next ticket), offered (held for it), sold (its payment "
+        "being taken), paid (you were refunded), withdrawn, or kept (the exchange closed)"
+    )
+    price_minor: PositiveInt = Field(description="What the next buyer pays for the unit")
+    fee_minor: NonNegativeInt = Field(description="The shop's fee, kept from your refund")
+    refund_minor: PositiveInt = Field(description="What you get back once the unit is resold")
+
+
+class OrderExchange(Closed):
+    order: int
+    drop: Slug
+    closes_at: Moment | None = Field(description="When the drop's exchange closes; null: it has none")
+    listings: list[ExchangeListing] = Field(description="This order's units on the exchange, oldest first")

@@ -8,7 +8,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.utils.translation import gettext_lazy
 
-from checkout import answers, push, refunds, reminders, selectors, services
+from checkout import answers, exchange, push, refunds, reminders, selectors, services
 from checkout.models import Order
 from core.api import api, json_body, signed_in
 from core.errors import NotFound
@@ -58,6 +58,30 @@ def cancel(request: HttpRequest, order_id: str) -> JsonResponse:
         order_id=int(order_id) if ORDER_ID.fullmatch(order_id) else 0, buyer_id=signed_in(request)
     )
     return JsonResponse(selectors.order_json(found))
+
+
+@api({"GET", "POST", "DELETE"}, login=True)
+def order_exchange(request: HttpRequest, order_id: str) -> JsonResponse:
+    """The buyer's units on the drop's face-value exchange: POST lists (201), DELETE takes back those
+    not offered yet, GET reads them."""
+    pk = int(order_id) if ORDER_ID.fullmatch(order_id) else 0
+    buyer_id = signed_in(request)
+    if request.method == "POST":
+        body = json_body(request)
+        listed = exchange.list_units(
+            order_id=pk,
+            buyer_id=buyer_id,
+            quantity=body.get("quantity", 1),
+            price_minor=body.get("price_minor"),
+        )
+        return JsonResponse(selectors.exchange_answer(listed.order, listed.listings).dump(), status=201)
+    if request.method == "DELETE":
+        listed = exchange.withdraw(order_id=pk, buyer_id=buyer_id)
+        return JsonResponse(selectors.exchange_answer(listed.order, listed.listings).dump())
+    found = Order.objects.select_related("drop").filter(pk=pk, buyer_id=buyer_id).first()
+    if found is None:
+        raise NotFound(gettext_lazy("There is no such order among yours."))
+    return JsonResponse(selectors.exchange_answer(found, exchange.listings_of(found)).dump())
 
 
 @api({"GET", "POST", "DELETE"}, login=True)

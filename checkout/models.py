@@ -313,6 +313,16 @@ class Refund(models.Model):
         verbose_name=_("requested by"),
     )
     last_error = models.CharField(max_length=300, blank=True, verbose_name=_("last error"))
+    # A seller's refund for a unit resold through the face-value exchange: one per listing. Its unit
+    # was counted over to the new buyer when that payment was captured, not when this succeeds.
+    listing = models.OneToOneField(
+        "holds.Listing",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="refund",
+        verbose_name=_("exchange listing"),
+    )
     created_at = models.DateTimeField(db_default=Now(), verbose_name=_("created at"))
     updated_at = models.DateTimeField(db_default=Now(), verbose_name=_("updated at"))
 

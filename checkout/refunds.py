@@ -33,6 +33,7 @@ from checkout.providers.base import PermanentProviderError, ProviderError
 from core.errors import FloodgateError, IdempotencyKeyReused, InvalidInput, NotFound, fill
 from core.text import storable
 from holds import services as holds
+from holds.models import Hold
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +111,24 @@ def request_refund(
                 )
             return Asked(same, created=False)
         payment = _captured_payment(order)
-        left_units = order.quantity - order.refunded_quantity
+        hold = Hold.objects.only("listed", "exchange").get(pk=order.hold_id)
+        if restock and hold.exchange:
+            raise InvalidInput(
+                gettext_lazy(
+                    "A unit bought through the exchange cannot go back on sale: refund it with restock false."
+                )
+            )
+        left_units = order.quantity - order.refunded_quantity - hold.listed  # listed: the exchange's
         left_money = order.amount_minor - order.refunded_minor
+        if left_units <= 0 and hold.listed:
+            raise NotRefundable(
+                fill(
+                    gettext_lazy(
+                        "Order %(pk)s's units are refunded or on the exchange: withdraw them first."
+                    ),
+                    pk=order.pk,
+                )
+            )
         if left_units <= 0:
             raise NotRefundable(
                 fill(gettext_lazy("Every unit of order %(pk)s is refunded already."), pk=order.pk)
@@ -250,8 +267,12 @@ def _give_back(refund: Refund) -> None:
 
 def _refund_units(cursor: CursorWrapper, refund: Refund, *, hold_id: int) -> None:
     """The money went back: the hold counts the units refunded (back on sale if asked), and a
-    whole order is refunded."""
-    if not holds.refund_units_in(cursor, hold_id=hold_id, units=refund.quantity, restock=refund.restock):
+    whole order is refunded. A seller's refund for a unit resold through the exchange moved its unit
+    when the new buyer's payment was captured (checkout.exchange.pay_out_in), not now."""
+    resold = refund.listing_id is not None
+    if not resold and not holds.refund_units_in(
+        cursor, hold_id=hold_id, units=refund.quantity, restock=refund.restock
+    ):
         # Cannot happen while the order's counts bound the hold's; loud if it ever does.
         raise RuntimeError(f"refund {refund.pk}: hold {hold_id} has fewer sold units than refunded")
     _mark_refunded_if_whole(refund.order_id)

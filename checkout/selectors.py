@@ -23,6 +23,7 @@ from checkout.models import (
     WebhookEvent,
 )
 from core import formatting
+from holds.models import Listing
 from shop.models import Variant
 
 NEEDS_ATTENTION = [PaymentState.CAPTURE_FAILED, PaymentState.VOID_FAILED]
@@ -255,3 +256,21 @@ def sold_value(*, drop_ids: list[int]) -> dict[int, str]:
         .annotate(total=Sum("amount_minor") - Sum("refunded_minor"))
     )
     return {row["drop_id"]: formatting.money(row["total"], row["currency"]) for row in taken}
+
+
+def exchange_answer(order: Order, listings: list[Listing]) -> answers.OrderExchange:
+    return answers.OrderExchange(
+        order=order.pk,
+        drop=order.drop.slug,
+        closes_at=order.drop.exchange_closes_at,
+        listings=[
+            answers.ExchangeListing(
+                id=listing.pk,
+                state=listing.state,
+                price_minor=listing.price_minor,
+                fee_minor=listing.fee_minor,
+                refund_minor=listing.price_minor - listing.fee_minor,
+            )
+            for listing in listings
+        ],
+    )

@@ -24,7 +24,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 from django.db.models.functions import Now
@@ -32,7 +32,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy
 from psycopg.types.json import Jsonb
 
-from checkout import disputes, failures, invoices, outbox, redirects, refunds, sql
+from checkout import disputes, exchange, failures, invoices, outbox, redirects, refunds, sql
 from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import DISPUTE_TYPES, PaymentProvider, PermanentProviderError, ProviderError
@@ -406,6 +406,8 @@ def settle_payment(*, payment_pk: int) -> str:
             )
         else:
             Payment.objects.filter(pk=payment.pk).update(state=done, last_error="", updated_at=Now())
+            if done == PaymentState.CAPTURED:
+                _pay_out(payment)
     if failure is not None:
         log.error("payment %s: %s failed: %s", payment.pk, action, failure)
         raise failure
@@ -436,6 +438,16 @@ SETTLED_BY_HAND = {
 }
 
 
+def _pay_out(payment: Payment) -> None:
+    """A captured payment that bought a unit on the exchange pays its seller, in the capture's
+    transaction; a pay-out that cannot be written leaves the capture recorded and tells on-call."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            exchange.pay_out_in(cursor, order=payment.order)
+    except (DatabaseError, RuntimeError):
+        log.exception("payment %s: captured, but its exchange seller could not be paid out", payment.pk)
+
+
 def settled_by_hand(*, payment_ids: list[int]) -> list[Payment]:
     """Record that on-call captured or voided these refused payments at the provider themselves.
 
@@ -449,5 +461,7 @@ def settled_by_hand(*, payment_ids: list[int]) -> list[Payment]:
             Payment.objects.filter(pk__in=[p.pk for p in rows]).update(state=after, updated_at=Now())
             for payment in rows:
                 payment.state = after
+                if after == PaymentState.CAPTURED:
+                    _pay_out(payment)
             moved += rows
     return moved

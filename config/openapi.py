@@ -442,6 +442,44 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
             unsafe=True,
         )
     },
+    "/api/orders/{id}/exchange": {
+        "get": Operation(
+            "Your order's units on the drop's face-value exchange",
+            {200: Answer("The listings", schemas.OrderExchange), 404: error("Not yours or none")},
+            (ID,),
+            login=True,
+        ),
+        "post": Operation(
+            "Put units of your order on the exchange at the price you paid (or less): each goes to the "
+            "next buyer in line, and you are refunded (less the shop's fee) once that buyer has paid",
+            {
+                201: Answer("The order's listings", schemas.OrderExchange),
+                403: error("csrf_failed"),
+                404: error("Not yours or none"),
+                409: error(
+                    "exchange_closed (none, not open yet, paused or closed), or not_listable (not paid and "
+                    "captured, or every unit refunded or listed already)"
+                ),
+                422: error("invalid (quantity beyond what you may list, price_minor above what you paid)"),
+            },
+            (ID,),
+            login=True,
+            unsafe=True,
+            body=schemas.ExchangeBody,
+        ),
+        "delete": Operation(
+            "Take back your units on the exchange that nobody has been offered yet",
+            {
+                200: Answer("The order's listings", schemas.OrderExchange),
+                403: error("csrf_failed"),
+                404: error("Not yours or none"),
+                409: error("not_listable: none of the order's units is waiting on the exchange"),
+            },
+            (ID,),
+            login=True,
+            unsafe=True,
+        ),
+    },
     "/api/ops/orders/{id}/refund": {
         "post": Operation(
             "Refund an order, whole or some units, optionally back on sale (needs checkout.refund_order)",

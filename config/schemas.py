@@ -14,7 +14,10 @@ from admission.answers import Draw, Offer, OfferState, Place, QueueState, Raffle
 from catalogue.answers import Drop, DropList, Me, VariantOnSale
 from checkout.answers import (
     DropReminder,
+    ExchangeBody,
+    ExchangeListing,
     Order,
+    OrderExchange,
     OrderList,
     PaymentStarted,
     PushSubscribed,
@@ -37,6 +40,8 @@ __all__ = [
     "DropList",
     "DropReminder",
     "Error",
+    "ExchangeBody",
+    "ExchangeListing",
     "Hold",
     "HoldOrder",
     "Inclusion",
@@ -46,6 +51,7 @@ __all__ = [
     "Offer",
     "OfferState",
     "Order",
+    "OrderExchange",
     "OrderList",
     "PauseBody",
     "Paused",

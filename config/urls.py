@@ -42,6 +42,7 @@ api_patterns = [
     path("orders", checkout_api.orders, name="api-orders"),
     path("orders/<str:order_id>", checkout_api.order, name="api-order"),
     path("orders/<str:order_id>/cancel", checkout_api.cancel, name="api-order-cancel"),
+    path("orders/<str:order_id>/exchange", checkout_api.order_exchange, name="api-order-exchange"),
     path("ops/orders/<str:order_id>/refund", ops_api.refund, name="api-ops-refund"),
     path("ops/drops/<slug:slug>/invariant", ops_api.drop_invariant, name="api-ops-invariant"),
     path("ops/drops/<slug:slug>/pause", ops_api.pause, name="api-ops-pause"),

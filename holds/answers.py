@@ -63,6 +63,7 @@ class VariantInvariant(Closed):
     held: NonNegativeInt
     sold: NonNegativeInt
     refunded: NonNegativeInt
+    exchange: NonNegativeInt = Field(description="Units on the face-value exchange, not yet resold")
     drift: int
 
 
@@ -72,9 +73,10 @@ class Invariant(Closed):
     held: NonNegativeInt
     sold: NonNegativeInt
     refunded: NonNegativeInt = Field(description="Refunded units kept off sale (put back: available)")
+    exchange: NonNegativeInt = Field(description="Units on the face-value exchange, not yet resold")
     expired_unreclaimed: NonNegativeInt
     expired_holds: NonNegativeInt
-    drift: int = Field(description="quantity - (available + held + sold + refunded); 0")
+    drift: int = Field(description="quantity - (available + held + sold + refunded + exchange); 0")
     variants: Omittable[list[VariantInvariant]] = Field(
         None, description="GET /api/ops/drops/<slug>/invariant: the same per variant, in order"
     )

@@ -26,6 +26,7 @@ class Invariant:
     held: int
     sold: int
     refunded: int  # refunded units kept off sale (those put back on sale are available)
+    exchange: int  # units on the face-value exchange, waiting for the next ticket in line
     expired_unreclaimed: int
     expired_holds: int
     drift: int
@@ -38,6 +39,7 @@ class Invariant:
             held=self.held,
             sold=self.sold,
             refunded=self.refunded,
+            exchange=self.exchange,
             expired_unreclaimed=self.expired_unreclaimed,
             expired_holds=self.expired_holds,
             drift=self.drift,
@@ -51,7 +53,7 @@ class Invariant:
 
 
 def invariant(*, drop_id: int) -> Invariant:
-    """available + held + sold + refunded = quantity, from one statement (one snapshot).
+    """available + held + sold + refunded + exchange = quantity, from one statement (one snapshot).
 
     In units mode the unit rows must also agree with the holds; any disagreement is drift.
     """
@@ -70,16 +72,20 @@ def invariant(*, drop_id: int) -> Invariant:
         units_held,
         units_sold,
         mode,
+        exchange,
     ) = row
-    drift = quantity - (available + held + sold + refunded)
+    drift = quantity - (available + held + sold + refunded + exchange)
     if mode == "units":
         drift += abs(units_held - held) + abs(units_sold - (sold + refunded))
-    return Invariant(quantity, available, held, sold, refunded, expired_unreclaimed, expired_holds, drift)
+    return Invariant(
+        quantity, available, held, sold, refunded, exchange, expired_unreclaimed, expired_holds, drift
+    )
 
 
 @dataclass(frozen=True)
 class VariantInvariant:
-    """The invariant of one variant's stock: its units are available, held, sold or refunded."""
+    """The invariant of one variant's stock: its units are available, held, sold, refunded or on the
+    exchange."""
 
     name: str
     quantity: int
@@ -87,10 +93,11 @@ class VariantInvariant:
     held: int
     sold: int
     refunded: int
+    exchange: int
 
     @property
     def drift(self) -> int:
-        return self.quantity - (self.available + self.held + self.sold + self.refunded)
+        return self.quantity - (self.available + self.held + self.sold + self.refunded + self.exchange)
 
     def answer(self) -> answers.VariantInvariant:
         return answers.VariantInvariant(
@@ -100,6 +107,7 @@ class VariantInvariant:
             held=self.held,
             sold=self.sold,
             refunded=self.refunded,
+            exchange=self.exchange,
             drift=self.drift,
         )
 
@@ -108,7 +116,7 @@ class VariantInvariant:
 
 
 def invariant_by_variant(*, drop_id: int) -> list[VariantInvariant]:
-    """available + held + sold + refunded = quantity for each of the drop's variants, in their
+    """available + held + sold + refunded + exchange = quantity for each of the drop's variants, in their
     order, from one statement (one snapshot). A hold of no variant counts in none of them."""
     with connection.cursor() as cursor:
         rows = stock.all_rows(cursor, sql.INVARIANT_BY_VARIANT, {"drop": drop_id})

@@ -68,6 +68,13 @@ class Hold(models.Model):
     # (the rest are counted apart, so available + held + sold + refunded = quantity still holds).
     refunded = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("refunded"))
     restocked = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("restocked"))
+    # The face-value exchange (sale/exchange.py). On a sold hold: units its buyer has put on the
+    # exchange and not yet handed on (they count as the exchange's, not as sold), and of its refunded
+    # units those resold to another buyer (they count in that buyer's hold). On an offer of a listed
+    # unit, `exchange` is true: it took no stock and gives none back (its bucket index is NULL).
+    listed = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("listed"))
+    resold = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("resold"))
+    exchange = models.BooleanField(default=False, db_default=False, verbose_name=_("exchange offer"))
     # Where a product that ships goes, given while the hold is held (sale.addresses). No index:
     # every claim inserts a hold, and nothing looks holds up by address (addresses are never deleted).
     shipping_address = models.ForeignKey(
@@ -136,6 +143,16 @@ class Hold(models.Model):
                 condition=Q(restocked__lte=models.F("refunded"), refunded__lte=models.F("quantity"))
                 & (Q(refunded=0) | Q(state=HoldState.SOLD)),
                 name="holds_hold_refunds_within_sold",
+            ),
+            # A listed unit is neither refunded nor listed twice; a resold unit was refunded, not restocked.
+            models.CheckConstraint(
+                condition=Q(listed=0) | Q(state=HoldState.SOLD),
+                name="holds_hold_listed_only_sold",
+            ),
+            models.CheckConstraint(
+                condition=Q(refunded__lte=models.F("quantity") - models.F("listed"))
+                & Q(resold__lte=models.F("refunded") - models.F("restocked")),
+                name="holds_hold_exchange_within_sold",
             ),
         ]
         indexes = [
@@ -289,3 +306,69 @@ class DiscountCode(models.Model):
     def terms(self) -> Off:
         """What the code takes off, as shop.pricing computes it."""
         return Off(percent=self.percent, amount_minor=self.amount_minor)
+
+
+class ListingState(models.TextChoices):
+    LISTED = "listed", _("Listed")  # waiting for the next ticket in line
+    OFFERED = "offered", _("Offered")  # held for that ticket's buyer (hold), for the offer time
+    SOLD = "sold", _("Sold")  # the new buyer's hold is sold; the seller is refunded on capture
+    PAID = "paid", _("Seller refunded")  # the capture came, the seller's refund is written
+    WITHDRAWN = "withdrawn", _("Withdrawn")  # the seller took it back before anyone had it
+    KEPT = "kept", _("Kept")  # the exchange closed with nobody taking it: the seller keeps it
+
+
+class Listing(models.Model):
+    """One unit of a confirmed order put on a drop's face-value exchange (sale/exchange.py): offered to
+    the next ticket in line at `price_minor` (never above what the seller paid), and once that buyer's
+    payment is captured the seller is refunded the price less `fee_minor` (checkout.refunds)."""
+
+    drop = models.ForeignKey(
+        "shop.Drop", on_delete=models.PROTECT, related_name="listings", verbose_name=_("drop")
+    )
+    seller_hold = models.ForeignKey(
+        Hold, on_delete=models.PROTECT, related_name="listings", verbose_name=_("seller's hold")
+    )
+    state = models.CharField(
+        max_length=10, choices=ListingState.choices, default=ListingState.LISTED, verbose_name=_("state")
+    )
+    # The offer (a hold of the next ticket's buyer) while offered, and the hold that bought it after.
+    hold = models.OneToOneField(
+        Hold,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="listing",
+        verbose_name=_("buyer's hold"),
+    )
+    price_minor = models.PositiveIntegerField(verbose_name=_("price (minor units)"))
+    fee_minor = models.PositiveIntegerField(default=0, verbose_name=_("fee (minor units)"))
+    created_at = models.DateTimeField(verbose_name=_("created at"))
+    ended_at = models.DateTimeField(null=True, blank=True, verbose_name=_("ended at"))
+
+    class Meta:
+        verbose_name = _("exchange listing")
+        verbose_name_plural = _("exchange listings")
+        ordering = ["drop", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=ListingState.values), name="holds_listing_state_valid"
+            ),
+            # The seller is refunded something: the fee takes less than the price.
+            models.CheckConstraint(
+                condition=Q(fee_minor__lt=models.F("price_minor")), name="holds_listing_fee_below_price"
+            ),
+            models.CheckConstraint(
+                condition=Q(hold__isnull=True, state__in=["listed", "withdrawn", "kept"])
+                | Q(hold__isnull=False, state__in=["offered", "sold", "paid"]),
+                name="holds_listing_hold_matches_state",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["drop", "id"], condition=Q(state="listed"), name="holds_listing_waiting"),
+        ]
+
+    def __str__(self) -> str:
+        return gettext("listing %(number)s (%(state)s)") % {
+            "number": self.pk,
+            "state": self.get_state_display(),
+        }

@@ -227,6 +227,14 @@ SELECT (SELECT count(*) FROM ended), {stock.GIVEN_BACK},
        (SELECT ld.id FROM ended JOIN shop_drop ld ON ld.id = ended.drop_id AND ld.waiting_room)
 """
 
+# An exchange offer's listing is sold with its hold, as a CTE after `sold` (id, drop_id, exchange):
+# the unit now counts in the new buyer's hold, and the seller's refund waits for the capture.
+SELL_LISTING = """listing AS (
+    UPDATE holds_listing l SET state = 'sold'
+      FROM sold WHERE sold.exchange AND l.hold_id = sold.id AND l.state = 'offered'
+    RETURNING l.id
+)"""
+
 # HELD -> SOLD while the hold has not expired: clock_timestamp(), not now(), so a confirm
 # that waited for the row lock checks the time it actually decides at. Locks the hold
 # row, then its unit rows. 1 row: sold; 0 rows: expired, released or already sold.
@@ -235,25 +243,31 @@ CONFIRM_HOLD = f"""
 WITH sold AS (
     UPDATE holds_hold SET state = 'sold', ended_at = now()
      WHERE id = %(hold)s AND state = 'held' AND expires_at > clock_timestamp()
-    RETURNING id, drop_id
-), {stock.MARK_SOLD}
+    RETURNING id, drop_id, exchange
+), {stock.MARK_SOLD}, {SELL_LISTING}
 SELECT (SELECT count(*) FROM sold)
 """
 
 # Refund `units` more of a sold hold's units, and with restock put them back on sale
-# (inventory's RESTOCK). Locks the hold row, then its stock rows. Returns (holds changed, units
-# back, the drop if they went to its waiting room's line): (1, n, drop or NULL) done; (0, 0, NULL)
-# not sold, or more than its unrefunded units.
-# Protects: a unit is refunded once and comes back once (also holds_hold_refunds_within_sold).
+# (inventory's RESTOCK); a unit bought through the exchange and cancelled before its capture goes
+# back to its listing instead (no stock: the seller still owns it). Locks the hold row, then its
+# stock rows (or its listing). Returns (holds changed, units back, the drop if they went to its
+# waiting room's line): (1, n, drop or NULL) done; (0, 0, NULL) not sold, or more than its
+# unrefunded units (listed ones are not refundable). Protects: a unit is refunded once and comes
+# back once (also holds_hold_refunds_within_sold, holds_hold_exchange_within_sold).
 REFUND_UNITS = f"""
 WITH back AS (
     UPDATE holds_hold
        SET refunded = refunded + %(units)s,
            restocked = restocked + CASE WHEN %(restock)s THEN %(units)s ELSE 0 END
-     WHERE id = %(hold)s AND state = 'sold' AND refunded + %(units)s <= quantity
-    RETURNING id, drop_id, CASE WHEN %(restock)s THEN %(units)s ELSE 0 END AS units, bucket_index
-), {stock.RESTOCK}
-SELECT (SELECT count(*) FROM back), {stock.RESTOCKED},
+     WHERE id = %(hold)s AND state = 'sold' AND refunded + listed + %(units)s <= quantity
+    RETURNING id, drop_id, CASE WHEN %(restock)s THEN %(units)s ELSE 0 END AS units, bucket_index, exchange
+), {stock.RESTOCK}, relisted AS (
+    UPDATE holds_listing l SET state = 'listed', hold_id = NULL
+      FROM back WHERE back.exchange AND back.units > 0 AND l.hold_id = back.id AND l.state = 'sold'
+    RETURNING l.id
+)
+SELECT (SELECT count(*) FROM back), {stock.RESTOCKED} + (SELECT count(*) FROM relisted),
        (SELECT ld.id FROM back JOIN shop_drop ld ON ld.id = back.drop_id AND ld.waiting_room)
 """
 
@@ -380,37 +394,49 @@ RETURNING = f"({stock.RETURNED} + CASE WHEN d.waiting_room THEN {EXPIRED_UNRECLA
 # Units a claim could get per drop (available plus expired, unreclaimed); read only.
 CLAIMABLE_BY_DROP = f"SELECT d.id, {CLAIMABLE} FROM shop_drop d WHERE d.id = ANY(%(drops)s)"
 
+# A listing whose unit is on the exchange (l = holds_listing): waiting for a ticket, or offered to
+# one whose offer has ended (it goes to the next). Offered and live, the unit is that offer's held
+# unit; sold, it is the new buyer's.
+ON_EXCHANGE = """(l.state = 'listed' OR (l.state = 'offered' AND EXISTS (
+       SELECT 1 FROM holds_hold lh WHERE lh.id = l.hold_id AND lh.state IN ('expired', 'released'))))"""
+
 # The same per variant, for the variants of a drop in position order: (variant, name, quantity,
-# available, held, sold, refunded). Read only; one statement, one snapshot.
+# available, held, sold, refunded, exchange). Read only; one statement, one snapshot.
 INVARIANT_BY_VARIANT = f"""
 SELECT v.id, v.name, v.quantity, {stock.VARIANT_OPEN} + {stock.variant_returned("v")},
-       COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.refunded, 0)
+       COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.refunded, 0), COALESCE(x.units, 0)
   FROM shop_variant v
   LEFT JOIN LATERAL (
        SELECT sum(quantity) FILTER (WHERE state = 'held') AS held,
-              sum(quantity - refunded) FILTER (WHERE state = 'sold') AS sold,
-              sum(refunded - restocked) FILTER (WHERE state = 'sold') AS refunded
+              sum(quantity - refunded - listed) FILTER (WHERE state = 'sold') AS sold,
+              sum(refunded - restocked - resold) FILTER (WHERE state = 'sold') AS refunded
          FROM holds_hold WHERE drop_id = v.drop_id AND variant_id = v.id
   ) h ON true
+  LEFT JOIN LATERAL (
+       SELECT count(*) AS units FROM holds_listing l JOIN holds_hold s ON s.id = l.seller_hold_id
+        WHERE l.drop_id = v.drop_id AND s.variant_id = v.id AND {ON_EXCHANGE}
+  ) x ON true
  WHERE v.drop_id = %(drop)s
  ORDER BY v.position
 """
 
-# available + held + sold + refunded = quantity, all terms from one statement, so one snapshot.
-# A refunded unit leaves `sold`; put back on sale it is available again, else it counts as
-# refunded. Read only. Units mode counts unit rows; the hold sums must agree with them (a unit
-# refunded and kept off sale keeps its sold row).
+# available + held + sold + refunded + exchange = quantity, all terms from one statement, so one
+# snapshot. A refunded unit leaves `sold`; put back on sale it is available again, resold through
+# the exchange it is the new buyer's, else it counts as refunded. A unit on the exchange leaves its
+# seller's `sold` until it is resold or kept. Read only. Units mode counts unit rows; the hold sums
+# must agree with them (a unit refunded and kept off sale keeps its sold row).
 INVARIANT = f"""
 SELECT d.quantity, {stock.AVAILABLE},
        COALESCE(h.held, 0), COALESCE(h.sold, 0), COALESCE(h.refunded, 0), COALESCE(h.expired_unreclaimed, 0),
        COALESCE(h.expired_holds, 0),
        {stock.UNITS_HELD}, {stock.UNITS_SOLD},
-       d.inventory_mode
+       d.inventory_mode,
+       (SELECT count(*) FROM holds_listing l WHERE l.drop_id = d.id AND {ON_EXCHANGE})
   FROM shop_drop d
   LEFT JOIN LATERAL (
        SELECT sum(quantity) FILTER (WHERE state = 'held') AS held,
-              sum(quantity - refunded) FILTER (WHERE state = 'sold') AS sold,
-              sum(refunded - restocked) FILTER (WHERE state = 'sold') AS refunded,
+              sum(quantity - refunded - listed) FILTER (WHERE state = 'sold') AS sold,
+              sum(refunded - restocked - resold) FILTER (WHERE state = 'sold') AS refunded,
               sum(quantity) FILTER (WHERE state = 'held' AND expires_at <= now()) AS expired_unreclaimed,
               count(*) FILTER (WHERE state = 'expired') AS expired_holds
          FROM holds_hold WHERE drop_id = d.id

@@ -182,13 +182,16 @@ def dashboard_words() -> dict[str, object]:
             "held": gettext("held"),
             "sold": gettext("sold"),
             "refunded": gettext("refunded"),
+            "exchange": gettext("on the exchange"),
             "drift": gettext("drift"),
         },
         "taken": gettext("taken, net of refunds"),
         "taken_title": gettext("What the confirmed orders of this drop paid, less what was refunded"),
         "expired": gettext("expired, unreclaimed"),
         "drift_long": gettext("drift (0 = every unit counted once)"),
-        "drift_title": gettext("quantity minus available, held, sold and refunded; not 0 pauses the drop"),
+        "drift_title": gettext(
+            "quantity minus available, held, sold, refunded and on the exchange; not 0 pauses the drop"
+        ),
         "stranded": gettext("stranded (too thin to claim)"),
         "stranded_title": gettext(
             "Units no single bucket can serve at the per-buyer limit; the next claim gathers them"

@@ -27,7 +27,6 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from admission import services as admission
-from catalogue import selectors as catalogue
 from checkout import outbox, push, raffles, reminders
 from checkout import selectors as payments
 from checkout import services as checkout
@@ -42,7 +41,7 @@ POLL_SECONDS = 1.0  # how often each web process asks for late duties
 
 
 def _offer_returns() -> int:
-    return offers.offer_all(catalogue.active_drops(timezone.now()))
+    return offers.tick(timezone.now())
 
 
 def _sweep() -> dict[str, int]:

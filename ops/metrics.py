@@ -49,6 +49,7 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
             ({"drop": slug, "state": "held"}, state.held),
             ({"drop": slug, "state": "sold"}, state.sold),
             ({"drop": slug, "state": "refunded"}, state.refunded),
+            ({"drop": slug, "state": "exchange"}, state.exchange),
             ({"drop": slug, "state": "expired"}, state.expired_holds),
         ]
         expired_unsold.append(({"drop": slug}, state.expired_unreclaimed))
@@ -57,7 +58,7 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
     return [
         Gauge(
             "floodgate_holds",
-            "Units held, sold, and refunded (kept off sale), and the number of expired holds, per drop.",
+            "Units held, sold, refunded (kept off sale) and on the exchange, and expired holds, per drop.",
             holds,
         ),
         Gauge(

@@ -13,6 +13,7 @@ under the drop's WAVE lock (one offerer, and no wave, at a time).
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from django.db import OperationalError, connection, transaction
@@ -22,9 +23,11 @@ from django_redis import get_redis_connection
 from admission import services as line
 from admission import state
 from admission.models import Queue
+from catalogue import selectors as catalogue
 from core import locks
 from holds import services, sql
 from inventory import services as stock
+from sale import exchange
 from shop.models import Drop, DropState
 
 log = logging.getLogger(__name__)
@@ -134,7 +137,12 @@ def offer_now(drop_id: int) -> int:
     The pending flag is cleared first: a return after this sends the next task."""
     get_redis_connection().delete(services.OFFER_PENDING.format(drop_id))
     drop = Drop.objects.filter(pk=drop_id).first()
-    return offer_returns(drop, wait=True) if drop is not None else 0
+    if drop is None:
+        return 0
+    made = offer_returns(drop, wait=True)
+    if drop.exchange_closes_at is not None:  # a unit back from an exchange buyer's cancel
+        made += exchange.offer_listings(drop, wait=True)
+    return made
 
 
 def offer_all(drops: list[Drop]) -> int:
@@ -146,3 +154,9 @@ def offer_all(drops: list[Drop]) -> int:
         except Exception:  # one drop's trouble must not stop the others' offers
             log.exception("offers: drop %s failed", drop.pk)
     return total
+
+
+def tick(now: datetime) -> int:
+    """Beat's offer step (and a web process's in the worker's place): the returned units of the drops
+    on sale, then the exchanges' listed units."""
+    return offer_all(catalogue.active_drops(now)) + exchange.offer_all()

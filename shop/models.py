@@ -308,6 +308,26 @@ class Drop(models.Model):
         ),
         verbose_name=_("draw waits for the round (seconds)"),
     )
+    # The face-value exchange (sale/exchange.py): after the sale, buyers with a confirmed order may put
+    # units back at the price they paid; each goes to the next ticket in the line. Empty: no exchange.
+    exchange_closes_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text=_(
+            "Waiting room: after the sale, buyers may put units back at the price they paid until this "
+            "time; each goes to the next buyer in line, and the seller is refunded once it is paid. "
+            "Empty: no exchange."
+        ),
+        verbose_name=_("exchange closes at"),
+    )
+    exchange_fee_minor = models.PositiveIntegerField(
+        default=0,
+        help_text=_(
+            "Kept from the seller's refund for each unit resold through the exchange, in minor units "
+            "(cents). The public report shows it."
+        ),
+        verbose_name=_("exchange fee (minor units)"),
+    )
     redis_gate = models.BooleanField(
         default=False,
         help_text=_(
@@ -426,6 +446,17 @@ class Drop(models.Model):
                 name="shop_drop_raffle_has_waiting_room",
                 violation_error_message=_("A raffle takes its entries through the waiting room; turn it on."),
             ),
+            # The exchange offers units through the line, and moves counted units (a named unit's
+            # row would have to change hands too: not built).
+            models.CheckConstraint(
+                condition=Q(exchange_closes_at__isnull=True)
+                | (Q(waiting_room=True, exchange_closes_at__gt=F("ends_at")) & ~Q(inventory_mode="units")),
+                name="shop_drop_exchange_after_sale",
+                violation_error_message=_(
+                    "An exchange needs the waiting room, counted units (not labelled ones) and a close "
+                    "after the drop's end."
+                ),
+            ),
             models.CheckConstraint(
                 condition=Q(inventory_mode__in=InventoryMode.values),
                 name="shop_drop_inventory_mode_valid",
@@ -447,6 +478,7 @@ class Drop(models.Model):
         "shop_drop_buckets_within_quantity": "bucket_count",
         "shop_drop_presale_before_start": "presale_starts_at",
         "shop_drop_presale_first_come": "presale_starts_at",
+        "shop_drop_exchange_after_sale": "exchange_closes_at",
     }
 
     def validate_constraints(self, exclude: Collection[str] | None = None) -> None:

@@ -128,6 +128,14 @@ def line(
     return Price(net_minor=shown, tax_minor=tax, rate=rate, currency=product.currency, off_minor=taken)
 
 
+def resale(product: Product, gross_minor: int) -> Price:
+    """One unit resold at `gross_minor` (what its first buyer paid for it, or less: the face-value
+    exchange): that is the price whatever the shop's tax setting, the product's rate inside it."""
+    rate = Decimal(product.tax_rate)
+    tax = _half_up(gross_minor * rate / (HUNDRED + rate))
+    return Price(net_minor=gross_minor - tax, tax_minor=tax, rate=rate, currency=product.currency)
+
+
 def fee(shown: int, *, rate: Decimal, currency: str, prices_include_tax: bool | None = None) -> Price:
     """A shipping fee of `shown` minor units, as the shop shows prices (gross where prices include
     tax, net where tax is added), taxed at `rate`: rounded once, as a line is."""

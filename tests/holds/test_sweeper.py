@@ -61,11 +61,21 @@ def test_check_invariant_prints_json_and_fails_on_drift() -> None:
         "held": 0,
         "sold": 0,
         "refunded": 0,
+        "exchange": 0,
         "expired_unreclaimed": 0,
         "expired_holds": 0,
         "drift": 0,
         "variants": [
-            {"name": "", "quantity": 7, "available": 7, "held": 0, "sold": 0, "refunded": 0, "drift": 0}
+            {
+                "name": "",
+                "quantity": 7,
+                "available": 7,
+                "held": 0,
+                "sold": 0,
+                "refunded": 0,
+                "exchange": 0,
+                "drift": 0,
+            }
         ],
     }
 

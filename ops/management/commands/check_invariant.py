@@ -12,7 +12,7 @@ from shop.models import Drop
 
 class Command(BaseCommand):
     help = (
-        "Check available + held + sold + refunded = quantity for a drop and each of its variants; "
+        "Check available + held + sold + refunded + exchange = quantity for a drop and each of its variants; "
         "exit 1 on drift in any."
     )
 
