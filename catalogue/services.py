@@ -216,6 +216,8 @@ def create_drop(
     variants: list[NewVariant] | None = None,
     presale_starts_at: datetime | None = None,
     shipping_zones: list[ShippingZone] | None = None,
+    exchange_closes_at: datetime | None = None,
+    exchange_fee_minor: int = 0,
 ) -> Drop:
     """Create a drop (and its product if new) with its variants and their stock rows, and a new
     product's shipping zones; InvalidInput writes nothing. With `rehearsal_of`, it is that drop's
@@ -260,6 +262,8 @@ def create_drop(
         draw_round_wait_seconds=draw_round_wait_seconds,
         redis_gate=redis_gate,
         rehearsal_of=rehearsal_of,
+        exchange_closes_at=exchange_closes_at,
+        exchange_fee_minor=exchange_fee_minor,
     )
     try:
         drop.full_clean(exclude=["product"])  # the drop's own fields first: a bad slug is the news

@@ -45,6 +45,7 @@ from inventory import services as inventory
 from ops import access, dashboard, presale_admin, rehearsal, sales, switch
 from ops.variant_admin import Plan, VariantFormSet, VariantInline
 from shop.models import (
+    EXCHANGE_RULE,
     Drop,
     DropFormat,
     DropState,
@@ -93,6 +94,12 @@ class DropForm(forms.ModelForm):
         if self.instance.pk is None and "quantity" in self.fields:
             self.fields["quantity"].required = False
             self.fields["quantity"].help_text = _("Units on sale. With variants below: empty, their sum.")
+        if "exchange_fee_minor" in self.fields:  # a form that does not post it (a script) keeps no fee
+            self.fields["exchange_fee_minor"].required = False
+
+    def clean_exchange_fee_minor(self) -> int:
+        fee = self.cleaned_data.get("exchange_fee_minor")
+        return self.instance.exchange_fee_minor if fee is None else int(fee)
 
     class Meta:
         model = Drop
@@ -115,6 +122,8 @@ class DropForm(forms.ModelForm):
             "admission_percent",
             "join_work_bits",
             "redis_gate",
+            "exchange_closes_at",
+            "exchange_fee_minor",
         ]
 
     def clean(self) -> dict[str, Any]:
@@ -124,6 +133,12 @@ class DropForm(forms.ModelForm):
         data["waiting_room"] = chosen != DropFormat.FIRST_COME
         data["raffle"] = chosen == DropFormat.RAFFLE
         self.instance.waiting_room, self.instance.raffle = data["waiting_room"], data["raffle"]
+        closes, ends = data.get("exchange_closes_at"), data.get("ends_at") or self.instance.ends_at
+        mode = data.get("inventory_mode") or self.instance.inventory_mode
+        if closes is not None and (
+            not data["waiting_room"] or mode == InventoryMode.UNITS or (ends is not None and closes <= ends)
+        ):
+            self.add_error("exchange_closes_at", EXCHANGE_RULE)  # the constraint, said beside its field
         text = str(data.get("unit_labels") or "")
         upload = data.get("unit_labels_file")
         if upload is not None:
@@ -299,6 +314,7 @@ class DropAdmin(admin.ModelAdmin):
                 ],
             },
         ),
+        (_("Face-value exchange"), {"fields": ["exchange_closes_at", "exchange_fee_minor"]}),
         (_("Kill switch"), {"fields": ["paused", "paused_at", "paused_by", "pause_reason"]}),
         (_("Rehearsal"), {"fields": ["last_rehearsal"]}),
     ]

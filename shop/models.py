@@ -160,6 +160,11 @@ class DropState(models.TextChoices):
     ENDED = "ended", _("Ended")
 
 
+EXCHANGE_RULE = _(
+    "An exchange needs the waiting room, counted units (not labelled ones) and a close after the drop's end."
+)
+
+
 class InventoryMode(models.TextChoices):
     """How a drop's stock is kept (inventory/): counters of identical units, or a row per unit."""
 
@@ -452,10 +457,7 @@ class Drop(models.Model):
                 condition=Q(exchange_closes_at__isnull=True)
                 | (Q(waiting_room=True, exchange_closes_at__gt=F("ends_at")) & ~Q(inventory_mode="units")),
                 name="shop_drop_exchange_after_sale",
-                violation_error_message=_(
-                    "An exchange needs the waiting room, counted units (not labelled ones) and a close "
-                    "after the drop's end."
-                ),
+                violation_error_message=EXCHANGE_RULE,
             ),
             models.CheckConstraint(
                 condition=Q(inventory_mode__in=InventoryMode.values),

@@ -46,12 +46,16 @@ def provider(payment_provider: str, settings) -> str:
 
 
 def exchange_drop(units: int, *, fee: int = FEE) -> Drop:
-    drop = make_drop(quantity=units, waiting_room=True, per_buyer_limit=1, price_minor=PRICE)
-    Drop.objects.filter(pk=drop.pk).update(
-        exchange_closes_at=drop.ends_at + timedelta(days=1), exchange_fee_minor=fee
+    ends = timezone.now() + timedelta(hours=1)
+    return make_drop(
+        quantity=units,
+        waiting_room=True,
+        per_buyer_limit=1,
+        price_minor=PRICE,
+        ends_at=ends,
+        exchange_closes_at=ends + timedelta(days=1),
+        exchange_fee_minor=fee,
     )
-    drop.refresh_from_db()
-    return drop
 
 
 def close_exchange(drop: Drop) -> None:

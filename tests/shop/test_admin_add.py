@@ -176,3 +176,28 @@ def test_a_merchant_uploads_a_product_picture_and_buyers_see_it(roles: None, tmp
     assert served.status_code == 200 and served["Content-Type"] == "image/png"
     assert b"".join(served.streaming_content).startswith(b"\x89PNG")
     assert escaped.status_code in (400, 404)  # nothing outside MEDIA_ROOT is served
+
+
+def test_a_waiting_room_drop_gets_a_face_value_exchange_and_a_first_come_one_is_told_why_not(
+    roles: None,
+) -> None:
+    form = add_form()
+    closes = timezone.now() + timedelta(days=2)
+    exchange = {"exchange_closes_at_0": closes.strftime("%Y-%m-%d"), "exchange_closes_at_1": "12:00:00"}
+
+    client = merchant()
+    refused = client.post("/admin/shop/drop/add/", {**form, **exchange, "exchange_fee_minor": "150"})
+
+    assert refused.status_code == 200
+    errors = refused.context["adminform"].form.errors
+    assert "An exchange needs the waiting room" in str(errors["exchange_closes_at"])
+    assert not Drop.objects.filter(slug="tees").exists()
+
+    answer = client.post(
+        "/admin/shop/drop/add/", {**form, **exchange, "exchange_fee_minor": "150", "format": "waiting_room"}
+    )
+
+    assert answer.status_code == 302, answer.context["adminform"].form.errors if answer.context else answer
+    drop = Drop.objects.get(slug="tees")
+    assert (drop.waiting_room, drop.exchange_fee_minor) == (True, 150)
+    assert drop.exchange_closes_at is not None and drop.exchange_closes_at > drop.ends_at
