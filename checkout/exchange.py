@@ -24,7 +24,7 @@ from checkout import refunds
 from checkout.models import Order, OrderState, Payment, PaymentState, Refund
 from core.errors import FloodgateError, InvalidInput, NotFound, fill
 from holds import services as holds
-from holds.models import Listing, ListingState
+from holds.models import Hold, Listing, ListingState
 from sale import sql as exchange_sql
 
 log = logging.getLogger(__name__)
@@ -152,6 +152,45 @@ def withdraw(*, order_id: int, buyer_id: int) -> Listed:
         if not cursor.fetchone()[0]:
             raise NotListable(gettext_lazy("None of this order's units is waiting on the exchange."))
     return Listed(order, listings_of(order))
+
+
+@dataclass(frozen=True)
+class Standing:
+    """The order's place on the drop's exchange, as its page shows it."""
+
+    trading: bool  # the exchange takes listings now
+    closed: bool  # and never again
+    listable: int  # units the buyer may list now
+    price_minor: int  # what the next buyer pays for one, by default
+    refund_minor: int  # what the seller gets back for one
+    listings: list[Listing]
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for x in self.listings if x.state == ListingState.LISTED)
+
+
+def standing(order: Order) -> Standing | None:
+    """None: the drop has no exchange, or the order was never confirmed."""
+    if order.drop.exchange_closes_at is None or order.state not in {
+        OrderState.CONFIRMED,
+        OrderState.REFUNDED,
+    }:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(exchange_sql.EXCHANGE_STATE, {"drop": order.drop_id})
+        trading, closed = cursor.fetchone()
+    captured = Payment.objects.filter(order=order, state=PaymentState.CAPTURED).exists()
+    left = order.quantity - order.refunded_quantity - Hold.objects.get(pk=order.hold_id).listed
+    price = unit_price(order)
+    return Standing(
+        trading=trading,
+        closed=closed,
+        listable=left if trading and captured and order.state == OrderState.CONFIRMED else 0,
+        price_minor=price,
+        refund_minor=max(0, price - order.drop.exchange_fee_minor),
+        listings=listings_of(order),
+    )
 
 
 def listings_of(order: Order) -> list[Listing]:

@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from catalogue import selectors as catalogue
-from checkout import cards, emails, invoices, refunds, reminders, selectors, services, stripe_page
+from checkout import cards, emails, exchange, invoices, refunds, reminders, selectors, services, stripe_page
 from checkout.models import EVENT_ID_MAX, Payment, PaymentState
 from checkout.providers import get_provider
 from checkout.providers.base import BadWebhook, PermanentProviderError, ProviderError
@@ -68,8 +68,35 @@ def order(request: HttpRequest, order_id: int) -> HttpResponse:
         "cancellable": selectors.cancellable(found),
         "shipment": selectors.shipment_answer(found),
         "invoices": invoices.of_order(found.pk),
+        "exchange": exchange.standing(found),
     }
     return render(request, "checkout/order.html", context)
+
+
+@require_POST
+@login_required
+def order_exchange(request: HttpRequest, order_id: int) -> HttpResponse:
+    """The order page's exchange form: put units on it (action=list) or take them back (withdraw)."""
+    try:
+        if request.POST.get("action") == "withdraw":
+            exchange.withdraw(order_id=order_id, buyer_id=signed_in(request))
+            messages.success(request, _("Taken back: the units nobody was offered yet are yours again."))
+        else:
+            quantity = request.POST.get("quantity", "1")
+            exchange.list_units(
+                order_id=order_id,
+                buyer_id=signed_in(request),
+                quantity=int(quantity) if quantity.isascii() and quantity.isdigit() else quantity,
+            )
+            messages.success(
+                request,
+                _(
+                    "On the exchange: the next buyer in line gets the offer; once they pay, you are refunded."
+                ),
+            )
+    except FloodgateError as error:
+        messages.error(request, error.detail)
+    return redirect("order", order_id=order_id)
 
 
 @login_required

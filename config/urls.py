@@ -86,6 +86,7 @@ urlpatterns = [
     path("orders/", checkout_views.orders, name="orders"),
     path("orders/<int:order_id>/", checkout_views.order, name="order"),
     path("orders/<int:order_id>/cancel", checkout_views.cancel, name="order-cancel"),
+    path("orders/<int:order_id>/exchange", checkout_views.order_exchange, name="order-exchange"),
     path("orders/<int:order_id>/invoices/<int:invoice_id>.pdf", checkout_views.invoice, name="order-invoice"),
     path("checkout/webhooks/<str:provider>", checkout_views.webhook, name="webhook"),
     path("checkout/stripe/<str:intent_id>", checkout_views.stripe_pay, name="stripe-pay"),

@@ -547,7 +547,9 @@ def change_variant(*, hold: Hold, buyer_id: int, name: object) -> Hold:
             cursor.execute(sql.OFFER_WAIT_TIMEOUT)  # behind a wave or an offerer a moment, never long
             if drop.waiting_room:
                 locks.lock(cursor, locks.Namespace.WAVE, drop.pk)
-            cursor.execute(sql.LOCK_HOLD_FOR_EXCHANGE, {"hold": hold.pk, "drop": drop.pk, "buyer": buyer_id})
+            cursor.execute(
+                sql.LOCK_HOLD_FOR_SIZE_CHANGE, {"hold": hold.pk, "drop": drop.pk, "buyer": buyer_id}
+            )
             row = cursor.fetchone()
             if row is None:
                 raise HoldNotActive(

@@ -120,12 +120,13 @@ SELECT c.drop_id, c.uses >= c.max_uses, c.starts_at > now(), c.ends_at <= now(),
 """
 
 # A code entered on the hold page: lock the buyer's hold while it may still take one (held, time
-# not up, payment not started: starting it extends the hold and fixes the price, no code yet).
-# Taken before the code row (core.locks' order). 1 row: locked; 0 rows: it may not.
+# not up, payment not started: starting it extends the hold and fixes the price, no code yet; not an
+# exchange offer, whose price is its listing's). Taken before the code row (core.locks' order).
+# 1 row: locked; 0 rows: it may not.
 LOCK_HOLD_FOR_DISCOUNT = """
 SELECT id FROM holds_hold
  WHERE drop_id = %(drop)s AND id = %(hold)s AND buyer_id = %(buyer)s AND state = 'held'
-   AND expires_at > now() AND NOT extended AND discount_code_id IS NULL
+   AND expires_at > now() AND NOT extended AND discount_code_id IS NULL AND NOT exchange
    FOR UPDATE
 """
 
@@ -338,11 +339,12 @@ SELECT 1 FROM holds_hold
 """
 
 # A held hold of the buyer whose payment has not started (the price is fixed once it has), locked
-# for a change of variant: (quantity, variant, bucket index). No row: not the buyer's, ended, or paying.
-LOCK_HOLD_FOR_EXCHANGE = """
+# for a change of variant: (quantity, variant, bucket index). No row: not the buyer's, ended, paying,
+# or an offer of a unit on the face-value exchange (that unit is one seller's, in its size).
+LOCK_HOLD_FOR_SIZE_CHANGE = """
 SELECT quantity, variant_id, bucket_index FROM holds_hold
  WHERE id = %(hold)s AND drop_id = %(drop)s AND buyer_id = %(buyer)s AND state = 'held' AND expires_at > now()
-   AND NOT extended
+   AND NOT extended AND NOT exchange
    FOR UPDATE
 """
 

@@ -83,11 +83,19 @@ def _hold_page(request: HttpRequest, found: Hold, form: AddressForm | None = Non
         "order": order,
         # Once payment started, the order's snapshot: what is charged even if the rate changed since.
         "price": order.charge if order is not None else selectors.hold_total(found),
-        "each_minor": found.variant.unit_price(product) if found.variant else product.price_minor,
+        "each_minor": (
+            found.listing.price_minor  # an offer of a unit on the exchange: its seller's price
+            if found.exchange
+            else found.variant.unit_price(product)
+            if found.variant
+            else product.price_minor
+        ),
         # An ended hold offers "reserve again" while the drop still has units on sale.
         "on_sale": state in {"released", "expired"} and catalogue.on_sale(found.drop),
         # A code may be entered while held and before payment starts (the price is fixed then).
-        "takes_discount": state == "held" and not found.extended and found.discount_code_id is None,
+        "takes_discount": state == "held"
+        and not (found.extended or found.exchange)
+        and found.discount_code_id is None,
         "discounted": selectors.hold_price(found) if found.discount_code_id is not None else None,
     }
     if state == "held":
@@ -95,7 +103,7 @@ def _hold_page(request: HttpRequest, found: Hold, form: AddressForm | None = Non
         first_window = (found.expires_at - found.created_at).total_seconds() / (1 + found.more_time / 2)
         context["warn_seconds"] = int(max(20, min(60, first_window / 3)))
         context["more_time_left"] = 0 if found.extended else MORE_TIME_MAX - found.more_time
-    if state == "held" and not found.extended and catalogue.on_sale(found.drop):  # while its price is open
+    if state == "held" and not (found.extended or found.exchange) and catalogue.on_sale(found.drop):
         context["sizes"] = sizes_for(found)
     if product.ships and found.shipping_address_id is None and state == "held":
         context["shipping_from"] = shipping.lowest_fee(product)  # the zone is known with the address

@@ -479,3 +479,31 @@ def test_control_without_the_listing_guard_concurrent_offerers_offer_a_unit_twic
     offers = exchange_offers(drop)
     assert len(offers) > 10  # more offers than listed units
     assert invariant(drop_id=drop.pk).drift != 0
+
+
+def test_the_order_page_puts_a_unit_on_the_exchange_and_takes_it_back(make_buyers) -> None:
+    drop = exchange_drop(1)
+    line = in_line(drop.pk, make_buyers(2))
+    [order] = sold_out_to(drop, line, range(1, 2)).values()
+    page = Client()
+    page.force_login(order.buyer)
+    url = f"/orders/{order.pk}/"
+
+    shown = page.get(url).content.decode()
+    assert 'id="exchange-form"' in shown and "€46.50" in shown  # the price less the fee comes back
+    answer = page.post(f"/orders/{order.pk}/exchange", {"action": "list"}, follow=True)
+    shown = answer.content.decode()
+    assert "waiting for the next buyer in line" in shown and 'id="exchange-form"' not in shown
+    assert invariant(drop_id=drop.pk).exchange == 1
+    refused = page.post(f"/orders/{order.pk}/exchange", {"action": "list", "quantity": "x"}, follow=True)
+    assert "quantity must be a whole number" in refused.content.decode()
+
+    answer = page.post(f"/orders/{order.pk}/exchange", {"action": "withdraw"}, follow=True)
+    assert "taken back" in answer.content.decode()
+    assert invariant(drop_id=drop.pk).exchange == 0
+    stranger = Client()
+    stranger.force_login(
+        Order.objects.get(pk=order.pk).buyer.__class__.objects.exclude(pk=order.buyer_id).first()
+    )
+    assert stranger.post(f"/orders/{order.pk}/exchange", {"action": "list"}).status_code == 302
+    assert not Listing.objects.filter(state=ListingState.LISTED).exists()
