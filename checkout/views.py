@@ -90,9 +90,7 @@ def order_exchange(request: HttpRequest, order_id: int) -> HttpResponse:
             )
             messages.success(
                 request,
-                _(
-                    "On the exchange: the next buyer in line gets the offer; once they pay, you are refunded."
-                ),
+                _("On the exchange: the next buyer in line gets the offer; once they pay, you are refunded."),
             )
     except FloodgateError as error:
         messages.error(request, error.detail)

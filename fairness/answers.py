@@ -66,11 +66,27 @@ class Waits(Closed):
     p99_seconds: NonNegativeFloat | None
 
 
+class Exchange(Closed):
+    closed_at: Moment = Field(description="When the face-value exchange closed")
+    fee_minor: NonNegativeInt = Field(
+        description="The shop's fee per unit resold, kept from the seller's refund"
+    )
+    listed: NonNegativeInt = Field(description="Units buyers put back at the price they paid")
+    resold: NonNegativeInt = Field(description="Of those, units the next buyers in line paid for")
+    kept: NonNegativeInt = Field(description="Units nobody took before the close: their sellers kept them")
+    withdrawn: NonNegativeInt = Field(
+        description="Units their sellers took back before anyone was offered them"
+    )
+    fees_minor: NonNegativeInt = Field(description="The fees kept on the units resold")
+
+
 class Figures(Closed):
     drop: str
     units: Units
     holds_expired: NonNegativeInt
-    offers: list[Offered] = Field(description="Returned units offered, in the order they were offered")
+    offers: list[Offered] = Field(
+        description="Returned units (and units on the exchange) offered, in the order they were offered"
+    )
     offers_in_line_order: bool
     door: Door
     counted: str = Field(description="How the door's counts were kept")
@@ -78,6 +94,7 @@ class Figures(Closed):
     draw: DrawSummary | None
     admissions: Admissions | None
     waits: Waits | None
+    exchange: Exchange | None = Field(None, description="null: the drop had no face-value exchange")
 
 
 class Report(Closed):

@@ -17,6 +17,7 @@ from itertools import pairwise
 from typing import Any
 
 from django.db import connection, transaction
+from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from admission import draw, tally
@@ -26,6 +27,7 @@ from core.errors import FloodgateError, NotFound, fill
 from fairness import merkle, outcomes, sql
 from fairness.models import Report
 from holds.counts import Invariant, invariant
+from sale import exchange
 from shop.models import Drop, DropState
 
 # Said beside the door's counts: what they are and what they are not.
@@ -47,6 +49,8 @@ def report(drop: Drop, *, with_leaves: bool = False) -> Report:
     found = (kept if with_leaves else kept.defer("leaves")).first()
     if found is not None:
         return found
+    if drop.exchange_closes_at is not None and drop.exchange_closes_at <= timezone.now():
+        exchange.offer_listings(drop)  # an exchange that closed with units on it: their sellers keep them
     # Every figure and outcome from one snapshot (an enclosing transaction keeps its own level),
     # and "over" by the database's clock, the one the claims read.
     outer = connection.in_atomic_block
@@ -62,8 +66,17 @@ def report(drop: Drop, *, with_leaves: bool = False) -> Report:
                     ends=format(drop.ends_at, "%Y-%m-%d %H:%M"),
                 )
             )
+        if drop.exchange_closes_at is not None and now < drop.exchange_closes_at:
+            raise NotPublished(
+                fill(
+                    gettext_lazy(
+                        "This drop's report is published when its exchange closes, at %(ends)s UTC."
+                    ),
+                    ends=format(drop.exchange_closes_at, "%Y-%m-%d %H:%M"),
+                )
+            )
         stock = invariant(drop_id=drop.pk)
-        if stock.held:
+        if stock.held or stock.exchange:
             raise NotPublished(
                 gettext_lazy(
                     "This drop's report is published once the last buyer holding a unit has paid or run "
@@ -113,6 +126,19 @@ def figures(drop: Drop, every: list[outcomes.Outcome], *, stock: Invariant) -> d
     }
     if drop.waiting_room:
         body |= _line(drop, offered_at={place: at for _, place, at in made if place is not None})
+    if drop.exchange_closes_at is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql.EXCHANGE, {"drop": drop.pk})
+            listed, resold, kept, withdrawn, fees = cursor.fetchone()
+        body["exchange"] = {
+            "closed_at": drop.exchange_closes_at.isoformat(),
+            "fee_minor": drop.exchange_fee_minor,
+            "listed": listed,
+            "resold": resold,
+            "kept": kept,
+            "withdrawn": withdrawn,
+            "fees_minor": fees,
+        }
     return body
 
 

@@ -43,3 +43,11 @@ SELECT coalesce(sum(refunded), 0), coalesce(sum(restocked), 0), count(*) FILTER 
 # The report is read in one snapshot (fairness/services.py): every figure from the same moment.
 SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 NOW = "SELECT now()"
+
+# The face-value exchange's listings by how they ended: (listed, resold, kept, withdrawn, fees kept).
+EXCHANGE = """
+SELECT count(*), count(*) FILTER (WHERE state IN ('sold', 'paid')), count(*) FILTER (WHERE state = 'kept'),
+       count(*) FILTER (WHERE state = 'withdrawn'), coalesce(sum(fee_minor) FILTER (WHERE state = 'paid'), 0)
+  FROM holds_listing
+ WHERE drop_id = %(drop)s
+"""

@@ -153,13 +153,13 @@
     } else if (!token) {
       $("waiting").hidden = false;
     }
-    if (state === "closed") {
-      stopTokenRefresh();
-    } else if (position === 0 && !token) {
+    if (state === "closed") stopTokenRefresh();
+    if (state !== "closed" && position === 0 && !token) {
       askSoon(spread(jump));  // admitted: the token comes from the API (the broadcast is for everyone)
     } else if (msg.offer === undefined && !offered && (msg.offered_through || 0) >= ticket) {
-      // The socket says returned units were offered through this ticket: ask at once whether
-      // one is ours (an admitted buyer with a token would otherwise hear at its next refresh).
+      // The socket says returned units (or, after the sale, units on the exchange) were offered
+      // through this ticket: ask at once whether one is ours (an admitted buyer with a token would
+      // otherwise hear at its next refresh).
       askSoon(SPREAD_MIN_MS);
     }
     syncTurn(state);

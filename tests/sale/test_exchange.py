@@ -21,6 +21,7 @@ from checkout import exchange, refunds, services
 from checkout.models import Invoice, Order, Payment, PaymentState, Refund, RefundState
 from checkout.providers.base import WebhookEvent as ProviderEvent
 from core.errors import FloodgateError, InvalidInput, NotFound
+from fairness.services import report
 from holds import services as holds
 from holds.counts import invariant
 from holds.models import Hold, Listing, ListingState
@@ -193,6 +194,17 @@ def test_a_listed_unit_goes_to_the_next_ticket_who_pays_and_its_seller_is_refund
     # The seller's refund counted the unit once: a replayed capture pays nobody again.
     services.settle_payment(payment_pk=Payment.objects.get(order=bought).pk)
     assert Refund.objects.filter(order=seller).count() == 1
+    now = timezone.now()
+    Drop.objects.filter(pk=drop.pk).update(
+        starts_at=now - timedelta(hours=2), ends_at=now - timedelta(minutes=1)
+    )
+    with pytest.raises(
+        FloodgateError, match="when its exchange closes"
+    ):  # the sale is over, the exchange not
+        report(Drop.objects.get(pk=drop.pk))
+    close_exchange(drop)
+    exchange_figures = report(Drop.objects.get(pk=drop.pk)).figures["exchange"]
+    assert (exchange_figures["resold"], exchange_figures["fees_minor"]) == (1, FEE)
 
 
 def drop_provider() -> str:
@@ -225,6 +237,16 @@ def test_an_offer_let_go_passes_the_unit_on_and_what_nobody_takes_stays_the_sell
     assert (numbers.sold, numbers.exchange, numbers.drift) == (2, 0, 0)
     assert Hold.objects.get(pk=orders[1].hold_id).listed == 0
     assert not Refund.objects.exists()
+    figures = report(Drop.objects.get(pk=drop.pk)).figures
+    assert {k: v for k, v in figures["exchange"].items() if k != "closed_at"} == {
+        "fee_minor": FEE,
+        "listed": 1,
+        "resold": 0,
+        "kept": 1,
+        "withdrawn": 0,
+        "fees_minor": 0,
+    }
+    assert [o["place"] for o in figures["offers"]] == [3, 4] and figures["offers_in_line_order"]
 
 
 def test_the_seller_takes_back_what_nobody_was_offered(make_buyers) -> None:
