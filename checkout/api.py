@@ -71,7 +71,7 @@ def order_exchange(request: HttpRequest, order_id: str) -> JsonResponse:
         listed = exchange.list_units(
             order_id=pk,
             buyer_id=buyer_id,
-            quantity=body.get("quantity", 1),
+            quantity=1 if body.get("quantity") is None else body["quantity"],
             price_minor=body.get("price_minor"),
         )
         return JsonResponse(selectors.exchange_answer(listed.order, listed.listings).dump(), status=201)

@@ -146,8 +146,13 @@ def request_refund(
         if amount is None:
             # The last units take what is left, so rounded shares still add up to the amount paid;
             # the shipping fee comes back with them, not a share of it with each partial refund.
+            # Not after a resale through the exchange: what is left then holds its fee (and any price
+            # below what was paid), which the buyer does not get for these units.
             goods = order.amount_minor - order.shipping_minor
-            amount = left_money if units == left_units else goods * units // order.quantity
+            last = units == left_units and hold.listed == 0
+            share = goods * units // order.quantity + (order.shipping_minor if last else 0)
+            resold = order.refunds.filter(listing__isnull=False).exists()
+            amount = left_money if last and not resold else min(share, left_money)
         if not 1 <= amount <= left_money:
             raise InvalidInput(
                 f"amount_minor must be between 1 and {left_money}, what is left of {order.amount_minor} paid."
@@ -257,12 +262,17 @@ def _record(refund: Refund, state: str, provider_refund_id: str, error: str) -> 
 
 
 def _give_back(refund: Refund) -> None:
-    """A refund that did not happen: its units and amount are the order's to refund again."""
+    """A refund that did not happen: its units and amount are the order's to refund again. A seller's
+    refund for a unit resold through the exchange gives back only the amount: the unit is the new
+    buyer's, and the money is owed by hand (logged for on-call)."""
+    units = 0 if refund.listing_id is not None else refund.quantity
     Order.objects.filter(pk=refund.order_id).update(
-        refunded_quantity=F("refunded_quantity") - refund.quantity,
+        refunded_quantity=F("refunded_quantity") - units,
         refunded_minor=F("refunded_minor") - refund.amount_minor,
         updated_at=Now(),
     )
+    if refund.listing_id is not None:
+        log.error("refund %s of a unit resold on the exchange failed: pay its seller by hand", refund.pk)
 
 
 def _refund_units(cursor: CursorWrapper, refund: Refund, *, hold_id: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
-from checkout import outbox, push, raffles, refunds, reminders, selectors, services
+from checkout import exchange, outbox, push, raffles, refunds, reminders, selectors, services
 from checkout.providers.base import ProviderError
 
 
@@ -40,10 +40,12 @@ def settle_payment(payment_pk: int) -> str:
 
 @shared_task(name="checkout.settle_unsettled_payments", time_limit=30)
 def settle_unsettled_payments() -> int:
-    """Beat safety net: capture or void what a lost task left pending."""
+    """Beat safety net: capture or void what a lost task left pending, and pay the exchange's sellers
+    whose buyers' captures were recorded without their pay-out."""
     ids = selectors.unsettled_payment_ids()
     for payment_pk in ids:
         settle_payment.delay(payment_pk)
+    exchange.pay_out_missed()
     return len(ids)
 
 

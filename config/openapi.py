@@ -504,7 +504,7 @@ OPERATIONS: dict[str, dict[str, Operation]] = {
     },
     "/api/ops/drops/{slug}/invariant": {
         "get": Operation(
-            "available + held + sold + refunded = quantity, from one snapshot (staff)",
+            "available + held + sold + refunded + exchange = quantity, from one snapshot (staff)",
             {
                 200: Answer("The numbers", schemas.Invariant),
                 403: error("Staff only"),

@@ -27,6 +27,7 @@ from core.errors import FloodgateError, NotFound, fill
 from fairness import merkle, outcomes, sql
 from fairness.models import Report
 from holds.counts import Invariant, invariant
+from holds.models import Listing, ListingState
 from sale import exchange
 from shop.models import Drop, DropState
 
@@ -49,7 +50,8 @@ def report(drop: Drop, *, with_leaves: bool = False) -> Report:
     found = (kept if with_leaves else kept.defer("leaves")).first()
     if found is not None:
         return found
-    if drop.exchange_closes_at is not None and drop.exchange_closes_at <= timezone.now():
+    closed = drop.exchange_closes_at is None or drop.exchange_closes_at <= timezone.now()
+    if closed and Listing.objects.filter(drop=drop, state__in=[ListingState.LISTED, ListingState.OFFERED]):
         exchange.offer_listings(drop)  # an exchange that closed with units on it: their sellers keep them
     # Every figure and outcome from one snapshot (an enclosing transaction keeps its own level),
     # and "over" by the database's clock, the one the claims read.
@@ -76,6 +78,10 @@ def report(drop: Drop, *, with_leaves: bool = False) -> Report:
                 )
             )
         stock = invariant(drop_id=drop.pk)
+        if Listing.objects.filter(drop=drop, state=ListingState.SOLD).exists():
+            raise NotPublished(  # its fee is not kept until the new buyer's payment is taken
+                gettext_lazy("This drop's report is published once the exchange's last sale is paid for.")
+            )
         if stock.held or stock.exchange:
             raise NotPublished(
                 gettext_lazy(

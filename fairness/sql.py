@@ -33,9 +33,13 @@ SELECT t.id, t.number, h.created_at
  ORDER BY h.id
 """
 
-# Units refunded, and of those put back on sale; holds that ran out.
+# Units refunded, and of those put back on sale; holds that ran out. A unit resold through the
+# exchange is the new buyer's (not a refund the shop made), and an exchange buyer's unit given back
+# before its capture went back to its listing, not on sale.
 REFUNDS = """
-SELECT coalesce(sum(refunded), 0), coalesce(sum(restocked), 0), count(*) FILTER (WHERE state = 'expired')
+SELECT coalesce(sum(refunded - resold - CASE WHEN exchange THEN restocked ELSE 0 END), 0),
+       coalesce(sum(restocked) FILTER (WHERE NOT exchange), 0),
+       count(*) FILTER (WHERE state = 'expired')
   FROM holds_hold
  WHERE drop_id = %(drop)s
 """

@@ -65,7 +65,7 @@ class Hold(models.Model):
     # Times the buyer pressed "I need more time" (holds.services.more_time), at most MORE_TIME_MAX.
     more_time = models.PositiveSmallIntegerField(default=0, db_default=0, verbose_name=_("more time asked"))
     # Of a sold hold's units: how many were refunded, and of those how many went back on sale
-    # (the rest are counted apart, so available + held + sold + refunded = quantity still holds).
+    # (the rest are counted apart, so the invariant of holds/sql.py INVARIANT still holds).
     refunded = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("refunded"))
     restocked = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("restocked"))
     # The face-value exchange (sale/exchange.py). On a sold hold: units its buyer has put on the
@@ -75,6 +75,11 @@ class Hold(models.Model):
     listed = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("listed"))
     resold = models.PositiveIntegerField(default=0, db_default=0, verbose_name=_("resold"))
     exchange = models.BooleanField(default=False, db_default=False, verbose_name=_("exchange offer"))
+    # An exchange offer's price per unit: its listing's, kept here so the hold and its order read it
+    # after the listing has moved on (to the next ticket, or back to its seller).
+    exchange_price_minor = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=_("exchange price (minor units)")
+    )
     # Where a product that ships goes, given while the hold is held (sale.addresses). No index:
     # every claim inserts a hold, and nothing looks holds up by address (addresses are never deleted).
     shipping_address = models.ForeignKey(
@@ -143,6 +148,12 @@ class Hold(models.Model):
                 condition=Q(restocked__lte=models.F("refunded"), refunded__lte=models.F("quantity"))
                 & (Q(refunded=0) | Q(state=HoldState.SOLD)),
                 name="holds_hold_refunds_within_sold",
+            ),
+            # An exchange offer, and only one, has the price of the unit it offers.
+            models.CheckConstraint(
+                condition=Q(exchange=False, exchange_price_minor__isnull=True)
+                | Q(exchange=True, exchange_price_minor__isnull=False),
+                name="holds_hold_exchange_priced",
             ),
             # A listed unit is neither refunded nor listed twice; a resold unit was refunded, not restocked.
             models.CheckConstraint(

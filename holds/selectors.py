@@ -53,8 +53,8 @@ def hold_answer(hold: Hold, *, units: tuple[str, ...] | None = None, new: bool =
 
 def hold_price(hold: Hold) -> pricing.Price:
     """The hold's line as it would be charged now: its discount code's terms taken off, if any."""
-    if hold.exchange:  # an offer of a unit on the face-value exchange: at its listing's price
-        return pricing.resale(hold.drop.product, hold.listing.price_minor)
+    if hold.exchange_price_minor is not None:  # an offer of a unit on the exchange: its listing's price
+        return pricing.resale(hold.drop.product, hold.exchange_price_minor)
     code = hold.discount_code if hold.discount_code_id is not None else None
     off = code.terms if code is not None else None
     return pricing.line(hold.drop.product, hold.quantity, variant=hold.variant, off=off)

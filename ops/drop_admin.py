@@ -172,12 +172,13 @@ class DropForm(forms.ModelForm):
         quantity: int | None = self.cleaned_data["quantity"]
         if self.instance.pk is not None:
             numbers = invariant(drop_id=self.instance.pk)
-            if quantity is not None and quantity < numbers.held + numbers.sold:
+            sold = numbers.sold + numbers.exchange  # a unit on the exchange is still its seller's
+            if quantity is not None and quantity < numbers.held + sold:
                 raise forms.ValidationError(
                     gettext(
                         "%(held)s units are held and %(sold)s sold; the quantity cannot go below %(least)s."
                     )
-                    % {"held": numbers.held, "sold": numbers.sold, "least": numbers.held + numbers.sold}
+                    % {"held": numbers.held, "sold": sold, "least": numbers.held + sold}
                 )
         return quantity
 

@@ -27,7 +27,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from admission import services as admission
-from checkout import outbox, push, raffles, reminders
+from checkout import exchange, outbox, push, raffles, reminders
 from checkout import selectors as payments
 from checkout import services as checkout
 from checkout.providers.base import ProviderError
@@ -61,6 +61,7 @@ def _settle() -> int:
             settled += 1
         except ProviderError:
             continue  # logged by the service; the next run tries again
+    exchange.pay_out_missed()
     return settled
 
 

@@ -67,7 +67,9 @@ def drop_gauges(*, now: datetime | None = None) -> list[Gauge]:
             expired_unsold,
         ),
         Gauge(
-            "floodgate_invariant_drift", "quantity - (available + held + sold + refunded); must be 0.", drift
+            "floodgate_invariant_drift",
+            "quantity - (available + held + sold + refunded + exchange); must be 0.",
+            drift,
         ),
         Gauge(
             "floodgate_stranded_units",

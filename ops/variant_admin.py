@@ -146,12 +146,13 @@ class VariantFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
             wanted = changed.get(form.instance.pk)
             if numbers is None or wanted is None:
                 continue
-            taken = numbers.held + numbers.sold + numbers.refunded
+            sold = numbers.sold + numbers.refunded + numbers.exchange  # a unit on the exchange is still sold
+            taken = numbers.held + sold
             if wanted < taken:
                 form.add_error(
                     "quantity",
                     gettext("%(held)s held and %(sold)s sold: at least %(least)s.")
-                    % {"held": numbers.held, "sold": numbers.sold + numbers.refunded, "least": taken},
+                    % {"held": numbers.held, "sold": sold, "least": taken},
                 )
                 raise forms.ValidationError(
                     gettext("%(variant)s's quantity cannot go below %(least)s.")

@@ -64,13 +64,14 @@ def _offer(cursor: CursorWrapper, drop: Drop) -> int:
             "drop": drop.pk,
             "buyers": [w.buyer_id for _, w in pairs],
             "keys": [line.offer_key(w.ticket) for _, w in pairs],
-            "variants": [variant for (_, variant), _ in pairs],
+            "variants": [variant for (_, variant, _), _ in pairs],
+            "prices": [price for (_, _, price), _ in pairs],
         },
     )
     made = {buyer: hold for hold, buyer in cursor.fetchall()}
     if not made:
         return 0  # closed or paused since (the insert checks): nobody is passed
-    offered = [(listing, made[w.buyer_id]) for (listing, _), w in pairs if w.buyer_id in made]
+    offered = [(listing, made[w.buyer_id]) for (listing, _, _), w in pairs if w.buyer_id in made]
     cursor.execute(
         sql.OFFER_LISTINGS,
         {"drop": drop.pk, "listings": [listing for listing, _ in offered], "holds": [h for _, h in offered]},
@@ -85,7 +86,7 @@ def _offer(cursor: CursorWrapper, drop: Drop) -> int:
 
 
 def exchange_drops() -> list[Drop]:
-    """Drops whose exchange trades now or still has units listed when it closed."""
+    """Drops with units listed or offered on their exchange."""
     with connection.cursor() as cursor:
         cursor.execute(sql.EXCHANGE_DROPS)
         ids = [row[0] for row in cursor.fetchall()]

@@ -68,27 +68,27 @@ UPDATE holds_listing l SET state = 'listed', hold_id = NULL
 RETURNING l.id
 """
 
-# The listings waiting for a ticket, oldest first, locked: (listing, the seller's variant).
+# The listings waiting for a ticket, oldest first, locked: (listing, the seller's variant, price).
 WAITING_LISTINGS = """
-SELECT l.id, s.variant_id FROM holds_listing l JOIN holds_hold s ON s.id = l.seller_hold_id
+SELECT l.id, s.variant_id, l.price_minor FROM holds_listing l JOIN holds_hold s ON s.id = l.seller_hold_id
  WHERE l.drop_id = %(drop)s AND l.state = 'listed'
  ORDER BY l.id LIMIT %(limit)s
    FOR UPDATE OF l
 """
 
 # An offer of one listed unit to each of the line's next tickets, in ticket order (sale/offers.py's
-# INSERT_OFFERS, for the exchange): a hold of 1 unit of the seller's variant under the ticket's offer
-# key, for the drop's offer_seconds, taking no stock (no bucket) and only while the exchange trades and
-# the buyer is under the per-buyer limit. A buyer who meanwhile holds a unit conflicts: no offer.
-# Rows: (hold, buyer) made.
+# INSERT_OFFERS, for the exchange): a hold of 1 unit of the seller's variant at the listing's price
+# under the ticket's offer key, for the drop's offer_seconds, taking no stock (no bucket), only while
+# the exchange trades and the buyer is under the per-buyer limit. A buyer who meanwhile holds a unit
+# conflicts: no offer. Rows: (hold, buyer) made.
 INSERT_OFFERS = f"""
 INSERT INTO holds_hold
        (drop_id, variant_id, buyer_id, quantity, bucket_index, state, idempotency_key, request_digest,
-        created_at, expires_at, extended, exchange)
+        created_at, expires_at, extended, exchange, exchange_price_minor)
 SELECT d.id, o.variant, o.buyer, 1, NULL, 'held', o.key, '',
-       now(), now() + make_interval(secs => d.offer_seconds), false, true
-  FROM unnest(%(buyers)s::bigint[], %(keys)s::text[], %(variants)s::bigint[])
-       WITH ORDINALITY AS o(buyer, key, variant, ord)
+       now(), now() + make_interval(secs => d.offer_seconds), false, true, o.price
+  FROM unnest(%(buyers)s::bigint[], %(keys)s::text[], %(variants)s::bigint[], %(prices)s::int[])
+       WITH ORDINALITY AS o(buyer, key, variant, price, ord)
   JOIN shop_drop d ON d.id = %(drop)s AND {EXCHANGE_OPEN}
  WHERE (SELECT COALESCE(sum(b.quantity - b.refunded), 0) FROM holds_hold b
          WHERE b.drop_id = d.id AND b.buyer_id = o.buyer AND b.state IN ('held', 'sold')) < d.per_buyer_limit
@@ -106,13 +106,15 @@ UPDATE holds_listing l SET state = 'offered', hold_id = v.hold
 RETURNING l.id
 """
 
-# The exchange closed: what nobody took stays the seller's (their hold's listed count goes down).
+# The exchange closed (or the merchant took it away): what nobody took stays the seller's (their
+# hold's listed count goes down).
 # Listings first, then the sellers' holds. Rows: (seller's hold, units kept).
 KEEP_UNSOLD = f"""
 WITH kept AS (
     UPDATE holds_listing l SET state = 'kept', hold_id = NULL, ended_at = now()
       FROM shop_drop d
-     WHERE l.drop_id = %(drop)s AND d.id = l.drop_id AND d.exchange_closes_at <= now() AND {ON_EXCHANGE}
+     WHERE l.drop_id = %(drop)s AND d.id = l.drop_id AND {ON_EXCHANGE}
+       AND (d.exchange_closes_at IS NULL OR d.exchange_closes_at <= now())
     RETURNING l.seller_hold_id
 ), counted AS (
     SELECT seller_hold_id AS id, count(*) AS n FROM kept GROUP BY seller_hold_id
@@ -140,10 +142,6 @@ WITH paid AS (
 SELECT paid.id, paid.seller_hold_id, paid.price_minor, paid.fee_minor FROM paid
 """
 
-# Drops whose exchange may have work: open, or closed with units still listed. Read only.
-EXCHANGE_DROPS = """
-SELECT d.id FROM shop_drop d
- WHERE d.exchange_closes_at IS NOT NULL AND d.starts_at <= now()
-   AND (now() < d.exchange_closes_at
-        OR EXISTS (SELECT 1 FROM holds_listing l WHERE l.drop_id = d.id AND l.state IN ('listed', 'offered')))
-"""
+# Drops whose exchange has work: units listed or offered (to offer, to pass on, or to keep once it
+# closed). A drop on sale with nothing listed costs the tick nothing. Read only.
+EXCHANGE_DROPS = "SELECT DISTINCT drop_id FROM holds_listing WHERE state IN ('listed', 'offered')"

@@ -84,8 +84,8 @@ def _hold_page(request: HttpRequest, found: Hold, form: AddressForm | None = Non
         # Once payment started, the order's snapshot: what is charged even if the rate changed since.
         "price": order.charge if order is not None else selectors.hold_total(found),
         "each_minor": (
-            found.listing.price_minor  # an offer of a unit on the exchange: its seller's price
-            if found.exchange
+            found.exchange_price_minor  # an offer of a unit on the exchange: its seller's price
+            if found.exchange_price_minor is not None
             else found.variant.unit_price(product)
             if found.variant
             else product.price_minor

@@ -55,6 +55,7 @@ def test_lowering_below_held_plus_sold_is_refused_and_changes_nothing() -> None:
         "held": 5,
         "sold": 0,
         "refunded": 0,
+        "exchange": 0,
         "expired_unreclaimed": 0,
         "expired_holds": 0,
         "drift": 0,

@@ -309,6 +309,7 @@ def test_a_web_process_killed_mid_batch_leaves_no_half_made_hold(payment_provide
         "held": 0,
         "sold": 0,
         "refunded": 0,
+        "exchange": 0,
         "expired_unreclaimed": 0,
         "expired_holds": 0,
         "drift": 0,
