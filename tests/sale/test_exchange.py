@@ -193,6 +193,7 @@ def test_an_offer_let_go_passes_the_unit_on_and_what_nobody_takes_stays_the_sell
     assert [n for n, _, _ in exchange_offers(drop)] == [3, 4]
     assert holds.release(hold_id=exchange_offers(drop)[1][1], buyer_id=line[4])
     assert line_exchange.offer_listings(drop) == 0  # nobody left in line: it waits on the exchange
+    assert all(n > 2 for n, _, _ in exchange_offers(drop))  # no seller is offered a unit back
     numbers = invariant(drop_id=drop.pk)
     assert (numbers.exchange, numbers.drift) == (1, 0)
 
