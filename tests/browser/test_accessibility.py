@@ -15,6 +15,8 @@ from django.utils import timezone
 
 from admission import services as line
 from catalogue.services import NewVariant
+from checkout import exchange
+from checkout.models import Payment
 from holds import services as holds
 from holds.models import Hold
 from ops import switch
@@ -104,6 +106,26 @@ def every_state() -> dict[str, str]:
     line.run_wave(Drop.objects.get(pk=over.pk), force=True)
     Drop.objects.filter(pk=over.pk).update(ends_at=now)
 
+    # a sold-out drop with an exchange: one of axel's two units is on it, the other may follow
+    traded = make_drop(
+        slug="traded",
+        quantity=2,
+        per_buyer_limit=2,
+        waiting_room=True,
+        ends_at=now + timedelta(hours=1),
+        exchange_closes_at=now + timedelta(days=1),
+    )
+    sold = confirmed_order(traded, buyer, key="x", amount_minor=9800, quantity=2)
+    Payment.objects.create(
+        order=sold,
+        provider="simulated",
+        session_id="ses_axe",
+        state="captured",
+        amount_minor=9800,
+        currency="EUR",
+    )
+    exchange.list_units(order_id=sold.pk, buyer_id=buyer.pk)
+
     held = holds.reserve(
         drop=sized, variant=sized.variants.get(name="S"), buyer_id=buyer.pk, quantity=1, idempotency_key="h"
     ).hold
@@ -129,6 +151,7 @@ def every_state() -> dict[str, str]:
         "hold, address": f"/holds/{address.pk}/",
         "hold, expired": f"/holds/{lapsed.pk}/",
         "order": f"/orders/{bought.pk}/",
+        "order, on the exchange": f"/orders/{sold.pk}/",
         "orders": "/orders/",
         "cards": "/cards/",
         "your data": "/accounts/data/",
@@ -213,7 +236,15 @@ def test_pages_follow_the_readers_font_size_and_reflow_at_320_px(
     context.new_cdp_session(page).send("Page.setFontSizes", {"fontSizes": {"standard": 24, "fixed": 20}})
     log_in(page, live_store, "axel")
     wide = {}
-    for name in ("drop, sizes", "drop, seats", "hold, sizes", "hold, address", "line, your turn", "order"):
+    for name in (
+        "drop, sizes",
+        "drop, seats",
+        "hold, sizes",
+        "hold, address",
+        "line, your turn",
+        "order",
+        "order, on the exchange",
+    ):
         page.goto(live_store + shop_in_every_state[name])
         assert page.evaluate("getComputedStyle(document.documentElement).fontSize") == "24px", name
         if not page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"):

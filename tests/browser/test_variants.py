@@ -74,8 +74,9 @@ def test_the_dashboard_has_a_row_per_size_with_its_drift_in_red(
     card.locator("table.fg-variants").wait_for()
     rows = card.locator("table.fg-variants tbody tr")
     assert rows.count() == 2
-    assert rows.nth(0).inner_text().split() == ["S", "3", "3", "0", "0", "0", "0"]
-    assert rows.nth(1).inner_text().split() == ["M", "5", "4", "0", "0", "0", "1"]
+    # quantity, available, held, sold, refunded, on the exchange, drift
+    assert rows.nth(0).inner_text().split() == ["S", "3", "3", "0", "0", "0", "0", "0"]
+    assert rows.nth(1).inner_text().split() == ["M", "5", "4", "0", "0", "0", "0", "1"]
     assert card.locator("tr[data-variant=M] td.bad").inner_text() == "1"
     assert card.locator("tr[data-variant=S] td.bad").count() == 0
     assert "Drift of 1 units in M of sized-watch" in card.inner_text()
