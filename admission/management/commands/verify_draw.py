@@ -9,14 +9,11 @@ says what a buyer must then trust, and does not pass as verified.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import httpx
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from admission import draw, services
 from catalogue import selectors as catalogue
+from core import documents
 from core.errors import FloodgateError
 
 SEED_ONLY = 3  # the exit code of a draw on the seed alone (docs/API.md)
@@ -55,15 +52,11 @@ class Command(BaseCommand):
 
     def published(self, slug: str, source: object) -> dict[str, object]:
         try:
-            if isinstance(source, str) and source.startswith(("http://", "https://")):
-                answer = httpx.get(source, timeout=10)
-                answer.raise_for_status()
-                body = answer.json()
-            elif isinstance(source, str):
-                body = json.loads(Path(source).read_text())
+            if isinstance(source, str):
+                body = documents.read_json(source)
             else:
                 body = services.draw_entries(drop=catalogue.drop_for_claim(slug=slug))
-        except (OSError, ValueError, httpx.HTTPError, FloodgateError) as error:
+        except (*documents.READ_ERRORS, FloodgateError) as error:
             raise CommandError(f"cannot read the published draw of {slug}: {error}") from None
         if not isinstance(body, dict):
             raise CommandError("the published draw is not a JSON object")

@@ -9,14 +9,12 @@ when the report appeared), to compare as well. Exit 0: the outcome is in the tre
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-import httpx
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalogue import selectors as catalogue
+from core import documents
 from core.errors import FloodgateError
 from fairness import services
 
@@ -44,19 +42,15 @@ class Command(BaseCommand):
 
     def document(self, slug: str, entry: int, source: object) -> dict[str, Any]:
         try:
-            if isinstance(source, str) and source.startswith(("http://", "https://")):
-                answer = httpx.get(source, timeout=10)
-                answer.raise_for_status()
-                body = answer.json()
-            elif isinstance(source, str):
-                body = json.loads(Path(source).read_text())
+            if isinstance(source, str):
+                body = documents.read_json(source)
             else:
                 drop = catalogue.drop_for_claim(slug=slug)
                 body = services.inclusion(services.report(drop), entry=entry)
         except services.NotPublished as error:
             self.stdout.write(f"no report yet: {error.detail}")
             raise SystemExit(2) from None
-        except (OSError, ValueError, httpx.HTTPError, FloodgateError) as error:
+        except (*documents.READ_ERRORS, FloodgateError) as error:
             raise CommandError(f"cannot read entry {entry}'s proof for {slug}: {error}") from None
         if not isinstance(body, dict):
             raise CommandError("the proof is not a JSON object")
