@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -48,6 +49,19 @@ def test_create_drop_sets_when_the_line_closes_and_how_long_the_draw_waits_for_i
     assert Drop.objects.get(slug=run("--slug", "default", "--quantity", "1")["slug"]).line_close_seconds == 10
 
 
+def test_create_drop_opens_a_face_value_exchange_after_the_end() -> None:
+    result = run(
+        "--slug", "resold", "--quantity", "3", "--waiting-room", "--exchange-for", "86400",
+        "--exchange-fee-minor", "150",
+    )  # fmt: skip
+
+    drop = Drop.objects.get(slug="resold")
+    assert drop.exchange_closes_at == drop.ends_at + timedelta(days=1)
+    assert (drop.exchange_fee_minor, result["exchange_fee_minor"]) == (150, 150)
+    assert result["exchange_closes_at"] == drop.exchange_closes_at.isoformat()
+    assert run("--slug", "plain", "--quantity", "1")["exchange_closes_at"] is None
+
+
 def test_create_drop_in_units_mode_makes_one_row_per_unit() -> None:
     run("--slug", "seats", "--quantity", "3", "--mode", "units", "--labels", "A1,A2,A3")
 
@@ -84,6 +98,22 @@ def test_create_drop_in_units_mode_makes_one_row_per_unit() -> None:
         (["--slug", "close", "--quantity", "3", "--waiting-room", "--line-close-seconds", "601"], "600"),
         (["--slug", "waits", "--quantity", "3", "--waiting-room", "--draw-round-wait-seconds", "601"], "600"),
         (["--slug", "close-neg", "--quantity", "3", "--line-close-seconds", "-1"], "0"),
+        (["--slug", "ex-first-come", "--quantity", "3", "--exchange-for", "3600"], "needs the waiting room"),
+        (["--slug", "ex-zero", "--quantity", "3", "--waiting-room", "--exchange-for", "0"], "at least 1"),
+        (
+            [
+                "--slug",
+                "ex-fee",
+                "--quantity",
+                "3",
+                "--waiting-room",
+                "--exchange-for",
+                "9",
+                "--exchange-fee-minor",
+                "-1",
+            ],
+            "exchange_fee_minor",
+        ),
     ],
 )
 def test_create_drop_refuses_bad_input_and_writes_nothing(args: list[str], message: str) -> None:

@@ -106,6 +106,16 @@ class Command(BaseCommand):
             "the start for it; at the limit it is drawn on the seed alone and says so (default 0)",
         )
         parser.add_argument(
+            "--exchange-for",
+            type=int,
+            default=None,
+            metavar="SECONDS",
+            help="waiting room: a face-value exchange open this long after the end (none by default)",
+        )
+        parser.add_argument(
+            "--exchange-fee-minor", type=int, default=0, help="kept from the seller's refund per unit resold"
+        )
+        parser.add_argument(
             "--redis-gate", action="store_true", help="answer most 'sold out's from a Redis count first"
         )
         parser.add_argument("--price-minor", type=int, default=4900)
@@ -147,6 +157,9 @@ class Command(BaseCommand):
         try:
             if presale_in is not None and int(presale_in) < 1:
                 raise InvalidInput("--presale-in is the presale's length in seconds: at least 1.")
+            exchange_for = None if opts["exchange_for"] is None else int(opts["exchange_for"])
+            if exchange_for is not None and exchange_for < 1:
+                raise InvalidInput("--exchange-for is how long the exchange stays open: at least 1 second.")
             if codes and presale_in is None:
                 raise InvalidInput("--presale-codes needs a presale: give --presale-in SECONDS too.")
             if not 0 <= codes <= PRESALE_CODES_MAX:
@@ -190,6 +203,10 @@ class Command(BaseCommand):
                 presale_starts_at=None
                 if presale_in is None
                 else starts_at - timedelta(seconds=int(presale_in)),
+                exchange_closes_at=None
+                if exchange_for is None
+                else ends_at + timedelta(seconds=exchange_for),
+                exchange_fee_minor=int(opts["exchange_fee_minor"]),
             )
         except InvalidInput as error:
             raise CommandError(f"drop not created: {error.detail}") from None
@@ -217,6 +234,10 @@ class Command(BaseCommand):
                     if drop.presale_starts_at
                     else None,
                     "presale_codes": made,
+                    "exchange_closes_at": drop.exchange_closes_at.isoformat()
+                    if drop.exchange_closes_at
+                    else None,
+                    "exchange_fee_minor": drop.exchange_fee_minor,
                     "variants": [
                         {"name": v.name, "quantity": v.quantity, "price_minor": v.price_minor}
                         for v in drop.variants.all()
