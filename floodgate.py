@@ -94,6 +94,7 @@ def main(argv: list[str]) -> None:
         # the image test builds the production environment on Debian's Python (outside root's home)
         ensure_debian_package("python3-venv", DEBIAN_VENV, "the production image test", recommends=False)
         ensure_debian_package("etcd-server", "/usr/bin/etcd", "the Patroni fault run", recommends=False)
+        ensure_debian_package("iptables", "/usr/sbin/iptables", "the partition run", recommends=False)
         ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue's suite run (the HTTP load generator)")
         # Debian 12's compose is v1 (1.29): the compose files must pass its interpolation too
         ensure_debian_package(
@@ -103,7 +104,10 @@ def main(argv: list[str]) -> None:
     if faults:
         ensure_debian_package("redis-server", "/usr/bin/redis-server", "prove faults", recommends=False)
         ensure_debian_package("redis-sentinel", "/usr/bin/redis-sentinel", "prove faults", recommends=False)
-    if argv[0] == "prove" and ("--patroni" in argv or faults):
+    if argv[:2] == ["prove", "partitions"]:  # its hosts' faults are iptables rules in their namespaces
+        ensure_debian_package("iptables", "/usr/sbin/iptables", "prove partitions", recommends=False)
+        ensure_debian_package("redis-server", "/usr/bin/redis-server", "prove partitions", recommends=False)
+    if argv[0] == "prove" and ("--patroni" in argv or faults or argv[1:2] == ["partitions"]):
         # Patroni runs on Debian's Python, in a venv of its own, with etcd as its store
         ensure_debian_package("etcd-server", "/usr/bin/etcd", "Patroni's store", recommends=False)
         ensure_debian_package("python3-venv", DEBIAN_VENV, "Patroni's venv", recommends=False)

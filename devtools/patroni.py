@@ -48,15 +48,17 @@ class Node:
     api: int  # Patroni's REST API
     folder: Path
     process: subprocess.Popen | None = None
+    address: str = "127.0.0.1"  # a host of its own (devtools/netns.py) has its own
+    prefix: list[str] = field(default_factory=list)  # and runs its commands through `ip netns exec`
 
     def cluster(self) -> Cluster:
-        """The node's PostgreSQL, for queries (trust auth on 127.0.0.1)."""
-        return Cluster(self.name, self.folder / "data", self.port, pg_bin())
+        """The node's PostgreSQL, for queries (trust auth)."""
+        return Cluster(self.name, self.folder / "data", self.port, pg_bin(), self.address)
 
     def role(self) -> str | None:
         """'primary', 'replica' or None (down), as the node's Patroni says."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.api}/patroni", timeout=1) as answer:
+            with urllib.request.urlopen(f"http://{self.address}:{self.api}/patroni", timeout=1) as answer:
                 return str(json.load(answer).get("role"))
         except (OSError, ValueError):
             return None
@@ -64,7 +66,7 @@ class Node:
     def start(self, python: Path, log_folder: Path) -> None:
         """Patroni on this node's configuration: it starts (or rejoins) its PostgreSQL itself."""
         self.process = _start(
-            as_server_user([str(python), "-m", "patroni", str(self.folder / "patroni.yml")]),
+            [*self.prefix, *as_server_user([str(python), "-m", "patroni", str(self.folder / "patroni.yml")])],
             log_folder / f"{self.name}.log",
             cwd=self.folder,
         )
@@ -97,13 +99,13 @@ class Following(Cluster):
 @dataclass
 class Patroni:
     folder: Path
-    etcd: subprocess.Popen
+    etcd: list[subprocess.Popen]
     python: Path  # Patroni's venv
     nodes: list[Node] = field(default_factory=list)
 
     @property
     def hosts(self) -> str:
-        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+        return ",".join(f"{n.address}:{n.port}" for n in self.nodes)
 
     @property
     def database_url(self) -> str:
@@ -121,8 +123,9 @@ class Patroni:
         leader = self.wait_for_leader(other_than=node, timeout=timeout)
         self.wait_for_sync_standby(leader, timeout=timeout)
 
-    def leader(self) -> Node | None:
-        return next((n for n in self.nodes if n.role() == "primary"), None)
+    def leader(self, *, other_than: Node | None = None) -> Node | None:
+        """The node whose Patroni says it is primary (a partitioned old leader may still say so)."""
+        return next((n for n in self.nodes if n is not other_than and n.role() == "primary"), None)
 
     def wait_for_leader(self, *, other_than: Node | None = None, timeout: float = 90) -> Node:
         deadline = time.monotonic() + timeout
@@ -130,8 +133,8 @@ class Patroni:
             for node in self.nodes:
                 if node is not other_than and node.process is not None and node.process.poll() is not None:
                     raise RuntimeError(f"Patroni {node.name} exited; see {self.folder}/{node.name}.log")
-            found = self.leader()
-            if found is not None and found is not other_than:
+            found = self.leader(other_than=other_than)
+            if found is not None:
                 with contextlib.suppress(Exception):
                     found.cluster().query("SELECT 1", database="postgres")  # it takes connections
                     return found
@@ -141,7 +144,7 @@ class Patroni:
     def sync_standby(self, leader: Node) -> str | None:
         """The member Patroni has recorded as synchronous standby (only it may be promoted)."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{leader.api}/cluster", timeout=1) as answer:
+            with urllib.request.urlopen(f"http://{leader.address}:{leader.api}/cluster", timeout=1) as answer:
                 members = json.load(answer)["members"]
         except (OSError, ValueError, KeyError):
             return None
@@ -161,10 +164,11 @@ class Patroni:
         for node in self.nodes:
             if node.process is not None:  # an exited Patroni may have left its PostgreSQL running
                 node.kill()
-        if self.etcd.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.etcd.pid, signal.SIGKILL)
-            self.etcd.wait()
+        for etcd in self.etcd:
+            if etcd.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(etcd.pid, signal.SIGKILL)
+                etcd.wait()
 
 
 def ensure_venv() -> Path:
@@ -180,23 +184,30 @@ def ensure_venv() -> Path:
     return VENV / "bin" / "python"
 
 
-def _config(node: Node, etcd_port: int, folder: Path) -> str:
+def config(
+    node: Node, etcd: list[str], folder: Path, *, network: str = "127.0.0.1/32", synchronous: bool = True
+) -> str:
     """The compose nodes' configuration (deploy/patroni/patroni.yml: the cluster's settings, kept as
-    they are) with this machine's addresses, paths and trust auth (YAML is a superset of JSON)."""
+    they are) with this machine's addresses, paths and trust auth (YAML is a superset of JSON).
+    `synchronous=False` only for the control run that shows what synchronous mode is for."""
     trust = [
         "local all all trust",
-        "host all all 127.0.0.1/32 trust",
-        "host replication all 127.0.0.1/32 trust",
+        f"host all all {network} trust",
+        f"host replication all {network} trust",
     ]
     config = load_config()
     config["name"] = node.name
-    config["restapi"] = {"listen": f"127.0.0.1:{node.api}", "connect_address": f"127.0.0.1:{node.api}"}
-    config["etcd3"] = {"hosts": [f"127.0.0.1:{etcd_port}"]}
+    config["restapi"] = {
+        "listen": f"{node.address}:{node.api}",
+        "connect_address": f"{node.address}:{node.api}",
+    }
+    config["etcd3"] = {"hosts": etcd}
+    config["bootstrap"]["dcs"]["synchronous_mode"] = synchronous
     config["bootstrap"]["initdb"] = [{"encoding": "UTF8"}, {"auth": "trust"}, {"username": "postgres"}]
     config["bootstrap"]["pg_hba"] = trust
     config["postgresql"].update(
-        listen=f"127.0.0.1:{node.port}",
-        connect_address=f"127.0.0.1:{node.port}",
+        listen=f"{node.address}:{node.port}",
+        connect_address=f"{node.address}:{node.port}",
         data_dir=str(node.folder / "data"),
         bin_dir=str(pg_bin()),
         pgpass=str(node.folder / "pgpass"),
@@ -232,21 +243,42 @@ def running(folder: Path) -> Iterator[Patroni]:
          "--initial-cluster", f"fg=http://127.0.0.1:{peer_port}"],
         folder / "etcd.log",
     )  # fmt: skip
-    cluster = Patroni(folder, etcd, python)
+    cluster = Patroni(folder, [etcd], python)
     try:
         for name in ("pg1", "pg2"):
             node = Node(name, free_port(), free_port(), folder / name)
             server_folder(node.folder)
-            config = node.folder / "patroni.yml"
-            config.write_text(_config(node, etcd_port, folder))
-            if os.geteuid() == 0:
-                os.chown(config, node.folder.stat().st_uid, node.folder.stat().st_gid)
-            node.start(python, folder)
             cluster.nodes.append(node)
-            if name == "pg1":  # the first bootstraps; the second clones it
-                leader = cluster.wait_for_leader()
-        cluster.wait_for_sync_standby(leader)
-        leader.cluster().query("CREATE DATABASE floodgate", database="postgres")
+            write_config(node, config(node, [f"127.0.0.1:{etcd_port}"], folder))
+        bootstrap(cluster)
         yield cluster
     finally:
         cluster.stop()
+
+
+def write_config(node: Node, text: str) -> None:
+    path = node.folder / "patroni.yml"
+    path.write_text(text)
+    if os.geteuid() == 0:
+        os.chown(path, node.folder.stat().st_uid, node.folder.stat().st_gid)
+
+
+def bootstrap(cluster: Patroni, *, synchronous: bool = True) -> None:
+    """Start the configured nodes: the first bootstraps, the rest clone it; a floodgate database."""
+    leader = None
+    for node in cluster.nodes:
+        node.start(cluster.python, cluster.folder)
+        if leader is None:
+            leader = cluster.wait_for_leader()
+    assert leader is not None
+    if synchronous:
+        cluster.wait_for_sync_standby(leader)
+    else:  # a replica streams (asynchronously), so a failover has one to promote
+        deadline = time.monotonic() + 90
+        while leader.cluster().query("SELECT state FROM pg_stat_replication", database="postgres") != [
+            ("streaming",)
+        ]:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the replica did not start streaming")
+            time.sleep(0.2)
+    leader.cluster().query("CREATE DATABASE floodgate", database="postgres")

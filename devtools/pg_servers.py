@@ -35,6 +35,7 @@ class Cluster:
     folder: Path
     port: int
     bin: Path
+    host: str = "127.0.0.1"
 
     def run(self, program: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -56,7 +57,7 @@ class Cluster:
         return int((self.folder / "postmaster.pid").read_text().split()[0])
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+        return f"postgresql://postgres@{self.host}:{self.port}/{database}"
 
     def query(self, statement: str, params: object = None, database: str = "floodgate") -> list[tuple]:
         import psycopg

@@ -1,0 +1,446 @@
+"""`python3 floodgate.py prove partitions`: the shop's servers as hosts of their own, and the network cut
+between them mid-sale.
+
+Every server is a host (devtools/netns.py: a network namespace with its own address, on one
+bridge): three etcd members, two PostgreSQL nodes under Patroni (synchronous mode, the shipped
+deploy/patroni/patroni.yml), Redis, the simulated provider, two floodgate-web hosts (2 workers
+each) behind HAProxy (deploy/haproxy/haproxy.cfg, its replicas named instead of found through
+Docker's DNS), the Celery worker and beat, and the crowd. Namespaces rather than compose
+containers: the same configs, no image to build, and a run that sets up in seconds; the processes
+are the ones a container would run.
+
+Each run is a fresh waiting-room sale (devtools/faults.py's: it sells out, holds expire and are
+offered on) with one fault landed on its first wave: the partition is made, held until Patroni has
+promoted the replica where it must (or for LASTING seconds where nothing fails over), and healed;
+a demoted leader rejoins as the new leader's synchronous standby. The crowd records every answer
+it is given, and faults.py's checker reads the database after the heal: any hold or order a buyer
+was told about that is missing, an invariant off, an admission out of ticket order, an offer that
+passed a ticket over, an order undecided or captured twice, any 5xx but a 503.
+
+The control is the run that must fail: the leader cut off from etcd and its replica while the web
+hosts still reach it, with synchronous mode off. The old leader goes on taking holds until Patroni
+demotes it; the promoted replica never had them, and the checker counts them lost (the control's
+crowd stops at the heal: the rest of its sale shows nothing more). With synchronous mode on, the
+same commits wait for the standby and are never acknowledged.
+
+The report goes to bench/out/partitions.{md,json}; docs/FAULTS.md shows the last one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+from devtools import netns, patroni
+from devtools.failover import BIN, OUT, manage, migrate
+from devtools.faults import (
+    HOLD_SECONDS,
+    OFFER_SECONDS,
+    SLUG,
+    Crowd,
+    Injection,
+    Result,
+    Shop,
+    check,
+    cleanup_on_signal,
+    spawn,
+    stop_group,
+)
+from devtools.pg_servers import ROOT, server_folder
+
+HOSTS = [
+    "etcd1",
+    "etcd2",
+    "etcd3",
+    "pg1",
+    "pg2",
+    "redis",
+    "provider",
+    "web1",
+    "web2",
+    "router",
+    "worker",
+    "crowd",
+]
+ETCD = ["etcd1", "etcd2", "etcd3"]
+WEB = ["web1", "web2"]
+WEB_PORT = 8000
+ROUTER_PORT = 8080  # deploy/haproxy/haproxy.cfg's
+BALANCER = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
+LASTING = 10.0  # seconds a partition that fails nothing over is held
+FAULTS = {
+    "leader-isolated": "the Patroni leader cut off from every other host",
+    "leader-cut-from-cluster": "the leader cut off from etcd and its replica; the web hosts still reach it",
+    "leader-cut-from-etcd": "the leader cut off from the three etcd members only",
+    "leader-cut-from-replica": "the leader cut off from its replica only",
+    "etcd-quorum-lost": "two of the three etcd members cut off from everything",
+    "web-cut-from-postgres": "one web host cut off from both PostgreSQL nodes, not from Redis",
+    "web-cut-from-redis": "one web host cut off from Redis, not from PostgreSQL",
+    "database-link-lossy": "30% of the packets between the app's hosts and PostgreSQL dropped",
+    "redis-link-capped": "Redis sends at most 1 Mbit/s",
+}
+FAILS_OVER = {"leader-isolated", "leader-cut-from-cluster", "leader-cut-from-etcd"}
+CONTROL = "control"  # leader-cut-from-cluster with synchronous mode off: it must lose holds
+
+
+def say(message: str) -> None:
+    print(f"partitions: {message}", flush=True)  # noqa: T201 (a command's own output)
+
+
+def wait_listening(address: str, port: int, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection((address, port), timeout=0.5):
+                return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{log.stem} did not start; see {log}") from None
+            time.sleep(0.1)
+
+
+def start_etcd(net: netns.Network, folder: Path) -> list[subprocess.Popen]:
+    members = ",".join(f"{name}=http://{net[name].address}:2380" for name in ETCD)
+    started = []
+    for name in ETCD:
+        address = net[name].address
+        started.append(
+            spawn(
+                name,
+                net[name].command(
+                    [patroni.ETCD, "--name", name, "--data-dir", str(folder / name),
+                     "--listen-client-urls", f"http://{address}:2379",
+                     "--advertise-client-urls", f"http://{address}:2379",
+                     "--listen-peer-urls", f"http://{address}:2380",
+                     "--initial-advertise-peer-urls", f"http://{address}:2380",
+                     "--initial-cluster", members, "--initial-cluster-state", "new"]
+                ),
+                dict(os.environ),
+                folder,
+            )
+        )  # fmt: skip
+    return started
+
+
+def start_patroni(net: netns.Network, folder: Path, python: Path, *, synchronous: bool) -> patroni.Patroni:
+    server_folder(folder / "patroni")
+    cluster = patroni.Patroni(folder / "patroni", start_etcd(net, folder), python)
+    etcd = [f"{net[name].address}:2379" for name in ETCD]
+    for name in ("pg1", "pg2"):
+        host = net[name]
+        node = patroni.Node(
+            name, 5432, 8008, folder / "patroni" / name, address=host.address, prefix=host.command([])
+        )
+        server_folder(node.folder)
+        cluster.nodes.append(node)
+        text = patroni.config(node, etcd, node.folder, network=netns.RANGE, synchronous=synchronous)
+        patroni.write_config(node, text)
+    patroni.bootstrap(cluster, synchronous=synchronous)
+    return cluster
+
+
+def start_shop(
+    net: netns.Network, folder: Path, python: Path, args: argparse.Namespace, *, synchronous: bool
+) -> tuple[Shop, list[str], dict[int, int], float]:
+    """Every server on its host, the drop and its buyers; run inside a host (the crowd's)."""
+    nodes = start_patroni(net, folder, python, synchronous=synchronous)
+    redis_host, router, provider = net["redis"].address, net["router"].address, net["provider"].address
+    env = {
+        **os.environ,
+        "FLOODGATE_PROFILE": "dev",
+        "DEBUG": "0",
+        "DATABASE_URL": nodes.database_url,
+        "REDIS_URL": f"redis://{redis_host}:6379/0",
+        "IP_RATE_LIMIT_BURST": "1000000",  # one address plays the whole crowd
+        "IP_RATE_LIMIT_PER_SECOND": "1000000",
+        "DB_POOL_TIMEOUT": "2",
+        "LOG_LEVEL": "WARNING",
+        "DUTY_TAKEOVER": "1",
+        "ALLOWED_HOSTS": ",".join([router, *(net[name].address for name in WEB), "localhost"]),
+        "PUBLIC_BASE_URL": f"http://{router}:{ROUTER_PORT}",
+        "PAYMENT_PROVIDER_URL": f"http://{provider}:{WEB_PORT}",
+        "PAYMENT_PROVIDER_PUBLIC_PREFIXES": f"http://{provider}:{WEB_PORT}",
+        "PROVIDER_PUBLIC_URL": f"http://{provider}:{WEB_PORT}",
+        "PROVIDER_LATENCY_MS": "50",
+    }
+    redis = spawn(
+        "redis",
+        net["redis"].command(
+            ["/usr/bin/redis-server", "--bind", redis_host, "--port", "6379", "--save", "",
+             "--appendonly", "no", "--protected-mode", "no"]
+        ),
+        env,
+        folder,
+    )  # fmt: skip
+    migrate(env)
+    lines = manage(env, "create_buyers", "--count", str(args.buyers), "--prefix", "pt").splitlines()
+    tokens = [json.loads(line)["token"] for line in lines]
+    names = {json.loads(line)["username"]: i for i, line in enumerate(lines)}
+    following = nodes.following()
+    ids = {names[n]: i for n, i in following.query("SELECT username, id FROM auth_user")}
+    celery = [str(BIN / "celery"), "-A", "config.celery:app"]
+    web = [str(BIN / "floodgate-web"), "--port", str(WEB_PORT), "--workers", "2"]
+    shop = Shop(
+        folder,
+        following,
+        None,
+        env,
+        f"http://{router}:{ROUTER_PORT}",
+        f"http://{provider}:{WEB_PORT}",
+        patroni=nodes,
+        commands={
+            "provider": net["provider"].command(
+                [str(BIN / "daphne"), "-b", provider, "-p", str(WEB_PORT), "devtools.provider_sim:app"]
+            ),
+            **{name: net[name].command([*web, "--host", net[name].address]) for name in WEB},
+            "router": net["router"].command(["/usr/sbin/haproxy", "-db", "-f", str(balancer(net, folder))]),
+            "worker": net["worker"].command([*celery, "worker", "-l", "warning", "--concurrency", "2"]),
+            "beat": net["worker"].command(
+                [*celery, "beat", "-l", "warning", "-s", str(folder / "beat-schedule")]
+            ),
+        },
+    )
+    shop.processes["redis"] = redis
+    for name in ("provider", *WEB, "router", "worker", "beat"):
+        shop.start(name)
+    wait_listening(provider, WEB_PORT, shop.processes["provider"], folder / "provider.log")
+    for name in WEB:
+        wait_listening(net[name].address, WEB_PORT, shop.processes[name], folder / f"{name}.log")
+    wait_listening(router, ROUTER_PORT, shop.processes["router"], folder / "router.log")
+    lead = int(2 + args.buyers / args.join_rate) + 4  # every buyer has joined before the start
+    manage(
+        env, "create_drop", "--slug", SLUG, "--quantity", str(args.units), "--buckets", "4",
+        "--per-buyer-limit", "1", "--starts-in", str(lead), "--waiting-room",
+        "--wave-seconds", "1", "--hold-seconds", str(HOLD_SECONDS),
+        "--offer-seconds", str(OFFER_SECONDS), "--join-work-bits", "0",
+    )  # fmt: skip
+    starts = following.query(
+        "SELECT EXTRACT(EPOCH FROM starts_at - now()) FROM shop_drop WHERE slug = %s", [SLUG]
+    )
+    return shop, tokens, ids, float(starts[0][0])
+
+
+def balancer(net: netns.Network, folder: Path) -> Path:
+    """The shipped balancer config with the web hosts named, not found through Docker's DNS."""
+    lines = []
+    for line in BALANCER.read_text().splitlines():
+        if line.startswith("resolvers") or line.strip().startswith(
+            ("nameserver", "resolve_", "timeout re", "hold ")
+        ):
+            continue  # Docker's DNS and its settings
+        if line.strip().startswith("server-template"):
+            lines += [f"    server {name} {net[name].address}:{WEB_PORT} check" for name in WEB]
+            continue
+        lines.append(line.replace("bind :", f"bind {net['router'].address}:"))
+    path = folder / "haproxy.cfg"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def inflict(fault: str, net: netns.Network, shop: Shop) -> None:
+    """Make the partition, hold it (until a promotion, or LASTING seconds), heal it, and wait until a
+    demoted leader is the new leader's standby again."""
+    nodes: patroni.Patroni = shop.patroni  # type: ignore[assignment]
+    leader = await asyncio.to_thread(nodes.wait_for_leader)
+    replica = next(n for n in nodes.nodes if n is not leader).name
+    if fault == "leader-isolated":
+        net.isolate(leader.name)
+    elif fault == "leader-cut-from-cluster":
+        for other in [*ETCD, replica]:
+            net.cut(leader.name, other)
+    elif fault == "leader-cut-from-etcd":
+        for other in ETCD:
+            net.cut(leader.name, other)
+    elif fault == "leader-cut-from-replica":
+        net.cut(leader.name, replica)
+    elif fault == "etcd-quorum-lost":
+        net.isolate("etcd2")
+        net.isolate("etcd3")
+    elif fault == "web-cut-from-postgres":
+        for node in ("pg1", "pg2"):
+            net.cut("web1", node)
+    elif fault == "web-cut-from-redis":
+        net.cut("web1", "redis")
+    elif fault == "database-link-lossy":
+        for app in (*WEB, "worker"):
+            for node in ("pg1", "pg2"):
+                net.cut(app, node, loss=0.3)
+    elif fault == "redis-link-capped":
+        net.cap("redis", "1mbit")
+    try:
+        if fault in FAILS_OVER:
+            await asyncio.to_thread(nodes.wait_for_leader, other_than=leader, timeout=120)
+        else:
+            await asyncio.sleep(LASTING)
+    finally:
+        net.heal()
+    new = await asyncio.to_thread(nodes.wait_for_leader, timeout=120)
+    if synchronous_mode(nodes):
+        await asyncio.to_thread(nodes.wait_for_sync_standby, new, 180)
+
+
+def synchronous_mode(nodes: patroni.Patroni) -> bool:
+    return "synchronous_mode: false" not in (nodes.nodes[0].folder / "patroni.yml").read_text().replace(
+        '"', ""
+    )
+
+
+def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace) -> Result:
+    fault = "leader-cut-from-cluster" if run == CONTROL else run
+    folder = ROOT / ".data" / f"partitions-{os.getpid()}-{run}"
+    shutil.rmtree(folder, ignore_errors=True)
+    server_folder(folder)
+    shop: Shop | None = None
+    try:
+        shop, tokens, ids, starts = start_shop(net, folder, python, args, synchronous=run != CONTROL)
+        crowd = Crowd(
+            shop.base,
+            tokens,
+            [ids[i] for i in range(len(tokens))],
+            starts_at=starts,
+            join_rate=args.join_rate,
+            walk_hold=0.3,
+            walk_offer=0.0,
+            deadline=starts + 150 + (60 if fault in FAILS_OVER else 0),
+        )
+        injections: list[Injection] = []
+
+        async def sale() -> None:
+            async def fault_on_first_wave() -> None:
+                await crowd.until("wave")
+                if crowd.over():
+                    return
+                at = crowd.now()
+                say(f"{run}: {FAULTS[fault]}, at {at:.1f} s")
+                try:
+                    await inflict(fault, net, shop)  # type: ignore[arg-type]
+                finally:
+                    injections.append(Injection(fault, "wave", at, crowd.now()))
+                    say(f"{run}: healed at {crowd.now():.1f} s")
+                if run == CONTROL:  # what it must show is known now: the crowd stops here
+                    crowd.deadline = crowd.now()
+
+            task = asyncio.create_task(fault_on_first_wave())
+            await crowd.run()
+            crowd.finished.set()
+            await task
+
+        asyncio.run(sale())
+        if run != CONTROL:
+            shop.settle()
+        result = check(run, shop, crowd, injections, args.units)
+        if not passed(result):  # the servers' logs, for whoever reads the failure
+            logs = args.out / f"partitions-logs-{run}"
+            shutil.rmtree(logs, ignore_errors=True)
+            logs.mkdir(parents=True)
+            for log in [*folder.glob("*.log"), *folder.glob("patroni/*.log")]:
+                shutil.copy(log, logs / log.name)
+            say(f"{run}: logs kept in {logs}")
+        return result
+    finally:
+        if shop is not None:
+            for process in shop.processes.values():
+                stop_group(process)
+            shop.patroni.stop()  # type: ignore[union-attr]
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def verdict(result: Result) -> str:
+    failed = [name for name, ok in result.passed.items() if not ok]
+    if result.run == CONTROL:
+        lost = result.holds_lost + result.orders_lost
+        return f"FAILS AS IT MUST ({lost} acknowledged lost)" if lost else "MISS: the control lost nothing"
+    return "PASS" if not failed else "FAIL: " + "; ".join(failed)
+
+
+def passed(result: Result) -> bool:
+    return verdict(result).startswith(("PASS", "FAILS AS IT MUST"))
+
+
+def report(results: list[Result], args: argparse.Namespace) -> str:
+    lines = [
+        f"Measured {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: each run a waiting-room drop of "
+        f"{args.units} units (holds {HOLD_SECONDS} s, offers {OFFER_SECONDS} s), {args.buyers:,} "
+        "buyers; every server a host of its own (network namespaces on one bridge): 3 etcd, 2 "
+        "PostgreSQL under Patroni (synchronous), Redis, the provider, two floodgate-web hosts (2 "
+        "workers each) behind HAProxy, the worker and beat, the crowd. The fault lands on the first "
+        f"wave and is healed after the promotion (or {LASTING:.0f} s).",
+        "",
+        "| run | fault | acknowledged lost | 5xx but 503 | 503 | no answer | moved again | last caught "
+        "answered | sold | drift | checks |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+
+    def seconds(value: float | None) -> str:
+        return f"{value:.1f} s" if value is not None else "-"
+
+    for r in results:
+        statuses = Counter({int(k): v for k, v in r.statuses.items()})
+        errors = sum(v for k, v in statuses.items() if k >= 500 and k != 503)
+        fault = (
+            FAULTS["leader-cut-from-cluster"] + ", synchronous mode off"
+            if r.run == CONTROL
+            else FAULTS[r.run]
+        )
+        lines.append(
+            f"| {r.run} | {fault} | {r.holds_lost + r.orders_lost} | {errors} | {statuses[503]} | "
+            f"{statuses[0]} | {seconds(r.moved_again)} | {seconds(r.recovery)} | {r.sold} | {r.drift} | "
+            f"{verdict(r)} |"
+        )
+    lines += [
+        "",
+        "Acknowledged lost: holds and orders a buyer was told about that the database does not have after "
+        "the heal. No answer: requests that got no HTTP answer (a connection cut or timed out), retried. "
+        "Moved again: the longest the sale stood still with buyers waiting, from the fault to its first "
+        "move after the heal. Last caught answered: from the heal until the last buyer waiting then had "
+        "their answer. Checks: faults.py's (holds and orders lost, invariant, admission order, offers in "
+        "order, orders decided and captured once, no 5xx but 503).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="floodgate.py prove partitions")
+    parser.add_argument("--only", action="append", choices=[*FAULTS, CONTROL], help="this run (repeatable)")
+    parser.add_argument("--units", type=int, default=60)
+    parser.add_argument("--buyers", type=int, default=600)
+    parser.add_argument("--join-rate", type=float, default=300.0, help="buyers joining a second")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("prove partitions makes network namespaces: run it as root")
+    cleanup_on_signal()
+    python = patroni.ensure_venv()  # before the hosts: pip reaches the registry from this namespace
+    runs = list(args.only or [*FAULTS, CONTROL])
+    results: list[Result] = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        with netns.network(HOSTS) as net:
+            for number, run in enumerate(runs, 1):
+                say(f"run {number} of {len(runs)}: {run}")
+                result = netns.inside(net["crowd"], run_one, run, net, python, args)
+                results.append(result)
+                say(f"{run}: {verdict(result)}")
+                (args.out / "partitions.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
+                text = report(results, args)
+                (args.out / "partitions.md").write_text(text)
+    finally:  # a run stopped by a signal: its thread's own cleanup may not have run
+        for folder in (ROOT / ".data").glob(f"partitions-{os.getpid()}-*"):
+            shutil.rmtree(folder, ignore_errors=True)
+    sys.stdout.write(text)
+    return 0 if all(passed(r) for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
