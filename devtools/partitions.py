@@ -3,11 +3,11 @@ between them mid-sale.
 
 Every server is a host (devtools/netns.py: a network namespace with its own address, on one
 bridge): three etcd members, two PostgreSQL nodes under Patroni (synchronous mode, the shipped
-deploy/patroni/patroni.yml), Redis, the simulated provider, two floodgate-web hosts (2 workers
-each) behind HAProxy (deploy/haproxy/haproxy.cfg, its replicas named instead of found through
-Docker's DNS), the Celery worker and beat, and the crowd. Namespaces rather than compose
-containers: the same configs, no image to build, and a run that sets up in seconds; the processes
-are the ones a container would run.
+deploy/patroni/patroni.yml), Redis (a master, its replica, three sentinels), the simulated
+provider, two floodgate-web hosts (2 workers each) behind HAProxy (deploy/haproxy/haproxy.cfg, its
+replicas named instead of found through Docker's DNS), the Celery worker and beat, and the crowd.
+Namespaces rather than compose containers: the same configs, no image to build, and a run that
+sets up in seconds; the processes are the ones a container would run.
 
 Each run is a fresh waiting-room sale (devtools/faults.py's: it sells out, holds expire and are
 offered on) with one fault landed on its first wave: the partition is made, held until Patroni has
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -42,11 +43,14 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from devtools import netns, patroni
+import redis
+
+from devtools import netns, patroni, sentinel
 from devtools.failover import BIN, OUT, manage, migrate
 from devtools.faults import (
     HOLD_SECONDS,
     OFFER_SECONDS,
+    REDIS_DOWN_AFTER_MS,
     SLUG,
     Crowd,
     Injection,
@@ -65,7 +69,11 @@ HOSTS = [
     "etcd3",
     "pg1",
     "pg2",
-    "redis",
+    "redis1",
+    "redis2",
+    "sentinel1",
+    "sentinel2",
+    "sentinel3",
     "provider",
     "web1",
     "web2",
@@ -74,6 +82,9 @@ HOSTS = [
     "crowd",
 ]
 ETCD = ["etcd1", "etcd2", "etcd3"]
+REDIS = ["redis1", "redis2"]  # the first starts as master
+SENTINELS = ["sentinel1", "sentinel2", "sentinel3"]
+SENTINEL_PORT = 26379
 WEB = ["web1", "web2"]
 WEB_PORT = 8000
 ROUTER_PORT = 8080  # deploy/haproxy/haproxy.cfg's
@@ -86,9 +97,10 @@ FAULTS = {
     "leader-cut-from-replica": "the leader cut off from its replica only",
     "etcd-quorum-lost": "two of the three etcd members cut off from everything",
     "web-cut-from-postgres": "one web host cut off from both PostgreSQL nodes, not from Redis",
-    "web-cut-from-redis": "one web host cut off from Redis, not from PostgreSQL",
+    "web-cut-from-redis": "one web host cut off from Redis and its sentinels, not from PostgreSQL",
+    "redis-split-brain": "the Redis master cut off from its sentinels and replica; the app still reaches it",
     "database-link-lossy": "30% of the packets between the app's hosts and PostgreSQL dropped",
-    "redis-link-capped": "Redis sends at most 1 Mbit/s",
+    "redis-link-capped": "the Redis master sends at most 1 Mbit/s",
 }
 FAILS_OVER = {"leader-isolated", "leader-cut-from-cluster", "leader-cut-from-etcd"}
 CONTROL = "control"  # leader-cut-from-cluster with synchronous mode off: it must lose holds
@@ -155,13 +167,15 @@ def start_shop(
 ) -> tuple[Shop, list[str], dict[int, int], float]:
     """Every server on its host, the drop and its buyers; run inside a host (the crowd's)."""
     nodes = start_patroni(net, folder, python, synchronous=synchronous)
-    redis_host, router, provider = net["redis"].address, net["router"].address, net["provider"].address
+    router, provider = net["router"].address, net["provider"].address
     env = {
         **os.environ,
         "FLOODGATE_PROFILE": "dev",
         "DEBUG": "0",
         "DATABASE_URL": nodes.database_url,
-        "REDIS_URL": f"redis://{redis_host}:6379/0",
+        "REDIS_URL": f"redis://{net['redis1'].address}:6379/0",  # with sentinels: only its database
+        "REDIS_SENTINELS": ",".join(f"{net[name].address}:{SENTINEL_PORT}" for name in SENTINELS),
+        "REDIS_SENTINEL_MASTER": sentinel.MASTER_NAME,
         "IP_RATE_LIMIT_BURST": "1000000",  # one address plays the whole crowd
         "IP_RATE_LIMIT_PER_SECOND": "1000000",
         "DB_POOL_TIMEOUT": "2",
@@ -174,15 +188,7 @@ def start_shop(
         "PROVIDER_PUBLIC_URL": f"http://{provider}:{WEB_PORT}",
         "PROVIDER_LATENCY_MS": "50",
     }
-    redis = spawn(
-        "redis",
-        net["redis"].command(
-            ["/usr/bin/redis-server", "--bind", redis_host, "--port", "6379", "--save", "",
-             "--appendonly", "no", "--protected-mode", "no"]
-        ),
-        env,
-        folder,
-    )  # fmt: skip
+    redis = start_redis(net, folder)
     migrate(env)
     lines = manage(env, "create_buyers", "--count", str(args.buyers), "--prefix", "pt").splitlines()
     tokens = [json.loads(line)["token"] for line in lines]
@@ -211,7 +217,7 @@ def start_shop(
             ),
         },
     )
-    shop.processes["redis"] = redis
+    shop.processes |= redis
     for name in ("provider", *WEB, "router", "worker", "beat"):
         shop.start(name)
     wait_listening(provider, WEB_PORT, shop.processes["provider"], folder / "provider.log")
@@ -231,6 +237,69 @@ def start_shop(
     return shop, tokens, ids, float(starts[0][0])
 
 
+def start_redis(net: netns.Network, folder: Path) -> dict[str, subprocess.Popen]:
+    """A master, its replica and three sentinels (quorum two), each on a host of its own."""
+    master = net[REDIS[0]].address
+    started = {}
+    for name in REDIS:
+        (folder / name).mkdir()
+        follow = [] if name == REDIS[0] else ["--replicaof", master, "6379"]
+        started[name] = spawn(
+            name,
+            net[name].command(
+                [sentinel.REDIS_SERVER, "--bind", net[name].address, "--port", "6379", "--save", "",
+                 "--appendonly", "no", "--protected-mode", "no", "--dir", str(folder / name), *follow]
+            ),
+            dict(os.environ),
+            folder,
+        )  # fmt: skip
+    for name in SENTINELS:
+        conf = folder / f"{name}.conf"  # a sentinel rewrites its own file
+        conf.write_text(
+            f"port {SENTINEL_PORT}\nbind {net[name].address}\nprotected-mode no\ndir {folder}\n"
+            f"sentinel monitor {sentinel.MASTER_NAME} {master} 6379 2\n"
+            f"sentinel down-after-milliseconds {sentinel.MASTER_NAME} {REDIS_DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {sentinel.MASTER_NAME} 5000\n"
+        )
+        started[name] = spawn(
+            name, net[name].command([sentinel.REDIS_SENTINEL, str(conf)]), dict(os.environ), folder
+        )
+    deadline = time.monotonic() + 30
+    while redis_master(net) != REDIS[0] or replication(net, REDIS[1]).get("master_link_status") != "up":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the sentinels did not agree on the master; see {folder}/sentinel*.log")
+        time.sleep(0.2)
+    return started
+
+
+def redis_master(net: netns.Network) -> str | None:
+    """The Redis host a majority of the sentinels name master (None: no majority)."""
+    named = []
+    for name in SENTINELS:
+        with contextlib.suppress(redis.RedisError):
+            client = redis.Redis(
+                net[name].address,
+                SENTINEL_PORT,
+                socket_timeout=0.5,
+                socket_connect_timeout=0.5,
+                decode_responses=True,
+            )
+            address, _port = client.sentinel_get_master_addr_by_name(sentinel.MASTER_NAME)
+            named.append(next(r for r in REDIS if net[r].address == address))
+            client.close()
+    best = max(set(named), key=named.count, default=None)
+    return best if best is not None and named.count(best) >= 2 else None
+
+
+def replication(net: netns.Network, name: str) -> dict:
+    with contextlib.suppress(redis.RedisError):
+        client = redis.Redis(
+            net[name].address, 6379, socket_timeout=0.5, socket_connect_timeout=0.5, decode_responses=True
+        )
+        return dict(client.info("replication"))
+    return {}
+
+
 def balancer(net: netns.Network, folder: Path) -> Path:
     """The shipped balancer config with the web hosts named, not found through Docker's DNS."""
     lines = []
@@ -248,12 +317,14 @@ def balancer(net: netns.Network, folder: Path) -> Path:
     return path
 
 
-async def inflict(fault: str, net: netns.Network, shop: Shop) -> None:
+async def inflict(fault: str, net: netns.Network, shop: Shop, seen: dict[str, object]) -> None:
     """Make the partition, hold it (until a promotion, or LASTING seconds), heal it, and wait until a
-    demoted leader is the new leader's standby again."""
+    demoted leader is the new leader's standby again; what the fault showed goes into `seen`."""
     nodes: patroni.Patroni = shop.patroni  # type: ignore[assignment]
     leader = await asyncio.to_thread(nodes.wait_for_leader)
     replica = next(n for n in nodes.nodes if n is not leader).name
+    master = await asyncio.to_thread(redis_master, net)
+    assert master is not None, "no Redis master named"
     if fault == "leader-isolated":
         net.isolate(leader.name)
     elif fault == "leader-cut-from-cluster":
@@ -271,16 +342,22 @@ async def inflict(fault: str, net: netns.Network, shop: Shop) -> None:
         for node in ("pg1", "pg2"):
             net.cut("web1", node)
     elif fault == "web-cut-from-redis":
-        net.cut("web1", "redis")
+        for other in [*REDIS, *SENTINELS]:
+            net.cut("web1", other)
+    elif fault == "redis-split-brain":
+        for other in [*SENTINELS, *(r for r in REDIS if r != master)]:
+            net.cut(master, other)
     elif fault == "database-link-lossy":
         for app in (*WEB, "worker"):
             for node in ("pg1", "pg2"):
                 net.cut(app, node, loss=0.3)
     elif fault == "redis-link-capped":
-        net.cap("redis", "1mbit")
+        net.cap(master, "1mbit")
     try:
         if fault in FAILS_OVER:
             await asyncio.to_thread(nodes.wait_for_leader, other_than=leader, timeout=120)
+        elif fault == "redis-split-brain":
+            await split_brain(net, master, seen)
         else:
             await asyncio.sleep(LASTING)
     finally:
@@ -288,12 +365,36 @@ async def inflict(fault: str, net: netns.Network, shop: Shop) -> None:
     new = await asyncio.to_thread(nodes.wait_for_leader, timeout=120)
     if synchronous_mode(nodes):
         await asyncio.to_thread(nodes.wait_for_sync_standby, new, 180)
+    deadline = time.monotonic() + 60  # the old Redis master rejoins as a replica (its writes dropped)
+    while (master := redis_master(net)) is None or any(
+        replication(net, r).get("master_link_status") != "up" for r in REDIS if r != master
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError("Redis did not heal: a replica is not following the master")
+        await asyncio.sleep(0.2)
+
+
+async def split_brain(net: netns.Network, old: str, seen: dict[str, object]) -> None:
+    """Until the sentinels promote the replica, then LASTING seconds of two masters: what the old one
+    takes meanwhile (its replication offset's growth, in bytes) is dropped when it rejoins."""
+    started = time.monotonic()
+    while await asyncio.to_thread(redis_master, net) in {None, old}:
+        if time.monotonic() - started > 60:
+            raise TimeoutError("the sentinels promoted no replica")
+        await asyncio.sleep(0.2)
+    seen["seconds to the promotion"] = round(time.monotonic() - started, 1)
+    before = int(replication(net, old).get("master_repl_offset", 0))
+    await asyncio.sleep(LASTING)
+    after = replication(net, old)
+    seen["the old master's role meanwhile"] = after.get("role")
+    seen["bytes the old master took after the promotion (dropped on the heal)"] = (
+        int(after.get("master_repl_offset", 0)) - before
+    )
 
 
 def synchronous_mode(nodes: patroni.Patroni) -> bool:
-    return "synchronous_mode: false" not in (nodes.nodes[0].folder / "patroni.yml").read_text().replace(
-        '"', ""
-    )
+    text = (nodes.nodes[0].folder / "patroni.yml").read_text()
+    return bool(json.loads(text)["bootstrap"]["dcs"]["synchronous_mode"])
 
 
 def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace) -> Result:
@@ -315,6 +416,7 @@ def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace
             deadline=starts + 150 + (60 if fault in FAILS_OVER else 0),
         )
         injections: list[Injection] = []
+        seen: dict[str, object] = {}
 
         async def sale() -> None:
             async def fault_on_first_wave() -> None:
@@ -324,7 +426,7 @@ def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace
                 at = crowd.now()
                 say(f"{run}: {FAULTS[fault]}, at {at:.1f} s")
                 try:
-                    await inflict(fault, net, shop)  # type: ignore[arg-type]
+                    await inflict(fault, net, shop, seen)  # type: ignore[arg-type]
                 finally:
                     injections.append(Injection(fault, "wave", at, crowd.now()))
                     say(f"{run}: healed at {crowd.now():.1f} s")
@@ -340,6 +442,7 @@ def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace
         if run != CONTROL:
             shop.settle()
         result = check(run, shop, crowd, injections, args.units)
+        result.details["fault"] = seen
         if not passed(result):  # the servers' logs, for whoever reads the failure
             logs = args.out / f"partitions-logs-{run}"
             shutil.rmtree(logs, ignore_errors=True)
@@ -373,9 +476,9 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         f"Measured {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: each run a waiting-room drop of "
         f"{args.units} units (holds {HOLD_SECONDS} s, offers {OFFER_SECONDS} s), {args.buyers:,} "
         "buyers; every server a host of its own (network namespaces on one bridge): 3 etcd, 2 "
-        "PostgreSQL under Patroni (synchronous), Redis, the provider, two floodgate-web hosts (2 "
-        "workers each) behind HAProxy, the worker and beat, the crowd. The fault lands on the first "
-        f"wave and is healed after the promotion (or {LASTING:.0f} s).",
+        "PostgreSQL under Patroni (synchronous), Redis with a replica and 3 sentinels, the provider, "
+        "two floodgate-web hosts (2 workers each) behind HAProxy, the worker and beat, the crowd. The "
+        f"fault lands on the first wave and is healed after the promotion (or {LASTING:.0f} s).",
         "",
         "| run | fault | acknowledged lost | 5xx but 503 | 503 | no answer | moved again | last caught "
         "answered | sold | drift | checks |",
