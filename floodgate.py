@@ -71,7 +71,7 @@ def main(argv: list[str]) -> None:
     if not argv or argv[0] not in {"run", "test", "manage", "bench", "shots", "prove", "rehearse"}:
         sys.exit(
             "usage: python3 floodgate.py run | test [--fast] [pytest args] | manage <command>"
-            " | bench <name> [args] | shots [folder] [--lang de] | prove failover"
+            " | bench <name> [args] | shots [folder] [--lang de] | prove failover|faults|partitions"
             " | rehearse SLUG [--buyers N] [--base URL]"
         )
     # run, manage and rehearse need only the store; the rest test, measure or photograph it
