@@ -11,14 +11,22 @@ from django.contrib.auth import authenticate
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import RequestDataTooBig
-from django.db import OperationalError
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 
 from core.answers import Error, error_body
-from core.errors import Busy, CsrfFailed, FloodgateError, InvalidInput, TooLarge, Unauthenticated
+from core.errors import (
+    Busy,
+    CsrfFailed,
+    FloodgateError,
+    InvalidInput,
+    TooLarge,
+    Unauthenticated,
+    database_not_now,
+)
 
 View = Callable[..., HttpResponse]
 log = logging.getLogger(__name__)
@@ -106,8 +114,10 @@ def api(methods: set[str], *, login: bool = False) -> Callable[[View], View]:
                 return error_response(error)
             except RequestDataTooBig:  # past DATA_UPLOAD_MAX_MEMORY_SIZE: Django's answer is an HTML 400
                 return error_response(TooLarge(TOO_LARGE))
-            except OperationalError as error:
-                # Deadlock, lock or statement timeout, pool exhausted: the database said "not now".
+            except DatabaseError as error:
+                if not database_not_now(error):
+                    raise
+                # Deadlock, lock or statement timeout, pool exhausted, failover: the database said "not now".
                 log.warning("api %s %s: database busy: %s", request.method, request.path, error)
                 return error_response(Busy(gettext_lazy("The shop is very busy; try again in a second.")))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeAlias
 
+from django.db import DatabaseError, InterfaceError, InternalError, OperationalError
 from django.utils.functional import lazy
 
 if TYPE_CHECKING:
@@ -177,6 +178,20 @@ class HoldNotActive(FloodgateError):
 
 class Busy(FloodgateError):
     code, status, retry_after = "busy", 503, 1
+
+
+# SQLSTATE read_only_sql_transaction: a write reached a server that is read-only now, a primary
+# Patroni demoted (it lost etcd's quorum, or was cut off) or a standby a router still sends to.
+READ_ONLY = "25006"
+
+
+def database_not_now(error: DatabaseError) -> bool:
+    """The database cannot take this right now (a lost or refused connection, a lock or statement
+    timeout, the pool's wait run out, a failover under way): "busy, try again", never a 500. Django
+    raises a write refused by a read-only server as InternalError: it is "not now" too."""
+    if isinstance(error, OperationalError | InterfaceError):
+        return True
+    return isinstance(error, InternalError) and getattr(error.__cause__, "sqlstate", None) == READ_ONLY
 
 
 class ProofRequired(FloodgateError):

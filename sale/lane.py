@@ -36,7 +36,7 @@ from typing import NoReturn
 
 from django.conf import settings
 from django.core.exceptions import BadRequest, SuspiciousOperation
-from django.db import IntegrityError, OperationalError
+from django.db import DatabaseError, IntegrityError
 from django.http.multipartparser import MultiPartParserError
 
 from admission import limits, tokens
@@ -56,7 +56,7 @@ from core.asgi import (
     read_body,
     replay,
 )
-from core.errors import Busy, FloodgateError, TooLarge, Unauthenticated
+from core.errors import Busy, FloodgateError, TooLarge, Unauthenticated, database_not_now
 from core.lookups import BatchedLookup
 from holds import selectors
 from holds.services import Reservation
@@ -157,7 +157,9 @@ class Lane:
             # A form body the CSRF check could not read (malformed multipart, too many fields):
             # Django's own path gives its 400 for it.
             answer = None
-        except OperationalError as error:  # as core.api: the database said "not now"
+        except DatabaseError as error:  # as core.api: the database said "not now"
+            if not database_not_now(error):
+                raise
             log.warning("lane: database busy: %s", error)
             answer = Answer.error(Busy(BUSY), language=language(scope), by=LANE)
         if answer is None:

@@ -9,7 +9,7 @@ import uuid
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import InterfaceError, OperationalError
+from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseServerError
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
@@ -23,7 +23,7 @@ from django.views.static import serve
 from catalogue import selectors as catalogue
 from checkout import reminders
 from core.api import signed_in
-from core.errors import FloodgateError, NotFound
+from core.errors import FloodgateError, NotFound, database_not_now
 from shop import calendar, identity, pictures, shipping
 from shop import legal as legal_texts
 from shop.models import DropState, LegalKind
@@ -98,7 +98,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
     a few seconds" with Retry-After, the page retrying by itself. Rendered without the request or
     the database, as 500.html is (they may be what failed)."""
     error = sys.exc_info()[1]
-    if isinstance(error, OperationalError | InterfaceError):
+    if isinstance(error, DatabaseError) and database_not_now(error):
         page = loader.get_template("503.html").render({"retry": DATABASE_AWAY_RETRY})
         response = HttpResponse(page, status=503)
         response["Retry-After"] = str(DATABASE_AWAY_RETRY)

@@ -10,9 +10,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from django.db import OperationalError
+from django.db import (
+    DatabaseError,
+    InternalError,
+    OperationalError,
+    ProgrammingError,
+    connection,
+    transaction,
+)
 from django.test import RequestFactory
 
+from core.errors import database_not_now
 from devtools.ports import free_port
 from storefront import views
 from tests.conftest import app_env, start_pgbouncer, start_process, stop, wait_for_port
@@ -87,3 +95,22 @@ def test_any_other_error_is_still_a_500_and_not_disguised_as_busy() -> None:
         away = views.server_error(request)
     assert bug.status_code == 500 and "Retry-After" not in bug
     assert away.status_code == 503 and away["Retry-After"] == "5"
+
+
+def test_a_write_refused_by_a_read_only_server_is_busy_and_another_database_error_is_not() -> None:
+    """A primary Patroni demoted (etcd's quorum lost: `prove partitions` met it) refuses writes with
+    SQLSTATE 25006, which Django raises as InternalError: busy, as a lost connection is."""
+    request = RequestFactory().post("/api/holds/1/payment")
+    with pytest.raises(InternalError) as refused, transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION READ ONLY")
+        cursor.execute("CREATE TABLE read_only_probe (a int)")
+    with pytest.raises(ProgrammingError) as other, transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM no_such_table")
+
+    assert database_not_now(refused.value) and not database_not_now(other.value)
+    for error, status in ((refused.value, 503), (other.value, 500)):
+        try:
+            raise error
+        except DatabaseError:
+            answer = views.server_error(request)
+        assert answer.status_code == status
