@@ -185,11 +185,17 @@ def ensure_venv() -> Path:
 
 
 def config(
-    node: Node, etcd: list[str], folder: Path, *, network: str = "127.0.0.1/32", synchronous: bool = True
+    node: Node,
+    etcd: list[str],
+    folder: Path,
+    *,
+    network: str = "127.0.0.1/32",
+    dcs: dict[str, object] | None = None,
 ) -> str:
     """The compose nodes' configuration (deploy/patroni/patroni.yml: the cluster's settings, kept as
     they are) with this machine's addresses, paths and trust auth (YAML is a superset of JSON).
-    `synchronous=False` only for the control run that shows what synchronous mode is for."""
+    `dcs` changes a cluster setting only for a run that shows what it is for (synchronous_mode
+    off: the control; failsafe_mode on)."""
     trust = [
         "local all all trust",
         f"host all all {network} trust",
@@ -202,7 +208,7 @@ def config(
         "connect_address": f"{node.address}:{node.api}",
     }
     config["etcd3"] = {"hosts": etcd}
-    config["bootstrap"]["dcs"]["synchronous_mode"] = synchronous
+    config["bootstrap"]["dcs"].update(dcs or {})
     config["bootstrap"]["initdb"] = [{"encoding": "UTF8"}, {"auth": "trust"}, {"username": "postgres"}]
     config["bootstrap"]["pg_hba"] = trust
     config["postgresql"].update(

@@ -348,6 +348,8 @@ def test_the_ha_shape_routes_postgres_to_the_patroni_primary_and_checks_with_hap
     assert nodes == ["pg1", "pg2"] and "etcd" in services
     assert patroni["etcd3"]["hosts"] == ["etcd:2379"]
     assert patroni["bootstrap"]["dcs"]["synchronous_mode"] is True  # only the sync standby is promoted
+    # etcd out of reach: the leader stays writable while every member answers (prove partitions)
+    assert patroni["bootstrap"]["dcs"]["failsafe_mode"] is True
     for node in nodes:
         env = services[node]["environment"]
         assert env["PATRONI_NAME"] == node
