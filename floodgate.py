@@ -101,13 +101,18 @@ def main(argv: list[str]) -> None:
             "docker-compose", "/usr/bin/docker-compose", "the compose files' check", recommends=False
         )
     faults = argv[:2] == ["prove", "faults"]
-    if faults:
-        ensure_debian_package("redis-server", "/usr/bin/redis-server", "prove faults", recommends=False)
-        ensure_debian_package("redis-sentinel", "/usr/bin/redis-sentinel", "prove faults", recommends=False)
-    if argv[:2] == ["prove", "partitions"]:  # its hosts' faults are iptables rules in their namespaces
+    partitions = argv[:2] == ["prove", "partitions"]
+    if faults or partitions:
+        for package, binary in (
+            ("redis-server", "/usr/bin/redis-server"),
+            ("redis-sentinel", "/usr/bin/redis-sentinel"),
+        ):
+            ensure_debian_package(package, binary, " ".join(argv[:2]), recommends=False)
+    if partitions:  # its hosts' faults are iptables rules in their namespaces; the shipped balancers
         ensure_debian_package("iptables", "/usr/sbin/iptables", "prove partitions", recommends=False)
-        ensure_debian_package("redis-server", "/usr/bin/redis-server", "prove partitions", recommends=False)
-    if argv[0] == "prove" and ("--patroni" in argv or faults or argv[1:2] == ["partitions"]):
+        ensure_debian_package("haproxy", HAPROXY, "prove partitions", recommends=False)
+        ensure_debian_package("pgbouncer", PGBOUNCER, "prove partitions", recommends=False)
+    if argv[0] == "prove" and ("--patroni" in argv or faults or partitions):
         # Patroni runs on Debian's Python, in a venv of its own, with etcd as its store
         ensure_debian_package("etcd-server", "/usr/bin/etcd", "Patroni's store", recommends=False)
         ensure_debian_package("python3-venv", DEBIAN_VENV, "Patroni's venv", recommends=False)

@@ -28,6 +28,8 @@ instead. Then, per run:
   hold (but an offer) of a ticket past the admitted mark of the last wave before it;
 - offers in order: they went out in ticket order, and no ticket that never held a unit was passed;
 - every order decided, a confirmed order is a sold hold, none captured twice; no 500 answer;
+- every buyer answered: a unit, "sold out" or a refusal (the crowd stops at the first "sold out";
+  each buyer still waiting then asks once more and must be told within half a minute);
 - seconds until the sale moved again: the longest a sale with buyers waiting stood still, from a
   fault's start to its first move after the fault's end; and until the last buyer caught waiting
   at its end had their answer (each the worst of the run's faults).
@@ -48,6 +50,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -56,6 +59,9 @@ from collections import Counter
 from collections.abc import Awaitable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from devtools.failover import BIN, OUT, manage, migrate, wait_listening
 from devtools.pg_servers import ROOT, Cluster, pg_bin, server_folder
@@ -301,6 +307,9 @@ class Crowd:
     refusals: Counter[str] = field(default_factory=Counter)  # "409 sold_out": the 4xx answers by code
     errors: list[str] = field(default_factory=list)  # 500s and what else no buyer should see
     too_late: int = 0  # payments refused because the hold had run out meanwhile
+    names: dict[str, list[str]] = field(default_factory=dict)  # the shop's name -> its A records
+    answered: set[int] = field(default_factory=set)  # buyers given a last word: a unit, sold out, a refusal
+    tickets: dict[int, str] = field(default_factory=dict)  # buyer index -> the queue ticket it was given
     phases: dict[str, asyncio.Event] = field(default_factory=dict)
     finished: asyncio.Event = field(default_factory=asyncio.Event)  # every buyer is done
     phase_at: dict[str, float] = field(default_factory=dict)
@@ -333,12 +342,18 @@ class Crowd:
         self.moves.append((since, self.now()))
 
     async def call(
-        self, session, method: str, url: str, headers: dict[str, str], **kwargs: object
+        self,
+        session,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        *,
+        until: float | None = None,
+        **kwargs: object,
     ) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
-        """One request until a final answer: 503/429 and a lost connection retried, as a client does."""
-        import aiohttp
-
-        while not self.over():
+        """One request until a final answer: 503/429 and a lost connection retried, as a client does,
+        while the sale goes on (or until `until`)."""
+        while (self.now() < until) if until is not None else not self.over():
             try:
                 async with session.request(
                     method, url if url.startswith("http") else self.base + url, headers=headers,
@@ -373,9 +388,11 @@ class Crowd:
         status, body = await self.call(session, "POST", queue, auth)
         if status != 200:
             if status:
+                self.answered.add(index)
                 self.errors.append(f"join: {status} {body}")
             return
         ticket = str(body.get("queue_ticket") or "")
+        self.tickets[index] = ticket
         tried = False
         asked = self.now()  # when the answer in `body` was asked for
         while not self.over():
@@ -385,6 +402,7 @@ class Crowd:
             if offer and offer.get("state") == "held":
                 self.holds[int(offer["hold"])] = (buyer, "offer")
                 self.held_at.append(self.now())
+                self.answered.add(index)
                 first = "offer" not in self.phase_at and self.first_expiry is not None
                 self.moved(min(asked, self.first_expiry) if first else asked)  # type: ignore[type-var]
                 self.reach("offer")
@@ -404,6 +422,7 @@ class Crowd:
                 if status in {200, 201}:
                     self.holds[int(held["id"])] = (buyer, key)
                     self.held_at.append(self.now())
+                    self.answered.add(index)
                     self.moved(since)
                     if self.rng.random() >= self.walk_hold:
                         await self.pay(session, auth, int(held["id"]))
@@ -415,8 +434,10 @@ class Crowd:
                 self.reach("sell-out")
             if body.get("state") == "sold_out":
                 self.sold_out_at = self.sold_out_at or self.now()
+                self.answered.add(index)
                 return
             if body.get("state") in {"ended", "closed"}:
+                self.answered.add(index)
                 return
             await asyncio.sleep((3.0 if body.get("unlikely") else 1.0) * (0.75 + self.rng.random() / 2))
             asked = self.now()
@@ -425,6 +446,7 @@ class Crowd:
                 body = {**body, **polled}
                 ticket = str(polled.get("queue_ticket") or ticket)
             elif status:
+                self.answered.add(index)
                 self.errors.append(f"poll: {status} {polled}")
                 return
 
@@ -461,8 +483,6 @@ class Crowd:
                     break  # declined: another card
 
     async def run(self) -> None:
-        import aiohttp
-
         for phase in PHASES:
             self.phases[phase] = asyncio.Event()
 
@@ -475,12 +495,61 @@ class Crowd:
                 await asyncio.sleep(max(0.0, self.first_expiry - 0.5 - self.now()))
                 self.reach("expiry")
 
-        connector = aiohttp.TCPConnector(limit=0)  # a connection per buyer, as real buyers have
+        resolver = Records(self.names) if self.names else None
+        # a connection per buyer, as real buyers have; a name asked again for each new one
+        connector = aiohttp.TCPConnector(limit=0, resolver=resolver, use_dns_cache=resolver is None)
         timeout = aiohttp.ClientTimeout(total=30)
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             clock = asyncio.create_task(timers())
             await asyncio.gather(*(self.buyer(session, i) for i in range(len(self.tokens))))
             clock.cancel()
+            if self.sold_out_at is not None:
+                await self.last_word(session)
+
+    async def last_word(self, session) -> None:  # type: ignore[no-untyped-def]
+        """The crowd stops at the first "sold out"; every other buyer still waiting asks once more,
+        as their page would, and must be told it too (or hold a unit) within half a minute."""
+        until = self.now() + 30
+        queue = f"/api/drops/{SLUG}/queue"
+
+        async def ask(index: int) -> None:
+            auth = {"Authorization": f"Bearer {self.tokens[index]}"}
+            ticket = self.tickets.get(index)
+            if ticket is None:  # never got into the line: joining now must say sold out
+                status, body = await self.call(session, "POST", queue, auth, until=until)
+            else:
+                status, body = await self.call(
+                    session, "GET", queue, {**auth, "X-Queue-Ticket": ticket}, until=until
+                )
+            offered = (body.get("offer") or {}).get("state") == "held"
+            if status and (status != 200 or offered or body.get("state") in {"sold_out", "ended", "closed"}):
+                self.answered.add(index)
+
+        waiting = [i for i in range(len(self.tokens)) if i not in self.answered]
+        await asyncio.gather(*(ask(i) for i in waiting))
+
+
+class Records(AbstractResolver):
+    """A name's A records, rotated at each lookup as round-robin DNS does; aiohttp tries the next
+    address when one refuses or times out, as a browser does."""
+
+    def __init__(self, names: dict[str, list[str]]) -> None:
+        self.names = names
+        self.turn = 0
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        addresses = self.names.get(host, [host])
+        self.turn += 1
+        first = self.turn % len(addresses)
+        return [
+            ResolveResult(hostname=host, host=a, port=port, family=socket.AF_INET, proto=0, flags=0)
+            for a in addresses[first:] + addresses[:first]
+        ]
+
+    async def close(self) -> None:
+        return None
 
 
 @dataclass
@@ -654,6 +723,7 @@ class Result:
     statuses: dict[str, int]
     passed: dict[str, bool]
     details: dict[str, object]  # what a failed check found
+    unanswered: int = 0  # buyers never given a last word (a unit, sold out, a refusal)
 
 
 def check(
@@ -766,6 +836,7 @@ def check(
             shop.unsettled() == (0, 0) and twice == mismatched == uncaptured == sold_without == 0
         ),
         "no 500 and no unexpected refusal": not crowd.errors,
+        "every buyer answered": len(crowd.answered) == len(crowd.tokens),
         "the sale moved after every fault": tail_ok,
         "every phase reached": set(crowd.phase_at) == set(PHASES),
     }
@@ -806,6 +877,7 @@ def check(
         sold_out=round(float(sold_out[0][0]), 2) if sold_out else None,
         statuses={str(k): v for k, v in sorted(crowd.statuses.items())},
         passed=passed,
+        unanswered=len(crowd.tokens) - len(crowd.answered),
         details={
             "rejoined": rejoined,
             "errors": crowd.errors[:10],

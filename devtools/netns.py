@@ -16,6 +16,10 @@ SIGKILL left behind, and every run calls it first.
 
 Code that must talk to the hosts runs in a thread that has entered one (`inside()`): a network
 namespace belongs to a thread, and processes started from that thread are born in it.
+
+Names: every host has a hosts file (`/etc/netns/<namespace>/hosts`, which `ip netns exec` puts in
+place of /etc/hosts for what it starts) naming every host, and the names given to several (the
+shop's name on both routers: two A records, as round-robin DNS gives them).
 """
 
 from __future__ import annotations
@@ -23,16 +27,19 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 RANGE = "198.18.0.0/15"
 SUBNET = "198.18.0"  # the hosts' /24: .1 and up
 PREFIX = "fgnet-"
 CHAIN = "FG-OUT"
+HOSTS_FILES = Path("/etc/netns")  # iproute2's: /etc/netns/<namespace>/hosts is a host's /etc/hosts
 CLONE_NEWNET = 0x40000000
 
 
@@ -123,13 +130,17 @@ def sweep(run: str = "") -> None:
             if not pids:
                 break
         ip("netns", "del", namespace, check=False)
+        shutil.rmtree(HOSTS_FILES / namespace, ignore_errors=True)
     if not any(line.startswith(PREFIX) for line in ip("netns", "list", check=False).stdout.split("\n")):
         ip("route", "del", "blackhole", RANGE, check=False)
 
 
 @contextlib.contextmanager
-def network(names: list[str], *, run: str | None = None) -> Iterator[Network]:
-    """Hosts `names` (addresses .1, .2, ... in order) on one bridge; all gone on the way out."""
+def network(
+    names: list[str], *, run: str | None = None, aliases: dict[str, list[str]] | None = None
+) -> Iterator[Network]:
+    """Hosts `names` (addresses .1, .2, ... in order) on one bridge, each knowing the others by name
+    and `aliases` (a name -> the hosts it stands for); all gone on the way out."""
     run = run or f"{os.getpid() % 100000}"
     sweep_stale()
     net = Network(run)
@@ -166,6 +177,15 @@ def network(names: list[str], *, run: str | None = None) -> Iterator[Network]:
             ip("-n", host.namespace, "link", "set", "lo", "up")
             host.run("iptables", "-N", CHAIN)
             host.run("iptables", "-A", "OUTPUT", "-j", CHAIN)
+        known = [f"{host.address} {host.name}" for host in net.hosts.values()]
+        known += [
+            f"{net[host].address} {alias}" for alias, hosts in (aliases or {}).items() for host in hosts
+        ]
+        for host in net.hosts.values():
+            (HOSTS_FILES / host.namespace).mkdir(parents=True, exist_ok=True)
+            (HOSTS_FILES / host.namespace / "hosts").write_text(
+                "\n".join(["127.0.0.1 localhost", *known]) + "\n"
+            )
         yield net
     finally:
         sweep(run + "-")

@@ -2,10 +2,14 @@
 between them mid-sale.
 
 Every server is a host (devtools/netns.py: a network namespace with its own address, on one
-bridge): three etcd members, two PostgreSQL nodes under Patroni (synchronous mode, the shipped
-deploy/patroni/patroni.yml), Redis (a master, its replica, three sentinels), the simulated
-provider, two floodgate-web hosts (2 workers each) behind HAProxy (deploy/haproxy/haproxy.cfg, its
-replicas named instead of found through Docker's DNS), the Celery worker and beat, and the crowd.
+bridge), in docker-compose.ha.yml's shape: three etcd members, two PostgreSQL nodes under Patroni
+(synchronous mode, the shipped deploy/patroni/patroni.yml), HAProxy routing to the Patroni leader
+(deploy/patroni/haproxy.cfg) and PgBouncer before it (deploy/pgbouncer/pgbouncer.ini), Redis (a
+master, its replica, three sentinels), the simulated provider, three floodgate-web hosts (2
+workers each) behind two HAProxy routers (deploy/haproxy/haproxy.cfg), the Celery worker and beat,
+and the crowd. The shipped configs are used as they are, but for addresses in place of Docker's
+DNS and trust auth in place of the password. The shop's name has both routers' addresses (two A
+records, as round-robin DNS gives): a client that finds one dead tries the other, as browsers do.
 Namespaces rather than compose containers: the same configs, no image to build, and a run that
 sets up in seconds; the processes are the ones a container would run.
 
@@ -34,7 +38,9 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -45,7 +51,7 @@ from pathlib import Path
 
 import redis
 
-from devtools import netns, patroni, sentinel
+from devtools import netns, patroni, pgbouncer, sentinel
 from devtools.failover import BIN, OUT, manage, migrate
 from devtools.faults import (
     HOLD_SECONDS,
@@ -69,6 +75,8 @@ HOSTS = [
     "etcd3",
     "pg1",
     "pg2",
+    "pgrouter",
+    "pgbouncer",
     "redis1",
     "redis2",
     "sentinel1",
@@ -77,7 +85,9 @@ HOSTS = [
     "provider",
     "web1",
     "web2",
-    "router",
+    "web3",
+    "router1",
+    "router2",
     "worker",
     "crowd",
 ]
@@ -85,25 +95,42 @@ ETCD = ["etcd1", "etcd2", "etcd3"]
 REDIS = ["redis1", "redis2"]  # the first starts as master
 SENTINELS = ["sentinel1", "sentinel2", "sentinel3"]
 SENTINEL_PORT = 26379
-WEB = ["web1", "web2"]
+WEB = ["web1", "web2", "web3"]
 WEB_PORT = 8000
+ROUTERS = ["router1", "router2"]
 ROUTER_PORT = 8080  # deploy/haproxy/haproxy.cfg's
+SHOP = "shop.test"  # the shop's name: both routers' addresses
 BALANCER = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
+DATABASE_ROUTER = ROOT / "deploy" / "patroni" / "haproxy.cfg"
+POOLER = ROOT / "deploy" / "pgbouncer" / "pgbouncer.ini"
 LASTING = 10.0  # seconds a partition that fails nothing over is held
+RELAY_PORT = 5433  # on PgBouncer's host: devtools/delayer.py to the leader's router, on one run only
+DOWN = 5.0  # seconds a killed server stays down before it is started again
 FAULTS = {
     "leader-isolated": "the Patroni leader cut off from every other host",
-    "leader-cut-from-cluster": "the leader cut off from etcd and its replica; the web hosts still reach it",
+    "leader-cut-from-cluster": "the leader cut off from etcd and its replica; its router still reaches it",
     "leader-cut-from-etcd": "the leader cut off from the three etcd members only",
     "leader-cut-from-replica": "the leader cut off from its replica only",
     "etcd-quorum-lost": "two of the three etcd members cut off from everything",
-    "web-cut-from-postgres": "one web host cut off from both PostgreSQL nodes, not from Redis",
+    "web-cut-from-postgres": "one web host cut off from PgBouncer (its way to PostgreSQL), not from Redis",
     "web-cut-from-redis": "one web host cut off from Redis and its sentinels, not from PostgreSQL",
     "redis-split-brain": "the Redis master cut off from its sentinels and replica; the app still reaches it",
-    "database-link-lossy": "30% of the packets between the app's hosts and PostgreSQL dropped",
+    "database-link-lossy": "30% of the packets between the app's hosts and PgBouncer dropped",
+    "database-link-slow": "+100 ms on every round trip from PgBouncer to PostgreSQL",
     "redis-link-capped": "the Redis master sends at most 1 Mbit/s",
+    "router-killed": f"one of the two routers killed (SIGKILL), started again {LASTING:.0f} s later",
+    "pgbouncer-killed": f"PgBouncer killed (SIGKILL), started again {DOWN:.0f} s later",
 }
+# Patroni promotes the replica (held until it has); under failsafe mode (shipped on), a leader cut off
+# from etcd that still reaches every member stays the leader (the replica does not race it).
 FAILS_OVER = {"leader-isolated", "leader-cut-from-cluster", "leader-cut-from-etcd"}
 CONTROL = "control"  # leader-cut-from-cluster with synchronous mode off: it must lose holds
+VARIANTS = {  # run -> its fault, and the Patroni settings it changes from the shipped ones
+    "leader-cut-from-etcd-no-failsafe": ("leader-cut-from-etcd", {"failsafe_mode": False}),
+    "etcd-quorum-lost-no-failsafe": ("etcd-quorum-lost", {"failsafe_mode": False}),
+    CONTROL: ("leader-cut-from-cluster", {"synchronous_mode": False}),
+}
+RUNS = {**{name: (name, {}) for name in FAULTS}, **VARIANTS}
 
 
 def say(message: str) -> None:
@@ -145,7 +172,9 @@ def start_etcd(net: netns.Network, folder: Path) -> list[subprocess.Popen]:
     return started
 
 
-def start_patroni(net: netns.Network, folder: Path, python: Path, *, synchronous: bool) -> patroni.Patroni:
+def start_patroni(
+    net: netns.Network, folder: Path, python: Path, *, dcs: dict[str, object]
+) -> patroni.Patroni:
     server_folder(folder / "patroni")
     cluster = patroni.Patroni(folder / "patroni", start_etcd(net, folder), python)
     etcd = [f"{net[name].address}:2379" for name in ETCD]
@@ -156,23 +185,30 @@ def start_patroni(net: netns.Network, folder: Path, python: Path, *, synchronous
         )
         server_folder(node.folder)
         cluster.nodes.append(node)
-        text = patroni.config(node, etcd, node.folder, network=netns.RANGE, synchronous=synchronous)
-        patroni.write_config(node, text)
-    patroni.bootstrap(cluster, synchronous=synchronous)
+        patroni.write_config(node, patroni.config(node, etcd, node.folder, network=netns.RANGE, dcs=dcs))
+    patroni.bootstrap(cluster, synchronous=dcs.get("synchronous_mode", True) is True)
     return cluster
 
 
 def start_shop(
-    net: netns.Network, folder: Path, python: Path, args: argparse.Namespace, *, synchronous: bool
+    net: netns.Network,
+    folder: Path,
+    python: Path,
+    args: argparse.Namespace,
+    *,
+    fault: str,
+    dcs: dict[str, object],
 ) -> tuple[Shop, list[str], dict[int, int], float]:
     """Every server on its host, the drop and its buyers; run inside a host (the crowd's)."""
-    nodes = start_patroni(net, folder, python, synchronous=synchronous)
-    router, provider = net["router"].address, net["provider"].address
+    nodes = start_patroni(net, folder, python, dcs=dcs)
+    provider = net["provider"].address
     env = {
         **os.environ,
         "FLOODGATE_PROFILE": "dev",
         "DEBUG": "0",
-        "DATABASE_URL": nodes.database_url,
+        # through PgBouncer, as docker-compose.yml's app; migrate straight to the leader's router
+        "DATABASE_URL": f"postgresql://postgres@{net['pgbouncer'].address}:6432/floodgate?connect_timeout=2",
+        "DB_POOLER": "pgbouncer",
         "REDIS_URL": f"redis://{net['redis1'].address}:6379/0",  # with sentinels: only its database
         "REDIS_SENTINELS": ",".join(f"{net[name].address}:{SENTINEL_PORT}" for name in SENTINELS),
         "REDIS_SENTINEL_MASTER": sentinel.MASTER_NAME,
@@ -181,15 +217,30 @@ def start_shop(
         "DB_POOL_TIMEOUT": "2",
         "LOG_LEVEL": "WARNING",
         "DUTY_TAKEOVER": "1",
-        "ALLOWED_HOSTS": ",".join([router, *(net[name].address for name in WEB), "localhost"]),
-        "PUBLIC_BASE_URL": f"http://{router}:{ROUTER_PORT}",
+        "ALLOWED_HOSTS": ",".join([SHOP, "localhost"]),
+        "PUBLIC_BASE_URL": f"http://{SHOP}:{ROUTER_PORT}",
         "PAYMENT_PROVIDER_URL": f"http://{provider}:{WEB_PORT}",
         "PAYMENT_PROVIDER_PUBLIC_PREFIXES": f"http://{provider}:{WEB_PORT}",
         "PROVIDER_PUBLIC_URL": f"http://{provider}:{WEB_PORT}",
         "PROVIDER_LATENCY_MS": "50",
     }
     redis = start_redis(net, folder)
-    migrate(env)
+    route = net["pgrouter"].command(["/usr/sbin/haproxy", "-db", "-f", str(database_router(net, folder))])
+    pgrouter = spawn("pgrouter", route, dict(os.environ), folder)
+    wait_listening(net["pgrouter"].address, 5432, pgrouter, folder / "pgrouter.log")
+    relayed = fault == "database-link-slow"  # no netem here: a userspace relay adds the latency
+    if relayed:
+        relay = net["pgbouncer"].command(
+            [sys.executable, "-m", "devtools.delayer", f"{net['pgbouncer'].address}:{RELAY_PORT}",
+             f"{net['pgrouter'].address}:5432", "--delay-ms", "50"]
+        )  # fmt: skip
+        delayer = spawn("delayer", relay, dict(os.environ), folder)
+        wait_listening(net["pgbouncer"].address, RELAY_PORT, delayer, folder / "delayer.log")
+    pool = net["pgbouncer"].command([pgbouncer.BINARY, str(pooler(net, folder, relayed=relayed))])
+    bouncer = spawn("pgbouncer", pool, dict(os.environ), folder)
+    wait_listening(net["pgbouncer"].address, 6432, bouncer, folder / "pgbouncer.log")
+    direct = f"postgresql://postgres@{net['pgrouter'].address}:5432/floodgate?connect_timeout=2"
+    migrate({**env, "DATABASE_URL": direct, "DB_POOLER": ""})
     lines = manage(env, "create_buyers", "--count", str(args.buyers), "--prefix", "pt").splitlines()
     tokens = [json.loads(line)["token"] for line in lines]
     names = {json.loads(line)["username"]: i for i, line in enumerate(lines)}
@@ -202,28 +253,35 @@ def start_shop(
         following,
         None,
         env,
-        f"http://{router}:{ROUTER_PORT}",
+        f"http://{SHOP}:{ROUTER_PORT}",
         f"http://{provider}:{WEB_PORT}",
         patroni=nodes,
         commands={
+            "pgbouncer": pool,
             "provider": net["provider"].command(
                 [str(BIN / "daphne"), "-b", provider, "-p", str(WEB_PORT), "devtools.provider_sim:app"]
             ),
             **{name: net[name].command([*web, "--host", net[name].address]) for name in WEB},
-            "router": net["router"].command(["/usr/sbin/haproxy", "-db", "-f", str(balancer(net, folder))]),
+            **{
+                name: net[name].command(["/usr/sbin/haproxy", "-db", "-f", str(balancer(net, name, folder))])
+                for name in ROUTERS
+            },
             "worker": net["worker"].command([*celery, "worker", "-l", "warning", "--concurrency", "2"]),
             "beat": net["worker"].command(
                 [*celery, "beat", "-l", "warning", "-s", str(folder / "beat-schedule")]
             ),
         },
     )
-    shop.processes |= redis
-    for name in ("provider", *WEB, "router", "worker", "beat"):
+    shop.processes |= redis | {"pgrouter": pgrouter, "pgbouncer": bouncer}
+    if relayed:
+        shop.processes["delayer"] = delayer
+    for name in ("provider", *WEB, *ROUTERS, "worker", "beat"):
         shop.start(name)
     wait_listening(provider, WEB_PORT, shop.processes["provider"], folder / "provider.log")
     for name in WEB:
         wait_listening(net[name].address, WEB_PORT, shop.processes[name], folder / f"{name}.log")
-    wait_listening(router, ROUTER_PORT, shop.processes["router"], folder / "router.log")
+    for name in ROUTERS:
+        wait_listening(net[name].address, ROUTER_PORT, shop.processes[name], folder / f"{name}.log")
     lead = int(2 + args.buyers / args.join_rate) + 4  # every buyer has joined before the start
     manage(
         env, "create_drop", "--slug", SLUG, "--quantity", str(args.units), "--buckets", "4",
@@ -300,24 +358,70 @@ def replication(net: netns.Network, name: str) -> dict:
     return {}
 
 
-def balancer(net: netns.Network, folder: Path) -> Path:
-    """The shipped balancer config with the web hosts named, not found through Docker's DNS."""
-    lines = []
-    for line in BALANCER.read_text().splitlines():
-        if line.startswith("resolvers") or line.strip().startswith(
-            ("nameserver", "resolve_", "timeout re", "hold ")
-        ):
-            continue  # Docker's DNS and its settings
-        if line.strip().startswith("server-template"):
-            lines += [f"    server {name} {net[name].address}:{WEB_PORT} check" for name in WEB]
+def balancer(net: netns.Network, name: str, folder: Path) -> Path:
+    """The shipped web balancer on router `name`, the web hosts named in its server template's place."""
+    servers = [f"    server {web} {net[web].address}:{WEB_PORT} check" for web in WEB]
+    return on_host(BALANCER, net[name].address, servers, {}, folder / f"{name}.cfg")
+
+
+def database_router(net: netns.Network, folder: Path) -> Path:
+    """The shipped router to the Patroni leader, the nodes by address."""
+    nodes = {node: net[node].address for node in ("pg1", "pg2")}
+    return on_host(DATABASE_ROUTER, net["pgrouter"].address, [], nodes, folder / "pgrouter.cfg")
+
+
+def on_host(source: Path, address: str, template: list[str], names: dict[str, str], path: Path) -> Path:
+    """A shipped HAProxy config bound to a host's address, its servers by address instead of found
+    through Docker's DNS: the resolvers section and its settings go, a server-template becomes
+    `template`, and a server's name:port gets its address."""
+    lines, resolvers = [], False
+    for line in source.read_text().splitlines():
+        if line and not line[0].isspace() and not line.startswith("#"):
+            resolvers = line.startswith("resolvers")
+        if resolvers:
             continue
-        lines.append(line.replace("bind :", f"bind {net['router'].address}:"))
-    path = folder / "haproxy.cfg"
+        if line.strip().startswith("server-template"):
+            lines += template
+            continue
+        line = re.sub(r"bind :(\d+)", rf"bind {address}:\1", line)
+        line = line.replace(" resolvers docker", "").replace(" init-addr none", "")
+        for name, at in names.items():
+            line = line.replace(f" {name}:", f" {at}:")
+        lines.append(line)
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-async def inflict(fault: str, net: netns.Network, shop: Shop, seen: dict[str, object]) -> None:
+def pooler(net: netns.Network, folder: Path, *, relayed: bool = False) -> Path:
+    """The shipped PgBouncer config on its host: to the leader's router (through the delaying
+    relay on its own host, if `relayed`), trust auth (no user list), as the embedded servers' system
+    user (PgBouncer refuses root), logging to its output."""
+    upstream = (
+        f"host={net['pgbouncer'].address} port={RELAY_PORT}"
+        if relayed
+        else f"host={net['pgrouter'].address} port=5432"
+    )
+    lines = []
+    for line in POOLER.read_text().splitlines():
+        key = line.split("=")[0].strip()
+        if key == "floodgate":
+            line = f"floodgate = {upstream} dbname=floodgate user=postgres"
+        elif key == "listen_addr":
+            line = f"listen_addr = {net['pgbouncer'].address}"
+        elif key == "auth_type":
+            line = "auth_type = any"
+        elif key == "auth_file":
+            continue
+        lines.append(line)
+    user = pgbouncer.system_user()
+    path = folder / "pgbouncer.ini"
+    path.write_text("\n".join([*lines, *([f"user = {user}"] if user else [])]) + "\n")
+    return path
+
+
+async def inflict(
+    fault: str, net: netns.Network, shop: Shop, seen: dict[str, object], *, fails_over: bool
+) -> None:
     """Make the partition, hold it (until a promotion, or LASTING seconds), heal it, and wait until a
     demoted leader is the new leader's standby again; what the fault showed goes into `seen`."""
     nodes: patroni.Patroni = shop.patroni  # type: ignore[assignment]
@@ -339,8 +443,7 @@ async def inflict(fault: str, net: netns.Network, shop: Shop, seen: dict[str, ob
         net.isolate("etcd2")
         net.isolate("etcd3")
     elif fault == "web-cut-from-postgres":
-        for node in ("pg1", "pg2"):
-            net.cut("web1", node)
+        net.cut("web1", "pgbouncer")
     elif fault == "web-cut-from-redis":
         for other in [*REDIS, *SENTINELS]:
             net.cut("web1", other)
@@ -349,20 +452,30 @@ async def inflict(fault: str, net: netns.Network, shop: Shop, seen: dict[str, ob
             net.cut(master, other)
     elif fault == "database-link-lossy":
         for app in (*WEB, "worker"):
-            for node in ("pg1", "pg2"):
-                net.cut(app, node, loss=0.3)
+            net.cut(app, "pgbouncer", loss=0.3)
     elif fault == "redis-link-capped":
         net.cap(master, "1mbit")
+    elif fault == "database-link-slow":
+        os.kill(shop.processes["delayer"].pid, signal.SIGUSR1)
+    elif fault in {"router-killed", "pgbouncer-killed"}:
+        killed = "router1" if fault == "router-killed" else "pgbouncer"
+        os.killpg(shop.processes[killed].pid, signal.SIGKILL)
+        shop.processes[killed].wait()
     try:
-        if fault in FAILS_OVER:
+        if fails_over:
             await asyncio.to_thread(nodes.wait_for_leader, other_than=leader, timeout=120)
         elif fault == "redis-split-brain":
             await split_brain(net, master, seen)
         else:
-            await asyncio.sleep(LASTING)
+            await asyncio.sleep(DOWN if fault == "pgbouncer-killed" else LASTING)
     finally:
         net.heal()
+        if fault == "database-link-slow":
+            os.kill(shop.processes["delayer"].pid, signal.SIGUSR2)
+        if fault in {"router-killed", "pgbouncer-killed"}:
+            shop.start(killed)
     new = await asyncio.to_thread(nodes.wait_for_leader, timeout=120)
+    seen["leader after the heal"] = "the same node" if new.name == leader.name else "the other node"
     if synchronous_mode(nodes):
         await asyncio.to_thread(nodes.wait_for_sync_standby, new, 180)
     deadline = time.monotonic() + 60  # the old Redis master rejoins as a replica (its writes dropped)
@@ -398,13 +511,13 @@ def synchronous_mode(nodes: patroni.Patroni) -> bool:
 
 
 def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace) -> Result:
-    fault = "leader-cut-from-cluster" if run == CONTROL else run
+    fault, dcs = RUNS[run]
     folder = ROOT / ".data" / f"partitions-{os.getpid()}-{run}"
     shutil.rmtree(folder, ignore_errors=True)
     server_folder(folder)
     shop: Shop | None = None
     try:
-        shop, tokens, ids, starts = start_shop(net, folder, python, args, synchronous=run != CONTROL)
+        shop, tokens, ids, starts = start_shop(net, folder, python, args, fault=fault, dcs=dcs)
         crowd = Crowd(
             shop.base,
             tokens,
@@ -414,6 +527,7 @@ def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace
             walk_hold=0.3,
             walk_offer=0.0,
             deadline=starts + 150 + (60 if fault in FAILS_OVER else 0),
+            names={SHOP: [net[name].address for name in ROUTERS]},
         )
         injections: list[Injection] = []
         seen: dict[str, object] = {}
@@ -424,9 +538,12 @@ def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace
                 if crowd.over():
                     return
                 at = crowd.now()
-                say(f"{run}: {FAULTS[fault]}, at {at:.1f} s")
+                say(f"{run}: {describe(run)}, at {at:.1f} s")
                 try:
-                    await inflict(fault, net, shop, seen)  # type: ignore[arg-type]
+                    settings = {**patroni.load_config()["bootstrap"]["dcs"], **dcs}
+                    kept = settings.get("failsafe_mode") and fault == "leader-cut-from-etcd"
+                    fails_over = fault in FAILS_OVER and not kept
+                    await inflict(fault, net, shop, seen, fails_over=fails_over)  # type: ignore[arg-type]
                 finally:
                     injections.append(Injection(fault, "wave", at, crowd.now()))
                     say(f"{run}: healed at {crowd.now():.1f} s")
@@ -459,6 +576,12 @@ def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def describe(run: str) -> str:
+    fault, dcs = RUNS[run]
+    changed = [f"{key} {'on' if value else 'off'}" for key, value in dcs.items()]
+    return ", ".join([FAULTS[fault], *changed])
+
+
 def verdict(result: Result) -> str:
     failed = [name for name, ok in result.passed.items() if not ok]
     if result.run == CONTROL:
@@ -476,13 +599,14 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         f"Measured {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: each run a waiting-room drop of "
         f"{args.units} units (holds {HOLD_SECONDS} s, offers {OFFER_SECONDS} s), {args.buyers:,} "
         "buyers; every server a host of its own (network namespaces on one bridge): 3 etcd, 2 "
-        "PostgreSQL under Patroni (synchronous), Redis with a replica and 3 sentinels, the provider, "
-        "two floodgate-web hosts (2 workers each) behind HAProxy, the worker and beat, the crowd. The "
+        "PostgreSQL under Patroni (synchronous), HAProxy to the leader and PgBouncer before it, Redis "
+        "with a replica and 3 sentinels, the provider, three floodgate-web hosts (2 workers each) "
+        "behind two HAProxy routers (the shop's name on both), the worker and beat, the crowd. The "
         f"fault lands on the first wave and is healed after the promotion (or {LASTING:.0f} s).",
         "",
-        "| run | fault | acknowledged lost | 5xx but 503 | 503 | no answer | moved again | last caught "
-        "answered | sold | drift | checks |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| run | fault | acknowledged lost | 5xx but 503 | 503 | no answer | never answered | moved again "
+        "| last caught answered | sold | drift | checks |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
 
     def seconds(value: float | None) -> str:
@@ -491,31 +615,27 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
     for r in results:
         statuses = Counter({int(k): v for k, v in r.statuses.items()})
         errors = sum(v for k, v in statuses.items() if k >= 500 and k != 503)
-        fault = (
-            FAULTS["leader-cut-from-cluster"] + ", synchronous mode off"
-            if r.run == CONTROL
-            else FAULTS[r.run]
-        )
         lines.append(
-            f"| {r.run} | {fault} | {r.holds_lost + r.orders_lost} | {errors} | {statuses[503]} | "
-            f"{statuses[0]} | {seconds(r.moved_again)} | {seconds(r.recovery)} | {r.sold} | {r.drift} | "
-            f"{verdict(r)} |"
+            f"| {r.run} | {describe(r.run)} | {r.holds_lost + r.orders_lost} | {errors} | {statuses[503]} | "
+            f"{statuses[0]} | {r.unanswered if r.run != CONTROL else '-'} | {seconds(r.moved_again)} | "
+            f"{seconds(r.recovery)} | {r.sold} | {r.drift} | {verdict(r)} |"
         )
     lines += [
         "",
         "Acknowledged lost: holds and orders a buyer was told about that the database does not have after "
         "the heal. No answer: requests that got no HTTP answer (a connection cut or timed out), retried. "
+        "Never answered: buyers given no last word (a unit, sold out or a refusal) by the sale's end. "
         "Moved again: the longest the sale stood still with buyers waiting, from the fault to its first "
         "move after the heal. Last caught answered: from the heal until the last buyer waiting then had "
         "their answer. Checks: faults.py's (holds and orders lost, invariant, admission order, offers in "
-        "order, orders decided and captured once, no 5xx but 503).",
+        "order, orders decided and captured once, no 5xx but 503, every buyer answered).",
     ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="floodgate.py prove partitions")
-    parser.add_argument("--only", action="append", choices=[*FAULTS, CONTROL], help="this run (repeatable)")
+    parser.add_argument("--only", action="append", choices=list(RUNS), help="this run (repeatable)")
     parser.add_argument("--units", type=int, default=60)
     parser.add_argument("--buyers", type=int, default=600)
     parser.add_argument("--join-rate", type=float, default=300.0, help="buyers joining a second")
@@ -525,11 +645,11 @@ def main(argv: list[str]) -> int:
         sys.exit("prove partitions makes network namespaces: run it as root")
     cleanup_on_signal()
     python = patroni.ensure_venv()  # before the hosts: pip reaches the registry from this namespace
-    runs = list(args.only or [*FAULTS, CONTROL])
+    runs = list(args.only or RUNS)
     results: list[Result] = []
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        with netns.network(HOSTS) as net:
+        with netns.network(HOSTS, aliases={SHOP: ROUTERS}) as net:
             for number, run in enumerate(runs, 1):
                 say(f"run {number} of {len(runs)}: {run}")
                 result = netns.inside(net["crowd"], run_one, run, net, python, args)

@@ -10,12 +10,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from devtools import netns
+from devtools import netns, partitions, ports
 from devtools.partitions import CONTROL
 
 pytestmark = pytest.mark.servers  # namespaces and the processes in them
@@ -49,8 +50,13 @@ def namespaces(run: str | None) -> list[str]:
 
 
 def test_hosts_reach_each_other_a_cut_is_silent_and_heals_and_this_namespace_reaches_none() -> None:
-    with netns.network(["a", "b", "c"], run=f"{os.getpid()}") as net:
+    with netns.network(["a", "b", "c"], run=f"{os.getpid()}", aliases={"shop.test": ["b", "c"]}) as net:
         a, b, c = net["a"], net["b"], net["c"]
+        # names: every host's, and one name with two addresses (as round-robin DNS gives)
+        looked_up = a.run("getent", "ahostsv4", "shop.test").stdout.split()
+        assert {b.address, c.address} <= set(looked_up) and a.run("getent", "hosts", "c").stdout.startswith(
+            c.address
+        )
         server = subprocess.Popen(
             b.command([sys.executable, "-m", "http.server", "--bind", b.address, "8000"]),
             stdout=subprocess.DEVNULL,
@@ -82,6 +88,7 @@ def test_hosts_reach_each_other_a_cut_is_silent_and_heals_and_this_namespace_rea
     # everything in the hosts was killed with them
     assert server.wait(5) == -signal.SIGKILL
     assert namespaces(f"{os.getpid()}") == []
+    assert not (netns.HOSTS_FILES / a.namespace).exists()  # the hosts files went with them
 
 
 def gone(pid: int) -> bool:
@@ -159,3 +166,102 @@ def test_the_leader_partitioned_mid_sale_loses_nothing_and_the_control_without_s
     # the control: synchronous mode off, the old leader acknowledged holds its successor never had
     assert control["run"] == CONTROL and control["holds_lost"] > 0
     assert control["passed"]["holds lost: 0"] is False
+
+
+def test_the_shipped_balancers_and_pooler_run_on_hosts_with_every_setting_but_the_addresses(
+    tmp_path: Path,
+) -> None:
+    """The partition run's HAProxy and PgBouncer configs are the shipped files with addresses in
+    place of Docker's DNS: every other line kept, and HAProxy accepts them."""
+    names = ["pg1", "pg2", "pgrouter", "pgbouncer", *partitions.WEB, *partitions.ROUTERS]
+    net = netns.Network("x", {n: netns.Host(n, f"ns-{n}", f"198.18.0.{i}") for i, n in enumerate(names, 1)})
+    web = partitions.balancer(net, "router2", tmp_path).read_text()
+    database = partitions.database_router(net, tmp_path).read_text()
+
+    for config, shipped in ((web, partitions.BALANCER), (database, partitions.DATABASE_ROUTER)):
+        assert "resolvers" not in config and "docker" not in config and "server-template" not in config
+        checked = subprocess.run(
+            ["/usr/sbin/haproxy", "-c", "-f", "/dev/stdin"], input=config, text=True, capture_output=True
+        )
+        assert checked.returncode == 0, checked.stderr
+        dns = ("bind", "server", "resolve", "hold ", "nameserver")  # the lines that had to change
+        kept = [line for line in shipped.read_text().splitlines() if not any(w in line for w in dns)]
+        assert [line for line in kept if line.strip() and line not in config] == []
+    assert f"bind {net['router2'].address}:8080" in web
+    assert all(f"server {w} {net[w].address}:8000 check" in web for w in partitions.WEB)
+    assert f"server pg2 {net['pg2'].address}:5432 check port 8008" in database
+    assert f"bind {net['pgrouter'].address}:5432" in database
+
+    def settings(text: str) -> dict[str, str]:
+        pairs = (line.split(" = ", 1) for line in text.splitlines() if " = " in line and line[0] != ";")
+        return {key: value for key, value in pairs}
+
+    pool = settings(partitions.pooler(net, tmp_path).read_text())
+    shipped = settings(partitions.POOLER.read_text())
+    assert pool["floodgate"] == f"host={net['pgrouter'].address} port=5432 dbname=floodgate user=postgres"
+    assert pool["listen_addr"] == net["pgbouncer"].address and pool["auth_type"] == "any"
+    # the pool's mode, sizes and login retries are the shipped ones
+    assert {key for key in shipped if pool.get(key) != shipped[key]} == {
+        "floodgate",
+        "listen_addr",
+        "auth_type",
+        "auth_file",
+    }
+
+
+def test_the_delaying_relay_adds_its_delay_each_way_on_signal_and_keeps_the_stream_whole() -> None:
+    """devtools/delayer.py stands in for netem: off at start, SIGUSR1 adds the delay to each
+    direction (a round trip pays it twice), SIGUSR2 lifts it; bytes arrive whole and in order, and
+    chunks in flight wait side by side, not one behind the other."""
+    echo = socket.create_server(("127.0.0.1", 0))
+    port = echo.getsockname()[1]
+
+    def serve() -> None:
+        connection, _ = echo.accept()
+        with connection:
+            while data := connection.recv(65536):
+                connection.sendall(data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    relay_port = ports.free_port()
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "devtools.delayer", f"127.0.0.1:{relay_port}", f"127.0.0.1:{port}",
+         "--delay-ms", "100"],
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        ports.wait_for_port(relay_port, process=relay, seconds=10)
+        client = socket.create_connection(("127.0.0.1", relay_port))
+
+        def round_trip(payload: bytes) -> tuple[bytes, float]:
+            started = time.monotonic()
+            client.sendall(payload)
+            got = b""
+            while len(got) < len(payload):
+                got += client.recv(65536)
+            return got, time.monotonic() - started
+
+        assert round_trip(b"before")[0] == b"before"
+        relay.send_signal(signal.SIGUSR1)
+        time.sleep(0.2)  # the handler runs on the relay's loop
+        got, took = round_trip(b"ping")
+        assert got == b"ping" and took >= 0.2  # 100 ms each way
+        # 200 chunks sent at once: one behind another they would take 20 s each way
+        chunks = [bytes([i]) * 1000 for i in range(200)]
+        started = time.monotonic()
+        for chunk in chunks:
+            client.sendall(chunk)
+            time.sleep(0.001)
+        got = b""
+        while len(got) < 200_000:
+            got += client.recv(65536)
+        assert got == b"".join(chunks)
+        assert time.monotonic() - started < 10
+        relay.send_signal(signal.SIGUSR2)
+        time.sleep(0.2)
+        assert round_trip(b"after")[0] == b"after"
+        client.close()
+    finally:
+        relay.terminate()
+        relay.wait(5)
+        echo.close()
