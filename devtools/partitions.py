@@ -49,6 +49,7 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
+import psycopg
 import redis
 
 from devtools import netns, patroni, pgbouncer, sentinel
@@ -228,6 +229,8 @@ def start_shop(
     route = net["pgrouter"].command(["/usr/sbin/haproxy", "-db", "-f", str(database_router(net, folder))])
     pgrouter = spawn("pgrouter", route, dict(os.environ), folder)
     wait_listening(net["pgrouter"].address, 5432, pgrouter, folder / "pgrouter.log")
+    direct = f"postgresql://postgres@{net['pgrouter'].address}:5432/floodgate?connect_timeout=2"
+    routed_to_the_leader(direct)
     relayed = fault == "database-link-slow"  # no netem here: a userspace relay adds the latency
     if relayed:
         relay = net["pgbouncer"].command(
@@ -239,7 +242,6 @@ def start_shop(
     pool = net["pgbouncer"].command([pgbouncer.BINARY, str(pooler(net, folder, relayed=relayed))])
     bouncer = spawn("pgbouncer", pool, dict(os.environ), folder)
     wait_listening(net["pgbouncer"].address, 6432, bouncer, folder / "pgbouncer.log")
-    direct = f"postgresql://postgres@{net['pgrouter'].address}:5432/floodgate?connect_timeout=2"
     migrate({**env, "DATABASE_URL": direct, "DB_POOLER": ""})
     lines = manage(env, "create_buyers", "--count", str(args.buyers), "--prefix", "pt").splitlines()
     tokens = [json.loads(line)["token"] for line in lines]
@@ -356,6 +358,24 @@ def replication(net: netns.Network, name: str) -> dict:
         )
         return dict(client.info("replication"))
     return {}
+
+
+def routed_to_the_leader(url: str) -> None:
+    """HAProxy starts with every server up until its checks say otherwise, so for its first
+    seconds a connection may reach the replica (read-only): wait until four in a row reach the
+    leader."""
+    deadline, in_a_row = time.monotonic() + 30, 0
+    while in_a_row < 4:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the leader's router still sends connections to a read-only node")
+        try:
+            with psycopg.connect(url, autocommit=True) as connection:
+                standby = connection.execute("SELECT pg_is_in_recovery()").fetchone() != (False,)
+        except psycopg.OperationalError:
+            standby = True
+        in_a_row = 0 if standby else in_a_row + 1
+        if standby:
+            time.sleep(0.2)
 
 
 def balancer(net: netns.Network, name: str, folder: Path) -> Path:
