@@ -1,4 +1,7 @@
-FROM python:3.11-slim
+# The base is a build argument: the official image by default; a stand-in made from Debian's
+# packages where no registry is reachable (`prove compose`, devtools/compose.py).
+ARG BASE=python:3.11-slim
+FROM ${BASE}
 ENV PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 COPY pyproject.toml README.md ./
