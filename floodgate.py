@@ -71,7 +71,7 @@ def main(argv: list[str]) -> None:
     if not argv or argv[0] not in {"run", "test", "manage", "bench", "shots", "prove", "rehearse"}:
         sys.exit(
             "usage: python3 floodgate.py run | test [--fast] [pytest args] | manage <command>"
-            " | bench <name> [args] | shots [folder] [--lang de] | prove failover|faults|partitions"
+            " | bench <name> [args] | shots [folder] [--lang de] | prove failover|faults|partitions|compose"
             " | rehearse SLUG [--buyers N] [--base URL]"
         )
     # run, manage and rehearse need only the store; the rest test, measure or photograph it
@@ -116,6 +116,11 @@ def main(argv: list[str]) -> None:
         # Patroni runs on Debian's Python, in a venv of its own, with etcd as its store
         ensure_debian_package("etcd-server", "/usr/bin/etcd", "Patroni's store", recommends=False)
         ensure_debian_package("python3-venv", DEBIAN_VENV, "Patroni's venv", recommends=False)
+    if argv[:2] == ["prove", "compose"] or full_test:
+        # a dockerd of the run's own, and the Debian base its images are built on
+        ensure_debian_package("docker.io", "/usr/sbin/dockerd", "prove compose", recommends=False)
+        ensure_debian_package("debootstrap", "/usr/sbin/debootstrap", "prove compose", recommends=False)
+        ensure_debian_package("iptables", "/usr/sbin/iptables", "prove compose", recommends=False)
     if argv[0] == "bench" and argv[1:2] == ["queue"]:
         ensure_debian_package("wrk", "/usr/bin/wrk", "bench queue (the HTTP load generator)")
     os.chdir(ROOT)

@@ -301,11 +301,12 @@ def run_bench(args: list[str]) -> int:
 
 def run_proof(args: list[str]) -> int:
     """`prove NAME [args]`: a fault run that starts its own servers (devtools/NAME.py)."""
-    if args[:1] not in (["failover"], ["faults"], ["partitions"]):
+    if args[:1] not in (["failover"], ["faults"], ["partitions"], ["compose"]):
         sys.exit(
             "usage: python3 floodgate.py prove failover [--patroni] [--before S] [--after S]"
             " | prove faults [--only NAME] [--chaos] [--every-fault] [--buyers N] [--units N]"
             " | prove partitions [--only NAME] [--buyers N] [--units N]"
+            " | prove compose [--buyers N] [--units N]"
         )
     return subprocess.run([sys.executable, "-m", f"devtools.{args[0]}", *args[1:]], cwd=ROOT).returncode
 
