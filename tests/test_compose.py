@@ -205,6 +205,7 @@ def test_every_compose_shape_passes_compose_v1(shape: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("shape", SHAPES)
 def test_every_compose_shape_passes_the_compose_specifications_own_parser(shape: str) -> None:
     """Docker Compose v2 (the Go program, compose-go's parser of the Compose Specification)."""
@@ -219,6 +220,7 @@ def test_every_compose_shape_passes_the_compose_specifications_own_parser(shape:
         assert "DO $$ BEGIN IF NOT EXISTS" in pg_init_says(done.stdout)
 
 
+@pytest.mark.servers
 def test_control_the_compose_specifications_parser_refuses_a_broken_file(tmp_path: Path) -> None:
     broken = tmp_path / "docker-compose.yml"
     broken.write_text((ROOT / "docker-compose.yml").read_text().replace("replicas: 2", "replicas: two"))
