@@ -312,6 +312,7 @@ class Outcome:
     def passed(self) -> bool:
         return (
             self.exact
+            and self.database.get("available") == 0  # the sale went through: every unit taken
             and self.server_errors == 0
             and self.unanswered == 0
             and self.replaced_s is not None
