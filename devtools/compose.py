@@ -139,8 +139,11 @@ def forwarding() -> str:
 def sweep() -> None:
     """What a run killed with SIGKILL left: its dockerd (and with it, its containers)."""
     if PIDFILE.exists():
-        with contextlib.suppress(ValueError, ProcessLookupError):
+        with contextlib.suppress(ValueError, ProcessLookupError, FileNotFoundError):
             pid = int(PIDFILE.read_text())
+            # only if that process is still this run's dockerd (a stale file's number may be reused)
+            if str(SOCKET) not in Path(f"/proc/{pid}/cmdline").read_text():
+                raise ProcessLookupError(pid)
             os.kill(pid, signal.SIGTERM)
             for _ in range(60):
                 os.kill(pid, 0)
