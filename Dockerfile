@@ -4,8 +4,10 @@ ARG BASE=python:3.11-slim
 FROM ${BASE}
 ENV PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
-COPY pyproject.toml README.md ./
-RUN pip install --no-cache-dir -e . || true
+# The dependencies in a layer of their own, keyed on pyproject.toml alone: an edit anywhere else
+# (the README the metadata names included, so an empty one stands in) reuses it.
+COPY pyproject.toml ./
+RUN touch README.md && pip install --no-cache-dir -e . || true
 COPY . .
 # collectstatic in the production profile, so the manifest the production storage reads exists;
 # the values below exist only for this build step (no process of the image sees them).
