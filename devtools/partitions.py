@@ -64,11 +64,11 @@ from devtools.faults import (
     Result,
     Shop,
     check,
-    cleanup_on_signal,
     spawn,
     stop_group,
 )
 from devtools.pg_servers import ROOT, server_folder
+from devtools.ports import cleanup_on_signal
 
 HOSTS = [
     "etcd1",

@@ -1,7 +1,9 @@
-"""Ports on this machine for the servers the dev tooling, the tests and the benchmarks start."""
+"""Ports on this machine for the servers the dev tooling, the tests and the benchmarks start, and the
+way every such run ends on a signal."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import time
@@ -34,3 +36,13 @@ def wait_for_port(
             if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
                 raise RuntimeError(failed()) from None
             time.sleep(0.05)
+
+
+def cleanup_on_signal() -> None:
+    """SIGTERM/SIGHUP end the run as Ctrl-C does: through the finally blocks that stop every server."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)

@@ -107,8 +107,8 @@ def gone(pid: int) -> bool:
 
 CHILD = """
 import sys, time
-from devtools import faults, netns
-faults.cleanup_on_signal()
+from devtools import netns, ports
+ports.cleanup_on_signal()
 with netns.network(["x", "y"]) as net:
     import subprocess
     subprocess.Popen(net["x"].command(["sleep", "600"]))
