@@ -4,7 +4,7 @@ A drawn draw never changes (the seed, the closed list, the round and the order a
 draw's transaction), yet its document grows with the line: 260 KB and a read of every entry at
 20,000. So it is computed on its first request after the draw and kept in Redis under the drop and
 the moment of the draw; every later request costs two indexed reads and one GET, and a client that
-sends back the ETag or Last-Modified costs no GET at all (docs/ARCHITECTURE.md §8, "The draw's record").
+sends back the ETag or Last-Modified costs no GET at all (admission/__init__.py).
 Before the draw the document is small and still changing: computed each time, never kept.
 """
 

@@ -4,7 +4,7 @@ Most of a drop's crowd asks questions whose answer is already known (is it on? s
 paused? admitted?), and most reserve attempts cannot succeed. This raw ASGI layer answers
 those from each drop's snapshot (admission.published) without entering Django or querying
 PostgreSQL: an answer from here costs a dict lookup, where Django's handler costs ~10-40x more
-(docs/ARCHITECTURE.md, "Admission").
+(admission/__init__.py).
 
 What keeps it honest:
 

@@ -2,7 +2,7 @@
 
 reportlab, not WeasyPrint: it is pure Python from pip, while WeasyPrint needs the system's Pango
 and Cairo (one more thing for every machine and image). Its built-in Helvetica covers Latin-1 and
-the euro sign: names in other scripts print as boxes (ARCHITECTURE.md, "Invoices and credit notes").
+the euro sign: names in other scripts print as boxes (checkout/__init__.py, "Invoices").
 """
 
 from __future__ import annotations

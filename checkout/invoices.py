@@ -5,8 +5,7 @@ accountant's export (a CSV summary and the PDFs in one ZIP).
 An invoice keeps what it says (seller, buyer, line, amounts) as it was when it was issued; the
 PDF (checkout.invoice_pdf) is drawn from the row, in the reader's language, whenever asked.
 
-Lock order: whatever the calling transaction locked, then the counter row last (ARCHITECTURE.md,
-"Invoices and credit notes").
+Lock order: whatever the calling transaction locked, then the counter row last (core/locks.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ process, the same answer). Once the drop opens (its start, or its waiting room's
 `send_due_reminders` marks each reminder sent and writes its e-mail's outbox row (and a push to
 each browser the buyer opted in from, checkout/push.py) in one transaction, so a reminder becomes
 exactly one message whoever runs it (beat's worker, a second worker, a retried task, a web process
-covering the duty: ops/duties.py); the outbox relays it (docs/ARCHITECTURE.md §7, step 5).
+covering the duty: ops/duties.py); the outbox relays it (checkout/outbox.py).
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def start_payment(*, hold_id: int, buyer_id: int) -> Started:
         raise ProviderUnavailable(
             gettext_lazy("The payment page could not be opened; try again in a moment.")
         )
-    # The one place a session is tied to a payment: a payment records one session, once (ARCHITECTURE.md,
+    # The one place a session is tied to a payment: a payment records one session, once (checkout/__init__.py,
     # "One charge per payment").
     unopened = Payment.objects.filter(pk=payment.pk, state=PaymentState.CREATED, session_id__isnull=True)
     opened = unopened.update(

@@ -289,7 +289,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
 
-# Buyer accounts (django-allauth, docs/ARCHITECTURE.md §12): sign up with an e-mail address, which
+# Buyer accounts (django-allauth, accounts/__init__.py): sign up with an e-mail address, which
 # must be verified before the first login; log in with it (or with the username of an account made
 # before, by create_buyers or the admin).
 ACCOUNT_LOGIN_METHODS = {"email", "username"}
@@ -339,7 +339,7 @@ AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 
 # The shop speaks English and German (locale/, compiled by `python -m devtools.po`); a merchant adds
-# a language with its django.po and a line here (docs/ARCHITECTURE.md, "Languages").
+# a language with its django.po and a line here (docs/RUNBOOK.md, "Languages").
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("de", "Deutsch")]
 LOCALE_PATHS = [BASE_DIR / "locale"]

@@ -4,11 +4,17 @@ Lock order, in every transaction that takes more than one:
 
     drop row (FOR NO KEY UPDATE; quantity changes and relayouts only)
       -> hold rows (the claim inserts its own; transitions lock theirs)
-        -> a presale code row (a presale claim spends its code after its hold, holds/presale.py)
+        -> presale code rows, then discount code rows, each in id order (a claim spends its
+           codes after its hold: holds/presale.py, holds/discounts.py)
         -> stock rows: buckets in index order, units in rank order; the hot row last
+          -> an invoice counter row (checkout/invoices.py), last of all, so nothing waits on it
 
 A claim's first statement is the only one that may wait for a row lock (READ COMMITTED
-keeps the lock of a row whose recheck failed, so a second wait could close a cycle).
+keeps the lock of a row whose recheck failed, so a second wait could close a cycle), with
+one exception: a code spend waits for its code's row after the hold and before the stock.
+No transaction holding a stock row waits for a code row, nor one holding a code row for a
+hold row (a release or an expiry gives codes back before stock, UNSPEND_CODES), so those
+waits follow the order and close no cycle; a spend whose recheck fails ends the transaction.
 
 Advisory locks are transaction-scoped (`_xact_`: released at commit, nothing left on a
 pooled connection) and each is taken first in a transaction of its own that holds no row

@@ -7,7 +7,7 @@ statement hands each such duty to one process across the fleet under a lease in 
 that process runs it on its period, renewing the lease each time, until Celery's runs come back
 (a Celery run clears the lease, and a duty on schedule is not handed out). Each duty is safe to
 run twice at once (its own advisory try-lock, SKIP LOCKED, or rows claimed once), so the moment
-of overlap when beat returns costs nothing. docs/ARCHITECTURE.md §9 says why PostgreSQL.
+of overlap when beat returns costs nothing. The ops package docstring says why PostgreSQL.
 """
 
 from __future__ import annotations
