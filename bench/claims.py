@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bench._django import setup_django
+from devtools import pgbouncer
 
 OUT = Path(__file__).resolve().parent / "out"
 BUYERS = 200_000  # distinct buyers; one per claim attempt within a run
@@ -274,8 +275,9 @@ class Clients:
         pending = list(self.pending)
         while pending:
             for conn in wait(pending, timeout=PROGRESS_EVERY):
-                outcomes.append(conn.recv())  # type: ignore[union-attr]
-                pending.remove(conn)  # type: ignore[arg-type]
+                assert isinstance(conn, Connection)  # wait() hands back what it was given
+                outcomes.append(conn.recv())
+                pending.remove(conn)
             if on_wait is not None and pending:
                 on_wait()
         return outcomes
@@ -778,7 +780,7 @@ def run_units(clients: Clients, quantity: int, buyers: tuple[int, int], size: in
         cpu = interval.lap()
         claimed = claims_of(drop.pk)[0]
         rate = (claimed - seen[1]) / (now - seen[0])
-        samples.append(Sample(seen[0], now, claimed - seen[1], cpu))
+        samples.append(Sample(seen[0], now, claimed - int(seen[1]), cpu))
         vacuuming = [r[0] for r in query("SELECT relid::regclass::text FROM pg_stat_progress_vacuum")]
         print(
             f"  units: {claimed:>9,} / {quantity:,} claimed, {rate:,.0f}/s lately; {cpu.describe()}"
@@ -1095,8 +1097,6 @@ def main(argv: list[str] | None = None) -> None:
     if pgbench is None and args.only != "units":
         sys.exit("bench: pgbench not found (set PGBIN or put pgbench on PATH): its baselines cannot run")
     if args.through_pgbouncer:
-        from devtools import pgbouncer
-
         # before Django and the client processes read DATABASE_URL: they all connect through it
         bouncer = pgbouncer.start(os.environ["DATABASE_URL"], OUT.parent.parent / ".data" / "bench-pgbouncer")
         atexit.register(bouncer.stop)

@@ -73,7 +73,7 @@ def summarise(collapsed: str) -> Summary:
 
 
 @contextlib.contextmanager
-def recording(pids: list[int], stem: Path | None):  # type: ignore[no-untyped-def]
+def recording(pids: list[int], stem: Path | None):
     """Sample these processes (and their children) while the block runs; the summary is printed
     and written beside the collapsed stacks. `stem` None: nothing is recorded."""
     spy = available() if stem is not None else None

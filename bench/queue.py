@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import _bare
 from bench.crowd import rss_bytes, tied
 from devtools.ports import free_port, wait_for_port
 
@@ -413,8 +414,6 @@ def bare_fan_out(base: str, n: int) -> FanOut:
     """The same clients and waves against bench/_bare.py: each wave one PUBLISH, nothing else."""
     import redis
 
-    from bench import _bare
-
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
     child = listeners(base.replace("http://", "ws://") + "/ws/bare/", n, WAVES)
     time.sleep(1)  # every worker's relay has subscribed (at its first socket)
@@ -473,8 +472,6 @@ HOLD_WAVES = 10  # waves spread over a hold: every socket receives a message now
 def hold(base: str, n: int, seconds: float, web: subprocess.Popen, *, bare: bool = False) -> Held:
     """n sockets open for `seconds` (store: a drop's queue; bare: bench/_bare.py), RSS sampled."""
     import redis
-
-    from bench import _bare
 
     line = None if bare else Line.make(base, f"hold{n}", HOLD_WAVES)
     url = base.replace("http://", "ws://") + "/ws/bare/" if line is None else line.url

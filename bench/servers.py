@@ -280,11 +280,11 @@ def measure(
     server: str, requests: list[Request], *, workers: int, round_: int, args: argparse.Namespace
 ) -> list[Cell]:
     cells = []
-    for app, wanted in ((BARE, requests[:1]), (APP, requests[1:])):
+    for app, asked in ((BARE, requests[:1]), (APP, requests[1:])):
         log = OUT / f"servers-{server}.log"
         process, base = start(server, app, workers, log)
         try:
-            for request in wanted:
+            for request in asked:
                 wanted = EXPECTED[request.endpoint]
                 answer = expect(base, request, wanted)
                 if answer != wanted:  # not what this cell measures: leave it out, and say so

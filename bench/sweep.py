@@ -190,11 +190,13 @@ def run_point(
         m = crowd.measure(s, [b for b in buyers if b["index"] // p.crowd == d], start)
         m.holds_db = Hold.objects.filter(drop=drop).count()
         # created_at is now() of the claim's transaction: one value per transaction.
-        made = Hold.objects.filter(drop=drop).aggregate(
+        stamps = Hold.objects.filter(drop=drop).aggregate(
             last=Max("created_at"), tx=Count("created_at", distinct=True)
         )
-        p.server_last_hold.append((made["last"] - drop.starts_at).total_seconds() if made["last"] else None)
-        p.transactions.append(made["tx"])
+        p.server_last_hold.append(
+            (stamps["last"] - drop.starts_at).total_seconds() if stamps["last"] else None
+        )
+        p.transactions.append(stamps["tx"])
         inv = invariant(drop_id=drop.pk)
         m.drift = inv.drift
         p.to_last_hold.append(m.to_last_hold)
@@ -412,7 +414,7 @@ def panel(
     first = series[0].points[0] if series and series[0].points else None
     if guides and first and first[1] is not None and len(xs) > 1:
         # What flat and linear growth from the smallest point would look like.
-        x0, y0 = first
+        x0, y0 = first[0], first[1]
         x1 = xs[-1]
         out.append(f'<g clip-path="url(#clip-{key})">')
         out.append(

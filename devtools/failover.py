@@ -171,8 +171,10 @@ class Crowd:
                 told = (body.get("order") or {}).get("id")
                 self.said.append(Said(started, ended, status, hold, told, key, self.buyer_ids[index]))
             else:
-                error = str(body.get("error", ""))
-                self.said.append(Said(started, ended, status, None, None, key, self.buyer_ids[index], error))
+                refusal = str(body.get("error", ""))
+                self.said.append(
+                    Said(started, ended, status, None, None, key, self.buyer_ids[index], refusal)
+                )
             if status in {429, 503}:
                 await asyncio.sleep(min(retry, 1.0))
                 continue
@@ -331,7 +333,12 @@ def main(argv: list[str]) -> int:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        stops.append(lambda: (provider.terminate(), provider.wait(10)))
+
+        def stop_provider() -> None:
+            provider.terminate()
+            provider.wait(10)
+
+        stops.append(stop_provider)
         wait_listening(provider_port, provider, folder / "provider.log")
         env["PAYMENT_PROVIDER_URL"] = f"http://127.0.0.1:{provider_port}"
         env["PAYMENT_PROVIDER_PUBLIC_PREFIXES"] = f"http://127.0.0.1:{provider_port}"

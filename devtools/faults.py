@@ -56,13 +56,15 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from devtools import patroni as ha  # "ha": `patroni` is a flag of this module's functions
+from devtools import sentinel
 from devtools.failover import BIN, OUT, manage, migrate, wait_listening
 from devtools.pg_servers import ROOT, Cluster, pg_bin, server_folder
 from devtools.ports import cleanup_on_signal, free_port
@@ -73,7 +75,9 @@ OFFER_SECONDS = 15  # and the shortest offer
 PHASES = ["draw", "wave", "sell-out", "expiry", "offer"]
 REDIS_DOWN_AFTER_MS = 3000  # the sentinels fail a silent master over after this: a 2 s pause is a pause
 DEFAULT_PROVIDER = {"latency_ms": 50, "failure_rate": 0.0, "duplicates": 1, "late_seconds": 0.0}
-PROVIDER = {  # how the provider misbehaves for its fault (devtools/provider_sim.py's /api/config)
+PROVIDER: dict[
+    str, dict[str, float]
+] = {  # how the provider misbehaves for its fault (provider_sim's /api/config)
     "provider-slow": {"latency_ms": 5000},
     "provider-failing": {"failure_rate": 0.5},
     "provider-late-thrice": {"duplicates": 3, "late_seconds": 3.0},
@@ -139,11 +143,11 @@ class Shop:
 
     folder: Path
     cluster: Cluster
-    redis: object  # devtools.sentinel.Sentinels
+    redis: sentinel.Sentinels | None  # None: a partitions run's Redis, not under Sentinel
     env: dict[str, str]
     base: str
     provider: str
-    patroni: object | None = None  # devtools.patroni.Patroni, on its fault's run
+    patroni: ha.Patroni | None = None  # on its fault's run
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     commands: dict[str, list[str]] = field(default_factory=dict)
     reviving: asyncio.Task | None = None  # a killed Redis master or PostgreSQL leader rejoining as replica
@@ -177,11 +181,9 @@ class Shop:
 
 
 @contextlib.contextmanager
-def database(folder: Path, *, patroni: bool) -> Iterator[tuple[Cluster, str, object | None]]:
+def database(folder: Path, *, patroni: bool) -> Iterator[tuple[Cluster, str, ha.Patroni | None]]:
     """The run's PostgreSQL (to query, the app's DATABASE_URL, the Patroni cluster if it is one)."""
     if patroni:
-        from devtools import patroni as ha
-
         with ha.running(folder / "patroni") as nodes:
             yield nodes.following(), nodes.database_url, nodes
         return
@@ -197,8 +199,6 @@ def servers(
     folder: Path, buyers: int, units: int, starts_in: int, *, patroni: bool = False
 ) -> Iterator[tuple[Shop, list[str], dict]]:
     """The run's servers, its drop and its buyers (tokens, ids); everything stopped on the way out."""
-    from devtools import sentinel
-
     shutil.rmtree(folder, ignore_errors=True)
     try:
         with (
@@ -340,7 +340,7 @@ class Crowd:
         *,
         until: float | None = None,
         **kwargs: object,
-    ) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+    ) -> tuple[int, dict]:
         """One request until a final answer: 503/429 and a lost connection retried, as a client does,
         while the sale goes on (or until `until`)."""
         while (self.now() < until) if until is not None else not self.over():
@@ -370,7 +370,7 @@ class Crowd:
             return status, body
         return 0, {}
 
-    async def buyer(self, session, index: int) -> None:  # type: ignore[no-untyped-def]
+    async def buyer(self, session, index: int) -> None:
         await asyncio.sleep(index / self.join_rate)
         buyer = self.buyer_ids[index]
         auth = {"Authorization": f"Bearer {self.tokens[index]}"}
@@ -393,8 +393,10 @@ class Crowd:
                 self.holds[int(offer["hold"])] = (buyer, "offer")
                 self.held_at.append(self.now())
                 self.answered.add(index)
-                first = "offer" not in self.phase_at and self.first_expiry is not None
-                self.moved(min(asked, self.first_expiry) if first else asked)  # type: ignore[type-var]
+                first = "offer" not in self.phase_at
+                self.moved(
+                    min(asked, self.first_expiry) if first and self.first_expiry is not None else asked
+                )
                 self.reach("offer")
                 if self.rng.random() >= self.walk_offer:
                     await self.pay(session, auth, int(offer["hold"]))
@@ -440,7 +442,7 @@ class Crowd:
                 self.errors.append(f"poll: {status} {polled}")
                 return
 
-    async def pay(self, session, auth: dict[str, str], hold: int) -> None:  # type: ignore[no-untyped-def]
+    async def pay(self, session, auth: dict[str, str], hold: int) -> None:
         """Start paying, pay at the provider, wait for the order; a declined card is tried again."""
         for _card in range(5):
             since = self.now()
@@ -496,7 +498,7 @@ class Crowd:
             if self.sold_out_at is not None:
                 await self.last_word(session)
 
-    async def last_word(self, session) -> None:  # type: ignore[no-untyped-def]
+    async def last_word(self, session) -> None:
         """The crowd stops at the first "sold out"; every other buyer still waiting asks once more,
         as their page would, and must be told it too (or hold a unit) within half a minute."""
         until = self.now() + 30
@@ -578,22 +580,25 @@ async def inflict(fault: str, shop: Shop, *, lasting: float = 0.0) -> None:
         children = subprocess.run(["pgrep", "-P", str(web)], capture_output=True, text=True).stdout.split()
         os.kill(int(children[0]), signal.SIGKILL)  # one of the two workers, mid-request
     elif fault == "redis-paused":
-        pid = await asyncio.to_thread(redis.master_pid)  # type: ignore[attr-defined]
+        assert redis is not None  # this module's runs put Redis under Sentinel
+        pid = await asyncio.to_thread(redis.master_pid)
         os.kill(pid, signal.SIGSTOP)
         await asyncio.sleep(2.0)
         os.kill(pid, signal.SIGCONT)
     elif fault == "redis-master-killed":
-        old = await asyncio.to_thread(redis.kill_master)  # type: ignore[attr-defined]
-        await asyncio.to_thread(redis.wait_for_promotion, old)  # type: ignore[attr-defined]
+        assert redis is not None  # this module's runs put Redis under Sentinel
+        old = await asyncio.to_thread(redis.kill_master)
+        await asyncio.to_thread(redis.wait_for_promotion, old)
         # the fault is over with the promotion; the old master rejoins meanwhile
-        shop.reviving = asyncio.create_task(asyncio.to_thread(redis.revive, old))  # type: ignore[attr-defined]
+        shop.reviving = asyncio.create_task(asyncio.to_thread(redis.revive, old))
     elif fault == PATRONI:  # the leader's machine dies: Patroni and its PostgreSQL together
         nodes = shop.patroni
-        leader = await asyncio.to_thread(nodes.wait_for_leader)  # type: ignore[attr-defined]
+        assert nodes is not None  # the Patroni fault's run is on a Patroni cluster (servers(patroni=True))
+        leader = await asyncio.to_thread(nodes.wait_for_leader)
         await asyncio.to_thread(leader.kill)
-        await asyncio.to_thread(nodes.wait_for_leader, other_than=leader)  # type: ignore[attr-defined]
+        await asyncio.to_thread(nodes.wait_for_leader, other_than=leader)
         # the fault is over when Patroni has promoted the standby; the dead leader rejoins meanwhile
-        shop.reviving = asyncio.create_task(asyncio.to_thread(nodes.rejoin, leader))  # type: ignore[attr-defined]
+        shop.reviving = asyncio.create_task(asyncio.to_thread(nodes.rejoin, leader))
     elif fault in {"worker-killed", "beat-stopped"}:
         name = "worker" if fault == "worker-killed" else "beat"
         os.killpg(shop.processes[name].pid, signal.SIGKILL)  # mid-webhook, mid-sweep, mid-tick
@@ -769,7 +774,7 @@ def check(
         " WHERE h.drop_id = %s AND h.idempotency_key LIKE 'offer:%%' ORDER BY h.created_at, t.number",
         [drop],
     )
-    batches: dict[object, list[int]] = {}
+    batches: dict[dt.datetime, list[int]] = {}
     for at, number in offers:
         batches.setdefault(at, []).append(number)
     ordered = [batches[at] for at in sorted(batches)]
@@ -835,11 +840,11 @@ def check(
     rejoined = None
     if shop.patroni is not None:  # the next failover needs a synchronous standby to promote
         nodes = shop.patroni
-        leader = nodes.leader()  # type: ignore[attr-defined]
+        leader = nodes.leader()
         rejoined = (
             leader is not None
-            and nodes.sync_standby(leader) is not None  # type: ignore[attr-defined]
-            and all(node.role() for node in nodes.nodes)  # type: ignore[attr-defined]
+            and nodes.sync_standby(leader) is not None
+            and all(node.role() for node in nodes.nodes)
         )
         passed["every killed leader rejoined, a synchronous standby"] = rejoined
     return Result(
@@ -920,12 +925,12 @@ def run_one(run: str, args: argparse.Namespace) -> Result:
         async def sale() -> None:
             if is_chaos:
                 rng = random.Random(args.seed)
-                faults: Awaitable[None] = chaos(
+                faults: Coroutine[None, None, None] = chaos(
                     shop, crowd, injections, seconds=args.chaos_seconds, every_fault=args.every_fault, rng=rng
                 )
             else:
                 faults = on_phases(run, shop, crowd, injections, phases)
-            task = asyncio.create_task(faults)  # type: ignore[arg-type]
+            task = asyncio.create_task(faults)
             await crowd.run()
             crowd.finished.set()
             await task  # a fault under way is lifted, never cut off

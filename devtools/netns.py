@@ -222,7 +222,7 @@ def enter(host: Host) -> None:
         os.close(fd)
 
 
-def inside(host: Host, work, *args, **kwargs):  # type: ignore[no-untyped-def]
+def inside(host: Host, work, *args, **kwargs):
     """Run work(*args, **kwargs) in a thread inside the host; its result, or its exception."""
     outcome: dict[str, object] = {}
 

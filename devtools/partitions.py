@@ -126,7 +126,7 @@ FAULTS = {
 # from etcd that still reaches every member stays the leader (the replica does not race it).
 FAILS_OVER = {"leader-isolated", "leader-cut-from-cluster", "leader-cut-from-etcd"}
 CONTROL = "control"  # leader-cut-from-cluster with synchronous mode off: it must lose holds
-VARIANTS = {  # run -> its fault, and the Patroni settings it changes from the shipped ones
+VARIANTS: dict[str, tuple[str, dict[str, object]]] = {  # run -> its fault, the Patroni settings it changes
     "leader-cut-from-etcd-no-failsafe": ("leader-cut-from-etcd", {"failsafe_mode": False}),
     "etcd-quorum-lost-no-failsafe": ("etcd-quorum-lost", {"failsafe_mode": False}),
     CONTROL: ("leader-cut-from-cluster", {"synchronous_mode": False}),
@@ -344,7 +344,9 @@ def redis_master(net: netns.Network) -> str | None:
                 socket_connect_timeout=0.5,
                 decode_responses=True,
             )
-            address, _port = client.sentinel_get_master_addr_by_name(sentinel.MASTER_NAME)
+            found = client.sentinel_get_master_addr_by_name(sentinel.MASTER_NAME)
+            assert isinstance(found, tuple), found  # one sentinel, asked directly: (host, port)
+            address, _port = found
             named.append(next(r for r in REDIS if net[r].address == address))
             client.close()
     best = max(set(named), key=named.count, default=None)
@@ -444,7 +446,8 @@ async def inflict(
 ) -> None:
     """Make the partition, hold it (until a promotion, or LASTING seconds), heal it, and wait until a
     demoted leader is the new leader's standby again; what the fault showed goes into `seen`."""
-    nodes: patroni.Patroni = shop.patroni  # type: ignore[assignment]
+    nodes = shop.patroni
+    assert nodes is not None  # start_shop gives every partition run its Patroni cluster
     leader = await asyncio.to_thread(nodes.wait_for_leader)
     replica = next(n for n in nodes.nodes if n is not leader).name
     master = await asyncio.to_thread(redis_master, net)
@@ -563,7 +566,7 @@ def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace
                     settings = {**patroni.load_config()["bootstrap"]["dcs"], **dcs}
                     kept = settings.get("failsafe_mode") and fault == "leader-cut-from-etcd"
                     fails_over = fault in FAILS_OVER and not kept
-                    await inflict(fault, net, shop, seen, fails_over=fails_over)  # type: ignore[arg-type]
+                    await inflict(fault, net, shop, seen, fails_over=fails_over)
                 finally:
                     injections.append(Injection(fault, "wave", at, crowd.now()))
                     say(f"{run}: healed at {crowd.now():.1f} s")
@@ -592,7 +595,8 @@ def run_one(run: str, net: netns.Network, python: Path, args: argparse.Namespace
         if shop is not None:
             for process in shop.processes.values():
                 stop_group(process)
-            shop.patroni.stop()  # type: ignore[union-attr]
+            if shop.patroni is not None:
+                shop.patroni.stop()
         shutil.rmtree(folder, ignore_errors=True)
 
 

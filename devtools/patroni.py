@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from devtools.pg_servers import ROOT, Cluster, as_server_user, pg_bin, server_folder
 from devtools.ports import free_port
@@ -227,7 +228,7 @@ def config(
     return json.dumps(config)
 
 
-def _start(command: list[str], log: Path, **options: object) -> subprocess.Popen:
+def _start(command: list[str], log: Path, **options: Any) -> subprocess.Popen:
     with open(log, "ab") as out:  # a node started again appends to its log
         return subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **options

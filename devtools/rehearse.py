@@ -24,6 +24,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from devtools import rehearse_report
+
 ROOT = Path(__file__).resolve().parent.parent
 STOP = threading.Event()  # set by SIGTERM: the rehearsal ends early, and cleanly
 
@@ -140,8 +142,6 @@ def run_crowd(args: argparse.Namespace, drop: Any, copy: Any, buyers: list[Any],
         "orders_confirmed": Order.objects.filter(drop=copy, state="confirmed").count(),
         "real_drop_unchanged": invariant(drop_id=drop.pk) == real_before,
     }
-    from devtools import rehearse_report
-
     with open(events_path, newline="") as f:
         answers = [
             (float(t), step, int(status), code, float(ms)) for t, step, status, code, ms in csv.reader(f)

@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import gevent
 from locust import FastHttpUser, events, task
@@ -49,12 +50,12 @@ class Buyer(FastHttpUser):
         self.headers = {"Authorization": f"Bearer {token}"}
         self.admission = ""
 
-    def _call(self, method: str, path: str, step: str, **kwargs: object):  # type: ignore[no-untyped-def]
+    def _call(self, method: str, path: str, step: str, **kwargs: Any):
         with self.client.request(
             method,
             path,
             name=step,
-            headers={**self.headers, **kwargs.pop("headers", {})},  # type: ignore[dict-item]
+            headers={**self.headers, **kwargs.pop("headers", {})},
             catch_response=True,
             **kwargs,
         ) as answer:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
+from typing import Any
 
 Answer = tuple[float, str, int, str, float]
 COLOURS = [
@@ -185,7 +186,7 @@ def per_second(answers: list[Answer], top: int = 8) -> tuple[dict, dict, dict]:
     return rate, p50, p99
 
 
-def render(answers: list[Answer], samples: list[dict[str, float]], summary: dict[str, object]) -> str:
+def render(answers: list[Answer], samples: list[dict[str, float]], summary: dict[str, Any]) -> str:
     rate, p50, p99 = per_second(answers)
     marks = {"all taken": summary["all_taken_at_s"], "sold out": summary["sold_out_at_s"]}
     stock = {k: [(s["t"], s[k]) for s in samples] for k in ("available", "held", "sold")}

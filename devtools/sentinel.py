@@ -51,7 +51,9 @@ class Sentinels:
         for port in self.sentinels:
             with contextlib.suppress(redis.RedisError):
                 client = redis.Redis(port=port, socket_timeout=0.5, socket_connect_timeout=0.5)
-                _host, master_port = client.sentinel_get_master_addr_by_name(MASTER_NAME)
+                found = client.sentinel_get_master_addr_by_name(MASTER_NAME)
+                assert isinstance(found, tuple), found  # one sentinel, asked directly: (host, port)
+                _host, master_port = found
                 named.append(int(master_port))
                 client.close()
         best = max(set(named), key=named.count, default=None)

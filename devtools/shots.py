@@ -17,6 +17,10 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Playwright's sync API keeps an event loop in this thread; the few ORM calls here are sync.
@@ -62,9 +66,10 @@ def seed() -> int:
     from shop import setup
     from shop.models import Product
 
-    setup.configure(**DEMO_SHOP)  # the pages as a merchant's shop shows them, not the software's
+    shop: dict[str, Any] = DEMO_SHOP  # configure's keyword arguments, of several types
+    setup.configure(**shop)  # the pages as a merchant's shop shows them, not the software's
     now = timezone.now()
-    common = {
+    common: dict[str, Any] = {
         "product_sku": DEMO_SKU,
         "product_name": "Harbour Lane Runner, launch edition",
         "price_minor": 12900,
@@ -147,7 +152,7 @@ def chromium() -> str:
 
 
 class Walk:
-    def __init__(self, page: object, base: str, out: Path, size: Size) -> None:
+    def __init__(self, page: Page, base: str, out: Path, size: Size) -> None:
         self.page, self.base, self.out, self.size = page, base, out / size.name, size
         self.out.mkdir(parents=True, exist_ok=True)
         self.count = 0

@@ -78,6 +78,7 @@ class ApiSchema:
                 raise SchemaMismatch(f"{where}: the schema has no such operation (expected {expected})")
             pointer = _pointer("components", "schemas", "Error")
         else:
+            assert template is not None  # the operation was found under it
             responses = operation["responses"]
             if str(status) not in responses:
                 raise SchemaMismatch(f"{where}: the schema lists only {sorted(responses)}")

@@ -11,16 +11,19 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis as redis_lib
 from django.conf import settings
 from django.db import connections
+from django.db.backends.postgresql.base import DatabaseWrapper as PostgresConnection
 from django.http import HttpResponseBase
 from django.test import Client
+from pytest_django import DjangoDbBlocker
 
 from devtools import ports
 from devtools.ports import free_port
@@ -28,6 +31,9 @@ from tests.api_schema import ApiSchema
 from tests.harness import edge_alone, fresh_edge, work  # noqa: F401 - fixtures for every test
 
 ROOT = Path(__file__).resolve().parent.parent
+# What the tests and the processes they start write (logs, mail, schedules): a folder per run
+# stream (devtools/devstack.py runs the full suite as two at once).
+TEST_DATA = ROOT / ".data" / os.environ.get("FLOODGATE_TEST_DATA", "test")
 CELERY = str(Path(sys.executable).parent / "celery")  # the venv's console scripts
 WEB = str(Path(sys.executable).parent / "floodgate-web")
 # No web process of a test covers beat's duties on its own (ops/duties.py): it would run ticks,
@@ -68,14 +74,14 @@ def _refuse_processes() -> None:
     """The fast tier's guard: a process other than a PostgreSQL client tool fails the test starting it."""
     start = subprocess.Popen.__init__
 
-    def refuse(self: subprocess.Popen, args: object, *rest: object, **options: object) -> None:
+    def refuse(self: subprocess.Popen, args: Any, *rest: Any, **options: Any) -> None:
         first = args[0] if isinstance(args, (list, tuple)) else str(args).split()[0]
         if Path(str(first)).name not in FAST_TIER_TOOLS:
             raise RuntimeError(
                 f"a test of the fast tier started {first}: it belongs in the full tier"
                 " (ask for a fixture of SERVER_FIXTURES, or add pytest.mark.servers to its module)"
             )
-        start(self, args, *rest, **options)  # type: ignore[arg-type]
+        start(self, args, *rest, **options)
 
     subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
 
@@ -83,7 +89,8 @@ def _refuse_processes() -> None:
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        through_pgbouncer = getattr(item, "callspec", None) and item.callspec.params.get("database_path")
+        callspec = getattr(item, "callspec", None)
+        through_pgbouncer = callspec and callspec.params.get("database_path")
         if through_pgbouncer == "pgbouncer" or any(asks_for(item, fixture) for fixture in SERVER_FIXTURES):
             item.add_marker(pytest.mark.servers)
 
@@ -108,7 +115,8 @@ def routed_through(bouncer) -> Iterator[None]:
     Each thread's connection is built from the one settings dict per alias, and the psycopg pool
     is per alias: closing both and changing the dict sends every new connection through PgBouncer.
     """
-    from django.db import connection
+    connection = connections["default"]
+    assert isinstance(connection, PostgresConnection)  # the psycopg pool is PostgreSQL's backend's
 
     settings_dict = connections.settings["default"]
     saved = copy.deepcopy(settings_dict)
@@ -141,7 +149,7 @@ def start_pgbouncer(name: str, *, pool_size: int = 20):
 
     parts = urlsplit(os.environ["DATABASE_URL"])
     upstream = urlunsplit(parts._replace(path="/" + connection.settings_dict["NAME"]))
-    return pgbouncer.start(upstream, ROOT / ".data" / "test" / f"{name}-{os.getpid()}", pool_size=pool_size)
+    return pgbouncer.start(upstream, TEST_DATA / f"{name}-{os.getpid()}", pool_size=pool_size)
 
 
 _MIGRATED_DUMP: dict[str, str] = {}  # MIGRATED_DUMP for a fault run's environment, once made
@@ -161,7 +169,7 @@ def dump_test_database() -> Path | None:
     tools = subprocess.run([str(pg_bin() / "pg_dump"), "--version"], capture_output=True, text=True)
     if f") {server}." not in tools.stdout:  # "pg_dump (PostgreSQL) 18.4"
         return None
-    path = ROOT / ".data" / "test" / f"migrated-{os.getpid()}.dump"
+    path = TEST_DATA / f"migrated-{os.getpid()}.dump"
     path.parent.mkdir(parents=True, exist_ok=True)
     command = [str(pg_bin() / "pg_dump"), "-Fc", "--no-owner", "--no-privileges", "-f", str(path)]
     done = subprocess.run([*command, url], capture_output=True, text=True)
@@ -258,6 +266,7 @@ def api_answers_match_schema(
         response = original(client, **environ)
         wsgi = response.wsgi_request
         if wsgi.path_info.startswith("/api/"):
+            assert wsgi.method is not None  # the test client always sends one
             in_force[0].check(
                 method=wsgi.method,
                 path=wsgi.path_info,
@@ -288,7 +297,7 @@ def database_url_for_tests() -> str:
 
 
 def start_process(name: str, command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
-    log = ROOT / ".data" / "test" / f"{name}.log"
+    log = TEST_DATA / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
         process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
@@ -352,12 +361,14 @@ def app_env(provider_url: str, public_url: str) -> dict[str, str]:
         "CELERY_VISIBILITY_TIMEOUT": "4",
         "CELERY_RESTORE_INTERVAL": "1",
         "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
-        "EMAIL_FILE_PATH": str(ROOT / ".data" / "test" / "mail"),
+        "EMAIL_FILE_PATH": str(TEST_DATA / "mail"),
     }
 
 
 @pytest.fixture(scope="session")
-def live_daphne(django_db_setup: None, django_db_blocker: object, payment_provider: str) -> Iterator[str]:
+def live_daphne(
+    django_db_setup: None, django_db_blocker: DjangoDbBlocker, payment_provider: str
+) -> Iterator[str]:
     """A real daphne process serving config.asgi:application against the test database."""
     port = free_port()
     env = {**app_env(payment_provider, f"http://127.0.0.1:{port}"), "DB_POOL_MAX_SIZE": "10"}
@@ -387,7 +398,7 @@ def celery_with_beat(transactional_db: None) -> Iterator[subprocess.Popen]:
         "DB_POOL_MAX_SIZE": "4",
         "RECLAIM_EVERY_SECONDS": "1",
     }
-    schedule = ROOT / ".data" / "test" / f"beat-{os.getpid()}"
+    schedule = TEST_DATA / f"beat-{os.getpid()}"
     process, _log = start_process(
         "celery",
         [
@@ -515,7 +526,9 @@ _NEXT_TEST: list[pytest.Item | None] = [None]
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
     _NEXT_TEST[0] = nextitem
     return (yield)
 
@@ -549,7 +562,7 @@ def asks_for(test: pytest.Item | None, fixture: str) -> bool:
     if test is None:
         return False
     marked = {name for mark in test.iter_markers("asks_for") for name in mark.args}
-    return fixture in test.fixturenames or fixture in marked
+    return fixture in getattr(test, "fixturenames", ()) or fixture in marked
 
 
 def _settles(worker: Worker, seconds: float = 4) -> bool:
@@ -574,6 +587,7 @@ def shared_worker(request: pytest.FixtureRequest, env: dict[str, str]) -> Iterat
     a worker never has one consuming its tasks."""
 
     name = request.fixturename
+    assert name is not None  # a fixture's own request
     for other in [key for key in _KEPT_WORKERS if key != name]:
         _KEPT_WORKERS.pop(other).stop()
     worker = _KEPT_WORKERS.pop(name, None)
@@ -702,7 +716,7 @@ STRIPE_WEBHOOK_SECRET = "whsec_floodgate_test"
 
 def start_group(name: str, command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
     """Like start_process, in a process group of its own, so stop_group ends its children too."""
-    log = ROOT / ".data" / "test" / f"{name}.log"
+    log = TEST_DATA / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
         process = subprocess.Popen(
@@ -751,7 +765,7 @@ def stripe_env(localstripe_url: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def stripe_daphne(
-    django_db_setup: None, django_db_blocker: object, payment_provider: str, localstripe: str
+    django_db_setup: None, django_db_blocker: DjangoDbBlocker, payment_provider: str, localstripe: str
 ) -> Iterator[str]:
     """A daphne whose buyers pay with Stripe (localstripe); localstripe's webhooks go to it."""
     port = free_port()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Group, Permission, User
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.test import Client
@@ -17,7 +18,11 @@ from catalogue import services
 from checkout import outbox
 from checkout.models import Order, OrderState
 from holds import services as holds
+from holds.models import Hold
 from shop.models import Drop
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 _seq = itertools.count(1)
 
@@ -29,7 +34,7 @@ def make_drop(
     ends_at: datetime | None = None,
     mode: str = "buckets",
     buckets: int = 1,
-    **options: object,
+    **options: Any,
 ) -> Drop:
     n = next(_seq)
     starts_at = starts_at or timezone.now() - timedelta(minutes=1)
@@ -44,7 +49,7 @@ def make_drop(
         price_minor=int(options.pop("price_minor", 4900)),
         inventory_mode=mode,
         bucket_count=buckets,
-        **options,  # type: ignore[arg-type]
+        **options,
     )
 
 
@@ -57,7 +62,7 @@ def start_now(drop_id: int) -> None:
     Drop.objects.filter(pk=drop_id).update(starts_at=now - timedelta(seconds=1))
 
 
-def make_buyer(name: str | None = None, *, email: str | None = None, verified: bool = True) -> object:
+def make_buyer(name: str | None = None, *, email: str | None = None, verified: bool = True) -> User:
     """A buyer who can log in (username or e-mail, password "correct horse battery"): their
     address is <name>@example.com unless given; email="" makes an account without one (it cannot
     log in to the shop, which asks for a verified address)."""
@@ -95,7 +100,7 @@ def merchant() -> Client:
     return client
 
 
-def staff(name: str, *groups: str) -> object:
+def staff(name: str, *groups: str) -> User:
     """A staff account (password "pw-pw-pw-pw") in these groups (the `roles` fixture makes them)."""
     user = get_user_model().objects.create_user(username=name, password="pw-pw-pw-pw", is_staff=True)
     for group in groups:
@@ -103,11 +108,11 @@ def staff(name: str, *groups: str) -> object:
     return user
 
 
-def inline_rows(page: object) -> dict[str, object]:
+def inline_rows(page: TestResponse) -> dict[str, object]:
     """What an admin change page's inlines post unchanged (management forms, the rows shown), from
     the page's response: a test adds its changes on top."""
     data: dict[str, object] = {}
-    for inline in page.context["inline_admin_formsets"]:  # type: ignore[attr-defined]
+    for inline in page.context["inline_admin_formsets"]:
         formset = inline.formset
         management = formset.management_form
         data |= {management.add_prefix(name): value for name, value in management.initial.items()}
@@ -120,7 +125,7 @@ def inline_rows(page: object) -> dict[str, object]:
 
 
 def confirmed_order(
-    drop: Drop, buyer: object, *, key: str, amount_minor: int, quantity: int = 1, unit: str | None = None
+    drop: Drop, buyer: User, *, key: str, amount_minor: int, quantity: int = 1, unit: str | None = None
 ) -> Order:
     """A paid order as the saga leaves it: the hold confirmed, the order row, its e-mail in the outbox."""
     hold = holds.reserve(
@@ -128,7 +133,7 @@ def confirmed_order(
         buyer_id=buyer.pk,
         quantity=quantity,
         idempotency_key=key,
-        unit=unit,  # type: ignore[attr-defined]
+        unit=unit,
     ).hold
     assert holds.confirm(hold_id=hold.pk)
     order = Order.objects.create(
@@ -150,3 +155,9 @@ def drop_permission(codename: str = "view_drop") -> Permission:
     return Permission.objects.get_or_create(
         codename=codename, content_type=kind, defaults={"name": codename.replace("_", " ").capitalize()}
     )[0]
+
+
+def size_of(hold: Hold) -> str:
+    """The name of the hold's variant (size); the hold must have one."""
+    assert hold.variant is not None, f"hold {hold.pk} has no variant"
+    return hold.variant.name

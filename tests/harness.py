@@ -31,6 +31,7 @@ from websockets.sync.client import ClientConnection
 from admission import services, state
 from admission.edge import Edge
 from config.asgi import application, edge
+from sale.lane import Lane as ClaimLane
 from shop.models import ApiToken, Drop
 from tests.factories import make_buyer, make_drop
 
@@ -201,6 +202,13 @@ def work() -> Iterator[DjangoWork]:
             existing.execute_wrappers.remove(counter)
 
 
+def snapshot_in(redis: redis_lib.Redis, slug: str) -> dict[str, Any]:
+    """The drop's published snapshot as Redis holds it; it must be there."""
+    raw = redis.get(state.KEY.format(slug=slug))
+    assert raw is not None, f"no snapshot of {slug} in Redis"
+    return json.loads(raw)
+
+
 @pytest.fixture
 def fresh_edge(redis: redis_lib.Redis) -> Iterator[None]:
     """No snapshot from an earlier test (same slugs, other drops) in Redis or in the edge; after
@@ -210,11 +218,13 @@ def fresh_edge(redis: redis_lib.Redis) -> Iterator[None]:
         redis.delete(*keys)
     redis.delete(state.REVOKED)  # an earlier test's buyer ids are this test's (the tables are flushed)
     EDGE.forget()
-    if EDGE.lane is not None:
-        EDGE.lane.forget()  # tokens and drops of an earlier test's (flushed) rows
+    lane = EDGE.lane
+    assert lane is None or isinstance(lane, ClaimLane)  # config.asgi wires sale.lane's
+    if lane is not None:
+        lane.forget()  # tokens and drops of an earlier test's (flushed) rows
     yield
-    if EDGE.lane is not None:
-        EDGE.lane.settle()
+    if lane is not None:
+        lane.settle()
 
 
 # Stock held by another session ------------------------------------------------------------
@@ -272,7 +282,7 @@ def without(body: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in keys}
 
 
-def room(slug: str = "room", quantity: int = 3, **options: object) -> Drop:
+def room(slug: str = "room", quantity: int = 3, **options: Any) -> Drop:
     """A live waiting-room drop whose start (the draw of nobody) has run: joiners get numbers."""
     drop = make_drop(slug=slug, quantity=quantity, waiting_room=True, admission_percent=100, **options)
     services.run_wave(drop)
@@ -296,7 +306,7 @@ def claims_of(ticket: str) -> dict[str, Any]:
 # WebSocket clients ---------------------------------------------------------------------
 
 
-def message(client: ClientConnection) -> dict[str, object]:
+def message(client: ClientConnection) -> dict[str, Any]:
     return json.loads(client.recv(timeout=10))
 
 

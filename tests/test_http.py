@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db
 HUGE = 3 * 1024 * 1024  # past Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)
 
 
-def bearer(username: str) -> dict[str, str]:
+def bearer(username: str) -> dict[str, Any]:  # the test client's WSGI extras (typed Any)
     user = make_buyer(username)
     ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
     return {"HTTP_AUTHORIZATION": f"Bearer token-{username}"}

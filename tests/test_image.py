@@ -29,6 +29,7 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -39,7 +40,8 @@ from django.conf import settings
 from PIL import Image as PILImage
 
 from devtools.faults import one_cluster
-from tests.conftest import free_port, wait_for_port
+from devtools.ports import free_port
+from tests.conftest import wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"  # Debian's: the project's own may live in root's home, out of a user's reach
@@ -123,10 +125,25 @@ class Image:
             words[words.index("-b") + 1] = "127.0.0.1"
         return words
 
-    def run(self, service: str, *, wait: bool = False) -> subprocess.Popen | subprocess.CompletedProcess:
-        log = self.root / f"{service}.log"
+    def run(self, service: str) -> subprocess.Popen[bytes]:
+        """The service in the background, its output in <root>/<service>.log."""
+        with open(self.root / f"{service}.log", "wb") as out:
+            process = subprocess.Popen(
+                self.command(service), stdout=out, stderr=subprocess.STDOUT, **self.as_app(service)
+            )
+        self.processes[service] = process
+        return process
+
+    def run_to_end(self, service: str) -> subprocess.CompletedProcess[str]:
+        """A one-off service (migrate), run to its end."""
+        return subprocess.run(
+            self.command(service), capture_output=True, text=True, timeout=300, **self.as_app(service)
+        )
+
+    def as_app(self, service: str) -> dict[str, Any]:
+        """subprocess's options for every service: in /app, as the image's user, in a session of its own."""
         account = pwd.getpwnam(USER)
-        options = {
+        return {
             "cwd": self.path("/app"),
             "env": self.service_env(service),
             "user": account.pw_uid,
@@ -134,14 +151,6 @@ class Image:
             "extra_groups": [],
             "start_new_session": True,
         }
-        if wait:
-            return subprocess.run(
-                self.command(service), capture_output=True, text=True, timeout=300, **options
-            )
-        with open(log, "wb") as out:
-            process = subprocess.Popen(self.command(service), stdout=out, stderr=subprocess.STDOUT, **options)
-        self.processes[service] = process
-        return process
 
     def service_env(self, service: str) -> dict[str, str]:
         own = compose()["services"][service].get("environment", {})
@@ -352,7 +361,7 @@ class Browser:
         self.headers = {**proxied(image), "Origin": f"https://localhost:{image.port}"}
         self.cookies: dict[str, str] = {}
 
-    def send(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+    def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         answer = self.client.request(method, path, headers={**self.headers, "Cookie": cookie}, **kwargs)
         for header in answer.headers.get_list("set-cookie"):
@@ -376,7 +385,7 @@ def picture() -> bytes:
 
 @pytest.mark.timeout(900)  # the build (pip) and a rehearsal's crowd
 def test_every_compose_service_runs_from_the_image_and_the_admin_uploads_and_rehearses(image: Image) -> None:
-    migrated = image.run("migrate", wait=True)
+    migrated = image.run_to_end("migrate")
     assert migrated.returncode == 0, migrated.stdout[-3000:] + migrated.stderr[-3000:]
     assert "Applying shop.0001" in migrated.stdout
 
@@ -392,7 +401,12 @@ def test_every_compose_service_runs_from_the_image_and_the_admin_uploads_and_reh
     env = image.service_env("web")
     account = pwd.getpwnam(USER)
     manage = [str(image.venv / "bin" / "python"), "manage.py"]
-    as_user = {"cwd": image.path("/app"), "user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+    as_user: dict[str, Any] = {
+        "cwd": image.path("/app"),
+        "user": account.pw_uid,
+        "group": account.pw_gid,
+        "extra_groups": [],
+    }
     made = subprocess.run(
         [*manage, "createsuperuser", "--no-input", "--username", "merchant", "--email", "m@example.com"],
         env={**env, "DJANGO_SUPERUSER_PASSWORD": "a merchant's long password"},
@@ -434,7 +448,9 @@ def test_every_compose_service_runs_from_the_image_and_the_admin_uploads_and_reh
     # A rehearsal of the drop, started from the admin's action: its report lands where the admin reads it.
     token = merchant.csrf("/admin/shop/drop/")
     with psycopg.connect(image.env["DATABASE_URL"]) as conn:
-        (drop_id,) = conn.execute("SELECT id FROM shop_drop WHERE slug = 'image-drop'").fetchone()
+        row = conn.execute("SELECT id FROM shop_drop WHERE slug = 'image-drop'").fetchone()
+        assert row is not None
+        (drop_id,) = row
     started = merchant.send(
         "POST",
         "/admin/shop/drop/",

@@ -194,16 +194,16 @@ def test_the_shipped_balancers_and_pooler_run_on_hosts_with_every_setting_but_th
     assert f"server pg2 {net['pg2'].address}:5432 check port 8008" in database
     assert f"bind {net['pgrouter'].address}:5432" in database
 
-    def settings(text: str) -> dict[str, str]:
+    def ini(text: str) -> dict[str, str]:
         pairs = (line.split(" = ", 1) for line in text.splitlines() if " = " in line and line[0] != ";")
         return {key: value for key, value in pairs}
 
-    pool = settings(partitions.pooler(net, tmp_path).read_text())
-    shipped = settings(partitions.POOLER.read_text())
+    pool = ini(partitions.pooler(net, tmp_path).read_text())
+    shipped_ini = ini(partitions.POOLER.read_text())
     assert pool["floodgate"] == f"host={net['pgrouter'].address} port=5432 dbname=floodgate user=postgres"
     assert pool["listen_addr"] == net["pgbouncer"].address and pool["auth_type"] == "any"
     # the pool's mode, sizes and login retries are the shipped ones
-    assert {key for key in shipped if pool.get(key) != shipped[key]} == {
+    assert {key for key in shipped_ini if pool.get(key) != shipped_ini[key]} == {
         "floodgate",
         "listen_addr",
         "auth_type",

@@ -10,6 +10,7 @@ import ast
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -45,7 +46,7 @@ def one_server_connection(django_db_setup: None) -> Iterator[bouncers.Bouncer]:
     bouncer.stop()
 
 
-def connect(bouncer: bouncers.Bouncer, **options: object) -> psycopg.Connection:
+def connect(bouncer: bouncers.Bouncer, **options: Any) -> psycopg.Connection:
     return psycopg.connect(bouncer.url, autocommit=True, **options)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import free_port
+from devtools.ports import free_port
 
 pytestmark = pytest.mark.servers  # each case starts a process with its own settings
 

@@ -86,7 +86,7 @@ def carries_drop(sql: str, params: object, drop_id: int) -> bool:
         # a drop's advisory lock (core.locks) is keyed by the drop: one node decides it
         locked = "advisory_xact_lock" in sql and params.get("key") == drop_id
         return by_drop or locked or drop_id in params.get("drops", [])
-    return drop_id in (params or ())
+    return isinstance(params, list | tuple) and drop_id in params
 
 
 @pytest.mark.django_db(transaction=True)

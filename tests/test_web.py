@@ -17,13 +17,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pytest_django import DjangoDbBlocker
 from websockets.sync.client import connect
+from websockets.typing import Origin
 
 from admission import services, state
+from devtools.ports import free_port
 from holds.services import reserve
 from shop.models import ApiToken
 from tests.admission import test_ws as ws
-from tests.conftest import app_env, free_port, stop, wait_for_port
+from tests.conftest import TEST_DATA, app_env, stop, wait_for_port
 from tests.factories import make_buyer, make_drop
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.servers]  # servers: the real web server
@@ -39,12 +42,12 @@ def children(pid: int) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def web(django_db_setup: None, django_db_blocker: object) -> Iterator[tuple[str, subprocess.Popen]]:
+def web(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterator[tuple[str, subprocess.Popen]]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     # The provider is never called here; its address only has to be valid.
     env = {**app_env("http://127.0.0.1:9", base), "DB_POOL_MAX_SIZE": "4"}
-    log = ROOT / ".data" / "test" / f"floodgate-web-{port}.log"
+    log = TEST_DATA / f"floodgate-web-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
         # cwd "/": the console script must import the project from its install, not the cwd.
@@ -144,7 +147,7 @@ def test_control_a_worker_reads_no_more_connections_than_its_limit() -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     state.refresh([make_drop(slug="web-capped", quantity=5).pk])
-    log = ROOT / ".data" / "test" / f"floodgate-web-{port}.log"
+    log = TEST_DATA / f"floodgate-web-{port}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [str(SCRIPT), "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--connections=100"],
@@ -194,7 +197,7 @@ def test_two_workers_answer_django_the_edge_and_the_websocket(web: tuple[str, su
     # the waiting room's socket: the handshake (origin checked) and the current state at once
     url = base.replace("http://", "ws://") + "/ws/drops/web-line/queue/"
     for _ in range(4):
-        with connect(url, origin=base, open_timeout=10) as socket:  # type: ignore[arg-type]
+        with connect(url, origin=Origin(base), open_timeout=10) as socket:
             first = json.loads(socket.recv(timeout=10))
         assert (first["admitted_through"], first["state"], first["remaining"]) == (0, "admitting", 5)
     assert process.poll() is None
@@ -207,7 +210,7 @@ def test_a_websocket_from_another_origin_is_refused(web: tuple[str, subprocess.P
     make_drop(slug="web-origin", quantity=5, waiting_room=True)
     url = base.replace("http://", "ws://") + "/ws/drops/web-origin/queue/"
     with pytest.raises(InvalidStatus) as refused:
-        connect(url, origin="http://evil.example", open_timeout=10)  # type: ignore[arg-type]
+        connect(url, origin=Origin("http://evil.example"), open_timeout=10)
     assert refused.value.response.status_code == 403
 
 

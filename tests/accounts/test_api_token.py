@@ -3,31 +3,36 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 
 from shop.models import ApiToken
 from tests.factories import make_buyer, make_drop
 from tests.harness import BODY, call, reserve_headers, run
 
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
+
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_edge")]
 
 
-def logged_in_buyer(name: str = "tess") -> tuple[Client, object]:
+def logged_in_buyer(name: str = "tess") -> tuple[Client, User]:
     user = make_buyer(name)
     client = Client()
     client.force_login(user)
     return client, user
 
 
-def token_on(page: object) -> str:
+def token_on(page: TestResponse) -> str:
     found = re.search(r'<code id="api-token">([^<]+)</code>', page.content.decode())
     assert found, page.content.decode()
     return found.group(1)
 
 
-def me(token: str) -> object:
+def me(token: str) -> TestResponse:
     return Client().get("/api/me", HTTP_AUTHORIZATION=f"Bearer {token}")
 
 

@@ -4,13 +4,20 @@ address taken from the right X-Forwarded-For entry for each proxy layout."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
 import pytest
 from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth.hashers import MD5PasswordHasher
+from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
 from tests.factories import make_buyer
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 pytestmark = pytest.mark.django_db
 
@@ -19,18 +26,18 @@ LIMIT = 5  # ADMIN_LOGIN_FAILURE_LIMIT's default, which the test settings keep
 
 
 @pytest.fixture
-def ops() -> object:
+def ops() -> User:
     user = make_buyer("ops", email="ops@example.com")
     user.is_staff = True
     user.save()
     return user
 
 
-def admin_login(client: Client, login: str, password: str, **extra: str) -> object:
+def admin_login(client: Client, login: str, password: str, **extra: Any) -> TestResponse:
     return client.post("/admin/login/?next=/admin/", {"username": login, "password": password}, **extra)
 
 
-def shop_login(client: Client, login: str, password: str, **extra: str) -> object:
+def shop_login(client: Client, login: str, password: str, **extra: Any) -> TestResponse:
     return client.post("/accounts/login/", {"username": login, "password": password}, **extra)
 
 
@@ -41,7 +48,7 @@ def logged_in(client: Client) -> bool:
 # --- one lockout, by address and by account, in any spelling -------------------------------------
 
 
-def test_after_the_admin_lockout_the_shop_login_answers_no_spelling_of_a_staff_name(ops: object) -> None:
+def test_after_the_admin_lockout_the_shop_login_answers_no_spelling_of_a_staff_name(ops: User) -> None:
     """The probe: "OPS" at the shop login after the admin lockout told a right password (a redirect
     to the admin's login) from a wrong one (the form again): a password oracle."""
     client = Client()
@@ -56,7 +63,7 @@ def test_after_the_admin_lockout_the_shop_login_answers_no_spelling_of_a_staff_n
     assert not logged_in(client)
 
 
-def test_an_account_is_locked_whatever_address_the_guesses_come_from(ops: object) -> None:
+def test_an_account_is_locked_whatever_address_the_guesses_come_from(ops: User) -> None:
     for n in range(LIMIT):  # a botnet: one wrong password per address, in varied spellings
         admin_login(Client(), ("ops", "OPS", "Ops", "oPs", "OpS")[n], "guess", REMOTE_ADDR=f"198.51.100.{n}")
 
@@ -67,7 +74,7 @@ def test_an_account_is_locked_whatever_address_the_guesses_come_from(ops: object
     assert set(AccessAttempt.objects.values_list("username", flat=True)) == {"ops"}  # one account
 
 
-def test_control_other_accounts_and_addresses_are_not_locked_by_one_accounts_guesses(ops: object) -> None:
+def test_control_other_accounts_and_addresses_are_not_locked_by_one_accounts_guesses(ops: User) -> None:
     other = make_buyer("eve")
     other.is_staff = True
     other.save()
@@ -78,7 +85,7 @@ def test_control_other_accounts_and_addresses_are_not_locked_by_one_accounts_gue
     assert admin_login(client, "eve", RIGHT).status_code == 302 and logged_in(client)
 
 
-def test_a_staff_member_cannot_guess_a_colleagues_password_between_their_own_logins(ops: object) -> None:
+def test_a_staff_member_cannot_guess_a_colleagues_password_between_their_own_logins(ops: User) -> None:
     """The probe: each right login of one's own wiped the address's failures, so a colleague's
     password could be guessed four at a time, forever."""
     eve = make_buyer("eve")
@@ -110,11 +117,11 @@ class CountingHasher(MD5PasswordHasher):
 
 
 @pytest.fixture
-def counted(ops: object) -> type[CountingHasher]:
+def counted(ops: User) -> Iterator[type[CountingHasher]]:
     hashers = [f"{__name__}.CountingHasher", *settings.PASSWORD_HASHERS]
     with override_settings(PASSWORD_HASHERS=hashers):
-        ops.set_password(RIGHT)  # type: ignore[attr-defined]
-        ops.save()  # type: ignore[attr-defined]
+        ops.set_password(RIGHT)
+        ops.save()
         CountingHasher.computed = 0
         yield CountingHasher
 
@@ -181,7 +188,7 @@ def test_control_a_spoofed_or_short_header_never_picks_the_address_the_client_wr
 
 
 @override_settings(TRUSTED_PROXY_HOPS=2, TRUST_X_FORWARDED_FOR=True)
-def test_behind_tls_and_haproxy_one_persons_wrong_passwords_do_not_lock_the_admin_out(ops: object) -> None:
+def test_behind_tls_and_haproxy_one_persons_wrong_passwords_do_not_lock_the_admin_out(ops: User) -> None:
     """The probe: keyed to the TLS proxy, five wrong passwords from anyone locked everyone out."""
     stranger = {"REMOTE_ADDR": HAPROXY, "HTTP_X_FORWARDED_FOR": f"{SPOOF}, 198.51.100.1, {TLS_PROXY}"}
     merchant = {"REMOTE_ADDR": HAPROXY, "HTTP_X_FORWARDED_FOR": f"192.0.2.50, {TLS_PROXY}"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from allauth.account.models import EmailAddress
@@ -14,17 +15,20 @@ from django.test import Client
 from catalogue.services import create_buyers
 from tests.factories import make_buyer
 
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
+
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "a sturdy passphrase 42"
 
 
-def sign_up(client: Client, email: str, path: str = "/accounts/signup/") -> object:
+def sign_up(client: Client, email: str, path: str = "/accounts/signup/") -> TestResponse:
     return client.post(path, {"email": email, "password1": PASSWORD, "password2": PASSWORD})
 
 
 def link_in(message: mail.EmailMessage) -> str:
-    found = re.search(r"https?://[^/\s]+(/\S+)", message.body)
+    found = re.search(r"https?://[^/\s]+(/\S+)", str(message.body))
     assert found, message.body
     return found.group(1)
 

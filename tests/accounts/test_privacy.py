@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django_redis import get_redis_connection
+from pytest_django import Settings
 
 from accounts import privacy
 from admission import state
@@ -27,7 +30,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_edge")]
 PERSON = {"email": "ada.lovelace@example.com", "name": "Ada Lovelace", "phone": "+49 40 1234567"}
 
 
-def a_buyer_with_a_history() -> tuple[object, Order]:
+def a_buyer_with_a_history() -> tuple[User, Order]:
     drop = make_drop(slug="kept", quantity=5)
     buyer = make_buyer("adalove", email=PERSON["email"])
     get_user_model().objects.filter(pk=buyer.pk).update(first_name="Ada", last_name="Lovelace")
@@ -60,7 +63,7 @@ def test_a_buyer_downloads_everything_the_shop_keeps_about_them() -> None:
     confirmed_order(order.drop, make_buyer("other"), key="k", amount_minor=12900)  # not theirs: not in it
     client = Client()
     client.force_login(buyer)
-    german = {"HTTP_ACCEPT_LANGUAGE": "de"}  # each visit records the buyer's language
+    german: dict[str, Any] = {"HTTP_ACCEPT_LANGUAGE": "de"}  # each visit records the buyer's language
     assert 'id="download-data"' in client.get("/accounts/data/", **german).content.decode()
 
     answer = client.get("/accounts/data/download", **german)
@@ -123,7 +126,7 @@ def test_erasure_leaves_the_person_only_in_the_kept_order_address_and_every_coun
     assert Order.objects.get(pk=order.pk).state == "confirmed"
 
 
-def test_after_the_retention_the_kept_address_is_blanked_too(settings: object) -> None:
+def test_after_the_retention_the_kept_address_is_blanked_too(settings: Settings) -> None:
     buyer, order = a_buyer_with_a_history()
     privacy.erase(user_id=buyer.pk)
     assert privacy.forget_expired_records() == 0  # the order is recent

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.core import mail
 from django.test import Client
 
 from tests.factories import make_buyer
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 pytestmark = pytest.mark.django_db
 
@@ -17,14 +23,14 @@ RIGHT = "correct horse battery"
 
 
 @pytest.fixture
-def staff() -> object:
+def staff() -> User:
     user = make_buyer("ops")
     user.is_staff = True
     user.save()
     return user
 
 
-def admin_login(client: Client, password: str) -> object:
+def admin_login(client: Client, password: str) -> TestResponse:
     return client.post("/admin/login/?next=/admin/", {"username": "ops", "password": password})
 
 
@@ -32,7 +38,7 @@ def logged_in(client: Client) -> bool:
     return "_auth_user_id" in client.session
 
 
-def test_control_fewer_wrong_admin_passwords_than_the_limit_still_let_the_right_one_in(staff: object) -> None:
+def test_control_fewer_wrong_admin_passwords_than_the_limit_still_let_the_right_one_in(staff: User) -> None:
     client = Client()
     for _ in range(settings.AXES_FAILURE_LIMIT - 1):
         assert admin_login(client, "guess").status_code == 200
@@ -42,7 +48,7 @@ def test_control_fewer_wrong_admin_passwords_than_the_limit_still_let_the_right_
     assert answer.status_code == 302 and logged_in(client)
 
 
-def test_the_nth_wrong_admin_password_locks_the_address_out_even_with_the_right_one(staff: object) -> None:
+def test_the_nth_wrong_admin_password_locks_the_address_out_even_with_the_right_one(staff: User) -> None:
     client = Client()
     for _ in range(settings.AXES_FAILURE_LIMIT):
         admin_login(client, "guess")
@@ -58,7 +64,7 @@ def test_the_nth_wrong_admin_password_locks_the_address_out_even_with_the_right_
     assert admin_login(Client(), RIGHT).status_code == 429
 
 
-def test_wrong_shop_logins_and_bearer_tokens_are_not_counted_against_the_admin(staff: object) -> None:
+def test_wrong_shop_logins_and_bearer_tokens_are_not_counted_against_the_admin(staff: User) -> None:
     client = Client()
     for _ in range(settings.AXES_FAILURE_LIMIT + 2):
         client.post("/accounts/login/", {"username": "nobody@example.com", "password": "guess"})
@@ -93,7 +99,7 @@ def test_control_a_right_shop_password_after_a_few_wrong_ones_logs_in() -> None:
 
 
 def test_sign_up_is_limited_per_address() -> None:
-    def sign_up(email: str) -> object:
+    def sign_up(email: str) -> TestResponse:
         word = "a sturdy passphrase 42"
         return Client().post("/accounts/signup/", {"email": email, "password1": word, "password2": word})
 
@@ -120,11 +126,11 @@ def test_password_reset_mails_are_limited_per_address() -> None:
     assert answer.status_code in (200, 429) and b"too many" in answer.content.lower()
 
 
-def shop_login(client: Client, password: str, login: str = "ops") -> object:
+def shop_login(client: Client, password: str, login: str = "ops") -> TestResponse:
     return client.post("/accounts/login/", {"username": login, "password": password})
 
 
-def test_the_admin_lockout_holds_at_the_shop_login_too(staff: object) -> None:
+def test_the_admin_lockout_holds_at_the_shop_login_too(staff: User) -> None:
     client = Client()
     for _ in range(settings.AXES_FAILURE_LIMIT):
         admin_login(client, "guess")
@@ -135,7 +141,7 @@ def test_the_admin_lockout_holds_at_the_shop_login_too(staff: object) -> None:
     assert client.get("/admin/").status_code == 302  # to the login: the admin stays shut
 
 
-def test_wrong_shop_passwords_for_a_staff_account_count_toward_the_admin_lockout(staff: object) -> None:
+def test_wrong_shop_passwords_for_a_staff_account_count_toward_the_admin_lockout(staff: User) -> None:
     client = Client()
     for _ in range(settings.AXES_FAILURE_LIMIT):
         shop_login(client, "guess", login="ops@example.com")
@@ -144,7 +150,7 @@ def test_wrong_shop_passwords_for_a_staff_account_count_toward_the_admin_lockout
     assert admin_login(client, RIGHT).status_code == 429
 
 
-def test_staff_with_the_right_password_are_sent_to_the_admin_login_unsigned(staff: object) -> None:
+def test_staff_with_the_right_password_are_sent_to_the_admin_login_unsigned(staff: User) -> None:
     client = Client()
 
     answer = shop_login(client, RIGHT)

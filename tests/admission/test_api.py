@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.core import signing
@@ -20,14 +21,14 @@ from tests.factories import make_buyer, make_drop
 pytestmark = pytest.mark.django_db
 
 
-def bearer(username: str) -> tuple[dict[str, str], int]:
+def bearer(username: str) -> tuple[dict[str, Any], int]:  # the test client's WSGI extras (typed Any)
     user = make_buyer(username)
     ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
     return {"HTTP_AUTHORIZATION": f"Bearer token-{username}"}, user.pk
 
 
 def reserve(slug: str, auth: dict[str, str], token: str | None, key: str = "k1"):
-    headers = {**auth, "HTTP_IDEMPOTENCY_KEY": key}
+    headers: dict[str, Any] = {**auth, "HTTP_IDEMPOTENCY_KEY": key}
     if token is not None:
         headers["HTTP_X_ADMISSION_TOKEN"] = token
     return Client().post(

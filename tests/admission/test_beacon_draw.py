@@ -13,6 +13,7 @@ import hashlib
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -21,10 +22,13 @@ from django.test import Client, TestCase
 from django.utils import timezone
 
 from admission import beacon, draw, drawing, services
-from admission.models import BeaconStatus, Queue, Ticket
+from admission.models import BeaconStatus, Queue, Ticket, Wave
 from shop.models import DEFAULT_LINE_CLOSE_SECONDS, Drop
 from tests import beacons
 from tests.factories import make_buyer, make_drop
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +37,7 @@ CLOSES = DUE - timedelta(seconds=2)  # the list closes; the round named is due 2
 STARTS = CLOSES + timedelta(seconds=DEFAULT_LINE_CLOSE_SECONDS)  # the sale's start: 8 s after the round
 
 
-def recorded_sale(make_buyers, *, slug: str, n: int = 30, **options: object) -> Drop:
+def recorded_sale(make_buyers, *, slug: str, n: int = 30, **options: Any) -> Drop:
     drop = make_drop(
         slug=slug,
         quantity=5,
@@ -48,12 +52,12 @@ def recorded_sale(make_buyers, *, slug: str, n: int = 30, **options: object) -> 
     return drop
 
 
-def wave(drop: Drop, at: datetime) -> object:
+def wave(drop: Drop, at: datetime) -> Wave | None:
     with TestCase.captureOnCommitCallbacks(execute=True):
         return services.run_wave(Drop.objects.get(pk=drop.pk), now=at)
 
 
-def published(slug: str) -> dict[str, object]:
+def published(slug: str) -> dict[str, Any]:
     answer = Client().get(f"/api/drops/{slug}/queue/draw")
     assert answer.status_code == 200
     return answer.json()
@@ -108,7 +112,8 @@ def test_a_draw_with_a_recorded_real_round_is_published_and_verifies(
     assert wave(drop, DUE + timedelta(seconds=1)) is None and drawn(drop)
     assert Queue.objects.get(pk=drop.pk).admitted_through == 0  # nobody in before the start
     # ... and the start's wave admits at once
-    assert wave(drop, STARTS).admitted > 0
+    first = wave(drop, STARTS)
+    assert first is not None and first.admitted > 0
     body = published("drand")
 
     # then: the round's randomness is mixed in, the entry list is the one whose hash came first
@@ -302,7 +307,7 @@ def staff() -> Client:
     return client
 
 
-def admin_post(client: Client, drop: Drop, **changes: str) -> object:
+def admin_post(client: Client, drop: Drop, starts_at: datetime | None = None, **changes: str) -> TestResponse:
     url = f"/admin/shop/drop/{drop.pk}/change/"
     context = client.get(url).context
     form = context["adminform"].form
@@ -312,7 +317,7 @@ def admin_post(client: Client, drop: Drop, **changes: str) -> object:
         data |= {f"{formset.prefix}-{k}": v for k, v in formset.management_form.initial.items()}
         for row in formset.initial_forms:
             data |= {row.add_prefix(name): row.initial.get(name) for name in row.fields}
-    starts = changes.pop("starts_at", drop.starts_at)
+    starts = starts_at or drop.starts_at
     data |= {
         "product": drop.product_id,
         "starts_at_0": starts.strftime("%Y-%m-%d"),

@@ -20,9 +20,10 @@ from django.utils import timezone
 from admission import beacon, drawing
 from admission import services as admission
 from admission.models import Queue, Ticket, Wave
+from devtools.ports import free_port
 from ops import duties
 from ops.models import Duty
-from tests.conftest import ROOT, WEB, app_env, free_port, purge_queue, start_process, stop, wait_for_port
+from tests.conftest import TEST_DATA, WEB, app_env, purge_queue, start_process, stop, wait_for_port
 from tests.factories import make_drop
 from tests.ops.test_duties import CELERY_LAST_RAN_SECONDS, QUICK, Shop, wait_for
 
@@ -47,7 +48,7 @@ def running(alive: str) -> Iterator[Shop]:
         "DRAW_BEACON_URLS": "http://127.0.0.1:9",  # nothing listens
     }
     purge_queue()
-    found = Shop(env, web_log=ROOT / ".data" / "test" / "no-web.log", processes=[])
+    found = Shop(env, web_log=TEST_DATA / "no-web.log", processes=[])
     try:
         if alive != "celery":  # the web tier (two worker processes), with its duty keeper
             web, log = start_process(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -35,6 +36,7 @@ def test_a_drawn_record_is_computed_once_and_answered_from_the_cache(make_buyers
     assert len(second_queries) == 2, [q["sql"] for q in second_queries.captured_queries]
     assert not any("admission_ticket" in q["sql"] for q in second_queries.captured_queries)
     drawn_at = Queue.objects.get(pk=drop.pk).drawn_at
+    assert drawn_at is not None
     assert second["ETag"] == first["ETag"] and second["ETag"].startswith('"draw-')
     assert second["Last-Modified"] == http_date(drawn_at.timestamp())
     assert second["Cache-Control"] == "public, max-age=86400, immutable"
@@ -67,7 +69,7 @@ def test_a_client_that_has_the_record_gets_304_without_the_document(make_buyers)
         {"HTTP_IF_MODIFIED_SINCE": "Mon, 01 Jan 1990 00:00:00 GMT"},  # before the draw
     ],
 )
-def test_a_stale_or_garbage_validator_gets_the_whole_record(make_buyers, header: dict[str, str]) -> None:
+def test_a_stale_or_garbage_validator_gets_the_whole_record(make_buyers, header: dict[str, Any]) -> None:
     drawn_drop(make_buyers, slug="record-garbage", n=3)
     url = "/api/drops/record-garbage/queue/draw"
     whole = Client().get(url)

@@ -41,6 +41,7 @@ from tests.harness import (
     lock_waits,
     reserve_headers,
     run,
+    snapshot_in,
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
@@ -186,7 +187,7 @@ def test_a_stale_snapshot_is_unknown_and_never_says_no_for_django(redis: redis_l
     drop = make_drop(slug="fresh", quantity=3)
     auth = bearer("bob")
     state.refresh([drop.pk])
-    snap = json.loads(redis.get("fg:drop:fresh"))
+    snap = snapshot_in(redis, "fresh")
     snap["drop"] |= {"remaining": 0, "sold_out": True}
     snap["at"] = time.time() - EDGE.max_age - 1
     redis.set("fg:drop:fresh", json.dumps(snap))
@@ -373,7 +374,7 @@ def test_a_redis_blip_keeps_a_fresh_snapshot_until_it_is_stale(tmp_path, redis: 
     drop = make_drop(slug="blip")
     state.refresh([drop.pk])
     url, stop, _running = start_redis(tmp_path)
-    snap = json.loads(redis.get("fg:drop:blip"))
+    snap = snapshot_in(redis, "blip")
 
     async def django(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 299, "headers": []})

@@ -15,6 +15,7 @@ from admission.edge import Edge
 from holds.services import reserve
 from tests import harness
 from tests.factories import make_buyer, make_drop
+from tests.harness import snapshot_in
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
@@ -25,7 +26,7 @@ call, run = harness.call, harness.run
 
 def age(redis: redis_lib.Redis, slug: str, seconds: float) -> dict[str, Any]:
     """Make the published snapshot look `seconds` old, as if beat had stopped then."""
-    snap = json.loads(redis.get(f"fg:drop:{slug}"))
+    snap = snapshot_in(redis, slug)
     snap["at"] = time.time() - seconds
     redis.set(f"fg:drop:{slug}", json.dumps(snap))
     return snap
@@ -52,7 +53,7 @@ def test_with_beat_stopped_the_crowd_stays_at_the_edge_for_longer_than_a_snapsho
     refreshes = EDGE.stats["refresh"]
     seen = run(scenario)
     refreshed = EDGE.stats["refresh"] - refreshes
-    published = json.loads(redis.get("fg:drop:nobeat"))
+    published = snapshot_in(redis, "nobeat")
 
     assert all(edge for edge, _ in seen), seen
     assert work.requests == 0
@@ -78,7 +79,7 @@ def test_one_process_refreshes_a_stale_snapshot_while_the_others_wait_for_it(red
         finally:
             for process in processes:
                 await process.aclose()  # waits for a refresh in flight
-        return [p.stats["refresh"] for p in processes], [json.loads(redis.get("fg:drop:many"))["at"]]
+        return [p.stats["refresh"] for p in processes], [snapshot_in(redis, "many")["at"]]
 
     counts, (at,) = asyncio.run(scenario())
 
@@ -119,5 +120,5 @@ def test_an_older_read_published_late_never_undoes_a_newer_one(redis: redis_lib.
     assert harness.admit(drop) == 2  # ... then a wave publishes mark 2
 
     assert state.publish(older) == 0  # ... and the older read arrives last
-    published = json.loads(redis.get("fg:drop:room"))
+    published = snapshot_in(redis, "room")
     assert published["queue"]["admitted_through"] == 2

@@ -56,7 +56,8 @@ def test_the_seed_is_committed_when_the_queue_opens_before_anyone_joins(make_buy
     # then: the seed behind the hash never changed, and the published snapshot shows it
     queue = Queue.objects.get(pk=drop.pk)
     assert queue.seed_sha256 == committed == draw.seed_digest(queue.seed)
-    assert state.cached("commit")["queue"]["seed_sha256"] == committed
+    snapshot = state.cached("commit")
+    assert snapshot is not None and snapshot["queue"]["seed_sha256"] == committed
 
 
 def test_the_join_page_shows_the_commitment_before_the_buyer_joins(client, django_user_model) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -23,13 +24,13 @@ pytestmark = pytest.mark.django_db
 SLOW = 0.01  # tokens per second: nothing refills while a test runs
 
 
-def bearer(username: str) -> dict[str, str]:
+def bearer(username: str) -> dict[str, Any]:  # the test client's WSGI extras (typed Any)
     user = make_buyer(username)
     ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
     return {"HTTP_AUTHORIZATION": f"Bearer token-{username}"}
 
 
-def post_hold(slug: str, auth: dict[str, str], quantity: int, key: str, **extra: str):
+def post_hold(slug: str, auth: dict[str, Any], quantity: int, key: str, **extra: Any):
     return Client().post(
         f"/api/drops/{slug}/holds",
         data=json.dumps({"quantity": quantity}),

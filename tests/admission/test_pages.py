@@ -122,9 +122,9 @@ def test_a_refused_join_page_joins_again_by_itself_with_what_it_sent(settings) -
     )
     assert form and 'name="csrfmiddlewaretoken"' in form[1] and 'value="0a1b"' in form[1]
     assert 'value="1.2.3&lt;script&gt;"' in form[1]  # sent back as it came, inert
-    retry_at = datetime.fromisoformat(
-        re.search(r'data-countdown="([^"]+)" [^>]*id="retry-countdown"', page)[1]
-    )
+    countdown = re.search(r'data-countdown="([^"]+)" [^>]*id="retry-countdown"', page)
+    assert countdown, page
+    retry_at = datetime.fromisoformat(countdown[1])
     wait = (retry_at - timezone.now()).total_seconds()
     assert (
         int(refused["Retry-After"]) * 0.9 <= wait <= 2 * int(refused["Retry-After"]) + 1

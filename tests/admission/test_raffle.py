@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from io import StringIO
+from typing import Any
 
 import httpx
 import pytest
@@ -42,7 +43,7 @@ UNPAID = 30
 BITS = 8  # the room's proof of work applies to a raffle's entries; small, so 2,000 solve in seconds
 
 
-def raffle(slug: str, *, quantity: int = UNITS, bits: int = 0, **options: object) -> Drop:
+def raffle(slug: str, *, quantity: int = UNITS, bits: int = 0, **options: Any) -> Drop:
     return make_drop(
         slug=slug,
         quantity=quantity,
@@ -215,7 +216,9 @@ def test_result_won_reserve_lost_and_one_email_each() -> None:
     assert before["format"] == DropFormat.RAFFLE and before["result"] is None and before["rank"] is None
     drop = close_and_draw(drop)
     by_rank = {services.place(drop=drop, buyer_id=b).number: b for b in buyers}
-    answers = {n: services.place(drop=drop, buyer_id=b).as_json() for n, b in by_rank.items()}
+    answers: dict[int | None, dict[str, Any]] = {
+        n: services.place(drop=drop, buyer_id=b).as_json() for n, b in by_rank.items()
+    }
     assert [answers[n]["result"] for n in (1, 2, 3, 4)] == ["won", "won", "reserve", "reserve"]
     assert answers[3]["rank"] == 3 and answers[1]["offer"]["hold"]
 
@@ -227,7 +230,7 @@ def test_result_won_reserve_lost_and_one_email_each() -> None:
     assert len(mail.outbox) == 2
     won = mail.outbox[0]
     assert won.subject.startswith("[Floodgate] You won")
-    assert f"/holds/{answers[1]['offer']['hold']}/" in won.body
+    assert f"/holds/{answers[1]['offer']['hold']}/" in str(won.body)
 
     # when: the winners pay (confirm), nothing can reach ranks 3 and 4 any more: lost, and told once
     for n in (1, 2):

@@ -15,7 +15,9 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis as redis_lib
@@ -28,12 +30,13 @@ from django_redis import get_redis_connection
 from admission import limits
 from core import metrics
 from core.errors import Busy, SoldOut
+from devtools.ports import free_port
 from holds import gate, services
 from holds.counts import invariant
+from holds.gate import Claimed
 from holds.models import Hold, HoldState
 from shop.models import ApiToken, Drop
 from tests.concurrency import run_concurrently
-from tests.conftest import free_port
 from tests.factories import make_drop
 
 # servers: a Redis server of its own, stopped and started
@@ -231,7 +234,8 @@ def test_redis_stopped_mid_race_and_started_again(
     assert_exact(drop)
     print(f"outage ({'gated' if redis_gate else 'limits only'}): {dict(statuses)}")  # noqa: T201
     if redis_gate:
-        assert int(own_redis.client().get(gate.COUNT.format(drop=drop.pk))) >= 0  # rebuilt from the DB
+        count = own_redis.client().get(gate.COUNT.format(drop=drop.pk))
+        assert count is not None and int(count) >= 0  # rebuilt from the DB
 
 
 @pytest.mark.parametrize("redis_gate", [False, True], ids=["limits-only", "gated"])
@@ -251,7 +255,7 @@ def test_control_a_shop_that_fails_open_sells_while_redis_is_down(
         except Busy:
             return 0.0  # Redis is down: no limit
 
-    def through_failing_open(drop: Drop, *, claim: Callable[[], object], **kwargs: object) -> object:
+    def through_failing_open(drop: Drop, *, claim: Callable[[], Claimed], **kwargs: Any) -> Claimed:
         try:
             return through(drop, claim=claim, **kwargs)
         except Busy:
@@ -298,7 +302,8 @@ def test_gate_flushed_mid_race_rebuilds_from_the_database(own_redis: RedisServer
     rebuilt = own_redis.client().get(key)
     assert rebuilt is not None and int(rebuilt) >= 0  # high at most: claims in flight at the flush
     gate.reconcile([drop])
-    assert int(own_redis.client().get(key)) == 0
+    reconciled = own_redis.client().get(key)
+    assert reconciled is not None and int(reconciled) == 0
 
 
 def test_control_a_gate_that_reads_a_flushed_count_as_zero_strands_units(
@@ -338,7 +343,7 @@ def test_gate_race_two_thousand_buyers_for_a_hundred_units(own_redis: RedisServe
             return "database"
         return "held"
 
-    results = run_concurrently([lambda b=b: attempt(b) for b in buyers], threads=32)
+    results = run_concurrently([partial(attempt, b) for b in buyers], threads=32)
 
     outcomes = Counter(r if isinstance(r, str) else repr(r) for r in results)
     assert outcomes["held"] == 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -16,35 +17,42 @@ from tests.factories import drop_permission, make_buyer, make_drop
 pytestmark = pytest.mark.django_db
 
 
-def bearer(username: str) -> dict[str, str]:
+def bearer(username: str) -> dict[str, Any]:  # the test client's WSGI extras (typed Any)
     user = make_buyer(username)
     ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
     return {"HTTP_AUTHORIZATION": f"Bearer token-{username}", "HTTP_IDEMPOTENCY_KEY": "k"}
 
 
-def reserve(auth: dict[str, str]):
+def reserve(auth: dict[str, Any]):
     return Client().post(
         "/api/drops/last-one/holds", data=json.dumps({"quantity": 1}), content_type="application/json", **auth
     )
 
 
+def published(slug: str) -> dict[str, Any]:
+    """The drop's snapshot in Redis; it must be there."""
+    snapshot = state.cached(slug)
+    assert snapshot is not None, f"no snapshot of {slug} published"
+    return snapshot
+
+
 def test_the_flag_is_set_by_a_sold_out_answer_and_cleared_when_the_unit_comes_back() -> None:
     drop = make_drop(slug="last-one", quantity=1)
     services.tick()
-    assert state.cached("last-one")["drop"]["sold_out"] is False
+    assert published("last-one")["drop"]["sold_out"] is False
 
     first, second = bearer("first"), bearer("second")
     hold = reserve(first).json()
     assert reserve(second).json()["error"] == "sold_out"
 
-    flagged = state.cached("last-one")  # published by the sold-out answer, before any tick
+    flagged = published("last-one")  # published by the sold-out answer, before any tick
     assert flagged["drop"]["sold_out"] is True and flagged["drop"]["remaining"] == 0
 
     Client().delete(f"/api/holds/{hold['id']}", **first)
-    assert state.cached("last-one")["drop"]["sold_out"] is True  # until the next tick reads the database
+    assert published("last-one")["drop"]["sold_out"] is True  # until the next tick reads the database
     services.tick()
 
-    cleared = state.cached("last-one")
+    cleared = published("last-one")
     assert cleared["drop"]["sold_out"] is False and cleared["drop"]["remaining"] == 1
     assert reserve(second).status_code == 201
     assert drop.pk == cleared["drop_id"]

@@ -130,7 +130,7 @@ def test_the_draw_and_first_wave_run_at_the_start_itself_not_at_the_next_tick(
     wait_for("the first wave at the start", admitted, celery_worker.process)
     queue = Queue.objects.get(pk=drop.pk)
     assert scheduled["waves"] == 0 and again is False
-    assert queue.last_wave_at >= starts_at  # never before the start
+    assert queue.last_wave_at is not None and queue.last_wave_at >= starts_at  # never before the start
     assert (queue.drawn_entries, queue.admitted_through) == (30, 15)  # the first wave: 150% of 10 units
     # and published right after its commit (the wave's on_commit), with no tick to do it
     wait_for(

@@ -22,7 +22,9 @@ from tests.factories import make_buyer, make_drop
 @pytest.mark.parametrize(("position", "pace"), [(1, 0.5), (3, 6.0), (30, 10.0), (400, 120.0)])
 def test_the_range_holds_eight_waits_in_ten_at_a_known_admission_rate(position: int, pace: float) -> None:
     # given admissions one at a time at random moments, `pace` a minute on average (a Poisson line)
-    low, high = state.wait_range(position, pace)
+    told = state.wait_range(position, pace)
+    assert told is not None  # a numbered position in a moving line
+    low, high = told
     rng = random.Random(position)
     per_second = pace / 60
     waits = [sum(rng.expovariate(per_second) for _ in range(position)) for _ in range(4000)]

@@ -11,8 +11,10 @@ import hashlib
 import hmac
 import re
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
@@ -23,6 +25,9 @@ from catalogue import services as catalogue
 from shop.models import DEFAULT_JOIN_WORK_BITS, Drop
 from tests.factories import make_buyer, make_drop
 from tests.harness import bearer, call, run
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
@@ -35,15 +40,15 @@ def guarded(slug: str = "guarded", bits: int = BITS, starts_in: timedelta = time
     )
 
 
-def signed_in(username: str) -> tuple[Client, object]:
+def signed_in(username: str) -> tuple[Client, User]:
     buyer = make_buyer(username)
     client = Client()
     client.force_login(buyer)
     return client, buyer
 
 
-def join(client: Client, slug: str, challenge: str | None = None, proof: str | None = None) -> object:
-    headers = {}
+def join(client: Client, slug: str, challenge: str | None = None, proof: str | None = None) -> TestResponse:
+    headers: dict[str, Any] = {}  # the test client's WSGI extras (typed Any)
     if challenge is not None:
         headers["HTTP_X_JOIN_CHALLENGE"] = challenge
     if proof is not None:
@@ -51,7 +56,7 @@ def join(client: Client, slug: str, challenge: str | None = None, proof: str | N
     return client.post(f"/api/drops/{slug}/queue", **headers)
 
 
-def refused(answer: object) -> dict[str, object]:
+def refused(answer: TestResponse) -> dict[str, Any]:
     """A 428 that hands out a fresh challenge (and says when it expires)."""
     assert answer.status_code == 428, answer.content
     body = answer.json()
@@ -181,7 +186,9 @@ def test_the_page_join_needs_the_proof_its_script_finds() -> None:
     guarded()
     client, buyer = signed_in("pager")
     page = client.get("/drops/guarded/queue/").content.decode()
-    asked = re.search(r'data-work-challenge="([^"]+)"', page)[1]
+    shown = re.search(r'data-work-challenge="([^"]+)"', page)
+    assert shown, page
+    asked = shown[1]
 
     without = client.post("/drops/guarded/queue/", {"proof": "", "challenge": asked})
     queued_without = Ticket.objects.count()

@@ -7,15 +7,19 @@ import json
 import time
 from contextlib import ExitStack
 from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.utils import timezone
+from redis import Redis
 from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Origin
 
 from admission import services, state
+from admission.models import Ticket
 from shop.models import ApiToken, Drop
 from tests.factories import make_buyer, make_drop
 from tests.harness import close_code, message
@@ -25,10 +29,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def socket(base: str, slug: str) -> ClientConnection:
     url = base.replace("http://", "ws://") + f"/ws/drops/{slug}/queue/"
-    return connect(url, origin=base, open_timeout=10)  # type: ignore[arg-type]
+    return connect(url, origin=Origin(base), open_timeout=10)
 
 
-def mark_after(client: ClientConnection, mark: int) -> dict[str, object]:
+def mark_after(client: ClientConnection, mark: int) -> dict[str, Any]:
     """The next message with a mark above `mark`; the mark never goes back.
 
     Messages repeating the mark are skipped: the snapshot is republished whenever its other
@@ -58,7 +62,7 @@ def wave(drop: Drop, later: timedelta) -> int:
     return done.admitted_through
 
 
-def line_up(drop: Drop, make_buyers, n: int) -> list[int]:
+def line_up(drop: Drop, make_buyers, n: int) -> list[int | None]:
     services.run_wave(drop)  # the start: nobody came early, so joiners get numbers at once
     return [services.join(drop=drop, buyer_id=b).number for b in make_buyers(n, prefix=f"{drop.slug}-")]
 
@@ -111,7 +115,7 @@ def test_a_buyer_whose_position_reaches_zero_gets_a_token_from_the_api(live_daph
 
 
 def test_a_client_that_comes_back_gets_the_current_mark_at_once(
-    live_daphne: str, make_buyers, redis: object
+    live_daphne: str, make_buyers, redis: Redis
 ) -> None:
     drop = make_drop(slug="ws-back", quantity=3, waiting_room=True, admission_percent=100)
     line_up(drop, make_buyers, 20)
@@ -201,5 +205,7 @@ def test_waiting_clients_hear_a_pause_and_the_resume_at_once(live_daphne: str, m
         resumed = state_becomes(client, "admitting")
 
     assert paused["state"] == "paused" and resumed["state"] == "admitting"
-    before = services.place(drop=drop, buyer_id=services.Ticket.objects.filter(drop=drop).first().buyer_id)
+    first = Ticket.objects.filter(drop=drop).first()
+    assert first is not None
+    before = services.place(drop=drop, buyer_id=first.buyer_id)
     assert before.queue.admitted_through == 0  # no wave ran while paused (none was forced)

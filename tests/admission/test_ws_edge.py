@@ -18,13 +18,15 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Origin
 
 from admission import state
 from admission.rooms import MISS_BURST
 from config.asgi import application
+from devtools.ports import free_port
 from ops import rehearsal
 from tests import harness
-from tests.conftest import app_env, database_url_for_tests, free_port, start_process, stop, wait_for_port
+from tests.conftest import app_env, database_url_for_tests, start_process, stop, wait_for_port
 from tests.factories import make_drop
 from tests.harness import close_code, message
 
@@ -195,7 +197,7 @@ def test_with_the_database_unreachable_a_socket_still_opens_from_the_snapshot(
 
     def open_socket(slug: str) -> ClientConnection:
         origin = base.replace("ws://", "http://")
-        return connect(f"{base}/ws/drops/{slug}/queue/", origin=origin, open_timeout=10)  # type: ignore[arg-type]
+        return connect(f"{base}/ws/drops/{slug}/queue/", origin=Origin(origin), open_timeout=10)
 
     with open_socket("nodb") as client:
         first = message(client)

@@ -7,8 +7,12 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still sync.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -33,7 +37,7 @@ def chromium_path() -> str:
 
 
 @pytest.fixture(scope="package")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Browser]:
     """One Chromium for the browser tests. Package-scoped: Playwright's sync API keeps an event
     loop running in the main thread while it lives, and tests after these start loops of their own."""
     from playwright.sync_api import sync_playwright
@@ -47,7 +51,7 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture
-def page(browser: object) -> Iterator[object]:
+def page(browser: Browser) -> Iterator[Page]:
     """A page in a fresh context: its own cookies, so its own login."""
     context = browser.new_context()
     context.set_default_timeout(15_000)
@@ -61,7 +65,8 @@ def page(browser: object) -> Iterator[object]:
 @pytest.fixture(scope="package")
 def live_store(django_db_setup: None, payment_provider: str) -> Iterator[str]:
     """The app as `floodgate.py run` serves it: DEBUG off, so the shop's own 404 and 500 pages."""
-    from tests.conftest import app_env, free_port, start_process, stop, wait_for_port
+    from devtools.ports import free_port
+    from tests.conftest import app_env, start_process, stop, wait_for_port
 
     port = free_port()
     env = {**app_env(payment_provider, f"http://127.0.0.1:{port}"), "DEBUG": "0", "DB_POOL_MAX_SIZE": "4"}
@@ -75,7 +80,7 @@ def live_store(django_db_setup: None, payment_provider: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def phone(browser: object) -> Iterator[object]:
+def phone(browser: Browser) -> Iterator[Page]:
     """A 390x844 phone (touch, 3x pixels) in Berlin with a German browser: its own clock and format."""
     context = browser.new_context(
         viewport={"width": 390, "height": 844},

@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from django.db import connections
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 T = TypeVar("T")
 
@@ -25,7 +28,7 @@ def off_the_loop(job: Callable[[], T]) -> T:
         return pool.submit(run).result()
 
 
-def join_from_the_link(page: object, base: str, username: str, slug: str = "wr-live") -> None:
+def join_from_the_link(page: Page, base: str, username: str, slug: str = "wr-live") -> None:
     page.goto(f"{base}/drops/{slug}/")
     page.get_by_role("link", name="Join the waiting room").click()
     page.fill("input[name=username]", username)
@@ -38,7 +41,7 @@ def join_from_the_link(page: object, base: str, username: str, slug: str = "wr-l
 
 
 def reserve_from_the_drop_page(
-    page: object, base: str, slug: str, username: str, *, variant: str | None = None
+    page: Page, base: str, slug: str, username: str, *, variant: str | None = None
 ) -> None:
     """Log in from the drop page and press Reserve there (after picking `variant`, as a buyer clicks it)."""
     page.goto(f"{base}/accounts/login/?next=/drops/{slug}/")

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import re
 from datetime import timedelta
-from pathlib import Path
+from functools import partial
+from importlib import resources
+from typing import TYPE_CHECKING
 
 import pytest
 from django.db import connection
@@ -26,14 +28,17 @@ from tests.browser.helpers import join_from_the_link, off_the_loop
 from tests.conftest import Worker
 from tests.factories import confirmed_order, expire_in, make_buyer, make_drop
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-AXE = (Path(__import__("axe_playwright_python").__file__).parent / "axe.min.js").read_text()
+AXE = (resources.files("axe_playwright_python") / "axe.min.js").read_text()
 TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
 SERIOUS = {"critical", "serious"}
 
 
-def scan(page: object) -> list[str]:
+def scan(page: Page) -> list[str]:
     """The page's critical and serious violations, one line each (rule, impact, where)."""
     if not page.evaluate("typeof window.axe !== 'undefined'"):
         page.evaluate(AXE)
@@ -52,7 +57,7 @@ COUNTDOWN_SPOKEN = (
 )
 
 
-def log_in(page: object, base: str, username: str) -> None:
+def log_in(page: Page, base: str, username: str) -> None:
     page.goto(f"{base}/accounts/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", "correct horse battery")
@@ -166,7 +171,7 @@ def every_state() -> dict[str, str]:
 
 @pytest.mark.parametrize("locale", ["en-GB", "de-DE"])
 def test_no_buyer_page_has_a_critical_or_serious_violation(
-    live_store: str, browser: object, shop_in_every_state: dict[str, str], locale: str
+    live_store: str, browser: Browser, shop_in_every_state: dict[str, str], locale: str
 ) -> None:
     visitor = browser.new_context(locale=locale)
     found: dict[str, list[str]] = {}
@@ -182,7 +187,7 @@ def test_no_buyer_page_has_a_critical_or_serious_violation(
     log_in(page, live_store, "axel")
     for name, path in shop_in_every_state.items():
         answer = page.goto(live_store + path)
-        assert answer.status == (404 if name == "not found" else 200), name
+        assert answer is not None and answer.status == (404 if name == "not found" else 200), name
         found[name] = scan(page)
         if page.evaluate(COUNTDOWN_SPOKEN):  # a live region would read it out every second
             found[name].append("a countdown inside a live region")
@@ -191,7 +196,7 @@ def test_no_buyer_page_has_a_critical_or_serious_violation(
     assert not {name: lines for name, lines in found.items() if lines}
 
 
-def test_control_a_planted_violation_is_reported(live_store: str, page: object) -> None:
+def test_control_a_planted_violation_is_reported(live_store: str, page: Page) -> None:
     page.goto(live_store + "/legal/terms/")
     assert scan(page) == []
     page.evaluate(
@@ -209,7 +214,7 @@ def test_control_a_planted_violation_is_reported(live_store: str, page: object) 
 
 
 def test_the_first_tab_reaches_a_skip_link_that_moves_focus_to_the_content(
-    live_store: str, page: object
+    live_store: str, page: Page
 ) -> None:
     page.goto(live_store + "/legal/terms/")
     page.keyboard.press("Tab")
@@ -229,7 +234,7 @@ WIDEST = """[...document.querySelectorAll('body *')]
 
 
 def test_pages_follow_the_readers_font_size_and_reflow_at_320_px(
-    live_store: str, browser: object, shop_in_every_state: dict[str, str]
+    live_store: str, browser: Browser, shop_in_every_state: dict[str, str]
 ) -> None:
     context = browser.new_context(viewport={"width": 320, "height": 640})
     page = context.new_page()
@@ -264,7 +269,7 @@ def runs_out_in(hold_id: int, seconds: float, *, window: float) -> None:
 
 
 def test_a_hold_warns_gives_more_time_and_ends_in_place_keeping_what_was_typed(
-    live_store: str, page: object
+    live_store: str, page: Page
 ) -> None:
     drop = make_drop(slug="timed", quantity=2, ships=True)
     buyer = make_buyer("tim")
@@ -301,15 +306,19 @@ def test_a_hold_warns_gives_more_time_and_ends_in_place_keeping_what_was_typed(
 
 
 def test_the_waiting_room_speaks_calmly_says_the_turn_at_once_and_sells_by_keyboard_alone(
-    live_daphne: str, payment_provider: str, celery_worker: Worker, page: object
+    live_daphne: str, payment_provider: str, celery_worker: Worker, page: Page
 ) -> None:
     # given a live room of 2 units with four tickets ahead of kim
     drop = make_drop(
         slug="wr-live", product_name="Calm", quantity=2, waiting_room=True, admission_percent=100
     )
     off_the_loop(lambda: line.run_wave(Drop.objects.get(pk=drop.pk)))  # the start: an empty draw
+
+    def ahead(n: int) -> None:  # a buyer in line before kim, made off the loop too
+        line.join(drop=drop, buyer_id=make_buyer(f"ahead{n}").pk)
+
     for n in range(4):
-        off_the_loop(lambda n=n: line.join(drop=drop, buyer_id=make_buyer(f"ahead{n}").pk))
+        off_the_loop(partial(ahead, n))
     make_buyer("kim")
     join_from_the_link(page, live_daphne, "kim")
 
@@ -358,7 +367,7 @@ def test_the_waiting_room_speaks_calmly_says_the_turn_at_once_and_sells_by_keybo
 
 
 def test_the_drop_page_opens_and_pauses_in_place_with_the_focus_kept_and_the_change_said(
-    live_daphne: str, page: object
+    live_daphne: str, page: Page
 ) -> None:
     drop = make_drop(
         slug="opens", product_name="Opens", quantity=3, starts_at=timezone.now() + timedelta(seconds=6)

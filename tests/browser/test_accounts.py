@@ -12,17 +12,21 @@ import email.policy
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
 
-from tests.conftest import ROOT
+from tests.conftest import TEST_DATA
 from tests.factories import make_buyer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-MAILDIR = ROOT / ".data" / "test" / "mail"
+MAILDIR = TEST_DATA / "mail"
 PASSWORD = "a sturdy passphrase 42"
 
 
@@ -44,7 +48,9 @@ def link_mailed_to(address: str, kind: str, already: int = 0, timeout: float = 1
     while time.monotonic() < deadline:
         messages = mails_to(address)
         if len(messages) > already:
-            body = messages[-1].get_body(preferencelist=("plain",)).get_content()
+            plain = messages[-1].get_body(preferencelist=("plain",))
+            assert plain is not None
+            body = plain.get_content()
             found = re.search(rf"https?://[^/\s]+(/accounts/{kind}/\S+)", body)
             assert found, body
             return found.group(1)
@@ -52,7 +58,7 @@ def link_mailed_to(address: str, kind: str, already: int = 0, timeout: float = 1
     raise AssertionError(f"no new mail to {address} in {Path(MAILDIR)}")
 
 
-def log_in(page: object, base: str, login: str, password: str) -> None:
+def log_in(page: Page, base: str, login: str, password: str) -> None:
     page.goto(f"{base}/accounts/login/")
     page.get_by_label("E-mail").fill(login)
     page.get_by_label(re.compile(r"^Password:?$")).fill(password)
@@ -60,7 +66,7 @@ def log_in(page: object, base: str, login: str, password: str) -> None:
 
 
 def test_a_buyer_signs_up_verifies_by_the_mailed_link_logs_in_and_resets_the_password(
-    live_daphne: str, page: object
+    live_daphne: str, page: Page
 ) -> None:
     address = f"nina-{time.time_ns()}@example.com"  # the mail folder outlives a test
 
@@ -111,7 +117,7 @@ def test_a_buyer_signs_up_verifies_by_the_mailed_link_logs_in_and_resets_the_pas
     assert page.get_by_role("button", name="Log out").count() == 1
 
 
-def test_a_buyer_makes_an_api_token_on_the_account_page(live_daphne: str, page: object) -> None:
+def test_a_buyer_makes_an_api_token_on_the_account_page(live_daphne: str, page: Page) -> None:
     make_buyer("tom", email="tom@example.com")
     log_in(page, live_daphne, "tom@example.com", "correct horse battery")
     page.wait_for_url(re.compile(r"/$"))
@@ -130,7 +136,7 @@ def test_a_buyer_makes_an_api_token_on_the_account_page(live_daphne: str, page: 
     assert refused.status == 401
 
 
-def test_the_api_docs_page_renders_the_published_schema(live_daphne: str, page: object) -> None:
+def test_the_api_docs_page_renders_the_published_schema(live_daphne: str, page: Page) -> None:
     page.goto(f"{live_daphne}/")
     page.get_by_role("link", name="API docs").click()
 

@@ -6,14 +6,19 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from devtools.ports import free_port
 from shop.models import Drop, PauseAction, PauseEvent
-from tests.conftest import app_env, free_port, start_process, stop, wait_for_port
+from tests.conftest import app_env, start_process, stop, wait_for_port
 from tests.factories import make_drop
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -37,7 +42,7 @@ def admin_daphne(transactional_db: None, payment_provider: str) -> Iterator[str]
     stop(process)
 
 
-def merchant_on_call(page: object, base: str) -> None:
+def merchant_on_call(page: Page, base: str) -> None:
     """Log in a merchant who is also on call: the change page then holds the kill switch's own form."""
     user = get_user_model().objects.create_user(username="mona", password=PASSWORD, is_staff=True)
     user.groups.add(*Group.objects.filter(name__in=["Merchants", "On-call"]))
@@ -48,7 +53,7 @@ def merchant_on_call(page: object, base: str) -> None:
     page.wait_for_url(re.compile(r"/admin/$"))
 
 
-def test_the_change_form_saves_by_button_and_by_enter(admin_daphne: str, page: object, roles: None) -> None:
+def test_the_change_form_saves_by_button_and_by_enter(admin_daphne: str, page: Page, roles: None) -> None:
     drop = make_drop(slug="retitled", quantity=10, title="Old title")
     merchant_on_call(page, admin_daphne)
     change = f"{admin_daphne}/admin/shop/drop/{drop.pk}/change/"
@@ -69,7 +74,7 @@ def test_the_change_form_saves_by_button_and_by_enter(admin_daphne: str, page: o
     assert Drop.objects.get(pk=drop.pk).paused is False
 
 
-def test_pause_and_resume_from_the_change_page(admin_daphne: str, page: object, roles: None) -> None:
+def test_pause_and_resume_from_the_change_page(admin_daphne: str, page: Page, roles: None) -> None:
     drop = make_drop(slug="halted", quantity=10, title="Halted sale")
     merchant_on_call(page, admin_daphne)
     page.goto(f"{admin_daphne}/admin/shop/drop/{drop.pk}/change/")
@@ -83,6 +88,7 @@ def test_pause_and_resume_from_the_change_page(admin_daphne: str, page: object, 
     paused = Drop.objects.get(pk=drop.pk)
     assert (paused.state, paused.paused, paused.pause_reason) == ("paused", True, "price typo")
     event = PauseEvent.objects.get(drop=drop)
+    assert event.actor is not None
     assert (event.action, event.reason, event.actor.username) == (PauseAction.PAUSED, "price typo", "mona")
     said = page.locator(".messagelist").inner_text()
     assert "The sale of Halted sale (halted) is paused: nobody can reserve until it is resumed." in said

@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_reference_shows_the_error_shape_as_text_and_readable_schema_names(
-    live_daphne: str, page: object
+    live_daphne: str, page: Page
 ) -> None:
     page.goto(f"{live_daphne}/docs/api/")
     page.wait_for_selector(".swagger-ui .info .description")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -9,11 +10,14 @@ from holds.counts import invariant
 from holds.models import Hold
 from tests.factories import make_buyer, make_drop
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_buyer_reserves_from_the_drop_page_and_watches_the_hold_count_down(
-    live_daphne: str, page: object
+    live_daphne: str, page: Page
 ) -> None:
     drop = make_drop(slug="browser-buy", product_name="Browser Boot", quantity=3, per_buyer_limit=2)
     make_buyer("walker")
@@ -47,7 +51,7 @@ def test_buyer_reserves_from_the_drop_page_and_watches_the_hold_count_down(
 
 
 def test_the_reserve_button_claims_through_the_lane_and_says_no_in_place(
-    live_daphne: str, page: object
+    live_daphne: str, page: Page
 ) -> None:
     drop = make_drop(slug="lane-page", product_name="Lane Boot", quantity=1, per_buyer_limit=1)
     make_buyer("lena")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -11,6 +12,9 @@ from holds.models import Hold
 from tests.browser.helpers import reserve_from_the_drop_page
 from tests.conftest import PROVIDER_SECRET, Worker
 from tests.factories import expire_in, make_buyer, make_drop
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -25,7 +29,7 @@ def reliable_provider(payment_provider: str) -> None:
 
 
 def test_buy_a_unit_from_the_drop_page_to_the_confirmation(
-    live_daphne: str, payment_provider: str, celery_worker: Worker, page: object
+    live_daphne: str, payment_provider: str, celery_worker: Worker, page: Page
 ) -> None:
     drop = make_drop(slug="shoe", product_name="Court Shoe", quantity=2)
     make_buyer("paula")
@@ -46,7 +50,7 @@ def test_buy_a_unit_from_the_drop_page_to_the_confirmation(
 
 
 def test_a_declined_card_then_a_second_card_within_the_hold(
-    live_daphne: str, payment_provider: str, celery_worker: Worker, page: object
+    live_daphne: str, payment_provider: str, celery_worker: Worker, page: Page
 ) -> None:
     drop = make_drop(slug="boot", product_name="Rain Boot", quantity=1, price_minor=12900)
     make_buyer("fred")
@@ -79,7 +83,7 @@ def test_a_declined_card_then_a_second_card_within_the_hold(
     assert (numbers.available, numbers.held, numbers.sold, numbers.drift) == (0, 0, 1, 0)
 
 
-def test_an_expired_hold_offers_to_reserve_again_while_units_are_left(live_daphne: str, page: object) -> None:
+def test_an_expired_hold_offers_to_reserve_again_while_units_are_left(live_daphne: str, page: Page) -> None:
     drop = make_drop(slug="late", product_name="Late Loafer", quantity=3)
     make_buyer("lou")
 

@@ -2,16 +2,20 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import pytest
 from django.utils import timezone
 
 from tests.factories import make_drop
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_home_and_drop_page_show_a_ticking_countdown(live_daphne: str, page: object) -> None:
+def test_home_and_drop_page_show_a_ticking_countdown(live_daphne: str, page: Page) -> None:
     # given a drop that opens in three minutes, served by a real daphne
     make_drop(
         slug="tick-tock", product_name="Ticking Sneaker", starts_at=timezone.now() + timedelta(minutes=3)

@@ -4,12 +4,16 @@ blocks by their nonce), an injected one does not."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from tests.factories import make_drop
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -27,7 +31,7 @@ INJECT = """() => {
 }"""
 
 
-def visit(page: object, url: str, ready: str) -> list[str]:
+def visit(page: Page, url: str, ready: str) -> list[str]:
     """Open the page, wait for what its scripts draw, and return what its CSP refused."""
     page.goto(url)
     page.wait_for_selector(ready)
@@ -35,7 +39,7 @@ def visit(page: object, url: str, ready: str) -> list[str]:
 
 
 def test_every_page_runs_its_own_scripts_and_styles_and_refuses_an_injected_one(
-    live_daphne: str, browser: object, roles: None
+    live_daphne: str, browser: Browser, roles: None
 ) -> None:
     make_drop(slug="csp-drop", quantity=5)
     make_drop(slug="csp-line", quantity=5, waiting_room=True)

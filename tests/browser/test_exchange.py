@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import pytest
 from django.utils import timezone
@@ -21,11 +22,14 @@ from tests.conftest import Worker
 from tests.factories import make_buyer, make_drop
 from tests.sale.helpers import pay
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_waiting_buyer_is_offered_a_unit_put_back_and_buys_it_at_the_sellers_price(
-    live_daphne: str, payment_provider: str, celery_worker: Worker, page: object, settings
+    live_daphne: str, payment_provider: str, celery_worker: Worker, page: Page, settings
 ) -> None:
     provider_config(payment_provider, latency_ms=50, failure_rate=0, duplicates=1, late_seconds=0)
     settings.PAYMENT_PROVIDER_URL = payment_provider  # the seller's purchase runs in this process

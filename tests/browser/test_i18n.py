@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from holds import services
 from tests.factories import make_buyer, make_drop
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def german_page(browser: object) -> Iterator[object]:
+def german_page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(locale="de-DE")
     context.set_default_timeout(15_000)
     refused: list[str] = []
@@ -25,7 +29,7 @@ def german_page(browser: object) -> Iterator[object]:
     assert not refused, refused
 
 
-def test_a_german_browser_reads_german_and_switches_to_english(live_daphne: str, german_page: object) -> None:
+def test_a_german_browser_reads_german_and_switches_to_english(live_daphne: str, german_page: Page) -> None:
     make_drop(slug="sprache", product_name="Sprachschuh", quantity=7, price_minor=4900, hold_seconds=600)
     page = german_page
 
@@ -49,7 +53,7 @@ def test_a_german_browser_reads_german_and_switches_to_english(live_daphne: str,
     assert page.get_by_role("heading", level=1).inner_text() == "Limitierte Drops, fair verkauft"
 
 
-def test_a_german_buyer_reads_the_apis_refusal_in_german(live_daphne: str, german_page: object) -> None:
+def test_a_german_buyer_reads_the_apis_refusal_in_german(live_daphne: str, german_page: Page) -> None:
     # buy.js shows the API's detail: the lane writes it in the browser's language
     drop = make_drop(slug="weg", product_name="Wegschuh", quantity=1, per_buyer_limit=1)
     make_buyer("greta")

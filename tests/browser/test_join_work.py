@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import pytest
 from django.utils import timezone
@@ -11,11 +12,14 @@ from admission.models import Ticket
 from shop.models import DEFAULT_JOIN_WORK_BITS
 from tests.factories import make_buyer, make_drop
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_page_solves_the_default_proof_of_work_in_the_background_then_joins(
-    live_daphne: str, page: object
+    live_daphne: str, page: Page
 ) -> None:
     make_drop(
         slug="worked",

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -12,10 +13,13 @@ from inventory.models import Unit
 from shop.models import Drop, Product
 from tests.factories import make_buyer
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def log_in(page: object, base: str, username: str) -> None:
+def log_in(page: Page, base: str, username: str) -> None:
     page.goto(f"{base}/admin/login/")
     page.fill("#id_username", username)
     page.fill("#id_password", "pw-pw-pw-pw-pw")
@@ -29,7 +33,7 @@ def staff(username: str, group: str) -> None:
 
 
 def test_merchant_creates_a_seated_drop_and_on_call_pauses_it(
-    live_daphne: str, browser: object, roles: None
+    live_daphne: str, browser: Browser, roles: None
 ) -> None:
     Product.objects.create(sku="SEAT", name="Concert seat", price_minor=9900)
     staff("merchant", "Merchants")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import pytest
 from django.utils import timezone
@@ -12,12 +13,13 @@ from holds import presale
 from holds.models import Hold
 from tests.factories import make_buyer, make_drop
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_buyer_types_a_presale_code_on_the_drop_page_and_holds_a_unit(
-    live_daphne: str, page: object
-) -> None:
+def test_a_buyer_types_a_presale_code_on_the_drop_page_and_holds_a_unit(live_daphne: str, page: Page) -> None:
     now = timezone.now()
     drop = make_drop(
         slug="presale-page",

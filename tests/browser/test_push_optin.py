@@ -4,6 +4,8 @@ browser that cannot subscribe is told so in words (no push service is reachable 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from admission import services
@@ -11,10 +13,13 @@ from shop.models import Drop
 from tests.browser.helpers import join_from_the_link, off_the_loop
 from tests.factories import make_buyer, make_drop
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_opt_in_shows_and_its_worker_covers_every_page(live_daphne: str, browser: object) -> None:
+def test_the_opt_in_shows_and_its_worker_covers_every_page(live_daphne: str, browser: Browser) -> None:
     # given a buyer in a waiting room
     drop = make_drop(slug="push-room", quantity=2, waiting_room=True, join_work_bits=0)
     off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import time
 from datetime import timedelta
+from functools import partial
+from typing import TYPE_CHECKING
 
 import pytest
 from django.utils import timezone
@@ -18,6 +20,9 @@ from shop.models import Drop
 from tests.browser.helpers import join_from_the_link, off_the_loop
 from tests.factories import make_buyer, make_drop, start_now
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page, Request
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
@@ -27,7 +32,7 @@ def sell_one(drop: Drop, name: str) -> None:
     off_the_loop(lambda: state.refresh([drop.pk]))  # what the tick publishes: the socket pushes it
 
 
-def test_the_page_says_unlikely_then_closes_the_line_when_sold_out(live_daphne: str, page: object) -> None:
+def test_the_page_says_unlikely_then_closes_the_line_when_sold_out(live_daphne: str, page: Page) -> None:
     drop = make_drop(slug="truth", quantity=3, per_buyer_limit=1, waiting_room=True, admission_percent=100)
     off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))  # the start: an empty draw
     services.join(drop=drop, buyer_id=make_buyer("first-in-line").pk)
@@ -58,7 +63,7 @@ def test_the_page_says_unlikely_then_closes_the_line_when_sold_out(live_daphne: 
 
 
 def test_a_returned_unit_is_offered_on_the_next_buyers_page_and_paid_from_there(
-    live_daphne: str, page: object
+    live_daphne: str, page: Page
 ) -> None:
     drop = make_drop(slug="comes-back", quantity=1, per_buyer_limit=1, waiting_room=True)
     off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))  # the start: an empty draw
@@ -90,7 +95,9 @@ def test_a_returned_unit_is_offered_on_the_next_buyers_page_and_paid_from_there(
 
 
 def offered_hold(drop: Drop) -> int:
-    offer = services.offer_of(services.own_ticket(drop=drop, buyer_id=make_buyer_id("dana")))
+    ticket = services.own_ticket(drop=drop, buyer_id=make_buyer_id("dana"))
+    assert ticket is not None
+    offer = services.offer_of(ticket)
     assert offer is not None
     return offer.hold
 
@@ -102,7 +109,7 @@ def make_buyer_id(username: str) -> int:
 
 
 def test_an_admitted_buyer_holding_a_token_hears_of_an_offer_within_a_second_or_two(
-    live_daphne: str, page: object
+    live_daphne: str, page: Page
 ) -> None:
     # given ticket 2, admitted with a token, while ticket 1 holds every unit
     drop = make_drop(
@@ -129,7 +136,7 @@ def test_an_admitted_buyer_holding_a_token_hears_of_an_offer_within_a_second_or_
 
 
 def test_a_page_learns_from_the_draws_push_alone_whether_it_is_in_or_unlikely(
-    live_daphne: str, browser: object
+    live_daphne: str, browser: Browser
 ) -> None:
     # given a 5-unit drop whose line 20 buyers joined before the start, and two more joining by the page
     drop = make_drop(
@@ -144,17 +151,15 @@ def test_a_page_learns_from_the_draws_push_alone_whether_it_is_in_or_unlikely(
         services.join(drop=drop, buyer_id=make_buyer(f"early-{i}").pk)
     pages = {name: browser.new_context().new_page() for name in ("ann", "bob")}
     asked: dict[str, list[float]] = {name: [] for name in pages}
+
+    def note(name: str, request: Request) -> None:  # when each page asked for its place
+        if request.method == "GET" and request.url.endswith("/api/drops/by-key/queue"):
+            asked[name].append(time.monotonic())
+
     for name, page in pages.items():
         make_buyer(name)
         page.set_default_timeout(15_000)
-        page.on(
-            "request",
-            lambda request, name=name: (
-                asked[name].append(time.monotonic())
-                if request.method == "GET" and request.url.endswith("/api/drops/by-key/queue")
-                else None
-            ),
-        )
+        page.on("request", partial(note, name))
         join_from_the_link(page, live_daphne, name, slug="by-key")
         page.wait_for_selector("#connection:text('Updating live')")
     # a seed that draws ann into the first wave and bob behind it (a real one is random, committed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import pytest
 from django.core import mail
@@ -16,6 +17,9 @@ from shop.models import Drop
 from tests.browser.helpers import join_from_the_link, off_the_loop
 from tests.factories import make_buyer, make_drop, start_now
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
@@ -27,7 +31,7 @@ def draw(drop: Drop) -> None:
 
 
 def test_the_winner_sees_won_and_pays_from_the_page_the_reserve_sees_its_rank_then_lost(
-    live_daphne: str, page: object, browser: object
+    live_daphne: str, page: Page, browser: Browser
 ) -> None:
     drop = make_drop(
         slug="raffle-page",
@@ -69,7 +73,9 @@ def test_the_winner_sees_won_and_pays_from_the_page_the_reserve_sees_its_rank_th
     assert off_the_loop(raffles.announce_raffle_results) == 1
     off_the_loop(outbox.relay_outbox)
     (message,) = mail.outbox
-    hold = services.offer_of(services.own_ticket(drop=drop, buyer_id=make_buyer_id(winner(ranks))))
+    ticket = services.own_ticket(drop=drop, buyer_id=make_buyer_id(winner(ranks)))
+    assert ticket is not None
+    hold = services.offer_of(ticket)
     assert hold is not None and f"/holds/{hold.hold}/" in message.body
     won.goto(f"{live_daphne}/holds/{hold.hold}/")  # the link the e-mail gives
     assert won.locator("#pay").is_visible()

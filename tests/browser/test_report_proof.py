@@ -4,6 +4,7 @@ and a tampered outcome or proof says it does not verify."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -11,10 +12,13 @@ from admission.models import Ticket
 from tests.browser.helpers import off_the_loop
 from tests.fairness.test_report import sale
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Page, Route
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def open_report(page: object, base: str, username: str, slug: str) -> str:
+def open_report(page: Page, base: str, username: str, slug: str) -> str:
     page.goto(f"{base}/accounts/login/?next=/drops/{slug}/report/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", "correct horse battery")
@@ -25,7 +29,7 @@ def open_report(page: object, base: str, username: str, slug: str) -> str:
     return page.inner_text("#report-result")
 
 
-def test_a_buyer_sees_their_outcome_verified_in_the_browser(live_daphne: str, page: object) -> None:
+def test_a_buyer_sees_their_outcome_verified_in_the_browser(live_daphne: str, page: Page) -> None:
     drop, buyers = off_the_loop(lambda: sale("proof-ok"))
     said = open_report(page, live_daphne, "proof-ok-d", "proof-ok")
     assert page.get_attribute("#report-result", "data-verified") == "true"
@@ -36,10 +40,10 @@ def test_a_buyer_sees_their_outcome_verified_in_the_browser(live_daphne: str, pa
 
 
 @pytest.mark.parametrize("tamper", ["outcome", "proof"])
-def test_a_tampered_outcome_or_proof_does_not_verify(live_daphne: str, page: object, tamper: str) -> None:
+def test_a_tampered_outcome_or_proof_does_not_verify(live_daphne: str, page: Page, tamper: str) -> None:
     off_the_loop(lambda: sale(f"proof-{tamper}"))
 
-    def forged(route: object) -> None:
+    def forged(route: Route) -> None:
         body = route.fetch().json()
         if tamper == "outcome":  # the shop claims this buyer bought two
             body["leaf"] = body["leaf"].replace("bought=1", "bought=2")
@@ -48,7 +52,7 @@ def test_a_tampered_outcome_or_proof_does_not_verify(live_daphne: str, page: obj
             body["proof"][0] = ("1" if first[0] == "0" else "0") + first[1:]
         route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
 
-    def shown(route: object) -> None:  # the page shows the same forged outcome as its proof
+    def shown(route: Route) -> None:  # the page shows the same forged outcome as its proof
         page_html = route.fetch().text()
         route.fulfill(
             status=200,

@@ -15,6 +15,7 @@ import json
 import re
 import statistics
 import time
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -23,8 +24,11 @@ from checkout.models import Order, Payment, SavedCard
 from tests.browser.helpers import reserve_from_the_drop_page
 from tests.browser.test_stripe_pay import enter_card, watch_for_csp_violations
 from tests.checkout.helpers import stripe_event, stripe_signature
-from tests.conftest import ROOT, STRIPE_SECRET_KEY, Worker
+from tests.conftest import STRIPE_SECRET_KEY, TEST_DATA, Worker
 from tests.factories import make_buyer, make_drop
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -32,7 +36,7 @@ ROUNDS = 5
 VISA = "4242424242424242"
 
 
-def save_a_card(page: object, base: str) -> None:
+def save_a_card(page: Page, base: str) -> None:
     """On /cards/: the stand-in's card element (inputs in our page, read by Stripe.js, sent to Stripe)."""
     page.goto(f"{base}/orders/")
     page.click("#saved-cards-link")
@@ -48,7 +52,9 @@ def save_a_card(page: object, base: str) -> None:
 
 def authorise_at_stripe(base: str, localstripe: str, order_url: str) -> None:
     """What Stripe would send once the intent is authorised: its signed event, to our webhook."""
-    order = Order.objects.get(pk=int(re.search(r"/orders/(\d+)/", order_url).group(1)))
+    matched = re.search(r"/orders/(\d+)/", order_url)
+    assert matched
+    order = Order.objects.get(pk=int(matched.group(1)))
     payment = Payment.objects.filter(order=order).latest("pk")
     intent = httpx.get(
         f"{localstripe}/v1/payment_intents/{payment.session_id}",
@@ -64,7 +70,7 @@ def authorise_at_stripe(base: str, localstripe: str, order_url: str) -> None:
     assert answer.status_code == 200, answer.text
 
 
-def buy(page: object, base: str, localstripe: str, slug: str, *, saved: bool) -> tuple[float, float]:
+def buy(page: Page, base: str, localstripe: str, slug: str, *, saved: bool) -> tuple[float, float]:
     """Seconds from the press on Reserve to the card authorised (the order page reached) and to the
     order shown confirmed, with the saved card or with the form."""
     page.goto(f"{base}/drops/{slug}/")
@@ -86,7 +92,7 @@ def buy(page: object, base: str, localstripe: str, slug: str, *, saved: bool) ->
 
 
 def test_one_press_with_a_saved_card_against_the_pay_page_form(
-    stripe_daphne: str, localstripe: str, stripe_worker: Worker, page: object
+    stripe_daphne: str, localstripe: str, stripe_worker: Worker, page: Page
 ) -> None:
     make_buyer("una")
     for slug in ["press-login"] + [f"press-{kind}-{i}" for i in range(ROUNDS) for kind in ("saved", "form")]:
@@ -128,7 +134,7 @@ def test_one_press_with_a_saved_card_against_the_pay_page_form(
         for kind, ts in times.items()
         for n, step in enumerate(("authorised", "confirmed"))
     }
-    out = ROOT / ".data" / "test" / "saved-card-timing.json"
+    out = TEST_DATA / "saved-card-timing.json"
     out.write_text(json.dumps(figures, indent=2))
     print("reserve ->", json.dumps(figures))  # noqa: T201 (the figures, for the README)
     # The times are reported, not asserted: on a shared machine their spread is as wide as the gain

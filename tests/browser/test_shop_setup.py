@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -20,20 +21,23 @@ from django.contrib.auth.models import Group
 from PIL import Image
 from pypdf import PdfReader
 
+from devtools.ports import free_port
 from shop.models import LegalText, ShopSettings
 from tests.browser.helpers import reserve_from_the_drop_page
 from tests.browser.test_accounts import MAILDIR
 from tests.conftest import (
     PROVIDER_SECRET,
-    ROOT,
+    TEST_DATA,
     Worker,
     app_env,
-    free_port,
     start_process,
     stop,
     wait_for_port,
 )
 from tests.factories import make_buyer, make_drop
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -41,7 +45,7 @@ NAME, LEGAL_NAME, VAT_ID = "Kiez Kicks", "Kiez Kicks UG", "DE999888777"
 ACCENT, ACCENT_RGB = "#00aa55", (0, 170, 85)
 LOGO_RGB = (200, 30, 120)  # a colour nothing else on the e-mail has: seen in the picture, the logo loaded
 SOFTWARE = "Floodgate"
-PHOTOS = ROOT / ".data" / "test" / "shots"
+PHOTOS = TEST_DATA / "shots"
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +76,7 @@ def logo_file(folder: Path) -> Path:
     return path
 
 
-def set_up_the_shop(page: object, base: str, logo: Path) -> None:
+def set_up_the_shop(page: Page, base: str, logo: Path) -> None:
     """As a merchant does it: log in, fill the Shop page, save, then write the legal texts."""
     user = get_user_model().objects.create_user(username="mira", password="pw-pw-pw-pw-pw", is_staff=True)
     user.groups.add(*Group.objects.filter(name="Merchants"))
@@ -120,7 +124,7 @@ def wait_until_served(base: str, words: str, timeout: float = 20) -> None:
         time.sleep(0.5)
 
 
-def shows_the_shop(page: object) -> None:
+def shows_the_shop(page: Page) -> None:
     """The page names the shop, shows its logo (loaded) and colour and its seller, never the software."""
     where = page.url
     assert NAME in page.title(), where
@@ -145,7 +149,7 @@ def mails_to(address: str) -> list[email.message.EmailMessage]:
     return found
 
 
-def confirmation_mail(address: str, timeout: float = 30) -> object:
+def confirmation_mail(address: str, timeout: float = 30) -> email.message.EmailMessage:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for message in mails_to(address):
@@ -159,7 +163,7 @@ def pixels_near(picture: Image.Image, colour: tuple[int, int, int]) -> int:
     return sum(
         count
         for count, pixel in picture.convert("RGB").getcolors(maxcolors=1 << 24) or []
-        if all(abs(a - b) <= 8 for a, b in zip(pixel, colour, strict=True))
+        if isinstance(pixel, tuple) and all(abs(a - b) <= 8 for a, b in zip(pixel, colour, strict=True))
     )
 
 
@@ -176,8 +180,8 @@ def test_a_merchant_sets_up_the_shop_and_a_buyer_sees_it_everywhere(
     live_store: str,
     payment_provider: str,
     celery_worker: Worker,
-    browser: object,
-    page: object,
+    browser: Browser,
+    page: Page,
     roles: None,
     tmp_path: Path,
 ) -> None:
@@ -188,7 +192,9 @@ def test_a_merchant_sets_up_the_shop_and_a_buyer_sees_it_everywhere(
     make_drop(slug="kiez-runner", product_name="Kiez Runner", quantity=3, price_minor=8900)
     address = f"kim-{time.time_ns()}@example.com"  # the mail folder outlives a test
     make_buyer("kim", email=address)
-    buyer = page.context.browser.new_context()
+    chromium = page.context.browser
+    assert chromium is not None  # the page's context is the browser fixture's
+    buyer = chromium.new_context()
     buyer.set_default_timeout(15_000)
     shop = buyer.new_page()
     try:
@@ -243,8 +249,10 @@ def test_a_merchant_sets_up_the_shop_and_a_buyer_sees_it_everywhere(
 
     # the HTML e-mail, rendered in Chromium and photographed: the logo loaded, the name and colour there
     assert str(mail["From"]).startswith(f"{NAME} <") and str(mail["Subject"]).startswith(f"[{NAME}] ")
-    html = mail.get_body(preferencelist=("html",)).get_content()
-    assert SOFTWARE not in html and SOFTWARE not in mail.get_body(preferencelist=("plain",)).get_content()
+    html_part, plain_part = mail.get_body(preferencelist=("html",)), mail.get_body(preferencelist=("plain",))
+    assert html_part is not None and plain_part is not None
+    html = html_part.get_content()
+    assert SOFTWARE not in html and SOFTWARE not in plain_part.get_content()
     reader = browser.new_context(viewport={"width": 700, "height": 600})
     try:
         letter = reader.new_page()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -19,22 +20,26 @@ from catalogue.services import NewVariant
 from checkout.models import Order, Payment
 from holds.counts import invariant, invariant_by_variant
 from holds.models import Hold
+from shop.models import Drop
 from tests.browser.helpers import reserve_from_the_drop_page
 from tests.checkout.helpers import stripe_event, stripe_signature
 from tests.conftest import ROOT, STRIPE_SECRET_KEY, Worker
 from tests.factories import make_buyer, make_drop
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 PASSWORD = "pw-pw-pw-pw-pw"
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def size_m(drop: object) -> tuple[int, ...]:
+def size_m(drop: Drop) -> tuple[int, ...]:
     m = next(v for v in invariant_by_variant(drop_id=drop.pk) if v.name == "M")
     return (m.available, m.held, m.sold, m.refunded, m.drift)
 
 
-def enter_card(page: object, number: str) -> None:
+def enter_card(page: Page, number: str) -> None:
     """The stand-in's card element: plain inputs in our page, read by Stripe.js and sent to Stripe."""
     page.fill("#payment-element input[placeholder=number]", number)
     page.fill("#payment-element input[placeholder=exp_month]", "12")
@@ -45,7 +50,7 @@ def enter_card(page: object, number: str) -> None:
 
 
 def test_a_declined_card_then_another_card_pays_on_our_page_and_the_merchant_refunds_it(
-    stripe_daphne: str, localstripe: str, stripe_worker: Worker, page: object, browser: object, roles: None
+    stripe_daphne: str, localstripe: str, stripe_worker: Worker, page: Page, browser: Browser, roles: None
 ) -> None:
     sizes = [NewVariant("S", 1), NewVariant("M", 1), NewVariant("L", 1)]
     drop = make_drop(
@@ -96,7 +101,9 @@ def test_a_declined_card_then_another_card_pays_on_our_page_and_the_merchant_ref
     page.click("#try-again")
     page.wait_for_url(re.compile(r"/checkout/stripe/pi_\w+$"))
     second = Payment.objects.exclude(pk=first.pk).get()
-    assert second.session_id != first.session_id and page.url.endswith(second.session_id)
+    assert (
+        second.session_id and second.session_id != first.session_id and page.url.endswith(second.session_id)
+    )
     page.screenshot(path=str(ROOT / ".data" / "test" / "stripe-pay.png"))  # for a person to look at
     enter_card(page, "4242424242424242")
     page.wait_for_url(re.compile(r"/orders/\d+/$"))
@@ -160,7 +167,7 @@ def test_a_declined_card_then_another_card_pays_on_our_page_and_the_merchant_ref
     assert size_m(drop) == (1, 0, 0, 0, 0)  # back on sale in size M
 
 
-def watch_for_csp_violations(page: object) -> list[str]:
+def watch_for_csp_violations(page: Page) -> list[str]:
     """Every securitypolicyviolation event of the page's documents, whatever page is shown (the
     page fixture also fails on Chromium's console reports of them)."""
     violations: list[str] = []
@@ -174,7 +181,7 @@ def watch_for_csp_violations(page: object) -> list[str]:
 
 @pytest.mark.parametrize("passes", [True, False], ids=["passed", "failed"])
 def test_a_3d_secure_challenge_on_our_page_with_the_csp_enforced(
-    stripe_daphne: str, localstripe: str, stripe_worker: Worker, page: object, passes: bool
+    stripe_daphne: str, localstripe: str, stripe_worker: Worker, page: Page, passes: bool
 ) -> None:
     slug = "tds-pass" if passes else "tds-fail"
     make_drop(slug=slug, product_name="Challenge Cap", quantity=1, price_minor=3900)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING
 
 import pytest
 from django.db.models import F
@@ -14,6 +16,9 @@ from shop.models import DEFAULT_LINE_CLOSE_SECONDS, Drop
 from tests import beacons
 from tests.browser.helpers import off_the_loop
 from tests.factories import make_buyer, make_drop
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -38,13 +43,17 @@ def drawn(slug: str) -> tuple[Drop, Ticket]:
         services.join(drop=drop, buyer_id=make_buyer(f"{slug}-{i}").pk)
     vera = make_buyer(f"{slug}-vera")
     services.join(drop=drop, buyer_id=vera.pk)
+
+    def wave(at: datetime) -> None:
+        services.run_wave(Drop.objects.get(pk=drop.pk), now=at)
+
     # the list closes; the round is read (or asked for again, then given up on); the start
     for at in (CLOSES, DUE + timedelta(seconds=1), STARTS):
-        off_the_loop(lambda at=at: services.run_wave(Drop.objects.get(pk=drop.pk), now=at))
+        off_the_loop(partial(wave, at))
     return drop, Ticket.objects.get(drop=drop, buyer=vera)
 
 
-def log_in_to_verify(page: object, base: str, username: str, slug: str) -> None:
+def log_in_to_verify(page: Page, base: str, username: str, slug: str) -> None:
     page.goto(f"{base}/accounts/login/?next=/drops/{slug}/queue/verify")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", "correct horse battery")
@@ -52,7 +61,7 @@ def log_in_to_verify(page: object, base: str, username: str, slug: str) -> None:
     page.wait_for_url(f"**/drops/{slug}/queue/verify")
 
 
-def result(page: object) -> str:
+def result(page: Page) -> str:
     page.wait_for_function("() => document.querySelector('#verify-result').dataset.verified !== undefined")
     return page.inner_text("#verify-result")
 
@@ -63,7 +72,7 @@ def recorded_round(drand_relay: beacons.Relay) -> beacons.Relay:
     return drand_relay
 
 
-def test_a_buyer_sees_their_place_verified_in_the_browser(live_daphne: str, page: object) -> None:
+def test_a_buyer_sees_their_place_verified_in_the_browser(live_daphne: str, page: Page) -> None:
     drop, ticket = drawn("verify-ok")
     assert Queue.objects.get(pk=drop.pk).beacon == beacons.QUICKNET_RANDOMNESS
     log_in_to_verify(page, live_daphne, "verify-ok-vera", "verify-ok")
@@ -76,13 +85,14 @@ def test_a_buyer_sees_their_place_verified_in_the_browser(live_daphne: str, page
     assert "before drand quicknet round" in steps
     # anyone can check any entry, signed in or not
     other = Ticket.objects.filter(drop=drop).exclude(pk=ticket.pk).first()
+    assert other is not None
     page.fill("#verify-entry", str(other.pk))
     page.evaluate("document.querySelector('#verify-result').removeAttribute('data-verified')")
     page.get_by_role("button", name="Check").click()
     assert f"Your place {other.number} is verified" in result(page)
 
 
-def test_the_page_says_mismatch_for_a_swapped_round_value(live_daphne: str, page: object) -> None:
+def test_the_page_says_mismatch_for_a_swapped_round_value(live_daphne: str, page: Page) -> None:
     drop, _ = drawn("verify-round")
     # the shop publishes another "randomness" (and the order it gives) than the round's signature hashes to
     Queue.objects.filter(pk=drop.pk).update(beacon="0" * 64)
@@ -92,7 +102,7 @@ def test_the_page_says_mismatch_for_a_swapped_round_value(live_daphne: str, page
 
 
 def test_the_page_says_when_the_round_could_not_be_read(
-    live_daphne: str, page: object, recorded_round: beacons.Relay
+    live_daphne: str, page: Page, recorded_round: beacons.Relay
 ) -> None:
     # the relay answers with a forged signature: the draw takes nothing it cannot verify
     recorded_round.rounds.clear()
@@ -110,7 +120,7 @@ def test_the_page_says_when_the_round_could_not_be_read(
     assert "the order rests on the committed seed" in page.inner_text("#verify-steps")
 
 
-def test_the_page_says_mismatch_for_a_swapped_seed(live_daphne: str, page: object) -> None:
+def test_the_page_says_mismatch_for_a_swapped_seed(live_daphne: str, page: Page) -> None:
     drop, _ = drawn("verify-seed")
     Queue.objects.filter(pk=drop.pk).update(seed="0" * 64)
     log_in_to_verify(page, live_daphne, "verify-seed-vera", "verify-seed")
@@ -118,7 +128,7 @@ def test_the_page_says_mismatch_for_a_swapped_seed(live_daphne: str, page: objec
     assert text.startswith("Mismatch") and "seed does not match" in text
 
 
-def test_the_page_says_mismatch_when_places_were_moved(live_daphne: str, page: object) -> None:
+def test_the_page_says_mismatch_when_places_were_moved(live_daphne: str, page: Page) -> None:
     drop, _ = drawn("verify-moved")
     # an insider moves everyone down one and takes place 1
     Ticket.objects.filter(drop=drop).update(number=F("number") + 1000)

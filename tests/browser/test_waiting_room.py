@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 from django.utils import timezone
@@ -14,6 +14,9 @@ from holds.models import Hold
 from shop.models import Drop
 from tests.browser.helpers import join_from_the_link, off_the_loop
 from tests.factories import make_buyer, make_drop
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -31,12 +34,12 @@ def wave(drop_id: int, later_s: int) -> int:
     return done.admitted_through
 
 
-def position_is(page: object, n: int) -> None:
+def position_is(page: Page, n: int) -> None:
     page.wait_for_function("n => document.querySelector('#position').textContent === String(n)", arg=n)
 
 
 def test_two_buyers_watch_their_place_fall_live_and_the_first_reserves(
-    live_daphne: str, browser: object
+    live_daphne: str, browser: Browser
 ) -> None:
     # given a live drop of 2 units behind a waiting room, three buyers already in line
     drop = make_drop(
@@ -105,9 +108,7 @@ window.WebSocket = class {
 """
 
 
-def test_without_a_socket_the_page_polls_and_still_reaches_the_buy_step(
-    live_daphne: str, page: object
-) -> None:
+def test_without_a_socket_the_page_polls_and_still_reaches_the_buy_step(live_daphne: str, page: Page) -> None:
     drop = make_drop(slug="wr-poll", quantity=1, waiting_room=True, admission_percent=100)
     off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))
     services.join(drop=drop, buyer_id=make_buyer("first").pk)
@@ -132,7 +133,7 @@ def test_without_a_socket_the_page_polls_and_still_reaches_the_buy_step(
     assert polls and polls[-1] == "hit", polls
 
 
-def test_the_page_says_the_apis_range_and_moves_it_live(live_daphne: str, page: object) -> None:
+def test_the_page_says_the_apis_range_and_moves_it_live(live_daphne: str, page: Page) -> None:
     # given a line that let in 20 tickets over the last two minutes (10 a minute), 30 ahead of cleo
     drop = make_drop(slug="wr-eta", quantity=30, waiting_room=True, admission_percent=100)
     off_the_loop(lambda: services.run_wave(Drop.objects.get(pk=drop.pk)))
@@ -148,13 +149,17 @@ def test_the_page_says_the_apis_range_and_moves_it_live(live_daphne: str, page: 
     join_from_the_link(page, live_daphne, "cleo", slug="wr-eta")
 
     # then the page's own estimate is the API's range in words (never a point, never "0")
-    expected = formatting.wait(*state.wait_range(31, 10.0))
+    told = state.wait_range(31, 10.0)
+    assert told is not None
+    expected = formatting.wait(*told)
     assert expected == "between 2 and 4 minutes"
     page.wait_for_function("t => document.querySelector('#eta').textContent === t", arg=expected)
 
     # and as the line moves (30 let in: 25 a minute now, cleo next) the range moves with it, live
     assert wave(drop.pk, 0) == 30
-    expected = formatting.wait(*state.wait_range(1, 25.0))
+    told = state.wait_range(1, 25.0)
+    assert told is not None
+    expected = formatting.wait(*told)
     assert expected == "under a minute"
     page.wait_for_function("t => document.querySelector('#eta').textContent === t", arg=expected)
     assert page.evaluate("window.stayedOnThePage")

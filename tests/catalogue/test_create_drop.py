@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -14,7 +15,7 @@ from tests.factories import make_drop
 pytestmark = pytest.mark.django_db
 
 
-def run(*args: str) -> dict[str, object]:
+def run(*args: str) -> dict[str, Any]:
     from io import StringIO
 
     out = StringIO()
@@ -170,6 +171,7 @@ def test_create_drop_opens_a_presale_before_the_start_with_single_use_codes() ->
     )
 
     drop = Drop.objects.get(slug="early")
+    assert drop.presale_starts_at is not None
     assert (drop.starts_at - drop.presale_starts_at).total_seconds() == 300
     assert made["presale_starts_at"] == drop.presale_starts_at.isoformat()
     assert sorted(made["presale_codes"]) == sorted(

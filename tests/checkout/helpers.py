@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import http_ece
 import httpx
@@ -30,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.x509.oid import NameOID
+from pytest_django import Settings
 
 from checkout import refunds
 from checkout import services as checkout
@@ -68,7 +70,7 @@ def pending_sales(drop: Drop, buyers: list[int], *, variant: Variant | None = No
             amount_minor=4900,
             currency="EUR",
         )
-        payload = {
+        payload: dict[str, Any] = {  # the provider's JSON
             "id": f"evt_{session}",
             "type": "payment.authorized",
             "session_id": session,
@@ -112,7 +114,8 @@ def provider_config(provider: str, **config: object) -> None:
     answer.raise_for_status()
 
 
-def provider_session(provider: str, session_id: str) -> dict:
+def provider_session(provider: str, session_id: str | None) -> dict:
+    assert session_id, "the payment has no session at the provider"
     headers = {"Authorization": f"Bearer {PROVIDER_SECRET}"}
     return httpx.get(f"{provider}/api/sessions/{session_id}", headers=headers).json()
 
@@ -217,7 +220,7 @@ def stripe_event(kind: str, thing: dict, *, event_id: str | None = None) -> byte
 
 
 @contextmanager
-def stripe_api_at(settings: object, base: str) -> Iterator[None]:
+def stripe_api_at(settings: Settings, base: str) -> Iterator[None]:
     """STRIPE_API_BASE at `base` in this process, its URLs loaded again for it (config/urls.py mounts
     the card fallback only off Stripe's own API), and back as they were after."""
     from django.urls import clear_url_caches
@@ -253,7 +256,7 @@ class Subscriber:
     private_key: object
     auth: bytes
 
-    def subscription(self) -> dict[str, object]:
+    def subscription(self) -> dict[str, Any]:
         """What the browser's PushSubscription.toJSON() would give the page."""
 
         point = self.private_key.public_key().public_bytes(Encoding.X962, PublicFormat.UncompressedPoint)  # type: ignore[attr-defined]
@@ -263,8 +266,8 @@ class Subscriber:
 @dataclass(frozen=True)
 class Delivery:
     token: str
-    notification: dict[str, object]  # the decrypted body
-    claims: dict[str, object]  # the verified VAPID JWT's
+    notification: dict[str, Any]  # the decrypted body
+    claims: dict[str, Any]  # the verified VAPID JWT's
     vapid_key: str  # the k= of the Authorization header: the shop's public key
     headers: dict[str, str]  # their names in lower case
 

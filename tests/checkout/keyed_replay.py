@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
-from tests.conftest import free_port
+from devtools.ports import free_port
 
 HOP_BY_HOP = {"host", "content-length", "connection", "keep-alive", "transfer-encoding"}
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
@@ -20,7 +22,7 @@ pytestmark = pytest.mark.django_db
 UNREACHABLE = "http://127.0.0.1:1"
 
 
-def bearer(username: str) -> dict[str, str]:
+def bearer(username: str) -> dict[str, Any]:  # the test client's WSGI extras (typed Any)
     user = get_user_model().objects.create_user(username)  # no password: no slow hashing
     ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
     return {"HTTP_AUTHORIZATION": f"Bearer token-{username}"}
@@ -35,7 +37,7 @@ def hold_for(auth: dict[str, str], drop: Drop) -> Hold:
     return holds.reserve(drop=drop, buyer_id=buyer_of(auth), quantity=1, idempotency_key="k").hold
 
 
-def pay(hold_id: object, auth: dict[str, str]):
+def pay(hold_id: object, auth: dict[str, Any]):
     return Client().post(f"/api/holds/{hold_id}/payment", **auth)
 
 

@@ -13,6 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -150,12 +151,10 @@ def test_an_authorisation_for_a_hold_that_already_ended_pins_nothing(settings) -
         }
     ).encode()
     header = "HTTP_" + SIGNATURE_HEADER.upper().replace("-", "_")
+    signed: dict[str, Any] = {header: sign(secret=WEBHOOK_SECRET, body=body)}  # the client's WSGI extras
 
     answer = Client().post(
-        "/checkout/webhooks/simulated",
-        data=body,
-        content_type="application/json",
-        **{header: sign(secret=WEBHOOK_SECRET, body=body)},
+        "/checkout/webhooks/simulated", data=body, content_type="application/json", **signed
     )
 
     assert answer.status_code == 200, answer.content
@@ -168,6 +167,7 @@ def test_an_authorisation_for_another_amount_pins_nothing() -> None:
     buyer = make_buyer()
     hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=1, idempotency_key="k").hold
     payment = checkout.start_payment(hold_id=hold.pk, buyer_id=buyer.pk).payment
+    assert payment.session_id  # the provider's session, made when paying started
     before = Hold.objects.get(pk=hold.pk).expires_at
     event = ProviderEvent(
         event_id="evt_cheaper",

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core import mail
 from django.db import connection
 from django.db.models.functions import Now
@@ -27,15 +28,15 @@ pytestmark = pytest.mark.django_db
 GERMAN = "de-DE,de;q=0.9,en;q=0.5"
 
 
-def visit(buyer: object, accept: str) -> Client:
+def visit(buyer: User, accept: str) -> Client:
     """The buyer signed in, looking at the drop list in a browser that asks for `accept`."""
     client = Client()
-    client.force_login(buyer)  # type: ignore[arg-type]
+    client.force_login(buyer)
     assert client.get("/", HTTP_ACCEPT_LANGUAGE=accept).status_code == 200
     return client
 
 
-def recorded(buyer: object) -> str | None:
+def recorded(buyer: User) -> str | None:
     return BuyerLanguage.objects.filter(user=buyer).values_list("language", flat=True).first()
 
 
@@ -67,7 +68,7 @@ def test_the_language_is_recorded_once_per_change_and_at_the_switch() -> None:
     client.post("/i18n/setlang/", {"language": "xx", "next": "/"})
     assert recorded(buyer) == "de"
     with pytest.raises(LookupError):
-        languages.remember(buyer.pk, "xx")  # type: ignore[attr-defined]
+        languages.remember(buyer.pk, "xx")
     # a visitor who is not signed in is nobody to record
     assert language_writes(Client(), "/", HTTP_ACCEPT_LANGUAGE=GERMAN) == 0
     assert BuyerLanguage.objects.count() == 1
@@ -111,7 +112,7 @@ def test_control_without_the_buyers_language_the_german_buyer_reads_the_workers(
     dora = make_buyer("dora")
     visit(dora, GERMAN)
     order = confirmed_order(drop, dora, key="control", amount_minor=4900)
-    monkeypatch.setattr(outbox.languages, "of", lambda buyer, default: default)  # the override removed
+    monkeypatch.setattr(languages, "of", lambda buyer, default: default)  # the override removed
     mail.outbox.clear()
     relay_as_english_worker()
     (sent,) = mail.outbox
@@ -140,7 +141,7 @@ def test_reminders_enqueued_by_the_duty_go_out_in_each_buyers_language() -> None
     visit(eric, "en")
     drop = make_drop(quantity=10, starts_at=timezone.now() + timedelta(hours=1), title="Nachtzug")
     for buyer in (dora, eric):
-        assert reminders.ask_reminder(drop=drop, buyer_id=buyer.pk).new  # type: ignore[attr-defined]
+        assert reminders.ask_reminder(drop=drop, buyer_id=buyer.pk).new
     Drop.objects.filter(pk=drop.pk).update(starts_at=Now() - timedelta(seconds=1))
     assert reminders.send_due_reminders() == 2
     mail.outbox.clear()
@@ -173,7 +174,7 @@ def test_raffle_results_go_out_in_each_buyers_language() -> None:
         starts_at=timezone.now() + timedelta(minutes=10),
     )
     for buyer in (dora, eric):
-        admission.join(drop=drop, buyer_id=buyer.pk)  # type: ignore[attr-defined]
+        admission.join(drop=drop, buyer_id=buyer.pk)
     # the entries' close and the draw (as test_raffle's close_and_draw): both win a unit
     start_now(drop.pk)
     drop = Drop.objects.select_related("product").get(pk=drop.pk)
@@ -195,7 +196,7 @@ def test_raffle_results_go_out_in_each_buyers_language() -> None:
 def test_a_session_whose_account_is_gone_records_nothing_and_still_gets_its_page() -> None:
     buyer = make_buyer("gone")
     client = Client()
-    client.force_login(buyer)  # type: ignore[arg-type]
-    buyer.delete()  # type: ignore[attr-defined]
+    client.force_login(buyer)
+    buyer.delete()
     assert client.get("/", HTTP_ACCEPT_LANGUAGE=GERMAN).status_code == 200
     assert not BuyerLanguage.objects.exists()

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from django.db import connections
+from pytest_django import Settings
 
 from checkout import services
 from checkout.models import Payment, PaymentState
@@ -69,7 +70,7 @@ def card_token(localstripe: str) -> str:
 
 
 def test_control_without_keys_honoured_a_lost_create_answer_makes_two_intents(
-    localstripe: str, settings: object
+    localstripe: str, settings: Settings
 ) -> None:
     """What localstripe alone does (and what the proxy must prevent): the retry is a second intent."""
     settings.PUBLIC_BASE_URL = "https://shop.example"
@@ -101,7 +102,7 @@ def test_the_proxy_answers_a_key_as_stripe_documents(replay: KeyedReplay, locals
 
 
 def test_a_lost_create_answer_is_retried_into_the_one_intent(
-    replay: KeyedReplay, localstripe: str, settings: object
+    replay: KeyedReplay, localstripe: str, settings: Settings
 ) -> None:
     settings.PUBLIC_BASE_URL = "https://shop.example"
     reference = str(uuid.uuid4())
@@ -168,7 +169,7 @@ def test_threads_creating_one_payments_intent_make_one(replay: KeyedReplay, loca
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("keys", ["honoured", "ignored"])
 def test_buyers_clicks_racing_on_one_hold_open_one_payment_with_one_intent(
-    keys: str, replay: KeyedReplay, localstripe: str, settings: object
+    keys: str, replay: KeyedReplay, localstripe: str, settings: Settings
 ) -> None:
     """Keys or not: the payment row lets one click open the session (the others wait for it)."""
     settings.PAYMENT_PROVIDER = "stripe"
@@ -194,7 +195,7 @@ def test_buyers_clicks_racing_on_one_hold_open_one_payment_with_one_intent(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_session_no_payment_records_is_cancelled(localstripe: str, settings: object) -> None:
+def test_a_session_no_payment_records_is_cancelled(localstripe: str, settings: Settings) -> None:
     """Keys or not, a payment records one intent: a create that answers after its payment was retired
     (slower than the opening timeout) loses the conditional UPDATE and cancels what it made."""
     settings.PAYMENT_PROVIDER = "stripe"

@@ -12,6 +12,7 @@ from django.core import mail
 from django.template.loader import render_to_string
 from django.test import Client
 from pypdf import PdfReader
+from pytest_django import Settings
 
 from checkout import invoices, outbox
 from checkout import services as checkout
@@ -35,10 +36,10 @@ def provider(settings, payment_provider: str) -> Iterator[str]:
     celery_app.control.purge()  # process_event enqueues settle and relay tasks; nobody consumes them
 
 
-def discounted_order(*, settings: object, control: bool = False) -> tuple[Order, Client]:
+def discounted_order(*, settings: Settings, control: bool = False) -> tuple[Order, Client]:
     """3 x 9.99 with 19% added, 10% off (3.00): 26.97 net + 5.12 tax = 32.09, confirmed by the saga;
     the control takes no code."""
-    settings.PRICES_INCLUDE_TAX = False  # type: ignore[attr-defined]
+    settings.PRICES_INCLUDE_TAX = False
     drop = make_drop(
         slug="deal-shown", quantity=5, price_minor=999, tax_rate=Decimal("19"), per_buyer_limit=3
     )

@@ -13,12 +13,14 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from email.message import EmailMessage
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 from django.core import mail
 from django.db.models.functions import Now
 from django.test import Client
+from pytest_django import Settings
 
 from checkout import outbox, services
 from checkout.models import Dispute, Order, OutboxMessage, Payment, WebhookEvent
@@ -37,6 +39,9 @@ from tests.checkout.helpers import (
 from tests.conftest import PROVIDER_SECRET, ROOT, STRIPE_WEBHOOK_SECRET, WEBHOOK_SECRET, Worker
 from tests.factories import make_drop, staff
 
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
+
 STRIPE = "/checkout/webhooks/stripe"
 SIMULATED = "/checkout/webhooks/simulated"
 DUE_BY = 1_900_000_000  # 2030-03-17 17:46:40 UTC
@@ -51,7 +56,7 @@ def empty_queue_afterwards() -> Iterator[None]:
 
 
 @pytest.fixture
-def on_stripe(settings: object) -> None:
+def on_stripe(settings: Settings) -> None:
     settings.STRIPE_WEBHOOK_SECRET = STRIPE_WEBHOOK_SECRET
     settings.MERCHANT_EMAIL = ["disputes@shop.example"]
     settings.PUBLIC_BASE_URL = "https://shop.example"
@@ -92,7 +97,9 @@ def dispute(intent: str | None, status: str, *, charge: str = "ch_3MtwBwLkdIwHu7
     }
 
 
-def deliver(kind: str, thing: dict, *, event_id: str, created: int | None = None, secret: str = "") -> object:
+def deliver(
+    kind: str, thing: dict, *, event_id: str, created: int | None = None, secret: str = ""
+) -> TestResponse:
     """Post a Stripe event to the webhook view, signed (with `secret` when given: a forgery)."""
     body = json.loads(stripe_event(kind, thing, event_id=event_id))
     if created is not None:
@@ -196,7 +203,7 @@ def test_forged_unknown_and_conflicting_dispute_events_record_nothing(on_stripe:
 
 @pytest.mark.django_db
 def test_a_dispute_first_heard_of_when_it_closes_is_recorded_decided(
-    on_stripe: None, settings: object
+    on_stripe: None, settings: Settings
 ) -> None:
     """Events out of order: the close came first, so the late 'created' finds it decided."""
     settings.MERCHANT_EMAIL = []  # then the Merchants group's members are told
@@ -301,7 +308,8 @@ def test_the_simulator_raises_and_closes_a_dispute_end_to_end(
     opening = told(merchant.email, f"<dispute-{recorded.pk}-opened@floodgate>")
     assert (
         opening is not None
-        and "product not received" in opening.get_body(preferencelist=("plain",)).get_content()
+        and (plain := opening.get_body(preferencelist=("plain",))) is not None
+        and "product not received" in plain.get_content()
     )
 
     closed = sim(payment_provider, close_at, {"outcome": "won"})
@@ -318,7 +326,7 @@ def test_the_simulator_raises_and_closes_a_dispute_end_to_end(
 
 
 @pytest.mark.django_db
-def test_forged_and_malformed_simulated_dispute_events_are_refused(settings: object) -> None:
+def test_forged_and_malformed_simulated_dispute_events_are_refused(settings: Settings) -> None:
     settings.PAYMENT_WEBHOOK_SECRET = WEBHOOK_SECRET
     from checkout.providers import signing
 
@@ -336,7 +344,7 @@ def test_forged_and_malformed_simulated_dispute_events_are_refused(settings: obj
         "created": int(time.time()),
     }
 
-    def post(data: dict, secret: str = WEBHOOK_SECRET) -> object:
+    def post(data: dict, secret: str = WEBHOOK_SECRET) -> TestResponse:
         raw = json.dumps(data).encode()
         header = signing.sign(secret=secret, body=raw)
         return Client().post(

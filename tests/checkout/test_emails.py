@@ -8,7 +8,9 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.core import mail
+from django.contrib.auth.models import User
+from django.core import mail, signing
+from django.core.mail import EmailMultiAlternatives
 from django.db.models.functions import Now
 from django.test import Client, override_settings
 from django.utils import timezone
@@ -22,7 +24,7 @@ from tests.factories import confirmed_order, make_buyer, make_drop
 pytestmark = pytest.mark.django_db
 
 
-def reminded(buyer: object, title: str = "Harbour Runner") -> object:
+def reminded(buyer: User, title: str = "Harbour Runner") -> EmailMultiAlternatives:
     """The reminder e-mail of a drop that just opened, as the relay sends it."""
     drop = make_drop(quantity=10, starts_at=timezone.now() + timedelta(hours=1), title=title)
     reminders.ask_reminder(drop=drop, buyer_id=buyer.pk)
@@ -32,6 +34,7 @@ def reminded(buyer: object, title: str = "Harbour Runner") -> object:
     assert reminders.send_due_reminders() == 1
     outbox.relay_outbox()
     (sent,) = [m for m in mail.outbox if "is on sale now" in m.subject and m.to == [buyer.email]]
+    assert isinstance(sent, EmailMultiAlternatives)  # a text and an HTML part
     return sent
 
 
@@ -52,11 +55,12 @@ def test_every_message_has_an_html_part_saying_what_its_text_says_from_the_shops
     (confirmation,) = mail.outbox
 
     assert re.fullmatch(r"<order-\d+-confirmed@shop\.example>", confirmation.extra_headers["Message-ID"])
+    assert isinstance(confirmation, EmailMultiAlternatives)
     ((page, kind),) = confirmation.alternatives
-    assert kind == "text/html"
+    assert kind == "text/html" and isinstance(page, str)
     assert "<script>" not in page and "&lt;script&gt;" in page  # the merchant's title, escaped
     words = text_of(page)
-    for paragraph in paragraphs_of(confirmation.body):
+    for paragraph in paragraphs_of(str(confirmation.body)):
         assert " ".join(paragraph.split()) in words
     assert 'href="https://shop.example/orders/' in page  # its links, clickable
     assert "List-Unsubscribe" not in confirmation.extra_headers  # not optional mail
@@ -74,7 +78,8 @@ def test_a_reminder_carries_a_one_click_unsubscribe_that_stops_the_buyers_other_
         r"<(https://shop\.example/reminders/unsubscribe/\S+)>", sent.extra_headers["List-Unsubscribe"]
     )
     assert link and sent.extra_headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
-    assert link[1] in sent.alternatives[0][0]  # the HTML part links it too
+    ((page, _kind),) = sent.alternatives
+    assert isinstance(page, str) and link[1] in page  # the HTML part links it too
     path = link[1].removeprefix("https://shop.example")
 
     provider = Client(enforce_csrf_checks=True)  # the mail provider: no session, no CSRF token
@@ -105,7 +110,7 @@ def test_an_unsubscribe_link_the_shop_did_not_make_changes_nothing() -> None:
         answer = Client().post(f"/reminders/unsubscribe/{token}")
         assert answer.status_code in {400, 404}, token
     assert Reminder.objects.filter(buyer=buyer).count() == 1
-    with pytest.raises(emails.signing.BadSignature):
+    with pytest.raises(signing.BadSignature):
         emails.unsubscribing_buyer(good + "0")
 
 

@@ -8,6 +8,7 @@ import io
 import threading
 
 import pytest
+from django.contrib.auth.models import User
 from django.core import mail
 from django.db import connection
 from django.test import Client
@@ -28,7 +29,7 @@ ADDRESS = {
 }
 
 
-def paid(slug: str = "ships", *, name: str = "Ada Lovelace", buyer: object | None = None) -> Order:
+def paid(slug: str = "ships", *, name: str = "Ada Lovelace", buyer: User | None = None) -> Order:
     """A confirmed order with a shipping address, its confirmation e-mail already sent."""
     drop = Drop.objects.filter(slug=slug).first() or make_drop(slug=slug, quantity=20)
     buyer = buyer or make_buyer()

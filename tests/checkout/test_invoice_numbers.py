@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 from django.db import connection, transaction
@@ -31,12 +32,10 @@ def empty_queue_afterwards() -> Iterator[None]:
     celery_app.control.purge()
 
 
-def confirm_all_at_once(slug: str) -> tuple[list[object], list[int]]:
+def confirm_all_at_once(slug: str) -> tuple[list[str | BaseException], list[int]]:
     drop = make_drop(slug=slug, quantity=N, per_buyer_limit=1)
     sales = pending_sales(drop, [make_buyer().pk for _ in range(N)])
-    results = run_concurrently(
-        [lambda s=s: checkout.process_event(event_pk=s.event) for s in sales], threads=N
-    )
+    results = run_concurrently([partial(checkout.process_event, event_pk=s.event) for s in sales], threads=N)
     numbers = sorted(Invoice.objects.filter(kind="invoice").values_list("number", flat=True))
     return results, numbers
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
 from django.core import mail
 from django.test import Client
 from django.utils import timezone, translation
@@ -44,11 +45,11 @@ def shop_identity() -> Iterator[None]:
     celery_app.control.purge()  # process_event enqueues settle and relay tasks; nobody consumes them
 
 
-def sold(slug: str, buyer: object | None = None, *, tax_minor: int = 782) -> tuple[Sale, Order]:
+def sold(slug: str, buyer: User | None = None, *, tax_minor: int = 782) -> tuple[Sale, Order]:
     """One order of 49.00 gross with 19% tax included (7.82), confirmed by the saga."""
     drop = make_drop(slug=slug, quantity=4, per_buyer_limit=2)
     buyer = buyer or make_buyer()
-    (sale,) = pending_sales(drop, [buyer.pk])  # type: ignore[attr-defined]
+    (sale,) = pending_sales(drop, [buyer.pk])
     Order.objects.filter(pk=sale.order).update(tax_minor=tax_minor, tax_rate=Decimal("19.00"))
     assert checkout.process_event(event_pk=sale.event) == "confirmed"
     return sale, Order.objects.get(pk=sale.order)

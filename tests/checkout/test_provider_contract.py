@@ -158,6 +158,7 @@ def payment_of(started: dict) -> Payment:
 def test_authorise_capture_refund_each_twice_and_the_provider_sees_one(stack: Stack) -> None:
     _hold, started = paying(stack, f"contract-{stack.name}-a", f"ann-{stack.name}")
     payment = payment_of(started)
+    assert payment.session_id  # the provider's session, made when paying started
     assert payment.provider == stack.name
     assert started["redirect_url"].startswith(stack.shop if stack.name == "stripe" else stack.provider_url)
 
@@ -191,10 +192,11 @@ def test_authorise_capture_refund_each_twice_and_the_provider_sees_one(stack: St
 def test_void_twice_is_one_void_and_a_voided_payment_cannot_be_captured_or_refunded(stack: Stack) -> None:
     _hold, started = paying(stack, f"contract-{stack.name}-v", f"val-{stack.name}")
     payment = payment_of(started)
+    assert payment.session_id  # the provider's session, made when paying started
     with pytest.raises(PermanentProviderError):  # nothing captured yet, nothing to refund
         stack.adapter.refund(session_id=payment.session_id, amount_minor=100, currency="EUR", key="v-0")
-    stack.authorise(payment.session_id, started["redirect_url"], copies=0)
-    wait_until(lambda: stack.seen(payment.session_id)["state"] == "authorized")
+    stack.authorise(session := payment.session_id, started["redirect_url"], copies=0)
+    wait_until(lambda: stack.seen(session)["state"] == "authorized")
 
     stack.adapter.void(session_id=payment.session_id)
     stack.adapter.void(session_id=payment.session_id)
@@ -209,6 +211,7 @@ def test_a_late_authorisation_after_the_hold_ended_is_voided_at_the_provider(sta
     slug = f"contract-{stack.name}-l"
     hold_id, started = paying(stack, slug, f"lou-{stack.name}")
     payment = payment_of(started)
+    assert payment.session_id  # the provider's session, made when paying started
     stack.authorise(payment.session_id, started["redirect_url"], copies=1, late=3)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -232,6 +235,7 @@ def test_a_late_authorisation_after_the_hold_ended_is_voided_at_the_provider(sta
 def test_a_forged_signature_is_400_and_changes_nothing(stack: Stack) -> None:
     _hold, started = paying(stack, f"contract-{stack.name}-f", f"fay-{stack.name}")
     payment = payment_of(started)
+    assert payment.session_id  # the provider's session, made when paying started
     if stack.name == "stripe":
         body = stripe_event("payment_intent.amount_capturable_updated", stack.intent(payment.session_id))
     else:

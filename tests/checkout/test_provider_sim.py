@@ -19,7 +19,8 @@ import pytest
 from checkout.providers import get_provider, signing
 from checkout.providers.base import BadWebhook, PermanentProviderError, ProviderError, WebhookEvent
 from checkout.providers.simulated import SimulatedProvider
-from tests.conftest import ROOT, free_port, start_process
+from devtools.ports import free_port
+from tests.conftest import ROOT, start_process
 
 pytestmark = pytest.mark.servers  # the simulated provider as a process
 

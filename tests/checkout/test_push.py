@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.utils import timezone, translation
@@ -42,9 +43,9 @@ def service(tmp_path, monkeypatch, settings) -> Iterator[PushService]:
     found.close()
 
 
-def signed_in(buyer: object, *, accept: str = "en") -> Client:
+def signed_in(buyer: User, *, accept: str = "en") -> Client:
     client = Client(enforce_csrf_checks=True, headers={"Accept-Language": accept})
-    client.force_login(buyer)  # type: ignore[arg-type]
+    client.force_login(buyer)
     client.get("/")  # the CSRF cookie, and the buyer's language recorded
     return client
 
@@ -58,7 +59,7 @@ def post(client: Client, body: object, method: str = "post"):
     )
 
 
-def opted_in(service: PushService, buyer: object, *, accept: str = "en") -> Subscriber:
+def opted_in(service: PushService, buyer: User, *, accept: str = "en") -> Subscriber:
     """The buyer presses the waiting page's button: their browser's subscription posted to the API."""
     browser = service.subscriber()
     answer = post(signed_in(buyer, accept=accept), browser.subscription())
@@ -127,7 +128,7 @@ def test_a_subscription_is_stored_once_per_browser_and_garbage_is_refused(servic
     # another buyer signed in on the same browser takes its subscription over
     other = make_buyer("same-browser")
     assert post(signed_in(other), good).status_code == 200
-    assert list(PushSubscription.objects.values_list("buyer_id", flat=True)) == [other.pk]  # type: ignore[attr-defined]
+    assert list(PushSubscription.objects.values_list("buyer_id", flat=True)) == [other.pk]
 
     # stop: forgotten (another buyer's endpoint is not theirs to forget)
     assert post(client, good, "delete").json() == {"subscribed": False}
@@ -141,7 +142,7 @@ def test_with_push_off_there_is_no_button_and_the_endpoint_says_so(service: Push
     drop = make_drop(slug="push-page", quantity=5, waiting_room=True)
     buyer = make_buyer("page")
     client = signed_in(buyer)
-    admission.join(drop=drop, buyer_id=buyer.pk)  # type: ignore[attr-defined]
+    admission.join(drop=drop, buyer_id=buyer.pk)
     page = client.get(f"/drops/{drop.slug}/queue/").content.decode()
     assert 'id="push-optin"' in page and f'data-key="{vapid.public_key()}"' in page
 
@@ -171,9 +172,9 @@ def test_a_german_buyer_admitted_gets_one_encrypted_push_in_german(service: Push
     admission.run_wave(drop)  # the start: an empty draw
     dora, eric = make_buyer("dora"), make_buyer("eric")
     phone = opted_in(service, dora, accept=GERMAN)
-    assert languages.of(dora.pk, default="en") == "de"  # type: ignore[attr-defined]
+    assert languages.of(dora.pk, default="en") == "de"
     for buyer in (dora, eric):
-        admission.join(drop=drop, buyer_id=buyer.pk)  # type: ignore[attr-defined]
+        admission.join(drop=drop, buyer_id=buyer.pk)
 
     # when the wave lets them in, and the duty and the relay run (twice, as beat would)
     admission.run_wave(drop, force=True)
@@ -202,8 +203,8 @@ def _base() -> str:
     return settings.PUBLIC_BASE_URL.rstrip("/")
 
 
-def _ticket(drop: Drop, buyer: object) -> int:
-    return admission.place(drop=drop, buyer_id=buyer.pk).ticket.pk  # type: ignore[attr-defined]
+def _ticket(drop: Drop, buyer: User) -> int:
+    return admission.place(drop=drop, buyer_id=buyer.pk).ticket.pk
 
 
 @pytest.mark.django_db
@@ -236,7 +237,7 @@ def test_a_unit_offered_a_raffle_drawn_and_a_reminded_drop_opening_each_push_onc
     )
     entrant = make_buyer("entrant")
     lucky = opted_in(service, entrant, accept=GERMAN)
-    admission.join(drop=raffle, buyer_id=entrant.pk)  # type: ignore[attr-defined]
+    admission.join(drop=raffle, buyer_id=entrant.pk)
     start_now(raffle.pk)
     raffle = Drop.objects.select_related("product").get(pk=raffle.pk)
     with django_capture_on_commit_callbacks(execute=True):  # the draw's map is published on commit
@@ -253,7 +254,7 @@ def test_a_unit_offered_a_raffle_drawn_and_a_reminded_drop_opening_each_push_onc
     later = make_drop(slug="remind-push", quantity=3, starts_at=timezone.now() + timedelta(hours=2))
     waiting = make_buyer("waits")
     ring = opted_in(service, waiting)
-    reminders.ask_reminder(drop=later, buyer_id=waiting.pk)  # type: ignore[attr-defined]
+    reminders.ask_reminder(drop=later, buyer_id=waiting.pk)
     start_now(later.pk)
     assert reminders.send_due_reminders() == 1
     assert reminders.send_due_reminders() == 0
@@ -274,7 +275,7 @@ def test_a_subscription_the_push_service_forgot_is_removed(
     admission.run_wave(drop)
     buyer = make_buyer(f"gone-{status}")
     phone = opted_in(service, buyer)
-    admission.join(drop=drop, buyer_id=buyer.pk)  # type: ignore[attr-defined]
+    admission.join(drop=drop, buyer_id=buyer.pk)
     admission.run_wave(drop, force=True)
     service.gone[phone.token] = status  # 404/410: the browser unsubscribed; 500: the service is down
 
@@ -300,7 +301,7 @@ def admitted_line(service: PushService, n: int, slug: str) -> list[Subscriber]:
     for i in range(n):
         buyer = make_buyer(f"{slug}-{i}")
         phones.append(opted_in(service, buyer))
-        admission.join(drop=drop, buyer_id=buyer.pk)  # type: ignore[attr-defined]
+        admission.join(drop=drop, buyer_id=buyer.pk)
     admission.run_wave(drop, force=True)
     return phones
 
@@ -374,8 +375,9 @@ def test_an_admitted_buyer_who_comes_back_within_the_grace_finds_the_unit_waitin
     away, behind = make_buyer(f"away-{back_after}"), make_buyer(f"behind-{back_after}")
     phone = opted_in(service, away)
     for buyer in (away, behind):
-        admission.join(drop=drop, buyer_id=buyer.pk)  # type: ignore[attr-defined]
-    assert admission.run_wave(drop, now=now + timedelta(seconds=1), force=True).admitted == 1
+        admission.join(drop=drop, buyer_id=buyer.pk)
+    admitted = admission.run_wave(drop, now=now + timedelta(seconds=1), force=True)
+    assert admitted is not None and admitted.admitted == 1
     push.announce_turns()
     relay()
     (told,) = service.to(phone)  # the phone in the pocket heard it
@@ -383,18 +385,18 @@ def test_an_admitted_buyer_who_comes_back_within_the_grace_finds_the_unit_waitin
     # when waves run while they are away, and the one behind buys if let in
     wave = admission.run_wave(drop, now=now + timedelta(seconds=back_after), force=True)
     if wave is not None and wave.admitted:
-        token = admission.place(drop=drop, buyer_id=behind.pk).token  # type: ignore[attr-defined]
+        token = admission.place(drop=drop, buyer_id=behind.pk).token
         assert token
-        holds.reserve(drop=drop, buyer_id=behind.pk, quantity=1, idempotency_key="b")  # type: ignore[attr-defined]
+        holds.reserve(drop=drop, buyer_id=behind.pk, quantity=1, idempotency_key="b")
 
     # then the buyer, back from the push's link, is still admitted and finds the unit (the control:
     # after the grace the next wave let the one behind in, who took it)
-    place = admission.place(drop=drop, buyer_id=away.pk)  # type: ignore[attr-defined]
+    place = admission.place(drop=drop, buyer_id=away.pk)
     assert place.token and told.notification["url"].endswith(f"/drops/{drop.slug}/queue/")
     if finds_it:
         assert wave is None or wave.admitted == 0
-        hold = holds.reserve(drop=drop, buyer_id=away.pk, quantity=1, idempotency_key="a").hold  # type: ignore[attr-defined]
+        hold = holds.reserve(drop=drop, buyer_id=away.pk, quantity=1, idempotency_key="a").hold
         assert hold.quantity == 1
     else:
         with pytest.raises(SoldOut):
-            holds.reserve(drop=drop, buyer_id=away.pk, quantity=1, idempotency_key="a")  # type: ignore[attr-defined]
+            holds.reserve(drop=drop, buyer_id=away.pk, quantity=1, idempotency_key="a")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from checkout import outbox
@@ -35,7 +35,7 @@ def paid(base: str, slug: str, name: str) -> Order:
     return order
 
 
-def merchant_api(user: object) -> Client:
+def merchant_api(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client

@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, timedelta
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 import icalendar
 import psycopg
@@ -39,11 +40,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MAIL_DIR = ROOT / ".data" / "test" / "mail"  # where the workers' file backend writes (conftest.app_env)
 
 
-def opening_drop(buyers: list[object], **options: object) -> Drop:
+def opening_drop(buyers: list[User], **options: Any) -> Drop:
     """A drop an hour from its start with a reminder for each buyer, then opened on the database's clock."""
     drop = make_drop(quantity=10, starts_at=timezone.now() + timedelta(hours=1), **options)
     for buyer in buyers:
-        assert reminders.ask_reminder(drop=drop, buyer_id=buyer.pk).new  # type: ignore[attr-defined]
+        assert reminders.ask_reminder(drop=drop, buyer_id=buyer.pk).new
     Drop.objects.filter(pk=drop.pk).update(starts_at=Now() - timedelta(seconds=1))
     return Drop.objects.get(pk=drop.pk)
 
@@ -101,7 +102,7 @@ def test_senders_at_once_write_each_reminder_as_one_message() -> None:
     buyers = [make_buyer(f"at-once{i}") for i in range(60)]
     drop = opening_drop(buyers)
     later = make_drop(quantity=1, starts_at=timezone.now() + timedelta(hours=1))
-    waiting = reminders.ask_reminder(drop=later, buyer_id=buyers[0].pk)  # type: ignore[attr-defined]
+    waiting = reminders.ask_reminder(drop=later, buyer_id=buyers[0].pk)
 
     # when eight senders run together, in batches of 7
     results = run_concurrently([lambda: reminders.send_due_reminders(batch=7)] * 8, threads=8)
@@ -109,7 +110,7 @@ def test_senders_at_once_write_each_reminder_as_one_message() -> None:
     # then every reminder is one outbox message, written once, and the later drop's waits
     assert sum(r for r in results if isinstance(r, int)) == 60, results
     messages = OutboxMessage.objects.filter(topic=outbox.REMINDER_TOPIC, payload__drop=drop.pk)
-    assert sorted(messages.values_list("payload__buyer", flat=True)) == sorted(b.pk for b in buyers)  # type: ignore[attr-defined]
+    assert sorted(messages.values_list("payload__buyer", flat=True)) == sorted(b.pk for b in buyers)
     assert not Reminder.objects.filter(drop=drop, sent_at__isnull=True).exists()
     assert Reminder.objects.get(pk=waiting.reminder_id).sent_at is None
     assert reminders.send_due_reminders() == 0  # a sender after them finds nothing
@@ -148,7 +149,7 @@ def test_an_ended_drop_sends_no_reminder_and_a_rehearsal_copy_takes_none() -> No
     assert reminders.send_due_reminders() == 0
     copy = make_drop(quantity=1, starts_at=timezone.now() + timedelta(hours=1), rehearsal_of=drop)
     with pytest.raises(NotFound):  # a rehearsal's copy exists for its own buyers only
-        reminders.ask_reminder(drop=copy, buyer_id=buyer.pk)  # type: ignore[attr-defined]
+        reminders.ask_reminder(drop=copy, buyer_id=buyer.pk)
 
 
 def test_the_drop_page_asks_and_forgets_a_reminder_and_refuses_garbage() -> None:
@@ -164,7 +165,7 @@ def test_the_drop_page_asks_and_forgets_a_reminder_and_refuses_garbage() -> None
     start = unfolded(calendar.content.decode())["DTSTART"]
     assert start == f"{drop.starts_at.astimezone(UTC):%Y%m%dT%H%M%SZ}"
     # a buyer asks (twice: one reminder), the page says so, then forgets it
-    client.force_login(buyer)  # type: ignore[arg-type]
+    client.force_login(buyer)
     assert 'id="remind-me"' in client.get(drop.get_absolute_url()).content.decode()
     for _ in range(2):
         asked = client.post(f"/drops/{drop.slug}/remind", follow=True)
@@ -186,7 +187,7 @@ def test_the_drop_page_asks_and_forgets_a_reminder_and_refuses_garbage() -> None
     for forget in ("\x00" * 10_000, "yes", "0"):
         assert client.post(f"/drops/{drop.slug}/remind", {"forget": forget}).status_code == 400
     strict = Client(enforce_csrf_checks=True)
-    strict.force_login(buyer)  # type: ignore[arg-type]
+    strict.force_login(buyer)
     assert strict.post(f"/drops/{drop.slug}/remind").status_code == 403
     copy = make_drop(quantity=1, starts_at=timezone.now() + timedelta(hours=1), rehearsal_of=drop)
     assert client.post(f"/drops/{copy.slug}/remind").status_code == 404
@@ -203,7 +204,7 @@ def test_two_workers_and_a_retried_task_send_each_buyer_one_email_with_the_start
     run = uuid.uuid4().hex[:8]
     buyers = [make_buyer(f"opener-{run}-{i}") for i in range(30)]
     drop = opening_drop(buyers, title='Night Runner, 1 of 30; "first" edition')
-    addresses = {b.email for b in buyers}  # type: ignore[attr-defined]
+    addresses = {b.email for b in buyers}
     ids = list(Reminder.objects.filter(drop=drop).order_by("pk").values_list("pk", flat=True))
     # and a transaction elsewhere writing the 25th reminder's message, not committed yet: the batch
     # that reaches it waits past its lock timeout, fails, and its task is retried
@@ -267,7 +268,7 @@ def test_two_workers_and_a_retried_task_send_each_buyer_one_email_with_the_start
     assert connection.is_usable()
 
 
-def bearer(username: str) -> dict[str, str]:
+def bearer(username: str) -> dict[str, Any]:  # the test client's WSGI extras (typed Any)
     user = make_buyer(username)
     ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
     return {"HTTP_AUTHORIZATION": f"Bearer token-{username}"}
@@ -280,8 +281,8 @@ def test_the_api_asks_reads_and_forgets_a_reminder_and_refuses_garbage() -> None
     client = Client()
 
     # asking twice keeps one reminder: 201, then 200 with the same answer
-    first = client.post(url, **auth)  # type: ignore[arg-type]
-    again = client.post(url, **auth)  # type: ignore[arg-type]
+    first = client.post(url, **auth)
+    again = client.post(url, **auth)
     assert (first.status_code, again.status_code) == (201, 200)
     assert (
         first.json()
@@ -296,36 +297,36 @@ def test_the_api_asks_reads_and_forgets_a_reminder_and_refuses_garbage() -> None
         }
     )
     assert Reminder.objects.filter(drop=drop).count() == 1
-    assert client.get(url, **auth).json()["reminded"] is True  # type: ignore[arg-type]
+    assert client.get(url, **auth).json()["reminded"] is True
     # forgetting it twice: the same answer, no reminder
     for _ in range(2):
-        forgot = client.delete(url, **auth)  # type: ignore[arg-type]
+        forgot = client.delete(url, **auth)
         assert forgot.status_code == 200 and forgot.json()["reminded"] is False
     assert not Reminder.objects.exists()
 
     # garbage: each a clear error, and no reminder
     started = make_drop(quantity=5)
-    refused = client.post(f"/api/drops/{started.slug}/reminder", **auth)  # type: ignore[arg-type]
+    refused = client.post(f"/api/drops/{started.slug}/reminder", **auth)
     assert refused.status_code == 409 and refused.json()["error"] == "not_scheduled"
     assert "no reminder is needed" in refused.json()["detail"]
     ended = make_drop(
         quantity=5, starts_at=timezone.now() - timedelta(hours=2), ends_at=timezone.now() - timedelta(hours=1)
     )
-    assert client.post(f"/api/drops/{ended.slug}/reminder", **auth).status_code == 409  # type: ignore[arg-type]
-    unknown = client.post("/api/drops/no-such-drop/reminder", **auth)  # type: ignore[arg-type]
+    assert client.post(f"/api/drops/{ended.slug}/reminder", **auth).status_code == 409
+    unknown = client.post("/api/drops/no-such-drop/reminder", **auth)
     assert unknown.status_code == 404 and unknown.json()["error"] == "not_found"
     copy = make_drop(quantity=1, starts_at=timezone.now() + timedelta(hours=1), rehearsal_of=drop)
-    assert client.post(f"/api/drops/{copy.slug}/reminder", **auth).status_code == 404  # type: ignore[arg-type]
+    assert client.post(f"/api/drops/{copy.slug}/reminder", **auth).status_code == 404
     rehearsal_auth = bearer("api-rehearsal")
     RehearsalBuyer.objects.create(user=User.objects.get(username="api-rehearsal"), drop=copy)
-    forbidden = client.post(url, **rehearsal_auth)  # type: ignore[arg-type]
+    forbidden = client.post(url, **rehearsal_auth)
     assert forbidden.status_code == 403 and forbidden.json()["error"] == "forbidden"
     assert client.post(url).status_code == 401  # nobody signed in
     assert client.post(url, HTTP_AUTHORIZATION="Bearer not-a-token").status_code == 401
-    wrong = client.put(url, **auth)  # type: ignore[arg-type]
+    wrong = client.put(url, **auth)
     assert wrong.status_code == 405 and wrong.json()["error"] == "method_not_allowed"
     strict = Client(enforce_csrf_checks=True)
-    strict.force_login(make_buyer("api-session"))  # type: ignore[arg-type]
+    strict.force_login(make_buyer("api-session"))
     assert strict.post(url).status_code == 403  # a session's write needs its CSRF token
     assert not Reminder.objects.exists()
 
@@ -335,7 +336,7 @@ def test_a_sent_reminder_is_not_forgotten_and_its_email_links_the_start_as_ics()
     auth = bearer("ics-reader")
     drop = make_drop(quantity=5, starts_at=timezone.now() + timedelta(hours=1), title="Dawn; Dusk, 2 of 2")
     url = f"/api/drops/{drop.slug}/reminder"
-    assert Client().post(url, **auth).status_code == 201  # type: ignore[arg-type]
+    assert Client().post(url, **auth).status_code == 201
     Drop.objects.filter(pk=drop.pk).update(starts_at=Now() - timedelta(seconds=1))
     drop.refresh_from_db()
 
@@ -344,14 +345,14 @@ def test_a_sent_reminder_is_not_forgotten_and_its_email_links_the_start_as_ics()
     assert outbox.relay_outbox() >= 1
 
     # then the API says it went out, and forgetting it now changes nothing
-    answer = Client().delete(url, **auth).json()  # type: ignore[arg-type]
+    answer = Client().delete(url, **auth).json()
     assert answer["reminded"] is True and answer["sent_at"] is not None
     # and the e-mail links the drop and its start as an .ics, which parses to the drop's start in UTC
     (mail,) = [m for m in sent_mail.outbox if m.to == ["ics-reader@example.com"]]
     base = settings.PUBLIC_BASE_URL.rstrip("/")
     assert mail.subject == "[Floodgate] Dawn; Dusk, 2 of 2 is on sale now"
     assert f"{base}/drops/{drop.slug}/" in mail.body
-    (link,) = re.findall(rf"{re.escape(base)}(/\S*\.ics)", mail.body)
+    (link,) = re.findall(rf"{re.escape(base)}(/\S*\.ics)", str(mail.body))
     fetched = Client().get(link)
     assert fetched.status_code == 200 and fetched["Content-Type"] == "text/calendar; charset=utf-8"
     text = fetched.content.decode()

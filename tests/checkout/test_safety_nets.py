@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -42,7 +43,7 @@ def pending_payment(slug: str, *, quantity: int = 1) -> tuple[Order, Payment]:
 
 
 def authorised(payment: Payment, **changes: object) -> int:
-    body = {
+    body: dict[str, Any] = {  # the provider's JSON
         "id": f"evt_{uuid.uuid4().hex}",
         "type": "payment.authorized",
         "session_id": payment.session_id,
@@ -60,7 +61,9 @@ def authorised(payment: Payment, **changes: object) -> int:
         amount_minor=int(body["amount_minor"]),
         currency=str(body["currency"]),
     )
-    return services.record_webhook(provider_name="simulated", event=event, payload=body)
+    event_pk = services.record_webhook(provider_name="simulated", event=event, payload=body)
+    assert event_pk is not None  # a new event id: stored, not yet processed
+    return event_pk
 
 
 def test_an_authorisation_for_another_amount_is_voided_not_sold() -> None:

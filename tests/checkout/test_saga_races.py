@@ -7,6 +7,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import pytest
 from django.db import connection, connections, transaction
@@ -45,7 +46,7 @@ def race(
     however long the threads take to connect."""
     expire_in([s.hold for s in sales], 0.3)
     sweep = lambda: ("sweep", holds.reclaim_expired(drop_id=drop.pk))  # noqa: E731
-    jobs: list[Callable[[], object]] = [lambda s=s: authorise(s) for s in sales]
+    jobs: list[Callable[[], object]] = [partial(authorise, s) for s in sales]
     jobs += [sweep] * SWEEPS
     return run_spread(jobs, over=0.6, threads=16, seed=seed)
 

@@ -19,6 +19,7 @@ from datetime import UTC
 import httpx
 import pytest
 from django.test import Client
+from pytest_django import Settings
 
 from checkout.models import Order, Payment, PaymentCustomer, SavedCard
 from checkout.stripe_page import STRIPE_DOCUMENTED
@@ -37,7 +38,7 @@ CHALLENGED = "4000002760003184"  # asks for 3-D Secure, on saving and on paying
 
 
 @pytest.fixture
-def on_stripe(settings: object, localstripe: str) -> Iterator[str]:
+def on_stripe(settings: Settings, localstripe: str) -> Iterator[str]:
     settings.PAYMENT_PROVIDER = "stripe"
     settings.STRIPE_SECRET_KEY = STRIPE_SECRET_KEY
     settings.STRIPE_PUBLISHABLE_KEY = STRIPE_PUBLISHABLE_KEY
@@ -274,6 +275,7 @@ def test_a_buyers_data_lists_their_cards_and_erasure_forgets_and_detaches_them(o
     client, buyer = signed_in("lou")
     card = save(client, on_stripe, VISA)
     exported = privacy.export(user_id=buyer)["saved_cards"]
+    assert isinstance(exported, list)
     assert [(c["brand"], c["last4"], c["expires"]) for c in exported] == [("visa", "4242", "12/2034")]
 
     privacy.erase(user_id=buyer)

@@ -8,6 +8,7 @@ import io
 from collections.abc import Iterator
 
 import pytest
+from django.contrib.auth.models import User
 from django.core import mail
 from django.test import Client
 
@@ -32,7 +33,7 @@ GOOD = {
 }
 
 
-def held(slug: str) -> tuple[object, Hold, Client]:
+def held(slug: str) -> tuple[User, Hold, Client]:
     buyer = make_buyer()
     buyer.email = f"{slug}@example.test"
     buyer.save()

@@ -13,6 +13,7 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from django.contrib.auth.models import User
 from django.core import mail
 from django.core.management import call_command
 from django.test import Client
@@ -62,7 +63,7 @@ def zoned(slug: str, *, basis: str = FeeBasis.ORDER, fee_rate: Decimal | None = 
     return drop
 
 
-def held(drop: Drop, quantity: int = 2) -> tuple[object, Hold, Client]:
+def held(drop: Drop, quantity: int = 2) -> tuple[User, Hold, Client]:
     buyer = make_buyer()
     buyer.email = f"{drop.slug}@example.test"
     buyer.save()

@@ -9,22 +9,26 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from django.http.response import HttpResponseBase
 from django.test import Client
+from pytest_django import Settings
 
 from checkout import services
 from checkout.models import Payment, WebhookEvent
 from checkout.providers.base import BadWebhook, ProviderError
+from checkout.providers.base import WebhookEvent as ParsedEvent
 from checkout.providers.stripe import StripeProvider
+from devtools.ports import free_port
 from holds import services as holds
 from tests.checkout.helpers import stripe_api_at, stripe_event, stripe_signature
-from tests.conftest import STRIPE_PUBLISHABLE_KEY, STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET, free_port
+from tests.conftest import STRIPE_PUBLISHABLE_KEY, STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET
 from tests.factories import make_buyer, make_drop
 
 URL = "/checkout/webhooks/stripe"
 
 
 @pytest.fixture
-def on_stripe(settings: object, localstripe: str) -> Iterator[str]:
+def on_stripe(settings: Settings, localstripe: str) -> Iterator[str]:
     """This process's settings pointed at localstripe, as PAYMENT_PROVIDER=stripe would have them
     (the URLs again, so the localstripe-only card fallback is mounted as it would be there)."""
     settings.PAYMENT_PROVIDER = "stripe"
@@ -73,7 +77,7 @@ def charge_refunded() -> dict:
     }
 
 
-def parse(body: bytes, **headers: str) -> object:
+def parse(body: bytes, **headers: str) -> ParsedEvent:
     adapter = StripeProvider(secret_key=STRIPE_SECRET_KEY, webhook_secret=STRIPE_WEBHOOK_SECRET)
     return adapter.parse_webhook(body=body, headers=headers or {"Stripe-Signature": stripe_signature(body)})
 
@@ -238,7 +242,7 @@ STRIPE_GUIDE = {
 }
 
 
-def policy(answer: object) -> dict[str, set[str]]:
+def policy(answer: HttpResponseBase) -> dict[str, set[str]]:
     header = answer.headers["Content-Security-Policy"]
     return {words[0]: set(words[1:]) for words in (part.split() for part in header.split(";")) if words}
 
@@ -255,7 +259,7 @@ def open_pay_page(buyer_name: str, slug: str) -> tuple[Client, str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_pay_page_allows_what_stripes_guide_lists_and_only_that_page_does(
-    on_stripe: str, settings: object
+    on_stripe: str, settings: Settings
 ) -> None:
     assert settings.STRIPE_JS_URL == "https://js.stripe.com/v3/"  # its default
     client, page = open_pay_page("paula", "csp-page")
@@ -278,7 +282,9 @@ def test_the_pay_page_allows_what_stripes_guide_lists_and_only_that_page_does(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_pointed_at_localstripe_the_pay_page_allows_its_one_origin(on_stripe: str, settings: object) -> None:
+def test_pointed_at_localstripe_the_pay_page_allows_its_one_origin(
+    on_stripe: str, settings: Settings
+) -> None:
     settings.STRIPE_JS_URL = f"{on_stripe}/js.stripe.com/v3/"
     client, page = open_pay_page("pia", "csp-local")
 
@@ -290,7 +296,7 @@ def test_pointed_at_localstripe_the_pay_page_allows_its_one_origin(on_stripe: st
 
 
 @pytest.mark.django_db(transaction=True)
-def test_on_stripes_own_api_the_card_fallback_is_not_mounted(settings: object, localstripe: str) -> None:
+def test_on_stripes_own_api_the_card_fallback_is_not_mounted(settings: Settings, localstripe: str) -> None:
     settings.PAYMENT_PROVIDER = "stripe"
     settings.STRIPE_SECRET_KEY = STRIPE_SECRET_KEY
     settings.STRIPE_PUBLISHABLE_KEY = STRIPE_PUBLISHABLE_KEY

@@ -52,6 +52,7 @@ def found(desk: Client, query: str) -> list[int]:
 
 def test_an_order_is_found_by_what_the_buyer_quotes(desk: Client) -> None:
     ada, bob = order_of("ada"), order_of("bob")
+    assert bob.shipping_address_id is not None
     Address.objects.filter(pk=bob.shipping_address_id).update(
         line1="Marienplatz 1", postal_code="80331", city="München"
     )

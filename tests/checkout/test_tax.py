@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from django.contrib.auth.models import User
 from django.core import mail
 from django.test import Client
 
@@ -34,7 +35,7 @@ def taxed_drop(slug: str, *, currency: str = "EUR", price_minor: int = 999) -> D
     )
 
 
-def held(drop: Drop, quantity: int = 3) -> tuple[object, Hold]:
+def held(drop: Drop, quantity: int = 3) -> tuple[User, Hold]:
     buyer = make_buyer()
     return buyer, holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=quantity, idempotency_key="k").hold
 

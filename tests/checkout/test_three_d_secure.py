@@ -20,6 +20,7 @@ import httpx
 import pytest
 from django.db import connection
 from django.test import Client
+from pytest_django import Settings
 
 from checkout import failures, services
 from checkout.models import Order, Payment, WebhookEvent
@@ -37,7 +38,7 @@ WEBHOOK = "/checkout/webhooks/stripe"
 
 
 @pytest.fixture
-def on_stripe(settings: object, localstripe: str) -> Iterator[str]:
+def on_stripe(settings: Settings, localstripe: str) -> Iterator[str]:
     settings.PAYMENT_PROVIDER = "stripe"
     settings.STRIPE_SECRET_KEY = STRIPE_SECRET_KEY
     settings.STRIPE_PUBLISHABLE_KEY = STRIPE_PUBLISHABLE_KEY

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.test import Client
@@ -12,6 +13,9 @@ from django.utils import timezone
 from checkout.models import WebhookEvent
 from checkout.providers.signing import SIGNATURE_HEADER, sign
 from tests.conftest import WEBHOOK_SECRET
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 pytestmark = pytest.mark.django_db
 
@@ -28,8 +32,10 @@ EVENT = {
 }
 
 
-def post(body: bytes, signature: str | None) -> object:
-    headers = {} if signature is None else {"HTTP_" + SIGNATURE_HEADER.upper().replace("-", "_"): signature}
+def post(body: bytes, signature: str | None) -> TestResponse:
+    headers: dict[str, Any] = (
+        {} if signature is None else {"HTTP_" + SIGNATURE_HEADER.upper().replace("-", "_"): signature}
+    )
     return Client().post(URL, data=body, content_type="application/json", **headers)
 
 

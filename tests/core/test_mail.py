@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from django.core.mail import EmailMessage, get_connection
+from pytest_django import Settings
 
 
 def test_the_dev_backend_logs_a_readable_info_line_and_keeps_the_message(
-    tmp_path: Path, settings: object, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    settings.EMAIL_FILE_PATH = str(tmp_path)  # type: ignore[attr-defined]
+    settings.EMAIL_FILE_PATH = str(tmp_path)
     backend = get_connection("core.mail.DevEmailBackend", file_path=str(tmp_path))
     message = EmailMessage(
         subject="Your order 7 is confirmed: Läufer — launch edition",

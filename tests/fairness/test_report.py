@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
@@ -39,7 +41,7 @@ from tests.harness import admit, room
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def sale(slug: str = "fair") -> tuple[Drop, dict[str, object]]:
+def sale(slug: str = "fair") -> tuple[Drop, dict[str, User]]:
     """The sale above, over: returns the drop and its buyers by name (ticket order a..g)."""
     drop = room(slug, quantity=3)
     buyers = {name: make_buyer(f"{slug}-{name}") for name in "abcdefg"}
@@ -63,7 +65,7 @@ def sale(slug: str = "fair") -> tuple[Drop, dict[str, object]]:
     paid(Hold.objects.get(drop=drop, buyer=buyers["f"], state=HoldState.HELD))
     get_user_model().objects.filter(pk=buyers["g"].pk).update(is_active=False)
     state.refresh([drop.pk])  # published, as the tick keeps it: the door counts it
-    tally.add(tally.Counter({(slug, tally.BUSY): 4, (slug, tally.RATE_LIMITED): 2}))
+    tally.add(Counter({(slug, tally.BUSY): 4, (slug, tally.RATE_LIMITED): 2}))
     Drop.objects.filter(pk=drop.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
     return Drop.objects.get(pk=drop.pk), buyers
 
@@ -257,8 +259,8 @@ def test_the_merchant_adds_a_note_but_cannot_edit_the_figures(roles: None) -> No
     after = Report.objects.get(drop=drop)
     assert after.note == "Thank you all: the next drop is in March."
     assert after.figures == published.figures and after.root == published.root
-    page = Client().get("/drops/noted/report/").content.decode()
-    assert "Thank you all: the next drop is in March." in page and published.root in page
+    shown = Client().get("/drops/noted/report/").content.decode()
+    assert "Thank you all: the next drop is in March." in shown and published.root in shown
 
 
 def test_a_buyer_sees_their_own_outcome_on_the_page_and_nobody_elses() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from functools import partial
 
 import pytest
 from django.db import connections
@@ -74,7 +75,7 @@ def test_a_batch_grants_in_arrival_order_and_tells_the_rest_sold_out(make_buyers
     answers = services.reserve_batch(drop=drop, asks=[ask(buyer) for buyer in buyers])
 
     assert [type(answer) for answer in answers] == [Reservation] * 3 + [SoldOut] * 3
-    assert [answer.hold.buyer_id for answer in answers[:3]] == buyers[:3]
+    assert [answer.hold.buyer_id for answer in answers[:3] if isinstance(answer, Reservation)] == buyers[:3]
     assert Hold.objects.filter(drop=drop).count() == 3  # the losers' holds were discarded
     assert invariant(drop_id=drop.pk).as_json()["available"] == 0
 
@@ -159,7 +160,7 @@ def test_control_a_batch_without_its_stock_condition_oversells(make_buyers, monk
     groups = (buyers[:40], buyers[40:])
 
     run_concurrently(
-        [lambda g=g: services.reserve_batch(drop=drop, asks=[ask(b) for b in g]) for g in groups], threads=2
+        [partial(services.reserve_batch, drop=drop, asks=[ask(b) for b in g]) for g in groups], threads=2
     )
 
     assert Hold.objects.filter(drop=drop, state=HoldState.HELD).count() > 10
@@ -191,12 +192,12 @@ def test_a_batch_waiting_on_a_bucket_while_a_unit_comes_back_takes_what_it_grant
         with releaser.cursor() as cursor:  # the release, not committed yet: it holds the bucket row
             cursor.execute(holds_sql.RELEASE_HOLD, {"hold": hold.pk, "buyer": first})
         answers: list[object] = []
-        batch = threading.Thread(
-            target=lambda: (
-                answers.extend(services.reserve_batch(drop=drop, asks=[ask(second)])),
-                connections.close_all(),
-            )
-        )
+
+        def reserve_second() -> None:
+            answers.extend(services.reserve_batch(drop=drop, asks=[ask(second)]))
+            connections.close_all()
+
+        batch = threading.Thread(target=reserve_second)
         batch.start()
         deadline = time.monotonic() + 30
         while lock_waits() < 1:  # the batch's statement has its snapshot and waits for the row

@@ -10,7 +10,7 @@ from io import StringIO
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.test import Client, override_settings
 
@@ -18,13 +18,13 @@ from admission import services as admission
 from admission.models import Ticket
 from core import metrics
 from core.errors import Busy, FloodgateError, HoldExists, SoldOut
+from devtools.ports import free_port
 from holds import gate, services
 from holds.counts import invariant
 from holds.models import Hold
 from ops.drop_admin import DropAdmin
 from ops.metrics import drop_slugs
 from shop.models import Drop
-from tests.conftest import free_port
 from tests.factories import expire_in, make_drop
 
 pytestmark = pytest.mark.django_db
@@ -186,7 +186,7 @@ def test_merchants_set_the_admission_pace_and_gate_in_the_admin(roles: None) -> 
     assert 'name="admission_percent"' in page and 'name="redis_gate"' in page
 
 
-def staff(name: str, group: str) -> object:
+def staff(name: str, group: str) -> User:
     user = get_user_model().objects.create_user(name, password="pw-pw-pw-pw", is_staff=True)
     user.groups.add(Group.objects.get(name=group))
     return user

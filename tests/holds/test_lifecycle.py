@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -21,7 +23,7 @@ from tests.factories import expire_in, make_drop
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def reserve(drop: Drop, buyer: int, quantity: int = 1, **kw: object) -> Hold:
+def reserve(drop: Drop, buyer: int, quantity: int = 1, **kw: Any) -> Hold:
     return services.reserve(
         drop=drop, buyer_id=buyer, quantity=quantity, idempotency_key=uuid.uuid4().hex, **kw
     ).hold
@@ -51,6 +53,7 @@ def test_reclaimer_racing_late_confirms_ends_each_hold_once(make_buyers, mode: s
         holds = [reserve(drop, b) for b in buyers]
         # every hold runs out 0.3 s from now, while confirms and sweeps land over the next 0.6 s
         expire_in([h.pk for h in holds], 0.3)
+        jobs: list[Callable[..., tuple[str, object]]]
         jobs = [lambda h=h: ("confirm", services.confirm(hold_id=h.pk)) for h in holds]
         jobs += [lambda d=drop.pk: ("sweep", services.reclaim_expired(drop_id=d)) for _ in range(30)]
 
@@ -59,7 +62,7 @@ def test_reclaimer_racing_late_confirms_ends_each_hold_once(make_buyers, mode: s
         assert not [r for r in results if isinstance(r, BaseException)]
         services.reclaim_expired(drop_id=drop.pk)
         states = Counter(Hold.objects.filter(drop=drop).values_list("state", flat=True))
-        confirmed = sum(1 for kind, won in results if kind == "confirm" and won)
+        confirmed = len([r for r in results if r == ("confirm", True)])
         assert states["sold"] == confirmed
         assert states["sold"] + states["expired"] == 60
         seen.update(states)
@@ -183,7 +186,8 @@ def test_a_chosen_seat_that_is_taken_is_a_clear_taken(make_buyers) -> None:
     taken = reserve(drop, second, unit="A3")
 
     assert list(taken.units.values_list("label", flat=True)) == ["A3"]
-    assert Unit.objects.get(drop=drop, label="A2").hold.buyer_id == first
+    seat = Unit.objects.get(drop=drop, label="A2").hold
+    assert seat is not None and seat.buyer_id == first
 
 
 def test_a_seat_locked_by_another_claimer_is_taken_without_waiting(make_buyers) -> None:

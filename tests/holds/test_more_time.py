@@ -65,7 +65,8 @@ def test_a_crowd_of_presses_gets_exactly_the_cap() -> None:
 
     results = run_concurrently([press] * 12, threads=12)
 
-    assert sorted(results) == ["more"] * MORE_TIME_MAX + ["used"] * (12 - MORE_TIME_MAX), results
+    answered = sorted(r for r in results if isinstance(r, str))  # an exception would be missing
+    assert answered == ["more"] * MORE_TIME_MAX + ["used"] * (12 - MORE_TIME_MAX), results
     held = Hold.objects.get(pk=hold.pk)
     assert held.more_time == MORE_TIME_MAX and held.expires_at - hold.expires_at == timedelta(seconds=300)
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from core.errors import FloodgateError, InvalidInput, NotStarted, Paused, SoldOut
@@ -19,26 +21,24 @@ from tests.factories import expire_in, make_buyer, make_drop
 pytestmark = pytest.mark.django_db
 
 
-def presale_drop(
-    *, quantity: int = 10, opens_in: timedelta = -timedelta(minutes=1), **options: object
-) -> Drop:
+def presale_drop(*, quantity: int = 10, opens_in: timedelta = -timedelta(minutes=1), **options: Any) -> Drop:
     now = timezone.now()
     return make_drop(
         quantity=quantity, starts_at=now + timedelta(hours=1), presale_starts_at=now + opens_in, **options
     )
 
 
-def reserve(drop: Drop, buyer: object, code: object = None, *, key: str | None = None) -> Hold:
+def reserve(drop: Drop, buyer: User, code: object = None, *, key: str | None = None) -> Hold:
     return services.reserve(
         drop=drop,
-        buyer_id=buyer.pk,  # type: ignore[attr-defined]
+        buyer_id=buyer.pk,
         quantity=1,
         idempotency_key=key or uuid.uuid4().hex,
         presale_code=code,  # type: ignore[arg-type]
     ).hold
 
 
-def refusal(drop: Drop, buyer: object, code: object = None) -> FloodgateError:
+def refusal(drop: Drop, buyer: User, code: object = None) -> FloodgateError:
     with pytest.raises(FloodgateError) as caught:
         reserve(drop, buyer, code)
     return caught.value
@@ -291,6 +291,7 @@ def test_the_next_sale_keeps_the_presale_window_but_not_its_codes_and_a_rehearsa
     copy = duplicate_drop(drop=drop)
     rehearsal = duplicate_drop(drop=drop, rehearsal=True, slug_word="rehearsal")
 
+    assert copy.presale_starts_at is not None and drop.presale_starts_at is not None
     assert copy.starts_at - copy.presale_starts_at == drop.starts_at - drop.presale_starts_at
     assert not PresaleCode.objects.filter(drop=copy).exists()
     assert rehearsal.presale_starts_at is None

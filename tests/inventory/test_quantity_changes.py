@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, connections
+from django.db.backends.postgresql.base import DatabaseWrapper as PostgresConnection
 from django.test import Client
 from django.utils import timezone
 
@@ -93,7 +95,7 @@ def test_layout_changes_before_the_start_and_is_fixed_after() -> None:
     assert levels(live) == [4, 4]
 
 
-def admin_change(drop: Drop, **changes: str) -> object:
+def admin_change(drop: Drop, **changes: str) -> tuple[Client, str, dict[str, object]]:
     client = Client()
     client.force_login(get_user_model().objects.create_superuser(f"root{drop.pk}", password="pw-pw-pw-pw"))
     url = f"/admin/shop/drop/{drop.pk}/change/"
@@ -138,11 +140,18 @@ def test_admin_edit_of_a_live_drop_keeps_a_pause_made_meanwhile() -> None:
     assert invariant(drop_id=drop.pk).drift == 0
 
 
+def close_pool() -> None:
+    """The psycopg pool emptied: the next connections are new ones."""
+    pooled = connections["default"]
+    assert isinstance(pooled, PostgresConnection)
+    pooled.close_pool()
+
+
 def race_reserves_against_quantity_changes(make_buyers) -> tuple[Drop, list[object]]:
     """300 buyers reserve on 24 threads while the merchant sets the quantity 40 times (400-406)."""
     drop = make_drop(quantity=400, buckets=8, per_buyer_limit=1)
     buyers = make_buyers(300, prefix="mid")
-    jobs = [
+    jobs: list[Callable[..., object]] = [
         lambda b=b: holds.reserve(drop=drop, buyer_id=b, quantity=1, idempotency_key=uuid.uuid4().hex)
         for b in buyers
     ]
@@ -202,13 +211,13 @@ def test_control_a_quantity_change_locking_the_drop_for_update_deadlocks(make_bu
     name = connection.settings_dict["NAME"]
     with connection.cursor() as cursor:
         cursor.execute(f"ALTER DATABASE \"{name}\" SET deadlock_timeout = '100ms'")
-    connection.close_pool()
+    close_pool()
     try:
         _drop, results = race_reserves_against_quantity_changes(make_buyers)
     finally:
         with connection.cursor() as cursor:
             cursor.execute(f'ALTER DATABASE "{name}" RESET deadlock_timeout')
-        connection.close_pool()  # no later test inherits the short timeout
+        close_pool()  # no later test inherits the short timeout
 
     failures = [r for r in results if isinstance(r, BaseException)]
     assert any("deadlock detected" in str(r) for r in failures), failures

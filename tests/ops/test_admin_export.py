@@ -10,6 +10,7 @@ from django.test import Client
 
 from checkout.models import Order
 from holds import services as holds
+from shop.models import Drop
 from tests.factories import make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +31,7 @@ def export(drop_id: int) -> dict[str, dict[str, str]]:
     return {row[2]: dict(zip(header, row, strict=True)) for row in rows}
 
 
-def order(drop: object, username: str, **fields: object) -> None:
+def order(drop: Drop, username: str, **fields: object) -> None:
     buyer = make_buyer(username, email="")
     hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=1, idempotency_key=f"k-{buyer.pk}").hold
     Order.objects.create(

@@ -42,7 +42,7 @@ SHOWN_ATTRIBUTES = {"verbose_name", "verbose_name_plural", "short_description", 
 MESSAGE_CALLS = {"message_user": 1, "success": 1, "error": 1, "warning": 1, "info": 1, "add_error": 1}
 
 
-def _bare_words(node: ast.AST | None) -> list[ast.AST]:
+def _bare_words(node: ast.AST | None) -> list[ast.expr]:
     """The string literals with words in them in an expression, except inside a gettext call or as a
     dict's key (a placeholder's name in gettext("...%(n)s") % {"n": ...})."""
     if node is None:
@@ -52,7 +52,9 @@ def _bare_words(node: ast.AST | None) -> list[ast.AST]:
     if isinstance(node, ast.Constant):
         return [node] if isinstance(node.value, str) and WORD.search(node.value) else []
     if isinstance(node, ast.JoinedStr):
-        literal = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+        literal = "".join(
+            v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)
+        )
         return [node] if WORD.search(literal) else []
     if isinstance(node, ast.Dict):
         return [found for value in node.values for found in _bare_words(value)]
@@ -63,7 +65,7 @@ def _bare_words(node: ast.AST | None) -> list[ast.AST]:
 
 def unwrapped(source: str) -> list[str]:
     """The merchant's words in a models or admin module that no gettext call wraps, as "line: text"."""
-    found: list[ast.AST] = []
+    found: list[ast.expr] = []
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg in SHOWN_KEYWORDS:
@@ -179,7 +181,7 @@ def our_english() -> set[str]:
     phrases = set()
     for message in po.read(Path(settings.BASE_DIR) / "locale/de/LC_MESSAGES/django.po"):
         english = message.id[0] if isinstance(message.id, tuple | list) else message.id
-        german = message.string[0] if isinstance(message.string, tuple | list) else message.string
+        german = (message.string[0] if isinstance(message.string, tuple | list) else message.string) or ""
         text = re.split(r"%\(\w+\)s|\{\w*\}|<[^>]+>", english)  # the words between placeholders
         phrases |= {p.strip() for p in text if len(p.split()) >= 3 and p.strip() not in german}
     return phrases
@@ -228,7 +230,9 @@ def test_a_german_merchant_reads_the_admin_in_german() -> None:
     assert "Bestellungen" in orders and ">Orders<" not in orders
     assert "2 Stück, 20,00" in orders or "2 Stück, €20.00" in orders
     assert "Invarianten-Übersicht" in dashboard and "Invariant dashboard" not in dashboard
-    words = json.loads(re.search(r'<script id="fg-words"[^>]*>(.*?)</script>', dashboard, re.S).group(1))
+    matched = re.search(r'<script id="fg-words"[^>]*>(.*?)</script>', dashboard, re.S)
+    assert matched
+    words = json.loads(matched.group(1))
     assert words["columns"]["held"] == "reserviert" and words["state"]["paused"] == "Pausiert"
 
     # and none of our English phrases on any of them, where the English pages show them

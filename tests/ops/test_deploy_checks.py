@@ -13,14 +13,9 @@ import pytest
 from django.contrib.staticfiles import finders
 
 from core import env
+from devtools.ports import free_port
 from ops import checks
-from tests.conftest import (
-    STRIPE_PUBLISHABLE_KEY,
-    STRIPE_SECRET_KEY,
-    STRIPE_WEBHOOK_SECRET,
-    free_port,
-    wait_for_port,
-)
+from tests.conftest import STRIPE_PUBLISHABLE_KEY, STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET, wait_for_port
 from tests.test_settings import PRODUCTION, ROOT, manage
 
 pytestmark = pytest.mark.servers  # manage.py check --deploy in processes of its own

@@ -32,6 +32,7 @@ from django.utils import timezone
 from admission import services as admission
 from admission import state
 from admission.models import Queue, Ticket
+from devtools.ports import free_port
 from holds import services as holds
 from holds.counts import invariant
 from holds.models import Hold
@@ -39,10 +40,9 @@ from ops import duties
 from ops.models import Duty
 from tests.conftest import (
     CELERY,
-    ROOT,
+    TEST_DATA,
     WEB,
     app_env,
-    free_port,
     purge_queue,
     start_process,
     stop,
@@ -71,7 +71,7 @@ class Shop:
     processes: list[subprocess.Popen]
 
     def start_celery(self, *role: str) -> None:
-        schedule = ROOT / ".data" / "test" / f"beat-duties-{free_port()}"
+        schedule = TEST_DATA / f"beat-duties-{free_port()}"
         command = {
             "worker": [CELERY, "-A", "config.celery:app", "worker", "--concurrency", "1"],
             "beat": [CELERY, "-A", "config.celery:app", "beat", "-s", str(schedule)],
@@ -95,7 +95,7 @@ class Shop:
 
     def alive(self) -> None:
         for process in self.processes:
-            assert process.poll() is None, f"{process.args[:4]} died"
+            assert process.poll() is None, f"{process.args!r} died"
 
 
 @contextlib.contextmanager
@@ -362,7 +362,12 @@ def test_a_run_longer_than_its_lease_keeps_other_processes_off_it(monkeypatch, k
         if keeps_the_lease
         else (lambda: duties.run_covered("admission.tick", me=keeper.me))
     )
-    running = threading.Thread(target=lambda: (run(), connections.close_all()))
+
+    def run_then_close() -> None:
+        run()
+        connections.close_all()
+
+    running = threading.Thread(target=run_then_close)
     running.start()
     time.sleep(5)
     taken = duties.take_late(["admission.tick"], me="web elsewhere:1")

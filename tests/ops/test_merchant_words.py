@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
@@ -34,7 +34,7 @@ def owner() -> Client:
     return client
 
 
-def logged_in(user: object) -> Client:
+def logged_in(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from django.contrib import admin
@@ -161,7 +162,7 @@ class Door:
     name: str
     method: str
     path: str
-    data: dict[str, object] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)  # the form's or the JSON's
     action: bool = False  # an admin action: refused also means the changelist came back instead
 
 
@@ -197,8 +198,8 @@ def doors(*, drop_id: int, slug: str) -> list[Door]:
                 for method in VIEW_METHODS.get(pattern.name, ("GET",)):
                     suffix = " POST" if method == "POST" else ""
                     found.append(Door(f"admin view {pattern.name}{suffix}", method, path))
-    for pattern in get_resolver().url_patterns:
-        if str(pattern.pattern) == "metrics":
+    for top in get_resolver().url_patterns:
+        if str(top.pattern) == "metrics":
             found.append(Door("metrics GET", "GET", "/metrics"))
     for route in api_patterns:
         if route.name and route.name.startswith("api-ops-"):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from pytest_django import Settings
 
 from catalogue.services import NewVariant, zone_from
 from checkout.models import Order
@@ -98,9 +99,9 @@ def test_a_small_rehearsal_report_matches_the_database_and_the_real_drop_is_unto
 
 def test_the_admin_action_starts_a_rehearsal_and_the_drop_page_links_its_report(
     live_daphne: str, payment_provider: str, celery_worker: Worker, tmp_path: Path,
-    settings: object, monkeypatch: pytest.MonkeyPatch,
+    settings: Settings, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    settings.PUBLIC_BASE_URL, settings.REHEARSAL_DIR = live_daphne, tmp_path  # type: ignore[attr-defined]
+    settings.PUBLIC_BASE_URL, settings.REHEARSAL_DIR = live_daphne, tmp_path
     monkeypatch.setenv("DATABASE_URL", database_url_for_tests())
     drop = make_drop(quantity=3)
     client = admin_client()
@@ -119,9 +120,9 @@ def test_the_admin_action_starts_a_rehearsal_and_the_drop_page_links_its_report(
     # then the drop's page links it; the report is read from the database, not this host's files
     kept = RehearsalReport.objects.get(drop=drop)
     shutil.rmtree(tmp_path, ignore_errors=True)
-    page = client.get(f"/admin/shop/drop/{drop.pk}/change/").content.decode()
-    assert f'href="/admin/shop/drop/{drop.pk}/rehearsal/"' in page
-    assert f'href="/admin/shop/drop/{drop.pk}/rehearsal/{kept.pk}/"' in page and "12 buyers" in page
+    shown = client.get(f"/admin/shop/drop/{drop.pk}/change/").content.decode()
+    assert f'href="/admin/shop/drop/{drop.pk}/rehearsal/"' in shown
+    assert f'href="/admin/shop/drop/{drop.pk}/rehearsal/{kept.pk}/"' in shown and "12 buyers" in shown
     for address in (
         f"/admin/shop/drop/{drop.pk}/rehearsal/",
         f"/admin/shop/drop/{drop.pk}/rehearsal/{kept.pk}/",
@@ -161,9 +162,9 @@ def test_the_command_refuses_garbage_with_a_clear_error(args: list[str], said: s
      ("99999", "from 1 to 20000 (REHEARSAL_MAX_BUYERS), not 99999")],
 )  # fmt: skip
 def test_the_admin_action_refuses_garbage_and_starts_nothing(
-    buyers: str, said: str, tmp_path: Path, settings: object
+    buyers: str, said: str, tmp_path: Path, settings: Settings
 ) -> None:
-    settings.REHEARSAL_DIR = tmp_path  # type: ignore[attr-defined]
+    settings.REHEARSAL_DIR = tmp_path
     drop = make_drop(quantity=3)
     answer = admin_client().post(
         "/admin/shop/drop/", {"action": "rehearse_drop", "_selected_action": [drop.pk], "buyers": buyers},
@@ -173,8 +174,8 @@ def test_the_admin_action_refuses_garbage_and_starts_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_admin_action_rehearses_one_drop_at_a_time(tmp_path: Path, settings: object) -> None:
-    settings.REHEARSAL_DIR = tmp_path  # type: ignore[attr-defined]
+def test_the_admin_action_rehearses_one_drop_at_a_time(tmp_path: Path, settings: Settings) -> None:
+    settings.REHEARSAL_DIR = tmp_path
     ids = [make_drop(quantity=3).pk, make_drop(quantity=3).pk]
     answer = admin_client().post(
         "/admin/shop/drop/", {"action": "rehearse_drop", "_selected_action": ids}, follow=True
@@ -183,8 +184,8 @@ def test_the_admin_action_rehearses_one_drop_at_a_time(tmp_path: Path, settings:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_second_rehearsal_of_a_drop_is_refused_while_one_runs(tmp_path: Path, settings: object) -> None:
-    settings.REHEARSAL_DIR = tmp_path  # type: ignore[attr-defined]
+def test_a_second_rehearsal_of_a_drop_is_refused_while_one_runs(tmp_path: Path, settings: Settings) -> None:
+    settings.REHEARSAL_DIR = tmp_path
     drop = make_drop(quantity=3)
     # given a rehearsal of it running (a process whose command line names devtools.rehearse)
     stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "devtools.rehearse"])

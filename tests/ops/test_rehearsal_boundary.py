@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client, override_settings
 from django.utils import timezone
+from pytest_django import Settings
 
 from admission import state
 from checkout import services as checkout
@@ -94,7 +95,7 @@ def test_the_chosen_seat_claim_and_djangos_path_refuse_an_outsider_too(door: str
     (a drop with a Redis gate) are the others. Each statement checks the buyer itself."""
     seats = door == "seat"
     drop = make_drop(quantity=4, mode="units" if seats else "buckets", redis_gate=not seats,
-                     **({"unit_labels": ["A1", "A2", "A3", "A4"]} if seats else {}))  # fmt: skip
+                     unit_labels=["A1", "A2", "A3", "A4"] if seats else None)  # fmt: skip
     copy, tokens = rehearsed(drop)
     body = json.dumps({"quantity": 1, "unit": "A1"} if seats else {"quantity": 1}).encode()
 
@@ -124,20 +125,20 @@ def test_a_real_buyer_gets_no_place_in_a_rehearsals_waiting_room() -> None:
     assert list(copy.tickets.values_list("buyer__rehearsal__drop", flat=True)) == [copy.pk]
     assert not drop.tickets.exists()
     # its line's pages and the draw's JSON are not there for anyone else either
-    outsider = Client()
-    outsider.force_login(User.objects.get(username="wendy"))
+    wendy = Client()
+    wendy.force_login(User.objects.get(username="wendy"))
     for path in (f"/drops/{copy.slug}/queue/", f"/drops/{copy.slug}/queue/verify",
                  f"/api/drops/{copy.slug}/queue/draw", f"/api/drops/{copy.slug}/queue"):  # fmt: skip
-        assert outsider.get(path).status_code == 404, path
+        assert wendy.get(path).status_code == 404, path
     assert Client().get(f"/drops/{copy.slug}/queue/verify").status_code == 404  # a visitor
     assert Client().get(f"/api/drops/{copy.slug}/queue/draw").status_code == 404
 
 
 def test_a_rehearsal_pays_with_the_simulator_whatever_the_shop_takes_money_with(
-    payment_provider: str, settings: object
+    payment_provider: str, settings: Settings
 ) -> None:
-    settings.PAYMENT_PROVIDER_URL = payment_provider  # type: ignore[attr-defined]
-    settings.PAYMENT_PROVIDER_SECRET, settings.PAYMENT_WEBHOOK_SECRET = PROVIDER_SECRET, WEBHOOK_SECRET  # type: ignore[attr-defined]
+    settings.PAYMENT_PROVIDER_URL = payment_provider
+    settings.PAYMENT_PROVIDER_SECRET, settings.PAYMENT_WEBHOOK_SECRET = PROVIDER_SECRET, WEBHOOK_SECRET
     drop = make_drop(quantity=5)
     copy, _ = rehearsed(drop)
     made_up = RehearsalBuyer.objects.filter(drop=copy).values_list("user_id", flat=True)[0]
@@ -222,9 +223,9 @@ def post_rehearse(client: Client, drop: Drop, buyers: str) -> str:
 
 
 def test_rehearsing_takes_its_own_permission_not_add_drop(
-    roles: None, tmp_path: Path, settings: object
+    roles: None, tmp_path: Path, settings: Settings
 ) -> None:
-    settings.REHEARSAL_DIR = tmp_path  # type: ignore[attr-defined]
+    settings.REHEARSAL_DIR = tmp_path
     drop = make_drop(quantity=3)
     client = merchant()  # adds, changes and views drops
 
@@ -242,9 +243,9 @@ def test_rehearsing_takes_its_own_permission_not_add_drop(
      (10, "11", "Buyers must be from 1 to 10 (REHEARSAL_MAX_BUYERS), not 11.")],
 )  # fmt: skip
 def test_the_buyer_cap_is_a_setting_and_zero_turns_rehearsals_off(
-    cap: int, buyers: str, said: str, tmp_path: Path, settings: object
+    cap: int, buyers: str, said: str, tmp_path: Path, settings: Settings
 ) -> None:
-    settings.REHEARSAL_DIR, settings.REHEARSAL_MAX_BUYERS = tmp_path, cap  # type: ignore[attr-defined]
+    settings.REHEARSAL_DIR, settings.REHEARSAL_MAX_BUYERS = tmp_path, cap
     drop = make_drop(quantity=3)
     client = Client()
     client.force_login(User.objects.create_superuser("owner", "o@example.com", "pw-pw-pw-pw"))

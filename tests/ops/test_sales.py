@@ -15,13 +15,14 @@ from catalogue.services import NewVariant
 from checkout import refunds, services
 from checkout.models import Payment
 from ops import sales
+from shop.models import Variant
 from tests.checkout.helpers import pending_sales
 from tests.factories import make_buyer, make_drop, staff
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def sold_at(drop, seconds: list[float], variant: object = None) -> list[int]:
+def sold_at(drop, seconds: list[float], variant: Variant | None = None) -> list[int]:
     """One unit sold per entry, that many seconds after the drop's start; the orders' ids."""
     made = pending_sales(drop, [make_buyer().pk for _ in seconds], variant=variant)
     for sale, after in zip(made, seconds, strict=True):

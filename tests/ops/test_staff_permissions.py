@@ -3,15 +3,20 @@ silenced its alert); staff without any permission read /metrics and the ops inva
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from checkout.models import Order, Payment, PaymentState
 from checkout.selectors import payments_needing_attention
 from holds import services as holds
 from tests.factories import make_buyer, make_drop, staff
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 pytestmark = pytest.mark.django_db
 
@@ -28,12 +33,12 @@ def refused_capture() -> Payment:
     )
 
 
-def settle(client: Client, payment: Payment) -> object:
+def settle(client: Client, payment: Payment) -> TestResponse:
     form = {"action": "settled_at_the_provider", "_selected_action": [payment.pk]}
     return client.post("/admin/checkout/payment/", form, follow=True)
 
 
-def logged_in(user: object) -> Client:
+def logged_in(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client

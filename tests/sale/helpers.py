@@ -21,7 +21,10 @@ def in_line(drop_id: int, buyers: list[int]) -> dict[int, int]:
     for buyer in buyers:
         line.join(drop=drop, buyer_id=buyer)
     line.run_wave(drop, force=True)
-    return dict(Ticket.objects.filter(drop_id=drop_id).values_list("number", "buyer_id"))
+    rows = list(Ticket.objects.filter(drop_id=drop_id).values_list("number", "buyer_id"))
+    by_number = {number: buyer for number, buyer in rows if number is not None}
+    assert len(by_number) == len(rows), "a ticket without a number after the wave"
+    return by_number
 
 
 def current(drop_id: int) -> Drop:
@@ -31,6 +34,13 @@ def current(drop_id: int) -> Drop:
 
 def offer_of(drop_id: int, number: int) -> line.Offer | None:
     return line.offer_of(Ticket.objects.get(drop_id=drop_id, number=number))
+
+
+def offered_hold(drop_id: int, number: int) -> int:
+    """The hold offered to the ticket with this number; it must have one."""
+    offer = offer_of(drop_id, number)
+    assert offer is not None, f"ticket {number} has no offer"
+    return offer.hold
 
 
 def authorised(payment: Payment) -> ProviderEvent:

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
@@ -33,7 +34,7 @@ def shipped(slug: str, ships: bool = True) -> Drop:
     return make_drop(slug=slug, quantity=5, ships=ships)
 
 
-def held(drop: Drop, buyer: object | None = None) -> tuple[object, Hold, Client]:
+def held(drop: Drop, buyer: User | None = None) -> tuple[User, Hold, Client]:
     buyer = buyer or make_buyer()
     hold = holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=1, idempotency_key="k").hold
     client = Client()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -17,14 +18,14 @@ from tests.factories import make_buyer, make_drop
 pytestmark = pytest.mark.django_db
 
 
-def bearer(username: str) -> dict[str, str]:
+def bearer(username: str) -> dict[str, Any]:  # the test client's WSGI extras (typed Any)
     user = make_buyer(username)
     ApiToken.objects.create(user=user, digest=ApiToken.digest_of(f"token-{username}"))
     return {"HTTP_AUTHORIZATION": f"Bearer token-{username}"}
 
 
 def post_hold(slug: str, auth: dict[str, str], body: object, key: str | None = "k1", raw: str | None = None):
-    headers = dict(auth)
+    headers: dict[str, Any] = dict(auth)
     if key is not None:
         headers["HTTP_IDEMPOTENCY_KEY"] = key
     data = raw if raw is not None else json.dumps(body)

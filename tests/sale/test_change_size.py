@@ -16,8 +16,8 @@ from holds.models import Hold
 from inventory.models import Unit
 from sale import offers
 from tests.concurrency import run_concurrently
-from tests.factories import make_drop
-from tests.sale.helpers import in_line, offer_of
+from tests.factories import make_drop, size_of
+from tests.sale.helpers import in_line, offered_hold
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,12 +40,12 @@ def test_a_hold_changes_size_and_each_size_s_count_moves_with_it(make_buyers, mo
 
     changed = holds.change_variant(hold=hold, buyer_id=buyer, name="M")
 
-    assert changed.variant.name == "M" and changed.quantity == 2 and changed.expires_at == expires
+    assert size_of(changed) == "M" and changed.quantity == 2 and changed.expires_at == expires
     assert per_size(drop.pk) == [("S", 3, 0), ("M", 1, 2)]
     if mode == "units":
         assert sorted(Unit.objects.filter(hold=hold).values_list("label", flat=True)) == ["M-1", "M-2"]
     # the same size again changes nothing; back to S gives M's units back
-    assert holds.change_variant(hold=changed, buyer_id=buyer, name="M").variant.name == "M"
+    assert size_of(holds.change_variant(hold=changed, buyer_id=buyer, name="M")) == "M"
     holds.change_variant(hold=changed, buyer_id=buyer, name="S")
     assert per_size(drop.pk) == [("S", 1, 2), ("M", 3, 0)]
     assert invariant(drop_id=drop.pk).drift == 0
@@ -110,7 +110,7 @@ def test_an_offered_returned_unit_changes_size_and_its_own_goes_to_the_next_tick
     holds.reserve(drop=drop, variant=medium, buyer_id=by_number[5], quantity=1, idempotency_key="k")
     holds.release(hold_id=first.hold.pk, buyer_id=by_number[1])
     assert offers.offer_returns(drop) == 1
-    offered = Hold.objects.get(pk=offer_of(drop.pk, 3).hold)
+    offered = Hold.objects.get(pk=offered_hold(drop.pk, 3))
     assert offered.variant == small
 
     # when ticket 3 takes M instead
@@ -119,8 +119,8 @@ def test_an_offered_returned_unit_changes_size_and_its_own_goes_to_the_next_tick
     # then the S is the line's again, offered to ticket 4, and ticket 3's offer is an M
     assert per_size(drop.pk) == [("S", 1, 1), ("M", 0, 2)]
     assert offers.offer_returns(drop) == 1
-    assert Hold.objects.get(pk=offer_of(drop.pk, 4).hold).variant == small
-    assert Hold.objects.get(pk=offer_of(drop.pk, 3).hold).variant == medium
+    assert Hold.objects.get(pk=offered_hold(drop.pk, 4)).variant == small
+    assert Hold.objects.get(pk=offered_hold(drop.pk, 3)).variant == medium
     assert per_size(drop.pk) == [("S", 0, 2), ("M", 0, 2)]
 
 
@@ -135,14 +135,14 @@ def test_a_returned_size_not_yet_offered_goes_to_an_offered_buyer_ahead_of_the_n
     second = holds.reserve(drop=drop, variant=medium, buyer_id=by_number[2], quantity=1, idempotency_key="k")
     holds.release(hold_id=first.hold.pk, buyer_id=by_number[1])
     assert offers.offer_returns(drop) == 1
-    offered = Hold.objects.get(pk=offer_of(drop.pk, 3).hold)
+    offered = Hold.objects.get(pk=offered_hold(drop.pk, 3))
     holds.release(hold_id=second.hold.pk, buyer_id=by_number[2])  # an M comes back, not offered yet
 
     holds.change_variant(hold=offered, buyer_id=by_number[3], name="M")
 
     assert Hold.objects.get(pk=offered.pk).variant == medium
     assert per_size(drop.pk) == [("S", 1, 0), ("M", 0, 1)]  # the S is returned, for ticket 4
-    assert offers.offer_returns(drop) == 1 and Hold.objects.get(pk=offer_of(drop.pk, 4).hold).variant == small
+    assert offers.offer_returns(drop) == 1 and Hold.objects.get(pk=offered_hold(drop.pk, 4)).variant == small
 
 
 def test_buyers_racing_for_the_last_units_of_a_size_get_exactly_those(make_buyers) -> None:
@@ -161,7 +161,7 @@ def test_buyers_racing_for_the_last_units_of_a_size_get_exactly_those(make_buyer
         def job() -> str:
             for _ in range(20):  # a busy answer is retried, as the page's buyer would
                 try:
-                    return holds.change_variant(hold=hold, buyer_id=buyer, name="M").variant.name
+                    return size_of(holds.change_variant(hold=hold, buyer_id=buyer, name="M"))
                 except Busy:
                     continue
             return "busy"

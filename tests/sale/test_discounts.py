@@ -8,8 +8,10 @@ import json
 from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
@@ -30,7 +32,7 @@ from tests.harness import Reply, bearer, call, reserve_headers, run
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_edge")]
 
 
-def taxed(slug: str = "deal", **options: object) -> Drop:
+def taxed(slug: str = "deal", **options: Any) -> Drop:
     return make_drop(
         slug=slug, quantity=5, price_minor=999, tax_rate=Decimal("19"), per_buyer_limit=3, **options
     )
@@ -78,6 +80,7 @@ def test_a_reserve_without_a_code_answers_as_before_and_asks_nothing_about_codes
 
     with CaptureQueriesContext(connection) as single:
         made = services.reserve(drop=drop, buyer_id=one, quantity=1, idempotency_key="a")
+    assert made.hold.variant is not None  # a drop has its one variant at least
     ask = services.ask(drop=drop, variant=made.hold.variant, buyer_id=two, quantity=1, idempotency_key="b")
     with CaptureQueriesContext(connection) as batch:
         (batched,) = services.reserve_batch(drop=drop, asks=[ask])
@@ -173,7 +176,7 @@ def provider(settings, payment_provider: str) -> Iterator[str]:
     yield payment_provider
 
 
-def page_hold(drop: Drop) -> tuple[object, Hold, Client]:
+def page_hold(drop: Drop) -> tuple[User, Hold, Client]:
     buyer = make_buyer()
     hold = services.reserve(drop=drop, buyer_id=buyer.pk, quantity=3, idempotency_key="k").hold
     client = Client()

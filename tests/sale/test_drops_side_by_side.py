@@ -41,7 +41,7 @@ def claims_side_by_side() -> tuple[bool, int, int]:
         return answered_meanwhile, (await first).status, (await second).status
 
     try:
-        return run(scenario)  # type: ignore[no-any-return]
+        return run(scenario)
     finally:
         blocker.close()
 

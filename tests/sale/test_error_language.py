@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -30,7 +31,7 @@ def through_edge(path: str, headers: dict[str, str], body: bytes = BODY) -> Repl
     return run(lambda: call("POST", path, headers=headers, body=body))
 
 
-def through_django(path: str, headers: dict[str, str], body: bytes = BODY) -> tuple[int, dict[str, object]]:
+def through_django(path: str, headers: dict[str, str], body: bytes = BODY) -> tuple[int, dict[str, Any]]:
     """The same request on Django's own path (its middleware, no edge nor lane in front)."""
     meta = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items() if k != "content-type"}
     answer = Client().post(path, data=body, content_type="application/json", **meta)  # type: ignore[arg-type]
@@ -146,7 +147,7 @@ def test_control_a_detail_not_marked_for_translation_stays_english_in_german() -
 def test_a_storefront_flash_message_is_in_german() -> None:
     make_drop(slug="flash", starts_at=timezone.now() + timedelta(hours=1))
     client = Client()
-    client.force_login(make_buyer("flo"))  # type: ignore[arg-type]
+    client.force_login(make_buyer("flo"))
     answer = client.post(
         "/drops/flash/buy",
         {"quantity": "1", "idempotency_key": "f1"},

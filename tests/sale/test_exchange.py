@@ -10,15 +10,18 @@ from __future__ import annotations
 import threading
 import uuid
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.db import connection, connections
 from django.test import Client
 from django.utils import timezone
 
+from admission import services as admission
 from checkout import exchange, refunds, services
 from checkout.models import Dispute, Invoice, Order, Payment, PaymentState, Refund, RefundState
 from checkout.providers.base import WebhookEvent as ProviderEvent
+from core import locks
 from core.errors import FloodgateError, InvalidInput, NotFound
 from fairness.services import report
 from holds import services as holds
@@ -392,7 +395,7 @@ def race(drop: Drop, line: dict[int, int], orders: dict[int, Order], *, offerers
     threads += [threading.Thread(target=guarded(buyers)) for _ in range(2)]
     for thread in threads:
         thread.start()
-    listed = run_concurrently([lambda order=order: seller(order) for order in orders.values()], threads=10)
+    listed = run_concurrently([partial(seller, order) for order in orders.values()], threads=10)
     assert not [x for x in listed if isinstance(x, BaseException)], listed
     done.wait(timeout=240)
     done.set()
@@ -452,15 +455,15 @@ def test_control_without_the_listing_guard_concurrent_offerers_offer_a_unit_twic
     monkeypatch.setattr(
         exchange_sql, "OFFER_LISTINGS", exchange_sql.OFFER_LISTINGS.replace("AND l.state = 'listed'", "")
     )
-    monkeypatch.setattr(line_exchange.locks, "lock", lambda *args: None)
+    monkeypatch.setattr(locks, "lock", lambda *args: None)
     both_read = threading.Barrier(2, timeout=30)
-    line_for_offers = line_exchange.line.line_for_offers
+    line_for_offers = admission.line_for_offers
 
     def after_both_read(drop: Drop):  # both offerers have read the listed units before either goes on
         both_read.wait()
         return line_for_offers(drop)
 
-    monkeypatch.setattr(line_exchange.line, "line_for_offers", after_both_read)
+    monkeypatch.setattr(admission, "line_for_offers", after_both_read)
     made = run_concurrently(
         [lambda: line_exchange.offer_listings(Drop.objects.get(pk=drop.pk))] * 2, threads=2
     )
@@ -491,9 +494,9 @@ def test_the_order_page_puts_a_unit_on_the_exchange_and_takes_it_back(make_buyer
     assert "taken back" in answer.content.decode()
     assert invariant(drop_id=drop.pk).exchange == 0
     stranger = Client()
-    stranger.force_login(
-        Order.objects.get(pk=order.pk).buyer.__class__.objects.exclude(pk=order.buyer_id).first()
-    )
+    someone_else = Order.objects.get(pk=order.pk).buyer.__class__.objects.exclude(pk=order.buyer_id).first()
+    assert someone_else is not None
+    stranger.force_login(someone_else)
     assert stranger.post(f"/orders/{order.pk}/exchange", {"action": "list"}).status_code == 302
     assert not Listing.objects.filter(state=ListingState.LISTED).exists()
 

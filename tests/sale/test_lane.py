@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -28,12 +29,13 @@ from admission import state
 from catalogue.services import create_buyers
 from config.asgi import application
 from core.api import MAX_BODY
+from devtools.ports import free_port
 from holds import services as holds
 from holds.counts import invariant
 from holds.models import Hold, HoldState
 from sale.lane import Lane
 from shop.models import Drop
-from tests.conftest import app_env, free_port, start_process, wait_for_port
+from tests.conftest import app_env, start_process, wait_for_port
 from tests.factories import make_buyer, make_drop
 from tests.harness import (
     BODY,
@@ -451,11 +453,7 @@ def test_an_account_or_drop_deleted_while_cached_gets_djangos_answer_and_spoils_
     # Claims refused before any hold: the token and both drop rows are now in the lane's caches.
     over = b'{"quantity": 9}'
     warm = [
-        run(
-            lambda slug=slug: call(
-                "POST", f"/api/drops/{slug}/holds", headers=reserve_headers(gone), body=over
-            )
-        )
+        run(partial(call, "POST", f"/api/drops/{slug}/holds", headers=reserve_headers(gone), body=over))
         for slug in ("stale", "stale-empty")
     ]
     get_user_model().objects.filter(username="gone").delete()

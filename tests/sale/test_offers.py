@@ -30,8 +30,8 @@ from inventory import services as stock
 from inventory.models import Unit
 from sale import offers
 from shop.models import Drop
-from tests.factories import expire_in, make_drop
-from tests.sale.helpers import current, in_line, offer_of
+from tests.factories import expire_in, make_drop, size_of
+from tests.sale.helpers import current, in_line, offer_of, offered_hold
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,7 +58,14 @@ def in_ticket_order(numbers: list[int], *, first: int) -> bool:
     return numbers == list(range(first, first + len(numbers)))
 
 
-def crowd_of_returns(drop_id: int, *, buyers: list[int], returns: int) -> dict[str, int]:
+def offer_state(drop: Drop, buyer: int) -> object:
+    """The state of the buyer's offer as their place in line tells it."""
+    offer = line.place(drop=drop, buyer_id=buyer).as_json()["offer"]
+    assert isinstance(offer, dict), offer
+    return offer["state"]
+
+
+def crowd_of_returns(drop_id: int, *, buyers: list[int], returns: int) -> dict[str, float]:
     """Release (or let lapse) `returns` live holds of the drop while two threads of admitted buyers
     claim as fast as they can (one through `reserve`, one in batches as the lane does) and an
     offerer runs beat's step back to back. Returns what the crowd won and how long it took."""
@@ -191,13 +198,13 @@ def test_an_offer_lapses_to_the_next_ticket_and_paying_keeps_it_for_the_hold_tim
     assert two is not None and two.open and not two.paying
     made = Hold.objects.get(pk=two.hold)
     assert (made.expires_at - made.created_at).total_seconds() == 60  # the offer's own deadline
-    assert line.place(drop=drop, buyer_id=by_number[2]).as_json()["offer"]["state"] == "held"
+    assert offer_state(drop, by_number[2]) == "held"
     with pytest.raises(SoldOut):  # ticket 3 clicks: the unit is not theirs
         holds.reserve(drop=drop, buyer_id=by_number[3], quantity=1, idempotency_key="k")
 
     expire_in([two.hold], -1)  # ticket 2 did nothing
     assert offers.offer_returns(drop) == 1
-    assert line.place(drop=drop, buyer_id=by_number[2]).as_json()["offer"]["state"] == "lapsed"
+    assert offer_state(drop, by_number[2]) == "lapsed"
     three = offer_of(drop.pk, 3)
     assert three is not None and three.open
 
@@ -414,8 +421,8 @@ def test_an_offer_covers_up_to_the_buyers_limit_from_one_pool_of_returned_units(
         offer = offer_of(drop.pk, number)
         assert offer is not None
         hold = Hold.objects.get(pk=offer.hold)
-        got.append((number, hold.quantity, hold.variant.name))
+        got.append((number, hold.quantity, size_of(hold)))
     assert offered == 3 and got == [(3, 2, "M"), (4, 1, "M"), (5, 1, "L")]
     if mode == "units":
-        assert Unit.objects.filter(drop=drop, hold_id=offer_of(drop.pk, 3).hold, variant=m).count() == 2
+        assert Unit.objects.filter(drop=drop, hold_id=offered_hold(drop.pk, 3), variant=m).count() == 2
     assert all(v.drift == 0 and v.held == v.quantity for v in invariant_by_variant(drop_id=drop.pk))

@@ -22,7 +22,9 @@ def test_buy_from_the_drop_page_then_release() -> None:
     drop = make_drop(slug="page-buy", quantity=5, per_buyer_limit=2)
     client = logged_in("pat")
     page = client.get("/drops/page-buy/").content.decode()
-    key = re.search(r'name="idempotency_key" value="(\w+)"', page).group(1)
+    matched = re.search(r'name="idempotency_key" value="(\w+)"', page)
+    assert matched
+    key = matched.group(1)
 
     bought = client.post("/drops/page-buy/buy", {"quantity": "2", "idempotency_key": key})
     double_click = client.post("/drops/page-buy/buy", {"quantity": "2", "idempotency_key": key})

@@ -72,6 +72,7 @@ def test_the_drop_says_when_its_presale_opens() -> None:
     reply = run(lambda: call("GET", "/api/drops/early"))
 
     assert reply.status == 200 and reply.json()["state"] == "scheduled"
+    assert drop.presale_starts_at is not None
     assert reply.json()["presale_starts_at"] == drop.presale_starts_at.isoformat()
 
 
@@ -148,7 +149,9 @@ def test_the_drop_page_offers_the_presale_form_and_a_code_posted_without_javascr
     client.force_login(make_buyer("formfan"))
     visitor = Client().get("/drops/early/").content.decode()
     page = client.get("/drops/early/").content.decode()
-    key = re.search(r'name="idempotency_key" value="(\w+)"', page).group(1)
+    matched = re.search(r'name="idempotency_key" value="(\w+)"', page)
+    assert matched
+    key = matched.group(1)
 
     wrong = client.post(
         "/drops/early/buy", {"quantity": "1", "idempotency_key": key, "presale_code": "WRONG"}

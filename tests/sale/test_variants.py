@@ -8,6 +8,7 @@ import asyncio
 import json
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 from django.test import Client, override_settings
@@ -34,7 +35,7 @@ BUYERS = 2000
 DEMAND = {"S": 300, "M": 900, "L": 500, "XL": 300}
 
 
-def four_sizes(slug: str, **options: object):
+def four_sizes(slug: str, **options: Any):
     variants = [NewVariant(size, PER_SIZE) for size in SIZES]
     return make_drop(
         slug=slug, quantity=PER_SIZE * len(SIZES), variants=variants, per_buyer_limit=1, **options

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
+from django.http import StreamingHttpResponse
 from django.test import Client
 from django.utils import timezone
 
@@ -171,9 +172,11 @@ def test_a_merchant_uploads_a_product_picture_and_buyers_see_it(roles: None, tmp
 
     assert refused.status_code == 200 and "image" in refused.context["adminform"].form.errors
     assert added.status_code == 302
+    assert product.image.name is not None
     assert product.image.name.startswith("products/cap") and (tmp_path / product.image.name).exists()
     assert f'src="{product.image.url}"' in page
     assert served.status_code == 200 and served["Content-Type"] == "image/png"
+    assert isinstance(served, StreamingHttpResponse)  # a file, streamed
     assert b"".join(served.streaming_content).startswith(b"\x89PNG")
     assert escaped.status_code in (400, 404)  # nothing outside MEDIA_ROOT is served
 

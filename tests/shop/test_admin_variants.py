@@ -5,6 +5,7 @@ the start; bad rows are form errors that write nothing."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
@@ -126,7 +127,7 @@ def test_bad_rows_are_form_errors_and_write_nothing(
     assert not Drop.objects.filter(slug="tees").exists() and not Variant.objects.exists()
 
 
-def sized(*, starts_in: timedelta = timedelta(hours=1), **options: object) -> Drop:
+def sized(*, starts_in: timedelta = timedelta(hours=1), **options: Any) -> Drop:
     starts = timezone.now() + starts_in
     variants = [NewVariant("S", 4), NewVariant("M", 10), NewVariant("L", 6)]
     return make_drop(quantity=20, variants=variants, buckets=2, starts_at=starts, **options)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from django.core.checks import run_checks
@@ -16,6 +17,9 @@ from PIL import Image
 from shop import checks, identity, pricing
 from shop.models import LegalText, Product, ShopSettings
 from tests.factories import inline_rows, merchant
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 pytestmark = pytest.mark.django_db
 
@@ -140,8 +144,8 @@ def test_the_admin_list_goes_straight_to_the_one_shop_page(roles: None) -> None:
     assert client.get("/admin/shop/shopsettings/add/").status_code == 403  # one shop only
 
 
-def admin_form(page: object, **changes: object) -> dict[str, object]:
-    form = page.context["adminform"].form  # type: ignore[attr-defined]
+def admin_form(page: TestResponse, **changes: object) -> dict[str, object]:
+    form = page.context["adminform"].form
     data: dict[str, object] = {name: form.initial.get(name, "") for name in form.fields if name != "logo"}
     data["prices_include_tax"] = "on" if data.get("prices_include_tax") else ""
     return {**data, **inline_rows(page), **changes}

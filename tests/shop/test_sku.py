@@ -10,7 +10,8 @@ from django.apps import apps
 from django.db import IntegrityError, connection, transaction
 from django.test import Client
 
-from catalogue.services import InvalidInput, create_drop
+from catalogue.services import create_drop
+from core.errors import InvalidInput
 from shop.models import SKU_MESSAGE, Product
 from tests.factories import make_drop, merchant
 

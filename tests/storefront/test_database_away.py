@@ -21,6 +21,7 @@ from django.db import (
 from django.test import RequestFactory
 
 from core.errors import database_not_now
+from devtools.pgbouncer import Bouncer
 from devtools.ports import free_port
 from storefront import views
 from tests.conftest import app_env, start_pgbouncer, start_process, stop, wait_for_port
@@ -30,7 +31,7 @@ pytestmark = [pytest.mark.servers, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def behind_a_bouncer(payment_provider: str) -> Iterator[tuple[str, object]]:
+def behind_a_bouncer(payment_provider: str) -> Iterator[tuple[str, Bouncer]]:
     """(the store's address, its PgBouncer): daphne on the test database through PgBouncer."""
     bouncer = start_pgbouncer("pgbouncer-away")
     port = free_port()
@@ -57,7 +58,7 @@ def behind_a_bouncer(payment_provider: str) -> Iterator[tuple[str, object]]:
 
 
 def test_a_page_says_busy_with_retry_after_while_the_database_is_away_and_serves_again_after(
-    behind_a_bouncer: tuple[str, object],
+    behind_a_bouncer: tuple[str, Bouncer],
 ) -> None:
     base, bouncer = behind_a_bouncer
     make_drop(slug="away", quantity=5)

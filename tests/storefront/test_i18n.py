@@ -224,6 +224,8 @@ def test_the_waiting_room_speaks_german_with_buyers_ahead() -> None:
     admission.join(drop=drop, buyer_id=User.objects.get(username="vierte").pk)
     page = german(client, "/drops/de-line/queue/")
     assert "Warteraum" in page and "Waiting room" not in page
-    words = json.loads(re.search(r'<script id="queue-words"[^>]*>(.*?)</script>', page, re.S).group(1))
+    matched = re.search(r'<script id="queue-words"[^>]*>(.*?)</script>', page, re.S)
+    assert matched
+    words = json.loads(matched.group(1))
     assert words["unit"] == ["{n} Stück", "{n} Stück"] and words["lang"] == "de"
     assert words["people"] == ["{n} Person vor Ihnen", "{n} Personen vor Ihnen"]

@@ -96,7 +96,7 @@ def everything_a_buyer_reads() -> dict[str, str]:
         {"email": "new@example.com", "password1": "a long pass phrase", "password2": "a long pass phrase"},
     )
     for n, message in enumerate(mail.outbox):
-        parts = [message.from_email, message.subject, message.body]
+        parts = [message.from_email, str(message.subject), str(message.body)]
         parts += [str(content) for _name, content, _type in message.attachments]
         parts += [str(content) for content, _type in getattr(message, "alternatives", [])]
         read[f"mail {n} {message.subject}"] = "\n".join(parts)

@@ -93,8 +93,8 @@ def english_phrases() -> list[str]:
     for message in catalogue:
         if not message.id or not message.string:
             continue
-        ids = message.id if isinstance(message.id, tuple) else (message.id,)
-        strings = message.string if isinstance(message.string, tuple) else (message.string,)
+        ids = message.id if isinstance(message.id, tuple | list) else (message.id,)
+        strings = message.string if isinstance(message.string, tuple | list) else (message.string,)
         german = " ".join(" ".join(strings).split())
         for msgid in ids:
             for part in PLACEHOLDER.split(msgid):
@@ -211,7 +211,7 @@ def what_a_german_buyer_reads() -> dict[str, str]:
     )
     anyone.post("/accounts/password/reset/", {"email": "greta@example.com"})
     for n, message in enumerate(mail.outbox):
-        parts = [message.subject, message.body]
+        parts = [str(message.subject), str(message.body)]
         parts += [visible(str(content)) for content, _type in getattr(message, "alternatives", [])]
         parts += [calendar_text(str(c)) for name, c, _type in message.attachments if name.endswith(".ics")]
         parts += [pdf_text(content) for name, content, _type in message.attachments if name.endswith(".pdf")]
