@@ -8,6 +8,7 @@ started from pip packages under `.data/` and stopped on exit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import shutil
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from devtools import embedded, rehearse
 from devtools.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,8 +53,6 @@ def stack(data_dir: Path) -> Iterator[Stack]:
         return
     if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL"):
         sys.exit("floodgate: set both DATABASE_URL and REDIS_URL, or neither (embedded servers).")
-    from devtools import embedded
-
     where = f"{data_dir.relative_to(ROOT) if data_dir.is_relative_to(ROOT) else data_dir}/"
     started = embedded.start(data_dir)
     if started.shared:
@@ -198,10 +198,31 @@ def stop(children: dict[str, subprocess.Popen[bytes]]) -> None:
             child.wait()
 
 
+# The full suite runs as two pytest sessions at once, each with embedded servers, a test database
+# and a data folder of its own. These files spend much of their time waiting (on docker builds,
+# elections, failovers, the processes they start), so the other session has the second core
+# meanwhile; they are about half the suite's time (`--durations` of a full run: compose up 6 min,
+# benchmarks, partitions, faults 3 min each, the image 2). They share one session because the
+# first four share the machine's dockerd, namespaces, routes and Patroni's venv.
+BESIDE = (
+    "tests/test_compose_up.py",
+    "tests/test_partitions.py",
+    "tests/test_faults.py",
+    "tests/test_failover.py",
+    "tests/test_image.py",
+    "tests/test_compose.py",
+    "tests/test_sentinel.py",
+    "tests/test_bench.py",
+    "tests/ops/test_duties.py",
+    "tests/admission/test_close_on_time.py",
+)
+
+
 def run_tests(args: list[str]) -> int:
     """`test [--fast] [pytest args]`: ruff, the layers, the types and the suite; any failing fails
     the run. --fast is the developer's loop: the tests that need only PostgreSQL and Redis (no
-    browser, no servers of their own: tests/conftest.py, "tiers"), without mypy."""
+    browser, no servers of their own: tests/conftest.py, "tiers"), without mypy. The full suite
+    with no tests named runs as two sessions at once (BESIDE)."""
     fast = "--fast" in args
     args = [arg for arg in args if arg != "--fast"]
     # The house style (ruff's rules and format in pyproject.toml), then the layering (import-linter's
@@ -210,26 +231,68 @@ def run_tests(args: list[str]) -> int:
     formatted = subprocess.run([str(BIN / "ruff"), "format", "--check", "--quiet", "."], cwd=ROOT)
     layers = subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=ROOT).returncode
     style = linted or formatted.returncode or layers
-    # Servers of its own per run: two test runs at once must not share a test database.
-    data_dir = ROOT / ".data" / f"test-run-{os.getpid()}"
+    named = any(Path(arg.split("::")[0]).exists() for arg in args if not arg.startswith("-"))
+    # Two sessions need two sets of servers: not when DATABASE_URL and REDIS_URL name the one set.
+    split = not fast and not named and not os.environ.get("DATABASE_URL")
+    tier = ["-m", "not browser and not servers"] if fast else []
+    sessions = (
+        [[*tier, *args, *(f"--ignore={name}" for name in BESIDE)], [*args, *BESIDE]]
+        if split
+        else [[*tier, *args]]
+    )
+    # Servers of their own per session: two test runs at once must not share a test database.
+    data_dirs = [ROOT / ".data" / f"test-run-{os.getpid()}-{n}" for n in range(len(sessions))]
+    beside: subprocess.Popen[bytes] | None = None
     try:
-        with servers(data_dir) as env:
-            env["DB_POOL_MAX_SIZE"] = os.environ.get("DB_POOL_MAX_SIZE", "60")
-            env["FAST_PASSWORD_HASHING"] = "1"  # config/settings.py: MD5 first, for the suite only
-            env["FLOODGATE_TIER"] = "fast" if fast else "full"
+        with contextlib.ExitStack() as started:
+            envs = [started.enter_context(servers(data_dir)) for data_dir in data_dirs]
+            for n, env in enumerate(envs):
+                env["DB_POOL_MAX_SIZE"] = os.environ.get("DB_POOL_MAX_SIZE", "60")
+                env["FAST_PASSWORD_HASHING"] = "1"  # config/settings.py: MD5 first, for the suite only
+                env["FLOODGATE_TIER"] = "fast" if fast else "full"
+                env["FLOODGATE_TEST_DATA"] = "test" if n == 0 else f"test-{n}"  # tests/conftest.py
             typed = 0
             if not fast:
-                # The types next ([tool.mypy]: strict on every package but devtools); its
+                # The types next ([tool.mypy]: strict on the store, relaxed on tooling and tests); its
                 # Django plugin imports the settings, so it runs with the suite's environment.
-                typed = subprocess.run([str(BIN / "mypy")], env={**os.environ, **env}, cwd=ROOT).returncode
-            tier = ["-m", "not browser and not servers"] if fast else []
+                mypy = subprocess.run([str(BIN / "mypy")], env={**os.environ, **envs[0]}, cwd=ROOT)
+                typed = mypy.returncode
+            log = data_dirs[-1] / "pytest.log"
+            if split:
+                say(f"two sessions at once; the output of the second ({len(BESIDE)} files) follows")
+                with open(log, "wb") as out:
+                    beside = subprocess.Popen(
+                        [sys.executable, "-m", "pytest", *sessions[1]],
+                        env={**os.environ, **envs[1]},
+                        cwd=ROOT,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    )
             # pytest's exit 5 (no tests ran) fails the run like any failure.
             done = subprocess.run(
-                [sys.executable, "-m", "pytest", *tier, *args], env={**os.environ, **env}, cwd=ROOT
+                [sys.executable, "-m", "pytest", *sessions[0]], env={**os.environ, **envs[0]}, cwd=ROOT
             )
-            return done.returncode or style or typed
+            failed = done.returncode
+            if beside is not None:
+                if beside.poll() is None:
+                    say("the first session ended; waiting for the second")
+                failed = failed or beside.wait()
+                say(f"the second session ({' '.join(BESIDE)}):")
+                sys.stdout.write(log.read_text(errors="replace"))
+                sys.stdout.flush()
+            return failed or style or typed
     finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+        # Interrupted: Ctrl-C reached both sessions already; SIGTERM (main) reached only this
+        # process. pytest's own teardown, on SIGINT, stops what its tests started.
+        for signum, seconds in ((None, 5), (signal.SIGINT, 60), (signal.SIGKILL, None)):
+            if beside is None or beside.poll() is not None:
+                break
+            if signum is not None:
+                beside.send_signal(signum)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                beside.wait(seconds)
+        for data_dir in data_dirs:
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def run_shots(args: list[str]) -> int:
@@ -271,7 +334,9 @@ def run_shots(args: list[str]) -> int:
             say(f"store on :{port}, provider on :{provider_port} (logs in {logs.relative_to(ROOT)}/)")
             try:
                 for each in (port, provider_port):
-                    wait_for_port(each, seconds=60, failed=lambda p=each: f"nothing answers on port {p}")
+                    wait_for_port(
+                        each, seconds=60, failed=functools.partial("nothing answers on port {}".format, each)
+                    )
                 base, provider = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{provider_port}"
                 command = [sys.executable, "-m", "devtools.shots", "--base", base, "--provider", provider]
                 if lang:
@@ -314,8 +379,6 @@ def run_proof(args: list[str]) -> int:
 def run_rehearsal(args: list[str]) -> int:
     """`rehearse SLUG [--buyers N] [--base URL]`: a crowd against the running store's copy of a drop
     (devtools/rehearse.py), on the database `run` uses (.data, or DATABASE_URL/REDIS_URL)."""
-    from devtools import rehearse
-
     rehearse.parse(args)  # garbage is refused before any server starts
     with servers(ROOT / ".data") as env:
         command = [sys.executable, "-m", "devtools.rehearse", *args]

@@ -142,6 +142,7 @@ def test_a_run_stopped_by_a_signal_or_killed_leaves_no_namespace_process_or_rout
 
 @pytest.mark.django_db  # pytest-django makes the test database, which is dumped, for db tests only
 @pytest.mark.migrated_dump
+@pytest.mark.timeout(600)  # two sales on a cluster of hosts (about 3 min), beside another session
 def test_the_leader_partitioned_mid_sale_loses_nothing_and_the_control_without_sync_loses_holds(
     tmp_path: Path, migrated_dump: dict[str, str]
 ) -> None:
