@@ -276,7 +276,8 @@ def run_tests(args: list[str]) -> int:
             if beside is not None:
                 if beside.poll() is None:
                     say("the first session ended; waiting for the second")
-                failed = failed or beside.wait()
+                beside_failed = beside.wait()  # always waited for: its tests' servers stop first
+                failed = failed or beside_failed
                 say(f"the second session ({' '.join(BESIDE)}):")
                 sys.stdout.write(log.read_text(errors="replace"))
                 sys.stdout.flush()
