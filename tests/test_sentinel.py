@@ -46,7 +46,7 @@ from devtools.ports import free_port
 from holds.counts import invariant
 from holds.models import Hold
 from ops.models import Duty
-from tests.conftest import CELERY, TEST_DATA, WEB, app_env, start_process, stop, wait_for_port
+from tests.conftest import CELERY, TEST_DATA, WEB, app_env, start_group, stop_group, wait_for_port
 from tests.factories import make_drop
 
 # servers: Redis under Sentinel, the store and Celery
@@ -134,11 +134,11 @@ class Crowd:
 @contextlib.contextmanager
 def store(env: dict[str, str]) -> Iterator[Path]:
     port = int(env["PORT"])
-    web, log = start_process(
+    web, log = start_group(
         f"sentinel-web-{port}", [WEB, "--host", "127.0.0.1", "--port", str(port), "--workers", "2"], env
     )
     schedule = TEST_DATA / f"beat-sentinel-{port}"
-    celery, _ = start_process(
+    celery, _ = start_group(
         f"sentinel-celery-{port}",
         [CELERY, "-A", "config.celery:app", "worker", "-B", "-s", str(schedule), "--concurrency", "2",
          "-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"],
@@ -148,8 +148,8 @@ def store(env: dict[str, str]) -> Iterator[Path]:
         wait_for_port(port, web, log)
         yield log
     finally:
-        stop(celery)
-        stop(web)
+        stop_group(celery)
+        stop_group(web)
 
 
 def test_the_redis_master_killed_mid_sale_the_store_follows_the_promoted_replica(make_buyers) -> None:

@@ -23,7 +23,7 @@ from admission.models import Queue, Ticket, Wave
 from devtools.ports import free_port
 from ops import duties
 from ops.models import Duty
-from tests.conftest import TEST_DATA, WEB, app_env, purge_queue, start_process, stop, wait_for_port
+from tests.conftest import TEST_DATA, WEB, app_env, purge_queue, start_group, stop_group, wait_for_port
 from tests.factories import make_drop
 from tests.ops.test_duties import CELERY_LAST_RAN_SECONDS, QUICK, Shop, wait_for
 
@@ -51,7 +51,7 @@ def running(alive: str) -> Iterator[Shop]:
     found = Shop(env, web_log=TEST_DATA / "no-web.log", processes=[])
     try:
         if alive != "celery":  # the web tier (two worker processes), with its duty keeper
-            web, log = start_process(
+            web, log = start_group(
                 f"close-web-{port}", [WEB, "--host", "127.0.0.1", "--port", str(port), "--workers", "2"], env
             )
             found.processes.append(web)
@@ -62,7 +62,7 @@ def running(alive: str) -> Iterator[Shop]:
         yield found
     finally:
         for process in reversed(found.processes):
-            stop(process)
+            stop_group(process)
         purge_queue()
 
 

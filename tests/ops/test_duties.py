@@ -44,8 +44,8 @@ from tests.conftest import (
     WEB,
     app_env,
     purge_queue,
-    start_process,
-    stop,
+    start_group,
+    stop_group,
     wait_for_port,
 )
 from tests.factories import expire_in, make_drop, staff
@@ -88,7 +88,7 @@ class Shop:
             ],
         }[role[0]]
         quiet = ["--without-heartbeat", "--without-gossip", "--without-mingle"] if role[0] != "beat" else []
-        process, _ = start_process(
+        process, _ = start_group(
             f"duties-{role[0]}-{free_port()}", [*command, "-l", "info", *quiet], self.env
         )
         self.processes.append(process)
@@ -109,7 +109,7 @@ def shop(celery: str | None, *, takeover: bool) -> Iterator[Shop]:
         "DUTY_TAKEOVER": "1" if takeover else "0",
     }
     purge_queue()
-    web, log = start_process(
+    web, log = start_group(
         f"duties-web-{port}", [WEB, "--host", "127.0.0.1", "--port", str(port), "--workers", "2"], env
     )
     found = Shop(env, log, [web])
@@ -120,7 +120,7 @@ def shop(celery: str | None, *, takeover: bool) -> Iterator[Shop]:
         yield found
     finally:
         for process in reversed(found.processes):
-            stop(process)
+            stop_group(process)
         purge_queue()
 
 
