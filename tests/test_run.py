@@ -76,8 +76,9 @@ def assert_all_stopped(process: subprocess.Popen[bytes], log: Path, data: Path, 
     assert "embedded PostgreSQL and Redis stopped" in text, text[-3000:]
     assert all(gone(port) for port in ports), text[-3000:]  # web, provider, Redis
     assert not (data / "postgres" / "postmaster.pid").exists(), text[-3000:]
-    # a reconnect's chained tracebacks at most, not the ~600 a minute of a store left without Redis
-    assert text.count("Traceback") < 20, text[-3000:]
+    # each process's reconnect tracebacks at most (25 on a loaded machine: the supervisor's poll
+    # comes later), not the ~600 a minute of a store left without Redis
+    assert text.count("Traceback") < 60, text[-3000:]
 
 
 def test_a_group_sigint_stops_the_whole_store_and_a_dead_redis_stops_it_too(tmp_path: Path) -> None:
