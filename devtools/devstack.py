@@ -235,7 +235,9 @@ def run_tests(args: list[str]) -> int:
     style = linted or formatted.returncode or layers
     named = any(Path(arg.split("::")[0]).exists() for arg in args if not arg.startswith("-"))
     # Two sessions need two sets of servers: not when DATABASE_URL and REDIS_URL name the one set.
-    split = not named and not os.environ.get("DATABASE_URL")
+    # Coverage is one session's: two would each report half and write over each other's data.
+    covered = any(arg.startswith("--cov") for arg in args)
+    split = not named and not covered and not os.environ.get("DATABASE_URL")
     beside_files = BESIDE_FAST if fast else BESIDE
     tier = ["-m", "not browser and not servers"] if fast else []
     sessions = (
