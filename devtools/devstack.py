@@ -247,7 +247,6 @@ def run_tests(args: list[str]) -> int:
     )
     # Servers of their own per session: two test runs at once must not share a test database.
     data_dirs = [ROOT / ".data" / f"test-run-{os.getpid()}-{n}" for n in range(len(sessions))]
-    beside: subprocess.Popen[bytes] | None = None
     try:
         with contextlib.ExitStack() as started:
             envs = [started.enter_context(servers(data_dir)) for data_dir in data_dirs]
@@ -263,6 +262,7 @@ def run_tests(args: list[str]) -> int:
                 mypy = subprocess.run([str(BIN / "mypy")], env={**os.environ, **envs[0]}, cwd=ROOT)
                 typed = mypy.returncode
             log = data_dirs[-1] / "pytest.log"
+            beside: subprocess.Popen[bytes] | None = None
             if split:
                 say(f"two sessions at once; the output of the second ({len(beside_files)} paths) follows")
                 with open(log, "wb") as out:
@@ -273,6 +273,9 @@ def run_tests(args: list[str]) -> int:
                         stdout=out,
                         stderr=subprocess.STDOUT,
                     )
+                # Registered after the servers, so it runs before they stop: the second session
+                # ends (its teardown stopping what its tests started) while its database is there.
+                started.callback(end, beside)
             # pytest's exit 5 (no tests ran) fails the run like any failure.
             done = subprocess.run(
                 [sys.executable, "-m", "pytest", *sessions[0]], env={**os.environ, **envs[0]}, cwd=ROOT
@@ -288,17 +291,20 @@ def run_tests(args: list[str]) -> int:
                 sys.stdout.flush()
             return failed or style or typed
     finally:
-        # Interrupted: Ctrl-C reached both sessions already; SIGTERM (main) reached only this
-        # process. pytest's own teardown, on SIGINT, stops what its tests started.
-        for signum, seconds in ((None, 5), (signal.SIGINT, 60), (signal.SIGKILL, None)):
-            if beside is None or beside.poll() is not None:
-                break
-            if signum is not None:
-                beside.send_signal(signum)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                beside.wait(seconds)
         for data_dir in data_dirs:
             shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def end(session: subprocess.Popen[bytes]) -> None:
+    """An interrupted run's second session: Ctrl-C reached it already; SIGTERM (main) reached only
+    this process. pytest's own teardown, on SIGINT, stops what its tests started."""
+    for signum, seconds in ((None, 5), (signal.SIGINT, 60), (signal.SIGKILL, None)):
+        if session.poll() is not None:
+            return
+        if signum is not None:
+            session.send_signal(signum)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            session.wait(seconds)
 
 
 def run_shots(args: list[str]) -> int:
