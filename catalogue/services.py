@@ -1,9 +1,10 @@
-"""Catalogue writes: creating drops, API buyers and their bearer tokens."""
+"""Catalogue writes: creating and changing drops, API buyers and their bearer tokens."""
 
 from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -121,7 +122,8 @@ def change_variants(*, drop: Drop, variants: list[NewVariant]) -> list[Variant]:
     one stock of its current quantity), its stock laid out again and its quantity their sum.
 
     The drop row is locked first (inventory.clear_stock, which refuses a started or claimed drop
-    under that lock); InvalidInput changes nothing."""
+    under that lock); InvalidInput changes nothing. Runs in the caller's transaction when there
+    is one (change_drop's)."""
     quantity = sum(v.quantity for v in variants) or drop.quantity
     sorts = check_variants(
         quantity=quantity,
@@ -130,7 +132,7 @@ def change_variants(*, drop: Drop, variants: list[NewVariant]) -> list[Variant]:
         inventory_mode=drop.inventory_mode,
         bucket_count=drop.bucket_count,
     )
-    with transaction.atomic(durable=True):
+    with transaction.atomic():
         inventory.clear_stock(drop=drop, why=gettext_lazy("Variants can be added, renamed or removed"))
         try:
             Variant.objects.filter(drop_id=drop.pk).delete()
@@ -221,7 +223,8 @@ def create_drop(
 ) -> Drop:
     """Create a drop (and its product if new) with its variants and their stock rows, and a new
     product's shipping zones; InvalidInput writes nothing. With `rehearsal_of`, it is that drop's
-    hidden rehearsal copy from its first commit."""
+    hidden rehearsal copy from its first commit. Runs in the caller's transaction when there is
+    one (the admin's add: a refusal there saves nothing)."""
     if quantity < 1:
         raise InvalidInput(f"Quantity must be at least 1 (got {quantity}).")
     sorts = check_variants(
@@ -281,7 +284,7 @@ def create_drop(
         check_zones(shipping_zones)
     if bucket_count > quantity:
         raise InvalidInput(f"{bucket_count} buckets cannot split {quantity} units; use at most {quantity}.")
-    with transaction.atomic(durable=True):
+    with transaction.atomic():  # the caller's, when there is one (the admin's add)
         product.save()
         for zone in shipping_zones or []:
             zone.product = product
@@ -294,6 +297,48 @@ def create_drop(
         )
         inventory.configure_stock(drop=drop, variants=rows, unit_labels=unit_labels)
     return drop
+
+
+def change_drop(
+    *,
+    drop: Drop,
+    fields: Collection[str] = (),
+    inventory_mode: str | None = None,
+    bucket_count: int | None = None,
+    quantity: int | None = None,
+    variants: list[NewVariant] | None = None,
+    quantities: Mapping[int, int] | None = None,
+    prices: Mapping[int, int | None] | None = None,
+) -> None:
+    """Save the drop's changed `fields` (never its stock's columns: they move with the stock) and
+    change its stock as asked, in one transaction: the caller's when there is one (the admin's
+    save), so a refusal (FloodgateError) leaves the drop, its variants and its stock as they were.
+
+    The layout (mode, buckets) changes only before the start with nothing claimed, a quantity
+    never below what is held and sold (inventory); `variants` is a new set (change_variants),
+    `quantities` and `prices` change the variants kept, by id."""
+    with transaction.atomic():
+        if fields:
+            drop.save(update_fields=list(fields))
+        for variant_id, price_minor in (prices or {}).items():
+            Variant.objects.filter(pk=variant_id, drop_id=drop.pk).update(price_minor=price_minor)
+        stored = Drop.objects.get(pk=drop.pk)  # the stock's columns as they are, not as typed
+        mode = inventory_mode or stored.inventory_mode
+        buckets = bucket_count or stored.bucket_count
+        if (mode, buckets) != (stored.inventory_mode, stored.bucket_count):
+            inventory.relayout_stock(drop=stored, inventory_mode=mode, bucket_count=buckets)
+        if quantity is not None and quantity != stored.quantity:
+            inventory.change_quantity(drop=stored, quantity=quantity)
+        if variants is not None:
+            change_variants(drop=stored, variants=variants)
+        for variant_id, wanted in (quantities or {}).items():
+            variant = Variant.objects.get(pk=variant_id, drop_id=drop.pk)
+            inventory.change_quantity(drop=stored, quantity=wanted, variant=variant)
+    drop.quantity, drop.inventory_mode, drop.bucket_count = (
+        stored.quantity,
+        stored.inventory_mode,
+        stored.bucket_count,
+    )
 
 
 @dataclass(frozen=True)

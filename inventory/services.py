@@ -545,7 +545,7 @@ def change_quantity(
             )
         )
     try:
-        with transaction.atomic(durable=True), connection.cursor() as cursor:
+        with transaction.atomic(), connection.cursor() as cursor:  # the caller's, when it has one
             sql.single(cursor, sql.LOCK_DROP_QUANTITY, {"drop": drop.pk})
             (current,) = sql.single(cursor, sql.VARIANT_QUANTITY, {"drop": drop.pk, "variant": variant.pk})
             delta = quantity - current
@@ -602,9 +602,10 @@ def _move_stock(
 def relayout_stock(*, drop: Stocked, inventory_mode: str, bucket_count: int) -> None:
     """Give a scheduled, unclaimed drop a new stock layout (mode, bucket count).
 
-    Refused once the sale has started or any hold exists (the database clock decides).
+    Refused once the sale has started or any hold exists (the database clock decides). Runs in
+    the caller's transaction when it has one (catalogue.services.change_drop's).
     """
-    with transaction.atomic(durable=True), connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
         clear_stock(drop=drop, why=gettext_lazy("Mode and bucket count"))
         cursor.execute(sql.SET_LAYOUT, {"drop": drop.pk, "mode": inventory_mode, "buckets": bucket_count})
         drop.inventory_mode, drop.bucket_count = inventory_mode, bucket_count

@@ -14,7 +14,6 @@ from csp.decorators import csp_replace
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
-from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import PermissionDenied
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
@@ -56,6 +55,15 @@ from shop.models import (
 
 STOCK_FIELDS = {"quantity", "inventory_mode", "bucket_count"}
 PAUSE_FIELDS = {"paused", "paused_at", "paused_by", "pause_reason"}
+REFUSED = "floodgate_refused"  # the request's attribute: why the service refused its first save
+
+
+class Refused(Exception):
+    """A service refused the admin's save (its words in `detail`)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
 
 
 class DropForm(forms.ModelForm):
@@ -86,6 +94,8 @@ class DropForm(forms.ModelForm):
             "unpaid win passes to the next entry."
         ),
     )
+
+    refused: str | None = None  # why the services refused this form's first save (DropAdmin)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -129,6 +139,8 @@ class DropForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
+        if self.refused is not None:
+            self.add_error(None, self.refused)
         chosen = data.get("format") or self.instance.format  # not posted (a script): kept as it was
         data["waiting_room"] = chosen != DropFormat.FIRST_COME
         data["raffle"] = chosen == DropFormat.RAFFLE
@@ -143,6 +155,7 @@ class DropForm(forms.ModelForm):
         upload = data.get("unit_labels_file")
         if upload is not None:
             try:
+                upload.seek(0)  # read again when a refused save shows the form anew
                 text += "\n" + upload.read(2_000_000).decode("utf-8-sig")
             except UnicodeDecodeError:
                 self.add_error("unit_labels_file", gettext("Upload a UTF-8 CSV file."))
@@ -642,7 +655,6 @@ class DropAdmin(admin.ModelAdmin):
             fields.append("quantity")  # the variants' sum: each variant's quantity changes below
         return fields
 
-    @csrf_protect_m  # type: ignore[untyped-decorator]  # as on Django's own changeform_view
     def changeform_view(
         self,
         request: HttpRequest,
@@ -650,50 +662,42 @@ class DropAdmin(admin.ModelAdmin):
         form_url: str = "",
         extra_context: dict[str, object] | None = None,
     ) -> HttpResponse:
-        adding = object_id is None or "_saveasnew" in request.POST  # as Django's own view decides
-        if request.method != "POST" or not adding:
+        try:
             return super().changeform_view(request, object_id, form_url, extra_context)
-        # create_drop owns its durable transaction, which the admin's atomic block around the add
-        # would nest. The form is validated before it runs, so a refused drop writes nothing.
-        view: HttpResponse = self._changeform_view(  # type: ignore[attr-defined]  # Django's, private
-            request, object_id, form_url, extra_context
-        )
-        return view
+        except Refused as refused:
+            # The admin's transaction rolled back: the drop, its variants, its stock and the log
+            # entry are as they were. The same post again shows the form with the refusal on it.
+            setattr(request, REFUSED, refused.detail)
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_form(
+        self, request: HttpRequest, obj: Drop | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm]:
+        form = super().get_form(request, obj, change, **kwargs)
+        refused = getattr(request, REFUSED, None)
+        if refused is None:
+            return form
+        return type(form.__name__, (form,), {"refused": refused})
 
     def save_model(self, request: HttpRequest, obj: Drop, form: forms.ModelForm, change: bool) -> None:
-        """New drop: created with its variants in save_related. Changed drop: stock moves with
-        quantity and layout."""
-        if not change:
-            return
-        # Quantity and layout move only together with their stock rows (in the services, after
-        # this transaction); the kill switch's columns are never written from a stale form.
-        wanted = {f: form.cleaned_data[f] for f in STOCK_FIELDS if f in form.cleaned_data}
-        columns = {f.name for f in Drop._meta.concrete_fields}
-        changed = [f for f in form.changed_data if f in columns and f not in STOCK_FIELDS | PAUSE_FIELDS]
-        if changed:
-            obj.save(update_fields=changed)
-        # The draw's round follows the start and the line's close while nobody has joined.
-        if "starts_at" in changed or "line_close_seconds" in changed:
-            transaction.on_commit(partial(drawing.recommit_beacon, drop=obj))
-        if wanted:
-            transaction.on_commit(partial(self._move_stock, request, obj.pk, **wanted))
+        """Nothing here: the drop is created or changed with its variants by one service call in
+        save_related, when the variants' rows are known too."""
 
     def save_related(
         self, request: HttpRequest, form: forms.ModelForm, formsets: list[Any], change: bool
     ) -> None:
-        """The variants' rows become service calls, never saved by the formset itself."""
+        """The form and the variants' rows become one service call, in the admin's transaction; a
+        refusal (FloodgateError) rolls it all back and is shown on the form (changeform_view)."""
         found = next((fs.plan for fs in formsets if isinstance(fs, VariantFormSet)), None)
         plan = found or Plan(variants=[], relayout=False, quantities={}, prices={})  # no rows shown
-        if not change:
-            self._create(form, plan)
-            return
-        drop = form.instance
-        for variant_id, price_minor in plan.prices.items():
-            Variant.objects.filter(pk=variant_id, drop_id=drop.pk).update(price_minor=price_minor)
-        if plan.relayout:
-            transaction.on_commit(partial(self._change_variants, request, drop.pk, plan))
-        for variant_id, quantity in plan.quantities.items():
-            transaction.on_commit(partial(self._variant_quantity, request, drop.pk, variant_id, quantity))
+        try:
+            if change:
+                self._change(form, plan)
+            else:
+                self._create(form, plan)
+        except FloodgateError as error:
+            said = gettext("Stock not changed: %(detail)s") if change else "%(detail)s"
+            raise Refused(said % {"detail": error.detail}) from error
 
     def construct_change_message(
         self, request: HttpRequest, form: forms.Form, formsets: Iterable[BaseFormSet[Any]], add: bool = False
@@ -710,6 +714,25 @@ class DropAdmin(admin.ModelAdmin):
         if not add and plan is not None and (plan.relayout or plan.quantities or plan.prices):
             message.append({"changed": {"fields": ["variants"]}})
         return message
+
+    def _change(self, form: forms.ModelForm, plan: Plan) -> None:
+        drop: Drop = form.instance
+        columns = {f.name for f in Drop._meta.concrete_fields}
+        # The kill switch's columns are never written from a stale form; the stock's move with it.
+        fields = [f for f in form.changed_data if f in columns and f not in STOCK_FIELDS | PAUSE_FIELDS]
+        data = form.cleaned_data
+        services.change_drop(
+            drop=drop,
+            fields=fields,
+            # only what the merchant changed: a stale form's other values are not typed wishes
+            **{f: data[f] for f in STOCK_FIELDS if f in form.changed_data},
+            variants=plan.variants if plan.relayout else None,
+            quantities=plan.quantities,
+            prices=plan.prices,
+        )
+        # The draw's round follows the start and the line's close while nobody has joined.
+        if "starts_at" in fields or "line_close_seconds" in fields:
+            transaction.on_commit(partial(drawing.recommit_beacon, drop=drop))
 
     def _create(self, form: forms.ModelForm, plan: Plan) -> None:
         data = form.cleaned_data
@@ -729,34 +752,3 @@ class DropAdmin(admin.ModelAdmin):
         # The admin goes on with the form's drop (log entry, redirect): make it the one just created.
         form.instance.pk = drop.pk
         form.instance.refresh_from_db()
-
-    def _change_variants(self, request: HttpRequest, drop_id: int, plan: Plan) -> None:
-        try:
-            services.change_variants(drop=Drop.objects.get(pk=drop_id), variants=plan.variants)
-        except FloodgateError as error:
-            messages.error(request, gettext("Variants not changed: %(detail)s") % {"detail": error.detail})
-
-    def _variant_quantity(self, request: HttpRequest, drop_id: int, variant_id: int, quantity: int) -> None:
-        drop = Drop.objects.get(pk=drop_id)
-        variant = Variant.objects.get(pk=variant_id, drop_id=drop_id)
-        try:
-            inventory.change_quantity(drop=drop, quantity=quantity, variant=variant)
-        except FloodgateError as error:
-            messages.error(
-                request,
-                gettext("Stock of %(variant)s not changed: %(detail)s")
-                % {"variant": variant.name, "detail": error.detail},
-            )
-
-    def _move_stock(self, request: HttpRequest, drop_id: int, **wanted: object) -> None:
-        drop = Drop.objects.get(pk=drop_id)
-        mode = str(wanted.get("inventory_mode", drop.inventory_mode))
-        buckets = int(str(wanted.get("bucket_count", drop.bucket_count)))
-        quantity = int(str(wanted.get("quantity", drop.quantity)))
-        try:
-            if (mode, buckets) != (drop.inventory_mode, drop.bucket_count):
-                inventory.relayout_stock(drop=drop, inventory_mode=mode, bucket_count=buckets)
-            if quantity != drop.quantity:
-                inventory.change_quantity(drop=drop, quantity=quantity)
-        except FloodgateError as error:
-            messages.error(request, gettext("Stock not changed: %(detail)s") % {"detail": error.detail})

@@ -1,18 +1,24 @@
 """A drop's variants in the admin: typed inline on add, their stock laid out per variant; on change
 each quantity moves its own stock (never below held and sold), rows added or removed only before
-the start; bad rows are form errors that write nothing."""
+the start; bad rows are form errors that write nothing, and so is a stock change the services
+refuse at the save (a buyer came between the form's check and the save)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.admin.models import ADDITION, LogEntry
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from catalogue import services as catalogue
 from catalogue.services import NewVariant
+from holds import presale
 from holds import services as holds
 from holds.counts import invariant, invariant_by_variant
 from inventory.models import StockBucket
@@ -157,7 +163,6 @@ def sizes(drop: Drop) -> list[tuple[str, int]]:
     return [(v.name, v.quantity) for v in Variant.objects.filter(drop=drop)]
 
 
-@pytest.mark.django_db(transaction=True)  # the stock moves after the admin's commit
 def test_a_sizes_quantity_moves_its_own_stock_and_the_drops_total(roles: None) -> None:
     drop = sized(starts_in=-timedelta(minutes=1))  # live: quantities change while it sells
     client, url, data = change(drop, **{"variants-1-quantity": "14"})
@@ -185,7 +190,6 @@ def test_a_size_cannot_go_below_what_is_held(roles: None) -> None:
     assert sizes(drop) == [("S", 4), ("M", 10), ("L", 6)]
 
 
-@pytest.mark.django_db(transaction=True)  # the stock moves after the admin's commit
 def test_sizes_are_added_and_removed_before_the_start(roles: None) -> None:
     drop = sized()
     client, url, data = change(
@@ -207,7 +211,6 @@ def test_sizes_are_added_and_removed_before_the_start(roles: None) -> None:
     assert all(v.drift == 0 for v in invariant_by_variant(drop_id=drop.pk))
 
 
-@pytest.mark.django_db(transaction=True)  # the stock moves after the admin's commit
 def test_a_drop_of_one_stock_gets_sizes_before_the_start(roles: None) -> None:
     drop = make_drop(quantity=6, starts_at=timezone.now() + timedelta(hours=1))
     client, url, data = change(
@@ -266,3 +269,92 @@ def test_the_redis_gate_is_refused_on_a_drop_of_sizes(roles: None) -> None:
     assert answer.status_code == 200
     assert any("The Redis gate counts one stock" in e for e in errors(answer)), errors(answer)
     assert Drop.objects.get(pk=drop.pk).redis_gate is False
+
+
+def meanwhile(
+    monkeypatch: pytest.MonkeyPatch, others: Callable[[], None], service: str = "change_drop"
+) -> None:
+    """The admin's save runs `others` on their own connection (committed) just before its one
+    service call: what buyers or other merchants do between the form's check and the save."""
+    real = getattr(catalogue, service)
+
+    def on_its_own_connection() -> None:
+        try:
+            others()
+        finally:
+            connection.close()
+
+    def late(**kwargs: Any) -> object:
+        monkeypatch.setattr(catalogue, service, real)  # once: `others` may call it too
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(on_its_own_connection).result()
+        return real(**kwargs)
+
+    monkeypatch.setattr(catalogue, service, late)
+
+
+@pytest.mark.django_db(transaction=True)  # the other merchant's drop is on its own connection
+def test_a_drop_refused_at_the_save_is_not_created(roles: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    meanwhile(monkeypatch, lambda: make_drop(slug="tees", quantity=3), service="create_drop")
+
+    answer = merchant().post("/admin/shop/drop/add/", add_form(("S", "4", ""), ("M", "6", "")))
+
+    assert answer.status_code == 200
+    assert any("slug" in e and "already exists" in e for e in errors(answer)), errors(answer)
+    assert Drop.objects.get(slug="tees").quantity == 3  # the other merchant's, alone
+    assert not Variant.objects.filter(name__in=["S", "M"]).exists()
+    assert not LogEntry.objects.filter(action_flag=ADDITION).exists()
+
+
+@pytest.mark.django_db(transaction=True)  # the buyers hold units on their own connection
+def test_a_stock_change_refused_at_the_save_saves_nothing_and_says_why(
+    roles: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drop = make_drop(quantity=10, per_buyer_limit=2)  # on sale
+    first, second = make_buyer(), make_buyer()
+    client, url, data = change(drop, quantity="3", title="Renamed")
+
+    def two_buyers_hold_two_each() -> None:
+        for buyer in (first, second):
+            holds.reserve(drop=drop, buyer_id=buyer.pk, quantity=2, idempotency_key=f"k{buyer.pk}")
+
+    meanwhile(monkeypatch, two_buyers_hold_two_each)
+    answer = client.post(url, data)
+
+    assert answer.status_code == 200  # the form again, not a redirect
+    assert any(e.startswith("Stock not changed: Cannot remove 7 units") for e in errors(answer)), errors(
+        answer
+    )
+    saved = Drop.objects.get(pk=drop.pk)
+    assert (saved.title, saved.quantity) == (drop.title, 10)  # the title did not go in alone
+    assert not LogEntry.objects.filter(object_id=str(drop.pk), action_flag=CHANGE).exists()
+    numbers = invariant(drop_id=drop.pk)
+    assert (numbers.held, numbers.available, numbers.drift) == (4, 6, 0)
+
+
+@pytest.mark.django_db(transaction=True)  # the buyer holds a size on their own connection
+def test_sizes_refused_at_the_save_are_as_they_were(roles: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    drop = sized(starts_in=timedelta(hours=1), presale_starts_at=timezone.now() - timedelta(minutes=1))
+    client, url, data = change(drop, **{"variants-0-DELETE": "on", "variants-1-quantity": "12"})
+
+    (code,) = presale.generate_codes(drop=drop, count=1)
+    small, buyer = Variant.objects.get(drop=drop, name="S"), make_buyer()
+
+    def a_presale_buyer_holds_a_small() -> None:
+        holds.reserve(
+            drop=drop,
+            buyer_id=buyer.pk,
+            quantity=1,
+            idempotency_key="s",
+            variant=small,
+            presale_code=code.code,
+        )
+
+    meanwhile(monkeypatch, a_presale_buyer_holds_a_small)
+    answer = client.post(url, data)
+
+    assert answer.status_code == 200
+    assert any(e.startswith("Stock not changed: ") for e in errors(answer)), errors(answer)
+    assert sizes(drop) == [("S", 4), ("M", 10), ("L", 6)]
+    assert Drop.objects.get(pk=drop.pk).quantity == 20
+    assert all(v.drift == 0 for v in invariant_by_variant(drop_id=drop.pk))
