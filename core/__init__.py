@@ -31,7 +31,9 @@
 - Raw ASGI (core/asgi.py): headers, cookies and a JSON answer for what is answered before Django,
   and `language`: the request's language decided as LocaleMiddleware would (the cookie, else
   Accept-Language, else English; memoised per cookie and header pair).
-- Batched lookups (core/lookups.py, `BatchedLookup`): the lane's caches and the edge's tickets;
+- Batching (core/batches.py, `Batches`: one batch in flight per key; the lane's claims and joins)
+  and batched lookups (core/lookups.py, `BatchedLookup`, built on it): the lane's caches and the
+  edge's tickets;
   keys asked together fetched together, an unknown one kept a second, and a fetch that began
   before a revocation keeps nothing.
 - Text PostgreSQL can store (core/text.py: no NUL, no lone surrogate); formatting

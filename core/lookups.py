@@ -10,17 +10,25 @@ The one cache type of the process's hot paths (the lane's tokens, sessions and d
 edge's tickets): bounded by `size` (past it, everything kept goes at once rather than grow), and
 safe to `forget` from another thread. A fetch that began before a forget keeps nothing: what it
 read may predate the reason for forgetting (a revoked token).
+
+The fetches are core.batches' batches, all under one key: one fetch in flight per lookup. A key
+waiting for a fetch is queued once, however many ask for it, so `batch` counts distinct keys.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
+from core.batches import Batches
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+_ONE_QUEUE = 0  # the Batches key of every fetch: a lookup's keys all wait in one queue
 
 
 class BatchedLookup(Generic[K, V]):
@@ -37,22 +45,22 @@ class BatchedLookup(Generic[K, V]):
         self._seconds = seconds
         self._miss_seconds = miss_seconds
         self._size = size
-        self._batch = batch
         self._kept: dict[K, tuple[V | None, float]] = {}
-        self._pending: dict[K, asyncio.Future[V | None]] = {}
-        self._task: asyncio.Task[None] | None = None
         self._generation = 0  # bumped by every forget
+        self.stats: Counter[str] = Counter()  # fetches, keys
+        self._batches: Batches[K, V | None] = Batches(
+            self._fetch_together, max_batch=batch, stats=self.stats, counted_as=("fetches", "keys")
+        )
+        self._asked: dict[K, asyncio.Future[V | None]] = {}  # each key waiting for a fetch: its one future
 
     async def get(self, key: K) -> V | None:
         kept = self._kept.get(key)
         if kept is not None and kept[1] >= time.monotonic():
             return kept[0]
-        pending = self._pending.get(key)
-        if pending is None:
-            pending = self._pending[key] = asyncio.get_running_loop().create_future()
-            if self._task is None:
-                self._task = asyncio.get_running_loop().create_task(self._run())
-        return await asyncio.shield(pending)  # a caller gone does not cancel the others' fetch
+        asked = self._asked.get(key)
+        if asked is None or asked.done():  # done while still asked: cancelled as its loop closed
+            asked = self._asked[key] = self._batches.enqueue(_ONE_QUEUE, key)
+        return await asyncio.shield(asked)  # a caller gone does not cancel the others' fetch
 
     def kept(self, key: K) -> V | None:
         """What is kept for the key now, without fetching (None also for nothing kept)."""
@@ -77,32 +85,18 @@ class BatchedLookup(Generic[K, V]):
 
     def new_loop(self) -> None:
         """Futures belong to the loop that made them: a new loop starts with none pending."""
-        self._pending, self._task = {}, None
+        self._asked = {}
+        self._batches.new_loop()
 
-    async def _run(self) -> None:
-        try:
-            while self._pending:
-                keys = list(self._pending)[: self._batch]
-                waiting = {key: self._pending.pop(key) for key in keys}
-                generation = self._generation
-                try:
-                    found = await self._fetch(keys)
-                except Exception as error:
-                    for future in waiting.values():
-                        if not future.done():
-                            future.set_exception(error)
-                    continue
-                if generation == self._generation:  # else read before a forget: answered, not kept
-                    self._keep(keys, found)
-                for key, future in waiting.items():
-                    if not future.done():
-                        future.set_result(found.get(key))
-        finally:
-            if self._task is asyncio.current_task():  # else new_loop() has replaced this loop's state
-                self._task = None
-                for future in self._pending.values():  # the loop is closing: nobody is left to answer
-                    future.cancel()
-                self._pending.clear()
+    async def _fetch_together(self, _queue: int, keys: list[K]) -> list[V | None]:
+        """One fetch of the keys waiting (each once: `get` queues a key only while it is not)."""
+        for key in keys:
+            self._asked.pop(key, None)  # asked from now on, it waits for the next fetch
+        generation = self._generation
+        found = await self._fetch(keys)
+        if generation == self._generation:  # else read before a forget: answered, not kept
+            self._keep(keys, found)
+        return [found.get(key) for key in keys]
 
     def _keep(self, keys: list[K], found: dict[K, V]) -> None:
         if self._seconds <= 0 and self._miss_seconds is None:

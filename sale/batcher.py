@@ -1,6 +1,6 @@
 """Claims for one drop that arrive while its previous batch runs go to PostgreSQL together.
 
-One batch in flight per drop's variant per process (sale.batches; holds.services.reserve_batch: one
+One batch in flight per drop's variant per process (core.batches; holds.services.reserve_batch: one
 short transaction, one conditional claim statement); a claim waits for its batch while the queue
 ahead of it can be served within DEADLINE, and beyond that hears 503 with Retry-After at once. When
 a batch learns nothing is left at all, the claims queued behind it hear it at once, not a batch later.
@@ -14,11 +14,11 @@ from collections.abc import Callable, Coroutine
 from django.db import IntegrityError
 from django.utils.translation import gettext_lazy
 
+from core.batches import Batches
 from core.errors import Busy
 from holds import services
 from holds.services import Ask
 from sale import entry
-from sale.batches import Batches
 from sale.workers import Workers
 from shop.models import Drop
 

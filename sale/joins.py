@@ -1,5 +1,5 @@
 """The lane's waiting-room joins for one drop that arrive while its previous batch runs go to the
-database together (sale.batches; admission.services.join_many: one read of who may take part and
+database together (core.batches; admission.services.join_many: one read of who may take part and
 who has a place already, one insert of the new places), as claims do (sale.batcher). A line of tens
 of thousands joins in the seconds before a start; one join at a time was four statements each.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Coroutine
 
+from core.batches import Batches
 from core.errors import Busy, FloodgateError
 from sale.batcher import BUSY, MAX_WAITING
-from sale.batches import Batches
 from sale.workers import JoinRequest, Workers
 from shop.models import Drop
 

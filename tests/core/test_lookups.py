@@ -95,3 +95,94 @@ def test_a_fetch_that_began_before_a_forget_answers_but_keeps_nothing() -> None:
 
     assert asyncio.run(scene()) == (7, None, 7)
     assert calls == [["revoked"], ["revoked"]]  # asked again, not served from what was read before
+
+
+def test_a_flood_of_one_key_is_one_fetched_key_and_batch_counts_keys() -> None:
+    calls: list[list[str]] = []
+
+    async def fetch(keys: list[str]) -> dict[str, int]:
+        calls.append(keys)
+        await asyncio.sleep(0.02)
+        return dict.fromkeys(keys, 1)
+
+    lookup: BatchedLookup[str, int] = BatchedLookup(fetch, seconds=0, size=10, batch=2)
+
+    async def scene() -> list[int | None]:
+        first = asyncio.ensure_future(lookup.get("x"))
+        await asyncio.sleep(0.005)  # a fetch runs: the flood waits for the next ones
+        flood = [lookup.get(key) for key in ["hot"] * 1000 + ["a", "hot", "b"]]
+        return [await first, *await asyncio.gather(*flood)]
+
+    assert asyncio.run(scene()) == [1] * 1004
+    # a thousand asks of one key are one key of one fetch; `batch` keys a fetch, in order of asking
+    assert calls == [["x"], ["hot", "a"], ["b"]]
+    assert lookup.stats == {"fetches": 3, "keys": 4}
+
+
+def test_a_failed_fetch_reaches_every_waiter_and_the_keys_asked_meanwhile_are_fetched() -> None:
+    calls: list[list[str]] = []
+
+    async def fetch(keys: list[str]) -> dict[str, int]:
+        calls.append(keys)
+        await asyncio.sleep(0.02)
+        if len(calls) == 1:
+            raise ConnectionError("database away")
+        return dict.fromkeys(keys, 2)
+
+    lookup: BatchedLookup[str, int] = BatchedLookup(fetch, seconds=60, size=10)
+
+    async def scene() -> tuple[list[int | BaseException | None], list[int | None]]:
+        failing = [asyncio.ensure_future(lookup.get(key)) for key in ("a", "a", "b")]
+        await asyncio.sleep(0.005)
+        meanwhile = [asyncio.ensure_future(lookup.get(key)) for key in ("a", "c")]
+        return await asyncio.gather(*failing, return_exceptions=True), await asyncio.gather(*meanwhile)
+
+    failed, answered = asyncio.run(scene())
+    assert [type(e) for e in failed] == [ConnectionError] * 3
+    assert answered == [2, 2]
+    assert calls == [["a", "b"], ["a", "c"]]
+
+
+def test_a_caller_gone_does_not_cancel_the_others_fetch() -> None:
+    async def fetch(keys: list[str]) -> dict[str, int]:
+        await asyncio.sleep(0.02)
+        return dict.fromkeys(keys, 3)
+
+    lookup: BatchedLookup[str, int] = BatchedLookup(fetch, seconds=60, size=10)
+
+    async def scene() -> int | None:
+        gone = asyncio.ensure_future(lookup.get("k"))
+        staying = asyncio.ensure_future(lookup.get("k"))
+        await asyncio.sleep(0.005)
+        gone.cancel()
+        return await staying
+
+    assert asyncio.run(scene()) == 3
+
+
+def test_a_new_loop_asks_afresh_after_a_loop_closed_with_keys_waiting() -> None:
+    calls: list[list[str]] = []
+
+    async def fetch(keys: list[str]) -> dict[str, int]:
+        calls.append(keys)
+        await asyncio.sleep(0.02)
+        return dict.fromkeys(keys, 4)
+
+    lookup: BatchedLookup[str, int] = BatchedLookup(fetch, seconds=60, size=10)
+    left: list[asyncio.Future[int | None]] = []
+
+    async def leave() -> None:
+        left.append(asyncio.ensure_future(lookup.get("fetching")))
+        await asyncio.sleep(0.005)
+        left.append(asyncio.ensure_future(lookup.get("waiting")))  # behind the fetch when the loop closes
+        await asyncio.sleep(0)
+
+    asyncio.run(leave())
+    assert all(ask.cancelled() for ask in left)  # the loop's end left nobody waiting, nor hung it
+
+    async def again() -> list[int | None]:
+        lookup.new_loop()
+        return list(await asyncio.gather(lookup.get("fetching"), lookup.get("waiting")))
+
+    assert asyncio.run(again()) == [4, 4]
+    assert calls == [["fetching"], ["fetching", "waiting"]]
