@@ -558,7 +558,7 @@ def gauges() -> list[Gauge]:
         ),
         Gauge(
             "floodgate_queue_returning_units",
-            "Units given back and not yet offered to the next ticket (beat's holds.offer_returns "
+            "Units given back and not yet offered to the next ticket (beat's sale.offer_returns "
             "offers them every second; one that stays up means the offers are stuck).",
             [({"drop": s.drop.slug}, s.returning) for s in snaps],
         ),

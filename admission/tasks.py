@@ -1,16 +1,11 @@
-"""Celery tasks of the waiting room."""
+"""Celery tasks of the waiting room. Its scheduled duty, admission.tick, is registered from the
+table of duties (ops/schedule.py)."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
 from admission import services
-
-
-@shared_task(name="admission.tick", time_limit=20, soft_time_limit=15, max_retries=0)
-def tick() -> dict[str, int]:
-    """Due admission waves, then fresh snapshots for every active drop (beat: every second)."""
-    return services.tick()
 
 
 @shared_task(name="admission.start_wave", time_limit=20, soft_time_limit=15, max_retries=0)

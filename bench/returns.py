@@ -11,7 +11,7 @@ until RETURNS units have come back:
 - the crowd: every buyer in line, IN_FLIGHT requests at a time, asks the queue API for a
   token and asks for a unit with it, as fast as the answers come;
 - returners: release a random live hold over the API (`DELETE /api/holds/<id>`, as its buyer);
-- beat: `holds.offer_returns` offers each returned unit to the next ticket, every second.
+- beat: `sale.offer_returns` offers each returned unit to the next ticket, every second.
 
 The crowd's answers are counted by status; 403 is a buyer not admitted yet (no token: the
 page would keep waiting), 409 a "no" (sold out, all held).

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
@@ -32,7 +34,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy
 from psycopg.types.json import Jsonb
 
-from checkout import disputes, exchange, failures, invoices, outbox, redirects, refunds, sql
+from checkout import disputes, exchange, failures, invoices, outbox, redirects, refunds, selectors, sql
 from checkout.models import Order, OrderState, Payment, PaymentState, WebhookEvent
 from checkout.providers import get_provider
 from checkout.providers.base import DISPUTE_TYPES, PaymentProvider, PermanentProviderError, ProviderError
@@ -415,6 +417,57 @@ def settle_payment(*, payment_pk: int) -> str:
 
 
 # Safety nets run by beat ------------------------------------------------------------------
+
+# A net starts no new event, refund or payment after this many seconds (its task's limit is 30):
+# a provider that does not answer costs one run its tail, and the next run carries on.
+NET_SECONDS = 20.0
+
+
+def sweep() -> dict[str, int]:
+    """Beat's safety net (checkout.sweep): apply the events whose task was lost or failed, resend the
+    refunds whose task was lost, and fail the orders nobody paid for.
+
+    Applied here, not queued: right in the worker, and in a web process covering for a worker that
+    is down. Safe beside another run: each event and payment row is locked while applied, and a
+    resent refund carries its key (one refund at the provider).
+    """
+    deadline = time.monotonic() + NET_SECONDS
+    applied = _each(selectors.stale_event_ids(), lambda pk: process_event(event_pk=pk), "event", deadline)
+    resent = _each(
+        selectors.unsent_refund_ids(), lambda pk: refunds.send_refund(refund_pk=pk), "refund", deadline
+    )
+    return {"events_applied": applied, "refunds_resent": resent, "orders_abandoned": fail_abandoned_orders()}
+
+
+def settle_unsettled_payments() -> int:
+    """Beat's safety net (checkout.settle_unsettled_payments): capture or void, here and in turn,
+    what a lost task left pending, then pay the exchange's sellers whose buyers' captures were
+    recorded without their pay-out. Safe beside another run (settle_payment locks the payment's
+    row); returns the payments settled."""
+    deadline = time.monotonic() + NET_SECONDS
+    settled = _each(
+        selectors.unsettled_payment_ids(), lambda pk: settle_payment(payment_pk=pk), "payment", deadline
+    )
+    exchange.pay_out_missed()
+    return settled
+
+
+def _each(ids: list[int], run: Callable[[int], object], what: str, deadline: float) -> int:
+    """Run each id in turn until the deadline; returns how many went through. One id's trouble is
+    logged and the rest still run: a poisoned event must not hold back those behind it."""
+    done = 0
+    for pk in ids:
+        if time.monotonic() > deadline:
+            break
+        try:
+            run(pk)
+        except ProviderError:
+            continue  # logged where it was raised; the next run tries again
+        except Exception:
+            log.exception("safety net: %s %s failed", what, pk)
+            continue
+        done += 1
+    return done
 
 
 def fail_abandoned_orders() -> int:

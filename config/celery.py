@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-from functools import cache
 
 from celery import Celery
 from celery.signals import task_success
 from django.conf import settings
+
+from ops import schedule
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -17,10 +18,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-@cache
-def housekeeping() -> frozenset[str]:
-    """The tasks beat runs on a schedule (settings read on first use, not at import)."""
-    return frozenset(str(entry["task"]) for entry in settings.CELERY_BEAT_SCHEDULE.values())
+# The tasks beat runs on a schedule, under their names and their old ones (ops/schedule.py).
+HOUSEKEEPING = frozenset(schedule.BY_NAME)
 
 
 class QuietHousekeeping(logging.Filter):
@@ -39,7 +38,7 @@ class QuietHousekeeping(logging.Filter):
             task = args[1]
         else:
             return True
-        return task not in housekeeping()
+        return task not in HOUSEKEEPING
 
 
 for _logger in ("celery.beat", "celery.worker.strategy", "celery.app.trace"):
@@ -49,9 +48,10 @@ for _logger in ("celery.beat", "celery.worker.strategy", "celery.app.trace"):
 @task_success.connect
 def _stamp_duty(sender: object = None, **_: object) -> None:
     """A scheduled duty finished in a worker: it is on schedule, and a web process covering it
-    hands it back (ops/duties.py). Trouble stamping only logs: the run itself is done."""
+    hands it back (ops/duties.py); a run under an old name stamps the duty's row under its new
+    one. Trouble stamping only logs: the run itself is done."""
     name = getattr(sender, "name", "")
-    if name not in housekeeping():
+    if name not in HOUSEKEEPING:
         return
     from django.db import DatabaseError
 

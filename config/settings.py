@@ -17,6 +17,7 @@ from django.conf import global_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from core import env
+from ops.schedule import beat_schedule
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PROFILE = os.environ.get("FLOODGATE_PROFILE", "production")
@@ -203,69 +204,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
         else {}
     ),
 }
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
-    "admission-tick": {
-        "task": "admission.tick",
-        "schedule": 1.0,
-        "options": {"expires": 2},
-    },
-    "offer-returns": {
-        "task": "holds.offer_returns",
-        "schedule": 1.0,
-        "options": {"expires": 2},
-    },
-    "reclaim-expired-holds": {
-        "task": "holds.reclaim_expired_holds",
-        "schedule": float(env.integer("RECLAIM_EVERY_SECONDS", 5)),
-        "options": {"expires": 10},
-    },
-    "relay-outbox": {
-        "task": "checkout.relay_outbox",
-        "schedule": 5.0,
-        "options": {"expires": 10},
-    },
-    "send-reminders": {
-        "task": "checkout.send_reminders",
-        "schedule": float(env.integer("REMINDERS_EVERY_SECONDS", 5)),
-        "options": {"expires": 10},
-    },
-    "announce-raffles": {
-        "task": "checkout.announce_raffles",
-        "schedule": 5.0,
-        "options": {"expires": 10},
-    },
-    "announce-turns": {  # a waiting buyer's phone hears "your turn" (checkout/push.py)
-        "task": "checkout.announce_turns",
-        "schedule": 1.0,
-        "options": {"expires": 2},
-    },
-    "checkout-sweep": {
-        "task": "checkout.sweep",
-        "schedule": 10.0,
-        "options": {"expires": 10},
-    },
-    "settle-unsettled-payments": {
-        "task": "checkout.settle_unsettled_payments",
-        "schedule": 30.0,
-        "options": {"expires": 30},
-    },
-    "watch-invariants": {
-        "task": "ops.watch_invariants",
-        "schedule": float(env.integer("WATCHDOG_EVERY_SECONDS", 5)),
-        "options": {"expires": 10},
-    },
-    "end-rehearsals": {
-        "task": "ops.end_rehearsals",
-        "schedule": 30.0,
-        "options": {"expires": 30},
-    },
-    # The hour before a waiting room's start: can the draw read its drand round? (ops/preflight.py)
-    "check-draw-beacons": {
-        "task": "ops.check_draw_beacons",
-        "schedule": 60.0,
-        "options": {"expires": 60},
-    },
-}
+# Every duty of the table in ops/schedule.py on its period, the env's where it names one
+# (RECLAIM_EVERY_SECONDS, REMINDERS_EVERY_SECONDS, WATCHDOG_EVERY_SECONDS).
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = beat_schedule()
 
 # Web processes run a scheduled duty themselves while Celery's runs of it are late (beat or the
 # worker down: ops/duties.py); 0 leaves the sale to Celery alone (tests turn it on where they test it).

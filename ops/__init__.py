@@ -25,7 +25,8 @@ each duty has a row in ops_duty; a Celery run stamps scheduled_ran_at (a task_su
 config/celery.py); once a second each web process takes the duties whose Celery runs are older
 than two periods and a second by one conditional UPDATE (TAKE_LATE_DUTIES), as a lease of two
 periods and two seconds, renewed while Celery stays late and by a heartbeat during a long run;
-a Celery run clears the lease. What a duty enqueues on the worker's behalf it does itself there.
+a Celery run clears the lease. Each duty has one body (ops/schedule.py, the table beat's
+schedule and the tasks come from), the same in Celery's task and in the cover.
 The lease is a PostgreSQL row, not a Redis key or an advisory lock: the duties that matter most
 when things break need only PostgreSQL, a session lock would not survive PgBouncer and a
 transaction-scoped one cannot span a run of many transactions. /metrics exports each duty's age

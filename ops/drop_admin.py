@@ -228,7 +228,7 @@ def dashboard_words() -> dict[str, object]:
         "queue": gettext("queue / admitted"),
         "returning": gettext("returning to the line"),
         "returning_title": gettext(
-            "Units given back, waiting to be offered to the next ticket (holds.offer_returns, every second)"
+            "Units given back, waiting to be offered to the next ticket (sale.offer_returns, every second)"
         ),
         "gate": gettext("gate / database"),
         "gate_title": gettext(

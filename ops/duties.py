@@ -1,13 +1,15 @@
 """The scheduled duties a sale needs, and who runs them when beat or the worker is gone.
 
-Beat sends each duty of settings.CELERY_BEAT_SCHEDULE to a worker, and every run that finishes
-there is stamped in its `ops_duty` row (a Celery signal, config/celery.py). Every web process keeps
-a thread (`Keeper`) that asks once a second for the duties whose Celery runs are late; one
-statement hands each such duty to one process across the fleet under a lease in PostgreSQL, and
-that process runs it on its period, renewing the lease each time, until Celery's runs come back
-(a Celery run clears the lease, and a duty on schedule is not handed out). Each duty is safe to
-run twice at once (its own advisory try-lock, SKIP LOCKED, or rows claimed once), so the moment
-of overlap when beat returns costs nothing. The ops package docstring says why PostgreSQL.
+Every duty is a row of the table in ops/schedule.py, with one body: the service function that
+Celery's task runs (ops/tasks.py registers them) and that a web process runs in its place. Beat
+sends each duty of settings.CELERY_BEAT_SCHEDULE (made from the table) to a worker, and every run
+that finishes there is stamped in its `ops_duty` row (a Celery signal, config/celery.py). Every
+web process keeps a thread (`Keeper`) that asks once a second for the duties whose Celery runs are
+late; one statement hands each such duty to one process across the fleet under a lease in
+PostgreSQL, and that process runs it on its period, renewing the lease each time, until Celery's
+runs come back (a Celery run clears the lease, and a duty on schedule is not handed out). Each duty
+is safe to run twice at once (its own advisory try-lock, SKIP LOCKED, or rows claimed once), so
+the moment of overlap when beat returns costs nothing. The ops package docstring says why PostgreSQL.
 """
 
 from __future__ import annotations
@@ -24,62 +26,20 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, connections
-from django.utils import timezone
+from django.utils.module_loading import import_string
 
-from admission import services as admission
-from checkout import exchange, outbox, push, raffles, reminders
-from checkout import selectors as payments
-from checkout import services as checkout
-from checkout.providers.base import ProviderError
-from holds import services as holds
-from ops import preflight, rehearsal, sql, switch
-from sale import offers
+from ops import schedule, sql
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0  # how often each web process asks for late duties
 
 
-def _offer_returns() -> int:
-    return offers.tick(timezone.now())
-
-
-def _sweep() -> dict[str, int]:
-    """checkout.sweep without the worker: stale events are applied here, not queued again."""
-    events = payments.stale_event_ids()
-    for event_pk in events:
-        checkout.process_event(event_pk=event_pk)
-    return {"events_applied": len(events), "orders_abandoned": checkout.fail_abandoned_orders()}
-
-
-def _settle() -> int:
-    """checkout.settle_unsettled_payments without the worker: each settled here, in turn."""
-    settled = 0
-    for payment_pk in payments.unsettled_payment_ids():
-        try:
-            checkout.settle_payment(payment_pk=payment_pk)
-            settled += 1
-        except ProviderError:
-            continue  # logged by the service; the next run tries again
-    exchange.pay_out_missed()
-    return settled
-
-
-# What a web process runs in the worker's place, by task name. Beat's schedule says how often.
-COVER: dict[str, Callable[[], object]] = {
-    "admission.tick": admission.tick,  # the draw at the start, the waves, snapshots, sold-out
-    "holds.offer_returns": _offer_returns,
-    "holds.reclaim_expired_holds": holds.sweep_expired,
-    "ops.watch_invariants": switch.watch_invariants,
-    "checkout.relay_outbox": outbox.relay_outbox,
-    "checkout.send_reminders": reminders.send_due_reminders,  # who asked hears when a drop opens
-    "checkout.announce_raffles": raffles.announce_raffle_results,  # each entrant hears their result
-    "checkout.announce_turns": push.announce_turns,  # a subscribed phone hears "your turn"
-    "checkout.sweep": _sweep,
-    "checkout.settle_unsettled_payments": _settle,
-    "ops.end_rehearsals": rehearsal.end_overdue,  # a killed rehearsal's buyers go all the same
-    "ops.check_draw_beacons": preflight.check_draw_beacons,  # the draw's relays, the hour before
-}
+def body(name: str) -> Callable[[], object]:
+    """The one function a duty runs, by its task's name or an old one: in Celery's task and in a
+    web process's cover alike. Looked up on each call, as the table names it by its path."""
+    found: Callable[[], object] = import_string(schedule.BY_NAME[name].body)
+    return found
 
 
 @dataclass(frozen=True)
@@ -96,8 +56,6 @@ def duties() -> dict[str, Duty]:
         name, period = str(entry["task"]), float(entry["schedule"])  # type: ignore[arg-type]
         # Two periods and a second: one beat message lost or one slow run is not yet "late".
         found[name] = Duty(name, period, late_after=2 * period + 1)
-    missing = set(found) - set(COVER)
-    assert not missing, f"no cover for the scheduled duties {sorted(missing)}"
     return found
 
 
@@ -115,9 +73,11 @@ def ensure() -> None:
 
 
 def record_scheduled_run(name: str) -> None:
-    """Celery finished a run of this duty (the signal's handler): it is on schedule."""
-    if name not in COVER:
+    """Celery finished a run of this duty (the signal's handler): it is on schedule. A run under an
+    old name stamps the duty's row under its name now."""
+    if name not in schedule.BY_NAME:
         return
+    name = schedule.BY_NAME[name].task
     with connection.cursor() as cursor:
         cursor.execute(sql.RECORD_SCHEDULED_RUN, {"name": name})
         if cursor.rowcount == 0:  # a database that never met a keeper: make the rows, stamp again
@@ -143,7 +103,7 @@ def run_covered(name: str, *, me: str) -> bool:
     """One run of a duty this process leased; recorded, whether it worked or not."""
     error = ""
     try:
-        COVER[name]()
+        body(name)()
     except Exception as failed:  # recorded and logged; the next period tries again
         log.exception("duty %s failed in %s", name, me)
         error = f"{type(failed).__name__}: {failed}"[:300]
@@ -169,9 +129,11 @@ class DutyState:
 
 
 def states() -> list[DutyState]:
+    """Each duty of the table as its row has it. The row of a name no duty has now (a duty renamed,
+    or gone) is left out: no process runs it, and it must not show as late."""
     with connection.cursor() as cursor:
         cursor.execute(sql.DUTY_STATES)
-        return [DutyState(*row) for row in cursor.fetchall()]
+        return [DutyState(*row) for row in cursor.fetchall() if row[0] in schedule.DUTIES]
 
 
 class Keeper:

@@ -8,9 +8,9 @@ so the edge answers the next buyers.
 The claim lane (sale/lane.py) takes every `POST /api/drops/<slug>/holds` the edge did not refuse,
 with a bearer token or a session and its CSRF token (the drop page's Reserve button posts there,
 static/js/buy.js). Its parts: lane.py (the ASGI door and every difference from the view), who.py
-(the buyer: token and session caches, Django's CSRF middleware asked), batches.py (the one
-micro-batcher: one batch in flight per key, the requests arriving meanwhile go in the next),
-batcher.py (the claims on it, one key per variant, with the deadline and the sold-out fan-out),
+(the buyer: token and session caches, Django's CSRF middleware asked), batcher.py (the claims on
+core.batches, the one micro-batcher: one batch in flight per key, the requests arriving meanwhile
+go in the next; one key per variant, with the deadline and the sold-out fan-out),
 joins.py (the joins on it, one key per drop), workers.py (the threads), so
 `Lane._claim -> Batcher.claim -> Workers.reserve_batch -> holds.services.reserve_batch` reads
 straight. The rate limit is `admission.limits.Limiter`: the checks that arrive while one Redis
@@ -23,7 +23,7 @@ and the lane run the same checks): one at a time a line joined at ~400/s, batche
 thread back from a database round trip waits up to the interval for the loop's thread to let go.
 
 Offers of returned units (sale/offers.py). In a waiting-room drop a returned unit goes to the
-line: beat's `holds.offer_returns` every second (and `sale.offer_now` right after a return)
+line: beat's `sale.offer_returns` every second (and `sale.offer_now` right after a return)
 offers the returned units to the next tickets in number order that never had a unit of the drop
 (admission's NEXT_WAITING), each up to the buyer's limit from one pool (`plan_offers`), as a hold
 under the key `offer:<ticket id>` lasting the drop's offer_seconds (90 by default). A lapsed or

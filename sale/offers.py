@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
+from django.utils import timezone
 from django_redis import get_redis_connection
 
 from admission import services as line
@@ -156,7 +157,7 @@ def offer_all(drops: list[Drop]) -> int:
     return total
 
 
-def tick(now: datetime) -> int:
+def tick(now: datetime | None = None) -> int:
     """Beat's offer step (and a web process's in the worker's place): the returned units of the drops
-    on sale, then the exchanges' listed units."""
-    return offer_all(catalogue.active_drops(now)) + exchange.offer_all()
+    on sale (at `now`, default the time it runs), then the exchanges' listed units."""
+    return offer_all(catalogue.active_drops(now or timezone.now())) + exchange.offer_all()

@@ -13,6 +13,7 @@ from django.apps import apps
 from django.conf import settings
 
 from core.errors import FloodgateError
+from ops.schedule import BY_NAME, DUTIES
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
@@ -76,6 +77,7 @@ def test_every_path_in_backticks_exists() -> None:
 def test_every_module_and_name_in_backticks_exists() -> None:
     named = [t for t in TICKED if re.fullmatch(r"[a-z_]+(\.[A-Za-z_]+)+(:[a-z_]+)?", t)]
     tasks = {n for p in ROOT.glob("*/tasks.py") for n in re.findall(r'name="([a-z_.]+)"', p.read_text())}
+    tasks |= set(BY_NAME)  # the duties' tasks, registered from their table
     named = [t for t in named if t.split(".")[0] in PRODUCTION and t not in tasks]  # a task is a name
     assert len(named) > 10
     for dotted in named:
@@ -119,7 +121,7 @@ def test_beats_schedule_is_the_tables() -> None:
         assert isinstance(period, int | float), entry  # seconds, as the table states them
         schedule[str(entry["task"])] = float(period)
     assert set(stated) == set(schedule)
-    defaults = {"holds.reclaim_expired_holds", "checkout.send_reminders", "ops.watch_invariants"}  # env
+    defaults = {duty.task for duty in DUTIES.values() if duty.every_from}  # the env's
     assert {t: p for t, p in stated.items() if t not in defaults} == {
         t: p for t, p in schedule.items() if t not in defaults
     }

@@ -31,6 +31,9 @@ def record(level: int, message: str, args: object) -> logging.LogRecord:
             {"id": "1", "name": "holds.reclaim_expired_holds", "return_value": 0, "runtime": 0},
             False,
         ),
+        # the offers under their name and under the old one a queued message may carry
+        (logging.INFO, LOG_RECEIVED, {"id": "1", "name": "sale.offer_returns"}, False),
+        (logging.INFO, LOG_RECEIVED, {"id": "1", "name": "holds.offer_returns"}, False),
         # a webhook's processing is news, and a failing tick too
         (
             logging.INFO,

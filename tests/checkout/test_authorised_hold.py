@@ -68,9 +68,9 @@ def age_events(seconds: int) -> None:
 
 
 def cover_the_payment_duties() -> None:
-    """What a web process runs while the worker is down (ops/duties.py)."""
-    duties.COVER["checkout.sweep"]()
-    duties.COVER["checkout.settle_unsettled_payments"]()
+    """What a web process runs while the worker is down (ops/duties.py): the tasks' own bodies."""
+    duties.body("checkout.sweep")()
+    duties.body("checkout.settle_unsettled_payments")()
 
 
 def test_an_authorised_hold_outlasts_a_worker_that_is_down_and_the_web_applies_it(

@@ -13,9 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.contrib.auth import get_user_model
 
-from checkout import emails, outbox, tasks
+from checkout import emails, outbox
 from checkout.models import Order, OrderState, OutboxMessage
 from checkout.outbox import EMAIL_TOPIC, MERCHANT_TOPIC, relay_outbox
+from config.celery import app as celery_app
 from holds import services as holds
 from tests.conftest import Worker, app_env, purge_queue
 from tests.factories import make_drop
@@ -189,7 +190,7 @@ def test_a_relay_killed_mid_delivery_repeats_only_the_message_in_flight(
     worker = Worker(env)
     worker.start()
     try:
-        tasks.relay_outbox.delay()
+        celery_app.send_task("checkout.relay_outbox")
         assert consumer.slow_arrived.wait(60), "the worker never reached the slow message"
 
         # the two before it are sent and committed; the one in flight is not
@@ -199,7 +200,7 @@ def test_a_relay_killed_mid_delivery_repeats_only_the_message_in_flight(
         worker.kill()
         assert merchant(in_flight).sent_at is None
         worker.start()
-        tasks.relay_outbox.delay()
+        celery_app.send_task("checkout.relay_outbox")
         wait_until(lambda: not OutboxMessage.objects.filter(sent_at__isnull=True).exists(), seconds=60)
         time.sleep(2)  # room for a redelivered task or a stray repeat to show up
     finally:

@@ -36,7 +36,7 @@ from devtools.ports import free_port
 from holds import services as holds
 from holds.counts import invariant
 from holds.models import Hold
-from ops import duties
+from ops import duties, schedule, switch
 from ops.models import Duty
 from tests.conftest import (
     CELERY,
@@ -57,7 +57,7 @@ QUICK = {"RECLAIM_EVERY_SECONDS": "1", "WATCHDOG_EVERY_SECONDS": "1"}  # late af
 # test_authorised_hold.py: they wait 21 and 61 s before anyone is late).
 SALE_DUTIES = [
     "admission.tick",
-    "holds.offer_returns",
+    "sale.offer_returns",
     "holds.reclaim_expired_holds",
     "ops.watch_invariants",
     "checkout.relay_outbox",
@@ -310,7 +310,7 @@ def test_a_duty_that_fails_in_a_web_process_is_recorded_and_stays_late(monkeypat
     def broken() -> int:
         raise RuntimeError("the watchdog tripped")
 
-    monkeypatch.setitem(duties.COVER, "ops.watch_invariants", broken)
+    monkeypatch.setattr(switch, "watch_invariants", broken)
     assert not duties.run_covered("ops.watch_invariants", me="web a")
     (found,) = [d for d in duties.states() if d.name == "ops.watch_invariants"]
     assert found.covered and found.last_error == "RuntimeError: the watchdog tripped"
@@ -325,7 +325,7 @@ def test_the_dashboard_and_metrics_show_a_covered_duty_and_a_late_one(roles: Non
     Duty.objects.filter(name="admission.tick").update(  # ... but the tick: a web process covers it
         scheduled_ran_at=timezone.now() - timedelta(minutes=5), ran_at=timezone.now(), ran_by="web a:1"
     )
-    Duty.objects.filter(name="holds.offer_returns").update(  # and nobody has run the offers for 5 min
+    Duty.objects.filter(name="sale.offer_returns").update(  # and nobody has run the offers for 5 min
         scheduled_ran_at=timezone.now() - timedelta(minutes=5), ran_at=timezone.now() - timedelta(minutes=5)
     )
     on_call = Client()
@@ -334,15 +334,15 @@ def test_the_dashboard_and_metrics_show_a_covered_duty_and_a_late_one(roles: Non
     rows = {d["name"]: d for d in on_call.get("/admin/shop/drop/dashboard/data/").json()["duties"]}
     scrape = on_call.get("/metrics").content.decode()
 
-    assert set(rows) == set(duties.COVER)
+    assert set(rows) == set(schedule.DUTIES)
     assert (rows["admission.tick"]["covered"], rows["admission.tick"]["late"]) == (True, False)
     assert rows["admission.tick"]["ran_by"] == "web a:1"
-    assert (rows["holds.offer_returns"]["covered"], rows["holds.offer_returns"]["late"]) == (True, True)
-    assert rows["holds.offer_returns"]["age"] >= 299
-    assert not any(rows[name]["covered"] for name in set(rows) - {"admission.tick", "holds.offer_returns"})
+    assert (rows["sale.offer_returns"]["covered"], rows["sale.offer_returns"]["late"]) == (True, True)
+    assert rows["sale.offer_returns"]["age"] >= 299
+    assert not any(rows[name]["covered"] for name in set(rows) - {"admission.tick", "sale.offer_returns"})
     assert 'floodgate_duty_covered{duty="admission.tick"} 1.0' in scrape
     assert 'floodgate_duty_covered{duty="ops.watch_invariants"} 0.0' in scrape
-    late = re.search(r'floodgate_duty_seconds_since_run\{duty="holds.offer_returns"\} ([0-9.]+)', scrape)
+    late = re.search(r'floodgate_duty_seconds_since_run\{duty="sale.offer_returns"\} ([0-9.]+)', scrape)
     assert late and float(late.group(1)) >= 299
     page = on_call.get("/admin/shop/drop/dashboard/").content.decode()
     assert 'id="fg-duties"' in page
@@ -356,7 +356,7 @@ def test_a_run_longer_than_its_lease_keeps_other_processes_off_it(monkeypatch, k
     Duty.objects.update(scheduled_ran_at=timezone.now() - timedelta(minutes=5), ran_at=None)
     keeper = duties.Keeper()
     assert duties.take_late(["admission.tick"], me=keeper.me) == ["admission.tick"]
-    monkeypatch.setitem(duties.COVER, "admission.tick", lambda: time.sleep(6))
+    monkeypatch.setattr(admission, "tick", lambda: time.sleep(6))
     run = (
         (lambda: keeper._run_keeping_the_lease("admission.tick", 1.0))
         if keeps_the_lease

@@ -272,7 +272,7 @@ def test_the_redis_gate_is_refused_on_a_drop_of_sizes(roles: None) -> None:
 
 
 def meanwhile(
-    monkeypatch: pytest.MonkeyPatch, others: Callable[[], None], service: str = "change_drop"
+    monkeypatch: pytest.MonkeyPatch, others: Callable[[], object], service: str = "change_drop"
 ) -> None:
     """The admin's save runs `others` on their own connection (committed) just before its one
     service call: what buyers or other merchants do between the form's check and the save."""
