@@ -64,7 +64,7 @@ def draw(request: HttpRequest, slug: str) -> HttpResponse:
     return response
 
 
-def queue_ticket(request: HttpRequest, place: services.Place) -> str | None:
+def queue_ticket(request: HttpRequest, place: services.Standing) -> str | None:
     """The signed ticket for this buyer's next polls, bound to how they signed in."""
     scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
     bearer = raw.strip() if scheme.lower() == "bearer" else None  # core.api accepted it already

@@ -43,7 +43,7 @@ BuyerOf = Callable[[str], Awaitable[int | None]]  # whose bearer token this is (
 
 
 def place(known: Known, ticket: tokens.QueueTicket, *, sent: str) -> Place | None:
-    """The body Django's queue API gives this ticket's buyer (services.Place.as_json); None: ask Django.
+    """The body Django's queue API gives this ticket's buyer (services.Standing.as_json); None: ask Django.
 
     Before the draw a ticket has no number: while the snapshot says undrawn, its answer is the
     entry's (no place yet); once drawn, the caller looks its number up in the draw's map.

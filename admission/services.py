@@ -119,7 +119,7 @@ def offer_of(ticket: Ticket) -> Offer | None:
 
 
 @dataclass(frozen=True)
-class Place:
+class Standing:
     """A buyer's place in a drop's line, as the API and the page show it."""
 
     ticket: Ticket
@@ -154,7 +154,7 @@ class JoinAsk:
     challenge: str | None = None
 
 
-def join(*, drop: Drop, buyer_id: int, proof: str | None = None, challenge: str | None = None) -> Place:
+def join(*, drop: Drop, buyer_id: int, proof: str | None = None, challenge: str | None = None) -> Standing:
     """The buyer's ticket, new or the one they already have (any tab, device or reconnect).
 
     A new place costs the drop's proof of work (admission.work), if it asks for one."""
@@ -164,7 +164,7 @@ def join(*, drop: Drop, buyer_id: int, proof: str | None = None, challenge: str 
     return answer
 
 
-def join_many(*, drop: Drop, asks: list[JoinAsk]) -> list[Place | FloodgateError]:
+def join_many(*, drop: Drop, asks: list[JoinAsk]) -> list[Standing | FloodgateError]:
     """`join` for buyers of one drop who asked together (the lane's joins, batched): who may take
     part, who has a place already and the queue row are one read each, and the new places before
     the list closes one insert; each answer is what `join` alone would give, in the same order of
@@ -172,7 +172,7 @@ def join_many(*, drop: Drop, asks: list[JoinAsk]) -> list[Place | FloodgateError
     buyers = [ask.buyer_id for ask in asks]
     refusals = catalogue.audience(drop, buyers)  # first: a rehearsal's copy says nothing to others
     existing = {t.buyer_id: t for t in Ticket.objects.filter(drop=drop, buyer_id__in=buyers)}
-    answers: list[Place | FloodgateError | Ticket | None] = [None] * len(asks)
+    answers: list[Standing | FloodgateError | Ticket | None] = [None] * len(asks)
     closed: FloodgateError | None = None
     if drop.state == DropState.ENDED:
         closed = Ended(gettext_lazy("This drop has ended; its waiting room is closed."))
@@ -299,14 +299,14 @@ def own_ticket(*, drop: Drop, buyer_id: int) -> Ticket | None:
     return Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
 
 
-def place(*, drop: Drop, buyer_id: int) -> Place:
+def place(*, drop: Drop, buyer_id: int) -> Standing:
     ticket = Ticket.objects.filter(drop=drop, buyer_id=buyer_id).first()
     if ticket is None:
         raise NotInQueue(gettext_lazy("You are not in this drop's waiting room yet; join it with POST."))
     return place_of(drop=drop, ticket=ticket)
 
 
-def place_of(*, drop: Drop, ticket: Ticket, queue: Queue | None = None) -> Place:
+def place_of(*, drop: Drop, ticket: Ticket, queue: Queue | None = None) -> Standing:
     if queue is None:
         queue = queue_for(drop)  # the mark that admits is the database's, never a cached one
     snapshot = state.current(drop)
@@ -316,10 +316,10 @@ def place_of(*, drop: Drop, ticket: Ticket, queue: Queue | None = None) -> Place
         token = tokens.issue(drop_id=drop.pk, buyer_id=ticket.buyer_id, ticket=ticket.number)
     offered = ticket.number is not None and ticket.number <= queue.offered_through
     offer = offer_of(ticket) if offered else None
-    return Place(ticket=ticket, queue=queue, snapshot=snapshot, token=token, offer=offer)
+    return Standing(ticket=ticket, queue=queue, snapshot=snapshot, token=token, offer=offer)
 
 
-def queue_ticket(place: Place, *, bound_to: str | None) -> str | None:
+def queue_ticket(place: Standing, *, bound_to: str | None) -> str | None:
     """The signed ticket the edge answers this buyer's next polls from, bound to how they signed in."""
     if bound_to is None:
         return None

@@ -93,7 +93,7 @@ def place_answer(
     queue_ticket: str | None = None,
 ) -> Place:
     """The queue API's answer to a buyer (entry, and number once drawn) over a queue message
-    (Snapshot.queue_json): Django's Place.as_json and the edge's place() both return this.
+    (Snapshot.queue_json): Django's Standing.as_json and the edge's place() both return this.
     `admitted_through` is the freshest mark the caller has (Django's queue row, the edge's snapshot)."""
     position = None if number is None else max(0, number - admitted_through)
     pace = float(queue["pace_per_minute"]) / 60  # tickets per second over the last two minutes

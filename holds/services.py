@@ -384,10 +384,10 @@ class Ask:
         return request_digest(quantity=self.quantity, unit=None, variant=variant, discount=self.discount_code)
 
 
-Answer = Reservation | FloodgateError | None  # None: let `reserve` answer this one
+Outcome = Reservation | FloodgateError | None  # a batch's claim; None: let `reserve` answer this one
 
 
-def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
+def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Outcome]:
     """Hold units of one variant for many buyers of one drop in one short transaction, in arrival
     order (every ask is of the same variant).
 
@@ -399,7 +399,7 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
     bucket might serve, or units a reclaim just gave back.
     """
     started = time.perf_counter()
-    answers: list[Answer] = [None] * len(asks)
+    answers: list[Outcome] = [None] * len(asks)
     try:
         refuse_if_closed(drop)
     except FloodgateError as error:
@@ -489,7 +489,7 @@ def reserve_batch(*, drop: Drop, asks: Sequence[Ask]) -> list[Answer]:
     return answers
 
 
-def _observe(drop: Drop, answers: Sequence[Answer], started: float) -> None:
+def _observe(drop: Drop, answers: Sequence[Outcome], started: float) -> None:
     seconds = time.perf_counter() - started
     decided = [
         ("held" if isinstance(answer, Reservation) else answer.code, seconds)

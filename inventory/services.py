@@ -149,7 +149,9 @@ PROBES = 3
 
 
 @dataclass(frozen=True)
-class Claim:
+class Taken:
+    """What a claim took: units of a bucket, or labelled units; the variant where the claim chose it."""
+
     bucket_index: int | None
     labels: tuple[str, ...] = ()
     variant_id: int | None = None  # set where the claim chose it (a returned unit's)
@@ -201,7 +203,7 @@ class StockScattered(Busy):
 
 def take_from_buckets(
     cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int, first: int, presale: bool = False
-) -> Claim:
+) -> Taken:
     """Claim `quantity` units from the drop's buckets: the first pick, then a few probes.
 
     Only the first pick may wait for a row lock; the probes skip locked rows, so this
@@ -213,10 +215,10 @@ def take_from_buckets(
     row = sql.one(cursor, sql.TAKE_FROM_BUCKET, params)
     for _ in range(PROBES):
         if row is not None:
-            return Claim(bucket_index=row[0])
+            return Taken(bucket_index=row[0])
         row = sql.one(cursor, sql.TAKE_FROM_ANY_BUCKET, params)
     if row is not None:
-        return Claim(bucket_index=row[0])
+        return Taken(bucket_index=row[0])
     refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=quantity, presale=presale)
     if isinstance(refusal, Busy):
         raise StockScattered(refusal.detail)
@@ -245,7 +247,7 @@ def collapse_buckets(*, drop_id: int, variant_id: int, quantity: int) -> int:
 
 def take_units(
     cursor: CursorWrapper, *, drop_id: int, variant: Sort, quantity: int, hold_id: int, presale: bool = False
-) -> Claim:
+) -> Taken:
     """Claim the best `quantity` free units, skipping rows other claimers have locked.
 
     Units locked by other claimers are theirs in a moment, so short means sold out (they
@@ -262,17 +264,17 @@ def take_units(
                 )
             )
         raise refusal
-    return Claim(bucket_index=None, labels=tuple(labels))
+    return Taken(bucket_index=None, labels=tuple(labels))
 
 
 def take_named_unit(
     cursor: CursorWrapper, *, drop_id: int, variant: Sort, label: str, hold_id: int, presale: bool = False
-) -> Claim:
+) -> Taken:
     """Claim one chosen unit of the variant; taken (or being taken) is an immediate UnitTaken."""
     params = {"drop": drop_id, "variant": variant.pk, "label": label, "hold": hold_id, "presale": presale}
     row = sql.one(cursor, sql.CLAIM_NAMED_UNIT, params)
     if row is not None:
-        return Claim(bucket_index=None, labels=(row[0],))
+        return Taken(bucket_index=None, labels=(row[0],))
     refusal = _refusal(cursor, drop_id=drop_id, variant=variant, quantity=1, presale=presale)
     if isinstance(refusal, Paused | NotStarted | Ended):
         raise refusal
@@ -315,7 +317,7 @@ def claim(
     first: int | None,
     unit: str | None,
     presale: bool = False,
-) -> Claim:
+) -> Taken:
     """Take `quantity` units for a hold inside the caller's transaction, in the drop's mode.
 
     The caller has written the hold row already (lock order: hold, then stock) and runs
@@ -339,7 +341,7 @@ def claim(
 
 @dataclass(frozen=True)
 class BatchClaim:
-    granted: dict[int, Claim]  # by hold id
+    granted: dict[int, Taken]  # by hold id
     left: int | None  # the variant's free units after the batch, when a claim was not granted
     in_drop: int = 0  # and the drop's
     others: tuple[str, ...] = ()  # and the variants that still have some
@@ -364,14 +366,14 @@ def claim_batch(
     (Paused, NotStarted, Ended) when the drop is not on sale.
     """
     quantity = dict(holds)
-    granted: dict[int, Claim] = {}
+    granted: dict[int, Taken] = {}
     if drop.inventory_mode == InventoryMode.BUCKETS:
         start = bucket_range(drop, variant).start if first is None else first
         params = {"drop": drop.pk, "variant": variant.pk, "index": start}
         row = sql.one(cursor, sql.TAKE_BATCH_FROM_BUCKET, {**params, **_asks(holds)})
         if row is None:
             raise _refusal(cursor, drop_id=drop.pk, variant=variant, quantity=1)
-        granted |= {hold: Claim(bucket_index=start) for hold in row[0]}
+        granted |= {hold: Taken(bucket_index=start) for hold in row[0]}
         for _ in range(drop.bucket_count - 1):  # never waits: each skips locked buckets
             rest = [(hold, quantity[hold]) for hold, _ in holds if hold not in granted]
             if not rest:
@@ -379,12 +381,12 @@ def claim_batch(
             row = sql.one(cursor, sql.TAKE_BATCH_FROM_ANY_BUCKET, {**params, **_asks(rest)})
             if row is None:
                 break
-            granted |= {hold: Claim(bucket_index=row[2]) for hold in row[0]}
+            granted |= {hold: Taken(bucket_index=row[2]) for hold in row[0]}
     else:
         _seen, labels = sql.single(
             cursor, sql.CLAIM_BATCH_UNITS, {"drop": drop.pk, "variant": variant.pk, **_asks(holds)}
         )
-        granted = {int(hold): Claim(bucket_index=None, labels=tuple(got)) for hold, got in labels.items()}
+        granted = {int(hold): Taken(bucket_index=None, labels=tuple(got)) for hold, got in labels.items()}
     if len(granted) == len(holds):
         return BatchClaim(granted, None)
     ids = {"drop": drop.pk, "variant": variant.pk}
@@ -425,7 +427,7 @@ def returned_pools(cursor: CursorWrapper, *, drop_id: int) -> list[Pool]:
 
 def take_returned(
     cursor: CursorWrapper, *, drop: Stocked, offers: list[tuple[int, int, Pool]]
-) -> dict[int, Claim]:
+) -> dict[int, Taken]:
     """For each new hold (hold, units, pool), in order, that many returned units of its pool (after
     the holds' rows: lock order); the holds not in the answer got none (cannot happen under the
     WAVE lock, where only the offerer takes returned units)."""
@@ -442,7 +444,7 @@ def take_returned(
         if len(sql.all_rows(cursor, sql.TAKE_RETURNED, {**params, **counts})) != len(wanted):
             return {}
         return {
-            hold: Claim(bucket_index=pool.bucket_index, variant_id=pool.variant_id)
+            hold: Taken(bucket_index=pool.bucket_index, variant_id=pool.variant_id)
             for hold, _, pool in offers
         }
     asks = {
@@ -455,7 +457,7 @@ def take_returned(
         labels.setdefault(hold, []).append(label)
     got = {hold: units for hold, units, _ in offers}
     return {
-        hold: Claim(bucket_index=None, labels=tuple(labels[hold]), variant_id=pool.variant_id)
+        hold: Taken(bucket_index=None, labels=tuple(labels[hold]), variant_id=pool.variant_id)
         for hold, _, pool in offers
         if len(labels.get(hold, ())) == got[hold]
     }
@@ -470,7 +472,7 @@ def exchange(
     old: tuple[int, int | None],
     new: Sort,
     line: bool,
-) -> Claim:
+) -> Taken:
     """A held hold's `quantity` units of variant old[0] (from bucket old[1]) given back, and as many
     of `new` taken for it, inside the caller's transaction (after the hold's row lock). The new ones
     come from what any claim may take and, with `line` (the caller holds the drop's WAVE lock), from
@@ -491,19 +493,19 @@ def exchange(
         for statement in [sql.TAKE_FROM_ANY_BUCKET] * PROBES + [sql.TAKE_RETURNED_FROM_ANY_BUCKET] * line:
             row = sql.one(cursor, statement, taking)
             if row is not None:
-                return Claim(bucket_index=row[0], variant_id=new.pk)
+                return Taken(bucket_index=row[0], variant_id=new.pk)
     else:
         freed = sql.all_rows(cursor, sql.FREE_HOLD_UNITS, {**params, "variant": old_variant})
         if len(freed) != quantity:
             raise RuntimeError(f"hold {hold_id}: {len(freed)} of its {quantity} units to give back")
         taken = [r[0] for r in sql.all_rows(cursor, sql.CLAIM_BEST_UNITS, {**params, "variant": new.pk})]
         if len(taken) == quantity:
-            return Claim(bucket_index=None, labels=tuple(taken), variant_id=new.pk)
+            return Taken(bucket_index=None, labels=tuple(taken), variant_id=new.pk)
         if line and not taken:
             asks = {"holds": [hold_id], "qs": [quantity], "variants": [new.pk]}
             got = [r[1] for r in sql.all_rows(cursor, sql.TAKE_RETURNED_UNITS, {**params, **asks})]
             if len(got) == quantity:
-                return Claim(bucket_index=None, labels=tuple(got), variant_id=new.pk)
+                return Taken(bucket_index=None, labels=tuple(got), variant_id=new.pk)
     raise _refusal(cursor, drop_id=drop.pk, variant=new, quantity=quantity)
 
 

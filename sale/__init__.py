@@ -1,6 +1,6 @@
 """A buyer's way through a sale: the one reserve sequence and its two doors, offers, the exchange.
 
-The reserve sequence is written once, `sale.entry.steps`; Django's door (`entry.reserve`, from
+The reserve sequence is written once, `sale.entry.steps`; Django's door (`entry.reserve_through_django`, from
 views.py and api.py) and the claim lane do what it yields. A test compares both doors' answers
 case by case. Either door publishes a database "sold out" for everyone (`entry.sold_out_for_all`),
 so the edge answers the next buyers.

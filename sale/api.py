@@ -14,7 +14,7 @@ from shop.addresses import address_json
 @api({"POST"}, login=True)
 def reserve(request: HttpRequest, slug: str) -> JsonResponse:
     body = json_body(request)
-    result = entry.reserve(
+    result = entry.reserve_through_django(
         entry.ReserveRequest(
             slug=slug,
             buyer_id=signed_in(request),

@@ -34,8 +34,8 @@ class Batcher:
     ) -> None:
         self.workers = workers
         self.stats = stats
-        self._batches: Batches[tuple[Drop, Ask], services.Answer] = Batches(
-            self._reserve,
+        self._batches: Batches[tuple[Drop, Ask], services.Outcome] = Batches(
+            self._run_batch,
             max_batch=MAX_BATCH,
             spawn=spawn,
             stats=stats,
@@ -53,7 +53,7 @@ class Batcher:
         """Claims waiting behind the variant's running batch."""
         return self._batches.queued(variant_id)
 
-    async def claim(self, drop: Drop, ask: Ask) -> services.Answer:
+    async def claim(self, drop: Drop, ask: Ask) -> services.Outcome:
         """The claim's answer from its batch: a Reservation, a refusal, or None (the single claim's)."""
         assert ask.variant is not None, "the lane's claims name their variant (sale.entry.steps)"
         stock = ask.variant.pk  # a variant's stock is one batch's
@@ -73,7 +73,7 @@ class Batcher:
         per_batch = max(self._batches.batch_seconds, running)
         return max(per_batch - running, running) + per_batch * (self._batches.queued(stock) // MAX_BATCH + 1)
 
-    async def _reserve(self, stock: int, claims: list[tuple[Drop, Ask]]) -> list[services.Answer]:
+    async def _run_batch(self, stock: int, claims: list[tuple[Drop, Ask]]) -> list[services.Outcome]:
         drop = claims[0][0]  # one variant's claims: one drop's
         try:
             return await self.workers.reserve_batch(drop, [ask for _, ask in claims])
@@ -82,7 +82,7 @@ class Batcher:
             # Each claim goes alone, so only the stale one fails (and reaches Django).
             return [None] * len(claims)
 
-    def _tell_the_queued(self, stock: int, answers: list[services.Answer]) -> None:
+    def _tell_the_queued(self, stock: int, answers: list[services.Outcome]) -> None:
         """Nothing left at all: the claims queued meanwhile on any of the drop's variants hear it now,
         as the edge answers those arriving from now on, instead of waiting a batch to learn it."""
         gone = next((a for a in answers if entry.sold_out_for_all(a)), None)

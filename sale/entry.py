@@ -83,7 +83,7 @@ def steps(drop: Drop, request: ReserveRequest) -> Generator[Limit | Claim, None,
     yield Claim(ask, unit)
 
 
-def reserve(request: ReserveRequest) -> Reservation:
+def reserve_through_django(request: ReserveRequest) -> Reservation:
     """Hold units for the buyer through Django's path, or raise the refusal (FloodgateError)."""
     drop = catalogue.drop_for_claim(slug=request.slug)
     for step in steps(drop, request):

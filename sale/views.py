@@ -33,7 +33,7 @@ def buy(request: HttpRequest, slug: str) -> HttpResponse:
     with contextlib.suppress(ValueError):  # a non-number goes on; the service names the problem
         quantity = int(str(quantity))
     try:
-        result = entry.reserve(
+        result = entry.reserve_through_django(
             entry.ReserveRequest(
                 slug=slug,
                 buyer_id=signed_in(request),

@@ -61,7 +61,7 @@ class Workers:
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
 
-    async def reserve_batch(self, drop: Drop, asks: list[Ask]) -> list[services.Answer]:
+    async def reserve_batch(self, drop: Drop, asks: list[Ask]) -> list[services.Outcome]:
         """Claims of one variant that arrived together: one transaction, one conditional claim statement."""
         return await self._run(services.reserve_batch, drop=drop, asks=asks)
 

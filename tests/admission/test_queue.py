@@ -210,7 +210,7 @@ def test_joins_asked_together_answer_each_as_one_alone(make_buyers) -> None:
     answers = services.join_many(drop=drop, asks=asks)
 
     assert isinstance(answers[2], Unauthenticated)
-    places = [a for a in answers if isinstance(a, services.Place)]
+    places = [a for a in answers if isinstance(a, services.Standing)]
     assert [p.ticket.buyer_id for p in places] == [had, new, new, other]
     assert places[0].ticket.pk == earlier and places[1].ticket.pk == places[2].ticket.pk
     assert Ticket.objects.filter(drop=drop).count() == 3
