@@ -239,7 +239,7 @@ def run_tests(args: list[str]) -> int:
     covered = any(arg.startswith("--cov") for arg in args)
     split = not named and not covered and not os.environ.get("DATABASE_URL")
     beside_files = BESIDE_FAST if fast else BESIDE
-    tier = ["-m", "not browser and not servers"] if fast else []
+    tier = ["-m", "not browser and not servers and not slow"] if fast else []
     sessions = (
         [[*tier, *args, *(f"--ignore={name}" for name in beside_files)], [*tier, *args, *beside_files]]
         if split

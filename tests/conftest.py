@@ -50,9 +50,10 @@ WEBHOOK_SECRET = "sim-webhook-secret-dev"
 
 # The suite's two tiers: `python3 floodgate.py test --fast` (FLOODGATE_TIER=fast) runs what needs
 # nothing but PostgreSQL and Redis, the developer's loop; the full run adds every test marked
-# `browser` or `servers`. A test that asks for one of these fixtures is marked `servers` here; a
-# module that starts processes itself says so in its pytestmark. In the fast tier any other
-# process start fails its test, so a test that needs one cannot slip into the loop unmarked.
+# `browser`, `servers` or `slow` (about 5 s or more: the biggest crowds, the longest waits). A test
+# that asks for one of these fixtures is marked `servers` here; a module that starts processes
+# itself says so in its pytestmark. In the fast tier any other process start fails its test, so a
+# test that needs one cannot slip into the loop unmarked.
 SERVER_FIXTURES = frozenset(
     {
         "payment_provider", "live_daphne", "celery_with_beat", "celery_worker", "localstripe",

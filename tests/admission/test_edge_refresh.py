@@ -32,6 +32,7 @@ def age(redis: redis_lib.Redis, slug: str, seconds: float) -> dict[str, Any]:
     return snap
 
 
+@pytest.mark.slow
 def test_with_beat_stopped_the_crowd_stays_at_the_edge_for_longer_than_a_snapshot_lives(
     work: DjangoWork, redis: redis_lib.Redis
 ) -> None:

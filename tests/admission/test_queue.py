@@ -56,6 +56,7 @@ def test_joining_twice_keeps_the_ticket_and_position_counts_down(django_capture_
     assert third["position"] == 1 and third["admitted_through"] == 2 and third["waiting"] == 2
 
 
+@pytest.mark.slow
 def test_thousand_buyers_are_admitted_in_the_order_they_joined(make_buyers) -> None:
     drop = make_drop(slug="fifo", quantity=100, waiting_room=True, admission_percent=100)
     start = timezone.now()

@@ -150,6 +150,7 @@ def test_a_client_waiting_longer_than_the_redis_read_timeout_still_hears_the_wav
         assert mark_after(client, 0)["admitted_through"] == 2
 
 
+@pytest.mark.slow
 def test_the_channel_layer_waits_through_a_silence_longer_than_its_blocking_read() -> None:
     # A consumer waits on BZPOPMIN for 5 s at a time; a client read timeout of 5 s kills it.
     layer = get_channel_layer()

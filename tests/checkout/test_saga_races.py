@@ -97,7 +97,9 @@ def test_control_a_confirm_without_the_state_guard_sells_expired_units(make_buye
     assert any(drift < 0 for drift in drifts), drifts
 
 
-@pytest.mark.parametrize("database_path", ["direct", "pgbouncer"], indirect=True)
+@pytest.mark.parametrize(
+    "database_path", [pytest.param("direct", marks=pytest.mark.slow), "pgbouncer"], indirect=True
+)
 def test_authorisations_racing_the_sweeper_end_each_hold_once(make_buyers, database_path: str) -> None:
     seen: Counter[str] = Counter()
     for round_number in range(ROUNDS):

@@ -68,8 +68,8 @@ def test_control_read_then_write_oversells(make_buyers, database_path: str) -> N
     ("mode", "buckets", "database_path"),
     [
         ("buckets", 1, "direct"),
-        ("buckets", 16, "direct"),
-        ("units", 1, "direct"),
+        pytest.param("buckets", 16, "direct", marks=pytest.mark.slow),
+        pytest.param("units", 1, "direct", marks=pytest.mark.slow),
         # production's shape beyond one box: every connection through PgBouncer's transaction pooling
         ("buckets", 1, "pgbouncer"),
         ("units", 1, "pgbouncer"),
@@ -99,6 +99,7 @@ def test_two_thousand_buyers_for_a_hundred_units(
         assert Hold.objects.filter(drop=drop, units__isnull=False).distinct().count() == UNITS
 
 
+@pytest.mark.slow
 def test_tail_of_sixteen_buckets_strands_no_unit(make_buyers) -> None:
     # given 101 units over 16 buckets and buyers asking for 1 or 2 each
     drop = make_drop(quantity=101, buckets=16, per_buyer_limit=2)

@@ -191,6 +191,7 @@ def test_control_a_resize_without_for_update_loses_claims(make_buyers, monkeypat
     assert invariant(drop_id=drop.pk).drift < 0  # more units on sale than the drop has: oversell
 
 
+@pytest.mark.slow
 def test_control_a_quantity_change_locking_the_drop_for_update_deadlocks(make_buyers, monkeypatch) -> None:
     """Breaks LOCK_DROP_QUANTITY: FOR UPDATE instead of FOR NO KEY UPDATE, then a 50 ms pg_sleep
     with the lock held. A reserve that has claimed a bucket waits at commit for KEY SHARE on the

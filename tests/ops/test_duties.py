@@ -348,7 +348,7 @@ def test_the_dashboard_and_metrics_show_a_covered_duty_and_a_late_one(roles: Non
     assert 'id="fg-duties"' in page
 
 
-@pytest.mark.parametrize("keeps_the_lease", [True, False])
+@pytest.mark.parametrize("keeps_the_lease", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_a_run_longer_than_its_lease_keeps_other_processes_off_it(monkeypatch, keeps_the_lease: bool) -> None:
     """The tick's lease is 4 s (two periods and two seconds); a run of 6 s renews it meanwhile, so
     no other process starts the same duty beside it. The control runs it without the renewal."""

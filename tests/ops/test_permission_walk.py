@@ -290,6 +290,7 @@ def found() -> list[Door]:
     return doors(drop_id=drop.pk, slug=drop.slug)
 
 
+@pytest.mark.slow
 def test_every_door_lets_in_exactly_whom_the_table_says(found: list[Door], settings) -> None:
     settings.DEBUG = False  # /metrics is open to anyone under DEBUG
     missing = coverage(found, TABLE)

@@ -50,6 +50,7 @@ def test_a_drop_waiting_on_its_lock_does_not_delay_another_drops_claims() -> Non
     assert claims_side_by_side() == (True, 201, 201)
 
 
+@pytest.mark.slow
 def test_control_a_lane_of_one_thread_serialises_the_drops() -> None:
     """The test above can fail: with one worker thread, b's claim waits behind a's batch."""
     lane, EDGE.lane = EDGE.lane, Lane(threads=1)

@@ -153,6 +153,7 @@ def crowd_of_returns(drop_id: int, *, buyers: list[int], returns: int) -> dict[s
     return {**won, "seconds": round(time.monotonic() - started, 2)}
 
 
+@pytest.mark.slow
 def test_a_thousand_returned_units_reach_the_next_tickets_in_ticket_order_under_a_crowd(make_buyers) -> None:
     drop = make_drop(slug="returns", quantity=UNITS, buckets=4, waiting_room=True, per_buyer_limit=1)
     by_number = in_line(drop.pk, make_buyers(UNITS + RETURNS + 100, prefix="line"))
