@@ -32,7 +32,6 @@ from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 from django.conf import settings
-from django.http.request import split_domain_port, validate_host
 from django.utils.translation import gettext_lazy
 
 from admission import state
@@ -43,7 +42,17 @@ from admission.published import MAX_AGE, REFRESH_AFTER, STALE_AFTER, Known, Snap
 from admission.refusals import answer, busy_json, busy_page, refusal
 from admission.rooms import Room, Rooms
 from admission.routes import CLAIM_JSON, CLAIM_PAGE, JOIN, QUEUE, SLUG, STATE, route
-from core.asgi import Answer, ASGIApp, Receive, Scope, Send, header, language
+from core.asgi import (
+    Answer,
+    ASGIApp,
+    Receive,
+    Scope,
+    Send,
+    allowed_host,
+    header,
+    https_redirect_due,
+    language,
+)
 from core.errors import NotFound
 
 
@@ -234,30 +243,16 @@ class Edge:
 
     def _may_answer(self, scope: Scope) -> bool:
         """Only where Django would answer too: an allowed Host, and no redirect to HTTPS due."""
-        if settings.SECURE_SSL_REDIRECT and not self._secure(scope):
+        if https_redirect_due(scope):
             return False
         host = header(scope, b"host") or ""
         allowed = self._hosts.get(host)
         if allowed is None:
-            hosts = settings.ALLOWED_HOSTS
-            if settings.DEBUG and not hosts:
-                hosts = [".localhost", "127.0.0.1", "[::1]"]  # as HttpRequest.get_host does
-            domain, _port = split_domain_port(host)
-            allowed = bool(domain) and validate_host(domain, hosts)
+            allowed = allowed_host(host)
             if len(self._hosts) > 256:
                 self._hosts.clear()
             self._hosts[host] = allowed
         return allowed
-
-    @staticmethod
-    def _secure(scope: Scope) -> bool:
-        if scope.get("scheme") == "https":
-            return True
-        if not settings.SECURE_PROXY_SSL_HEADER:
-            return False
-        name, value = settings.SECURE_PROXY_SSL_HEADER
-        sent = header(scope, name.removeprefix("HTTP_").replace("_", "-").lower().encode())
-        return sent is not None and sent.split(",", 1)[0].strip() == value
 
     def _revocation(self, raw: bytes | str) -> None:
         """A buyer's credentials were revoked (admission.state.revoke): their older tickets go to

@@ -29,8 +29,10 @@
   afresh, a lost Celery message is re-sent by beat or covered by a web process).
   tests/test_sentinel.py SIGKILLs the master mid-sale.
 - Raw ASGI (core/asgi.py): headers, cookies and a JSON answer for what is answered before Django,
-  and `language`: the request's language decided as LocaleMiddleware would (the cookie, else
-  Accept-Language, else English; memoised per cookie and header pair).
+  and every piece of Django the edge and the lane do without it, each a row of `MIRRORED` with a
+  parity test against Django's own answer (tests/core/test_mirror.py): the allowed host, the
+  redirect to HTTPS, HSTS and the common headers, the cookies, the language as LocaleMiddleware
+  decides it (memoised per cookie and header pair), the session's user, the CSRF verdict.
 - Batching (core/batches.py, `Batches`: one batch in flight per key; the lane's claims and joins)
   and batched lookups (core/lookups.py, `BatchedLookup`, built on it): the lane's caches and the
   edge's tickets;

@@ -13,11 +13,11 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
 from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 
 from core.answers import Error, error_body
+from core.asgi import csrf_failure
 from core.errors import (
     Busy,
     CsrfFailed,
@@ -65,18 +65,6 @@ def bearer_user(request: HttpRequest) -> AbstractBaseUser | None:
 
 CSRF_FAILED = gettext_lazy("Send the CSRF token with a session.")
 LOG_IN = gettext_lazy("Log in, or send 'Authorization: Bearer <token>'.")
-
-
-def csrf_failure(request: HttpRequest) -> HttpResponse | None:
-    """Django's CSRF verdict on a session's write (the claim lane asks it too, outside the middleware)."""
-    middleware = CsrfViewMiddleware(_no_view)
-    middleware.process_request(request)  # the cookie's secret into META, as the middleware chain does
-    return middleware.process_view(request, _no_view, (), {})
-
-
-def _no_view(request: HttpRequest) -> HttpResponse:
-    """What csrf_failure hands the middleware for a view: not csrf_exempt, never called."""
-    return HttpResponse()
 
 
 def api(methods: set[str], *, login: bool = False) -> Callable[[View], View]:

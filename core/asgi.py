@@ -1,18 +1,31 @@
 """Raw ASGI for the answers given before Django (the admission edge, the claim lane): the types,
 the request's headers, cookies, bearer token and language read as Django reads them, and a JSON
-answer with the headers Django's middleware would add."""
+answer with the headers Django's middleware would add.
+
+Everything of Django's that the edge and the lane do without building an HttpRequest has its one
+home here and a row in MIRRORED; tests/core/test_mirror.py holds one parity test per row, each
+against Django's own answer for the same request, so a Django upgrade that changes one fails the
+test named after it. What cannot be mirrored cheaply is not: the CSRF verdict and the session's
+user are Django's own middleware and auth, called on a request built from the scope.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import import_module
 from typing import Any, cast
 
 from django.conf import settings
-from django.http import HttpRequest
+from django.contrib.auth import get_user
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse
 from django.http.cookie import parse_cookie
+from django.http.request import split_domain_port, validate_host
+from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import translation
 
 from core.answers import error_body
@@ -24,6 +37,19 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+
+# What Django does that the edge and the lane do too, in the words of Django's own code; each
+# row is a function or constant of this module and a test in tests/core/test_mirror.py.
+MIRRORED: dict[str, str] = {
+    "allowed_host": "HttpRequest.get_host: the Host header against ALLOWED_HOSTS (else a 400)",
+    "https_redirect": "SecurityMiddleware: SECURE_SSL_REDIRECT sends a request not secure to HTTPS",
+    "hsts": "SecurityMiddleware: Strict-Transport-Security on a secure request's answer",
+    "common_headers": "SecurityMiddleware, XFrameOptionsMiddleware: nosniff, referrer, opener, frames",
+    "cookies": "request.COOKIES, repeated Cookie headers joined as ASGIRequest joins them",
+    "language": "LocaleMiddleware: the language cookie, else Accept-Language, else LANGUAGE_CODE",
+    "session_user": "AuthenticationMiddleware: the session's user, its password hash checked",
+    "csrf": "CsrfViewMiddleware: the verdict on a session's write",
+}
 
 # Django's answers carry these (SecurityMiddleware, XFrameOptionsMiddleware); so do ours.
 COMMON_HEADERS = [
@@ -57,6 +83,31 @@ def header(scope: Scope, name: bytes) -> str | None:
         if key.lower() == name:
             return bytes(value).decode("latin-1")
     return None
+
+
+def allowed_host(host: str) -> bool:
+    """Would HttpRequest.get_host accept this Host header (as sent, port and all)?"""
+    hosts = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not hosts:
+        hosts = [".localhost", "127.0.0.1", "[::1]"]  # as HttpRequest.get_host does
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, hosts)
+
+
+def secure(scope: Scope) -> bool:
+    """HttpRequest.is_secure: the scheme, or SECURE_PROXY_SSL_HEADER's first value."""
+    if scope.get("scheme") == "https":
+        return True
+    if not settings.SECURE_PROXY_SSL_HEADER:
+        return False
+    name, value = settings.SECURE_PROXY_SSL_HEADER
+    sent = header(scope, name.removeprefix("HTTP_").replace("_", "-").lower().encode())
+    return sent is not None and sent.split(",", 1)[0].strip() == value
+
+
+def https_redirect_due(scope: Scope) -> bool:
+    """Would SecurityMiddleware send this request to HTTPS? (The shop sets no SECURE_REDIRECT_EXEMPT.)"""
+    return bool(settings.SECURE_SSL_REDIRECT) and not secure(scope)
 
 
 def bearer(scope: Scope) -> str | None:
@@ -94,6 +145,37 @@ class _Asked:
 @lru_cache(maxsize=512)  # a crowd sends a handful of pairs; a stranger's made-up ones only churn it
 def _language(chosen: str | None, accept: str | None) -> str:
     return translation.get_language_from_request(cast(HttpRequest, _Asked(chosen, accept)))
+
+
+def session_users(keys: list[str]) -> dict[str, int]:
+    """Each session's user as AuthenticationMiddleware finds them (backend, password hash checked);
+    a session with none is left out. Reads the session store: not on the event loop."""
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    found = {}
+    for key in keys:
+        request = HttpRequest()
+        request.session = store(key)
+        user = get_user(request)
+        if user.is_authenticated:
+            found[key] = user.pk
+    return found
+
+
+def csrf_failure(request: HttpRequest) -> HttpResponse | None:
+    """Django's CSRF verdict on a session's write: None when it passes, else Django's 403."""
+    middleware = CsrfViewMiddleware(_no_view)
+    middleware.process_request(request)  # the cookie's secret into META, as the middleware chain does
+    return middleware.process_view(request, _no_view, (), {})
+
+
+def csrf_failure_of(scope: Scope, body: bytes) -> HttpResponse | None:
+    """csrf_failure of a raw request: the scope and its body as Django reads them."""
+    return csrf_failure(ASGIRequest(scope, io.BytesIO(body)))
+
+
+def _no_view(request: HttpRequest) -> HttpResponse:
+    """What csrf_failure hands the middleware for a view: not csrf_exempt, never called."""
+    return HttpResponse()
 
 
 async def read_body(receive: Receive, *, limit: int) -> tuple[bytes | None, bool]:

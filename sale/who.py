@@ -10,15 +10,13 @@ tokens: those not cached yet are resolved together, one query per group.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
-from django.core.handlers.asgi import ASGIRequest
 from django.utils.translation import gettext_lazy
 
 from admission import tokens
-from core.api import CSRF_FAILED, LOG_IN, csrf_failure
-from core.asgi import Scope
+from core.api import CSRF_FAILED, LOG_IN
+from core.asgi import Scope, csrf_failure_of
 from core.errors import CsrfFailed, Unauthenticated
 from core.lookups import BatchedLookup
 from sale.workers import Workers
@@ -71,7 +69,7 @@ class Credentials:
         buyer_id = await self.sessions.get(session)
         if buyer_id is None:
             raise Unauthenticated(LOG_IN)
-        if csrf_failure(ASGIRequest(scope, io.BytesIO(body))) is not None:
+        if csrf_failure_of(scope, body) is not None:
             raise CsrfFailed(CSRF_FAILED)
         bound_to = tokens.credential(bearer=None, session_key=session)
         assert bound_to is not None

@@ -16,17 +16,14 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib import import_module
 from typing import TypeVar
 
-from django.conf import settings
-from django.contrib.auth import get_user
 from django.db import close_old_connections, connection
-from django.http import HttpRequest
 
 from admission import services as admission
 from admission import state as snapshots
 from catalogue import selectors as catalogue
+from core import asgi
 from core.errors import FloodgateError, NotFound
 from holds import selectors, services
 from holds.services import Ask
@@ -79,7 +76,7 @@ class Workers:
         return await self._run(users_of_tokens, tokens)
 
     async def users_of_sessions(self, keys: list[str]) -> dict[str, int]:
-        return await self._run(_users_of_sessions, keys)
+        return await self._run(asgi.session_users, keys)
 
     async def drops(self, slugs: list[str]) -> dict[str, Drop]:
         return await self._run(_drops, slugs)
@@ -150,19 +147,6 @@ def _join_many(drop: Drop, requests: list[JoinRequest]) -> list[dict[str, object
         else place.as_json(queue_ticket=admission.queue_ticket(place, bound_to=request.bound_to))
         for place, request in zip(places, requests, strict=True)
     ]
-
-
-def _users_of_sessions(keys: list[str]) -> dict[str, int]:
-    """Each session's user as AuthenticationMiddleware finds them (backend, password hash checked)."""
-    store = import_module(settings.SESSION_ENGINE).SessionStore
-    found = {}
-    for key in keys:
-        request = HttpRequest()
-        request.session = store(key)
-        user = get_user(request)
-        if user.is_authenticated:
-            found[key] = user.pk
-    return found
 
 
 def _drops(slugs: list[str]) -> dict[str, Drop]:
