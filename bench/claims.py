@@ -307,7 +307,7 @@ def remove_previous_runs() -> None:
     """Delete earlier bench drops and their rows, so every run starts from the same tables."""
     drops = "SELECT id FROM shop_drop WHERE slug LIKE %s"
     like = [SLUG_PREFIX + "%"]
-    for table in ("inventory_unit", "holds_hold", "inventory_stockbucket"):
+    for table in ("inventory_unit", "holds_hold", "inventory_stockbucket", "shop_variant"):
         query(f"DELETE FROM {table} WHERE drop_id IN ({drops})", like)
     query("DELETE FROM shop_drop WHERE slug LIKE %s", like)
     query("VACUUM ANALYZE inventory_unit, holds_hold, inventory_stockbucket, shop_drop, auth_user")
