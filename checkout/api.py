@@ -11,7 +11,7 @@ from ninja import Router
 
 from checkout import answers, exchange, push, refunds, reminders, selectors, services
 from checkout.models import Order
-from core.api import json_body, operation, signed_in
+from core.api import Id, json_body, operation, signed_in
 from core.errors import NotFound
 from holds import selectors as holds
 from shop.models import Drop
@@ -39,7 +39,7 @@ def _order_pk(order_id: str) -> int:
     login=True,
     url_name="api-payment",
 )
-def start_payment(request: HttpRequest, id: str) -> JsonResponse:
+def start_payment(request: HttpRequest, id: Id) -> JsonResponse:
     hold = holds.hold_of_buyer(hold_id=id, buyer_id=signed_in(request))
     started = services.start_payment(hold_id=hold.pk, buyer_id=signed_in(request))
     body = answers.PaymentStarted(
@@ -77,7 +77,7 @@ def orders(request: HttpRequest) -> JsonResponse:
     login=True,
     url_name="api-order",
 )
-def order(request: HttpRequest, id: str) -> JsonResponse:
+def order(request: HttpRequest, id: Id) -> JsonResponse:
     found = (
         Order.objects.select_related("drop", "hold__variant")
         .filter(pk=_order_pk(id), buyer_id=signed_in(request))
@@ -102,7 +102,7 @@ def order(request: HttpRequest, id: str) -> JsonResponse:
     login=True,
     url_name="api-order-cancel",
 )
-def cancel(request: HttpRequest, id: str) -> JsonResponse:
+def cancel(request: HttpRequest, id: Id) -> JsonResponse:
     """The buyer cancels before the money is taken; 409 not_cancellable after."""
     found = refunds.cancel_order(order_id=_order_pk(id), buyer_id=signed_in(request))
     return JsonResponse(selectors.order_json(found))
@@ -117,7 +117,7 @@ def cancel(request: HttpRequest, id: str) -> JsonResponse:
     login=True,
     url_name="api-order-exchange",
 )
-def order_exchange(request: HttpRequest, id: str) -> JsonResponse:
+def order_exchange(request: HttpRequest, id: Id) -> JsonResponse:
     found = Order.objects.select_related("drop").filter(pk=_order_pk(id), buyer_id=signed_in(request)).first()
     if found is None:
         raise NotFound(gettext_lazy("There is no such order among yours."))
@@ -142,7 +142,7 @@ def order_exchange(request: HttpRequest, id: str) -> JsonResponse:
     body=answers.ExchangeBody,
     url_name="api-order-exchange",
 )
-def list_on_exchange(request: HttpRequest, id: str) -> JsonResponse:
+def list_on_exchange(request: HttpRequest, id: Id) -> JsonResponse:
     body = json_body(request)
     listed = exchange.list_units(
         order_id=_order_pk(id),
@@ -167,7 +167,7 @@ def list_on_exchange(request: HttpRequest, id: str) -> JsonResponse:
     login=True,
     url_name="api-order-exchange",
 )
-def withdraw_from_exchange(request: HttpRequest, id: str) -> JsonResponse:
+def withdraw_from_exchange(request: HttpRequest, id: Id) -> JsonResponse:
     listed = exchange.withdraw(order_id=_order_pk(id), buyer_id=signed_in(request))
     return JsonResponse(selectors.exchange_answer(listed.order, listed.listings).dump())
 

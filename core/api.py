@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from django.contrib.auth import authenticate
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -21,13 +21,17 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils.translation import gettext_lazy
 from ninja import Router
+from ninja.schema import NinjaGenerateJsonSchema
 from ninja.security import APIKeyCookie, HttpBearer
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema
 
 from core.answers import Error, error_body
 from core.errors import CsrfFailed, FloodgateError, InvalidInput, TooLarge, Unauthenticated
 
 View = Callable[..., HttpResponse]
+# A hold's or an order's id in a path: an integer to its callers; the view takes any text and
+# answers 404 for one that is not an id of theirs, as it always has (not ninja's 422).
+Id = Annotated[str, WithJsonSchema({"type": "integer"})]
 MAX_BODY = 16 * 1024
 TOO_LARGE = gettext_lazy("The request body is too large (16 KB at most).")
 
@@ -211,7 +215,8 @@ def operation(
             documented[status]["headers"] = RETRY_AFTER
     extra: dict[str, Any] = {"responses": documented}
     if body is not None:
-        schema = body.model_json_schema()
+        # as ninja writes the answers' schemas: no `default: null` for a field that may be left out
+        schema = body.model_json_schema(schema_generator=NinjaGenerateJsonSchema)
         schema.pop("title", None)
         extra["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
     if headers:

@@ -10,7 +10,7 @@ from catalogue import selectors
 from checkout import refunds
 from checkout import selectors as orders
 from checkout.answers import Refund, RefundBody
-from core.api import Header, json_body, operation
+from core.api import Header, Id, json_body, operation
 from core.errors import Forbidden, InvalidInput
 from holds.answers import Invariant
 from holds.counts import invariant, invariant_by_variant
@@ -121,7 +121,7 @@ def resume(request: HttpRequest, slug: str) -> JsonResponse:
     headers=(Header("Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 64}),),
     url_name="api-ops-refund",
 )
-def refund(request: HttpRequest, id: str) -> JsonResponse:
+def refund(request: HttpRequest, id: Id) -> JsonResponse:
     """Refund an order, whole or some units: 201 with the refund as the provider answered it (its
     state `requested` if the provider did not answer yet: a task keeps trying); 200 for the same
     Idempotency-Key again."""

@@ -6,7 +6,7 @@ from django.http import HttpRequest, JsonResponse
 from ninja import Router
 
 from core import clients
-from core.api import Header, json_body, operation, signed_in
+from core.api import Header, Id, json_body, operation, signed_in
 from holds import selectors, services
 from holds.answers import Hold, ReserveBody, VariantBody
 from sale import addresses, entry
@@ -78,7 +78,7 @@ def reserve(request: HttpRequest, slug: str) -> JsonResponse:
     login=True,
     url_name="api-hold",
 )
-def hold(request: HttpRequest, id: str) -> JsonResponse:
+def hold(request: HttpRequest, id: Id) -> JsonResponse:
     return JsonResponse(selectors.hold_json(selectors.hold_of_buyer(hold_id=id, buyer_id=signed_in(request))))
 
 
@@ -91,7 +91,7 @@ def hold(request: HttpRequest, id: str) -> JsonResponse:
     login=True,
     url_name="api-hold",
 )
-def release(request: HttpRequest, id: str) -> JsonResponse:
+def release(request: HttpRequest, id: Id) -> JsonResponse:
     found = selectors.hold_of_buyer(hold_id=id, buyer_id=signed_in(request))
     services.release(hold_id=found.pk, buyer_id=signed_in(request))
     found.refresh_from_db()
@@ -112,7 +112,7 @@ def release(request: HttpRequest, id: str) -> JsonResponse:
     login=True,
     url_name="api-hold-more-time",
 )
-def more_time(request: HttpRequest, id: str) -> JsonResponse:
+def more_time(request: HttpRequest, id: Id) -> JsonResponse:
     """ "I need more time": 200 with the hold and its later expires_at."""
     found = selectors.hold_of_buyer(hold_id=id, buyer_id=signed_in(request))
     return JsonResponse(selectors.hold_json(services.more_time(hold=found, buyer_id=signed_in(request))))
@@ -138,7 +138,7 @@ def more_time(request: HttpRequest, id: str) -> JsonResponse:
     body=VariantBody,
     url_name="api-hold-variant",
 )
-def variant(request: HttpRequest, id: str) -> JsonResponse:
+def variant(request: HttpRequest, id: Id) -> JsonResponse:
     """Another variant (size) for a held hold: 200 with the hold as it now is."""
     found = selectors.hold_of_buyer(hold_id=id, buyer_id=signed_in(request))
     changed = services.change_variant(
@@ -164,7 +164,7 @@ def variant(request: HttpRequest, id: str) -> JsonResponse:
     body=AddressBody,
     url_name="api-hold-address",
 )
-def address(request: HttpRequest, id: str) -> JsonResponse:
+def address(request: HttpRequest, id: Id) -> JsonResponse:
     """The shipping address of a hold whose product ships: 200 with it as kept."""
     kept = addresses.give_address(hold_id=id, buyer_id=signed_in(request), data=json_body(request))
     return JsonResponse(address_json(kept))
