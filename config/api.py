@@ -17,7 +17,14 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotAllowed, JsonResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseNotAllowed,
+    JsonResponse,
+)
 from django.urls import URLPattern, path
 from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
@@ -29,7 +36,15 @@ from catalogue.api import router as catalogue
 from checkout.api import router as checkout
 from config.schemas import Document, Links
 from core.api import LOG_IN, TOO_LARGE, error_response, method_not_allowed, operation
-from core.errors import Busy, FloodgateError, InvalidInput, TooLarge, Unauthenticated, database_not_now
+from core.errors import (
+    Busy,
+    FloodgateError,
+    InvalidInput,
+    NotFound,
+    TooLarge,
+    Unauthenticated,
+    database_not_now,
+)
 from fairness.api import router as fairness
 from ops.api import router as ops
 from sale.api import router as sale
@@ -109,6 +124,18 @@ def _document() -> Schema:
 def schema() -> Schema:
     """A fresh copy each call: a caller that edits it (a test, a view) cannot change the next answer."""
     return copy.deepcopy(_document())
+
+
+@api.exception_handler(Exception)
+def unexpected(request: HttpRequest, error: Exception) -> HttpResponse:
+    # Django's own 500 (handler500, the logging, the debug page), as for every page; not ninja's
+    # plain-text traceback, which it writes in DEBUG.
+    raise error
+
+
+@api.exception_handler(Http404)
+def no_such_thing(request: HttpRequest, error: Http404) -> HttpResponse:
+    return error_response(NotFound(gettext_lazy("There is no such thing here.")))
 
 
 @api.exception_handler(FloodgateError)
