@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from django.conf import settings
 from django.contrib.auth import authenticate
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
@@ -126,9 +127,8 @@ class BearerToken(HttpBearer):
 class Session(APIKeyCookie):
     """The session cookie; a write also needs the CSRF token (Django's own verdict, csrf_failure)."""
 
-    param_name = "sessionid"
-
     def __init__(self) -> None:
+        self.param_name = settings.SESSION_COOKIE_NAME  # the document names the cookie
         super().__init__(csrf=False)  # checked below, only for a signed-in session's write
 
     def __call__(self, request: HttpRequest) -> AbstractBaseUser | AnonymousUser | None:
@@ -145,8 +145,6 @@ class Session(APIKeyCookie):
 class Visitor(APIKeyCookie):
     """Anyone, last in a public call's list: the credentials, when sent, are still checked first.
     config/api.py writes it into the document as the empty requirement (credentials optional)."""
-
-    param_name = "sessionid"
 
     def __call__(self, request: HttpRequest) -> AbstractBaseUser | AnonymousUser:
         return request.user
