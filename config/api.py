@@ -68,6 +68,7 @@ class FloodgateAPI(NinjaAPI):
         """ninja's document, with what the contract names its way: the security schemes `bearer` and
         `session` (a public call lists the empty requirement too: credentials optional), no
         operation for HEAD (every GET answers it), and checkout's OrderState in a hold's order."""
+        # The prefix as config/urls.py mounts the API (ninja would reverse its own root url for it).
         doc = super().get_openapi_schema(path_prefix=PREFIX, path_params=path_params)
         del doc["servers"]  # empty: the document describes the server that serves it
         schemes = doc["components"].setdefault("securitySchemes", {})
@@ -77,8 +78,8 @@ class FloodgateAPI(NinjaAPI):
         for item in doc["paths"].values():
             item.pop("head", None)
             for op in item.values():
-                op["security"] = [{SCHEMES.get(name, name): []} for s in op["security"] for name in s]
-                op["security"] = [{} if "Visitor" in s else s for s in op["security"]]
+                named = [name for each in op["security"] for name in each]
+                op["security"] = [{} if name == "Visitor" else {SCHEMES[name]: []} for name in named]
         # holds sits below checkout, so its HoldOrder cannot name checkout's OrderState; here both are known
         schemas = doc["components"]["schemas"]
         schemas["HoldOrder"]["properties"]["state"] = {"$ref": "#/components/schemas/OrderState"}
