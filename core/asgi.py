@@ -18,6 +18,17 @@ from django.utils import translation
 from core.answers import error_body
 from core.errors import FloodgateError
 
+# What the raw ASGI doors read or write as Django would, one row each; each row is checked against
+# Django's own answer for the same request (tests/core/test_django_parity.py, one test per row).
+MIRRORS = {
+    "header": "a request header, as HttpRequest.headers reads it",
+    "bearer": "the token core.api.bearer_user authenticates, from the same Authorization header",
+    "cookies": "HttpRequest.COOKIES, repeated Cookie headers included",
+    "language": "the language LocaleMiddleware activates (Content-Language)",
+    "common_headers": "the headers SecurityMiddleware and XFrameOptionsMiddleware add to every answer",
+    "strict_transport": "SecurityMiddleware's Strict-Transport-Security on a secure request",
+}
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -53,10 +64,11 @@ PRIVATE_HEADERS = ((b"vary", b"Cookie"), (b"cache-control", b"private"))
 
 
 def header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return bytes(value).decode("latin-1")
-    return None
+    """A request header as HttpRequest.headers reads it: a repeated one joined with ",", as
+    ASGIRequest joins it (before, the first alone: two Authorization headers named a buyer here
+    whom Django, reading "Bearer a,Bearer b", refuses)."""
+    sent = [bytes(value).decode("latin-1") for key, value in scope.get("headers", ()) if key.lower() == name]
+    return ",".join(sent) if sent else None
 
 
 def bearer(scope: Scope) -> str | None:
