@@ -1,4 +1,4 @@
-"""The API's own pages: its index, its schema, its docs page, and the answer for an unknown path."""
+"""The API's pages outside ninja: its docs page, and the answer for a path that is not a call."""
 
 from __future__ import annotations
 
@@ -6,29 +6,24 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext_lazy
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
-from config.openapi import schema
-from config.schemas import Links
-from core.api import api
+from core.api import error_response, method_not_allowed
 from core.errors import NotFound, fill
 
-
-@api({"GET"})
-def openapi(request: HttpRequest) -> JsonResponse:
-    return JsonResponse(schema())
+# What a path that is not a call answers 404 to; anything else (TRACE...) is 405, as on the calls.
+UNKNOWN_METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 
 
-@api({"GET"})
-def index(request: HttpRequest) -> JsonResponse:
-    links = Links(openapi="/api/openapi.json", drops="/api/drops/<slug>", catalogue="/api/drops")
-    return JsonResponse(links.dump())
-
-
-@api({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"})
+@csrf_exempt  # no call here: nothing to protect, and a session's POST gets the same 404 as a token's
 def unknown(request: HttpRequest, path: str) -> JsonResponse:
-    raise NotFound(
-        fill(gettext_lazy("/api/%(path)s is not part of the API; see /api/openapi.json."), path=path)
+    if request.method not in UNKNOWN_METHODS:
+        return method_not_allowed(UNKNOWN_METHODS)
+    return error_response(
+        NotFound(
+            fill(gettext_lazy("/api/%(path)s is not part of the API; see /api/openapi.json."), path=path)
+        )
     )
 
 

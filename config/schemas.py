@@ -1,4 +1,4 @@
-"""Every answer of `/api/`, gathered: config/openapi.py generates the published schema from these.
+"""Every answer of `/api/`, gathered: the calls (config/api.py) publish their schema from these.
 
 Each layer declares the answers it builds in its own answers.py (core: the error; catalogue: the
 drop; holds: the hold and the invariant; admission: the place in line and the draw; checkout: the

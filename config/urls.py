@@ -6,48 +6,17 @@ from django.urls import include, path, re_path, reverse_lazy
 from django.views.generic import RedirectView
 
 from accounts import views as accounts_views
-from admission import api as admission_api
 from admission import views as admission_views
-from catalogue import api as catalogue_api
-from checkout import api as checkout_api
 from checkout import stripe_page
 from checkout import views as checkout_views
-from config import api_views
-from fairness import api as fairness_api
+from config import api, api_views
 from fairness import views as fairness_views
-from ops import api as ops_api
 from ops import views as ops_views
-from sale import api as sale_api
 from sale import views as sale_views
 from storefront import views
 
-api_patterns = [
-    path("", api_views.index, name="api-index"),
-    path("openapi.json", api_views.openapi, name="api-openapi"),
-    path("me", catalogue_api.me, name="api-me"),
-    path("drops", catalogue_api.drop_list, name="api-drops"),
-    path("drops/<slug:slug>", catalogue_api.drop_detail, name="api-drop"),
-    path("drops/<slug:slug>/holds", sale_api.reserve, name="api-reserve"),
-    path("drops/<slug:slug>/queue", admission_api.queue, name="api-queue"),
-    path("drops/<slug:slug>/reminder", checkout_api.reminder, name="api-reminder"),
-    path("drops/<slug:slug>/queue/draw", admission_api.draw, name="api-queue-draw"),
-    path("drops/<slug:slug>/report", fairness_api.report, name="api-report"),
-    path("drops/<slug:slug>/report/entries/<str:entry>", fairness_api.entry, name="api-report-entry"),
-    path("push/subscription", checkout_api.push_subscription, name="api-push-subscription"),
-    path("holds/<str:hold_id>", sale_api.hold, name="api-hold"),
-    path("holds/<str:hold_id>/payment", checkout_api.start_payment, name="api-payment"),
-    path("holds/<str:hold_id>/address", sale_api.address, name="api-hold-address"),
-    path("holds/<str:hold_id>/variant", sale_api.variant, name="api-hold-variant"),
-    path("holds/<str:hold_id>/more-time", sale_api.more_time, name="api-hold-more-time"),
-    path("orders", checkout_api.orders, name="api-orders"),
-    path("orders/<str:order_id>", checkout_api.order, name="api-order"),
-    path("orders/<str:order_id>/cancel", checkout_api.cancel, name="api-order-cancel"),
-    path("orders/<str:order_id>/exchange", checkout_api.order_exchange, name="api-order-exchange"),
-    path("ops/orders/<str:order_id>/refund", ops_api.refund, name="api-ops-refund"),
-    path("ops/drops/<slug:slug>/invariant", ops_api.drop_invariant, name="api-ops-invariant"),
-    path("ops/drops/<slug:slug>/pause", ops_api.pause, name="api-ops-pause"),
-    path("ops/drops/<slug:slug>/resume", ops_api.resume, name="api-ops-resume"),
-]
+# The JSON API (config/api.py): each call declared once, in its package's api.py.
+api_patterns = api.urlpatterns
 
 # Django's own account pages were here before allauth: their addresses lead to allauth's.
 old_account_addresses = [

@@ -1,8 +1,8 @@
 """The ground every layer stands on: errors, locks, settings, formatting, raw ASGI and the client.
 
 - Errors (core/errors.py): one root, `FloodgateError`, with a stable `code` and an HTTP status;
-  core/api.py maps it to the JSON answer, and a database that cannot answer (OperationalError, a
-  failover, the pool's wait run out) to 503 `busy`, never a 500.
+  core/api.py writes it as the JSON answer (config/api.py hands it the API's errors), and a database
+  that cannot answer (OperationalError, a failover, the pool's wait run out) is 503 `busy`, never a 500.
 - Answers (core/answers.py): what every layer's `answers.py` shares. A builder makes the model and
   the door only serialises it (`dump()` for Django's JsonResponse, `dump_json()` for the edge's and
   the lane's raw ASGI answers), so a key no model lists fails where it is made. Building and

@@ -3,7 +3,7 @@
 Each layer declares the answers it builds in its own `answers.py` (holds the hold, admission the
 place in line, checkout the order...) and builds them as those models, so the Django views, the
 edge and the claim lane serialise the same types; config/schemas.py gathers them and
-config/openapi.py generates the published schema from them.
+config/api.py publishes the schema of them.
 
 Answers are closed objects (extra="forbid": additionalProperties false). A field without a default
 is one the answer always carries (required); an Omittable one is left out unless it is given; a

@@ -41,6 +41,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # What Django does that the edge and the lane do too, in the words of Django's own code; each
 # row is a function or constant of this module and a test in tests/core/test_mirror.py.
 MIRRORED: dict[str, str] = {
+    "header": 'HttpRequest.headers: a repeated header joined with "," as ASGIRequest joins it',
+    "bearer": "the token core.api.bearer_user authenticates, from the same Authorization header",
     "allowed_host": "HttpRequest.get_host: the Host header against ALLOWED_HOSTS (else a 400)",
     "https_redirect": "SecurityMiddleware: SECURE_SSL_REDIRECT sends a request not secure to HTTPS",
     "hsts": "SecurityMiddleware: Strict-Transport-Security on a secure request's answer",
@@ -79,10 +81,11 @@ PRIVATE_HEADERS = ((b"vary", b"Cookie"), (b"cache-control", b"private"))
 
 
 def header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return bytes(value).decode("latin-1")
-    return None
+    """A request header as HttpRequest.headers reads it: a repeated one joined with ",", as
+    ASGIRequest joins it (before, the first alone: two Authorization headers named a buyer here
+    whom Django, reading "Bearer a,Bearer b", refuses)."""
+    sent = [bytes(value).decode("latin-1") for key, value in scope.get("headers", ()) if key.lower() == name]
+    return ",".join(sent) if sent else None
 
 
 def allowed_host(host: str) -> bool:

@@ -10,7 +10,7 @@ from holds.models import HoldState
 
 class HoldOrder(Closed):
     id: int
-    # checkout's OrderState: holds sits below checkout and cannot name it; config/openapi.py puts
+    # checkout's OrderState: holds sits below checkout and cannot name it; config/api.py puts
     # the enum into the published schema.
     state: str
 

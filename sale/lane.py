@@ -157,7 +157,7 @@ class Lane:
             # A form body the CSRF check could not read (malformed multipart, too many fields):
             # Django's own path gives its 400 for it.
             answer = None
-        except DatabaseError as error:  # as core.api: the database said "not now"
+        except DatabaseError as error:  # as config.api: the database said "not now"
             if not database_not_now(error):
                 raise
             log.warning("lane: database busy: %s", error)

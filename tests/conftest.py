@@ -248,7 +248,7 @@ def database_path(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def published_schema() -> ApiSchema:
-    from config.openapi import schema
+    from config.api import schema
 
     return ApiSchema(schema())
 

@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 from schemathesis import checks
 
 from checkout.models import Order
-from config import openapi
+from config import api
 from holds import services as holds
 from shop.models import ApiToken
 from tests.factories import make_buyer, make_drop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SCHEMA = schemathesis.openapi.from_dict(openapi.schema())
+SCHEMA = schemathesis.openapi.from_dict(api.schema())
 TOKEN = "fuzz-token-of-a-real-buyer"
 EXAMPLES = 25  # per operation and mode: ~700 requests, about a minute
 # The answer's side: no 5xx, a listed status, the listed content type, headers and body; and a

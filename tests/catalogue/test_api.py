@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from django.http import Http404
 from django.test import Client
 from django.urls import URLResolver
 from django.utils import timezone
 
+from catalogue import selectors
 from tests.factories import make_drop
 
 pytestmark = pytest.mark.django_db
@@ -79,9 +82,8 @@ def test_every_api_route_is_in_the_schema() -> None:
         "/api/"
         + str(p.pattern)
         .replace("<slug:slug>", "{slug}")
-        .replace("<str:hold_id>", "{id}")
-        .replace("<str:order_id>", "{id}")
-        .replace("<str:entry>", "{entry}")
+        .replace("<id>", "{id}")
+        .replace("<entry>", "{entry}")
         for p in api.url_patterns
         if str(p.pattern) not in {"", "openapi.json"}
     }
@@ -105,3 +107,27 @@ def test_the_drop_list_names_every_drop_as_its_own_page_does_live_first() -> Non
     assert drops == [client.get(f"/api/drops/{d['slug']}").json() for d in drops]
     assert refused.status_code == 405 and refused.json()["error"] == "method_not_allowed"
     assert client.get("/api/").json()["catalogue"] == "/api/drops"
+
+
+def test_a_django_404_inside_a_call_is_the_contracts_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(**_: object) -> None:
+        raise Http404("gone")
+
+    monkeypatch.setattr(selectors, "drop_view", missing)
+
+    answer = Client().get("/api/drops/anything")
+
+    assert answer.status_code == 404 and answer.json()["error"] == "not_found"
+
+
+def test_an_unexpected_error_inside_a_call_is_djangos_500_not_a_text_traceback(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    def broken(**_: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(selectors, "drop_view", broken)
+    settings.DEBUG = True  # where ninja, left to itself, would answer the traceback as text/plain
+
+    with pytest.raises(RuntimeError, match="a bug"):  # the test client re-raises what reached Django
+        Client().get("/api/drops/anything")

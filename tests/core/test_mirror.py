@@ -4,6 +4,7 @@ that changes one fails the test named after it."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 from typing import Any
 
@@ -11,7 +12,9 @@ import pytest
 from django.core.handlers.asgi import ASGIRequest
 from django.test import Client, override_settings
 
+from core import api as core_api
 from core import asgi
+from core.errors import Unauthenticated
 from tests.factories import make_buyer
 
 pytestmark = pytest.mark.django_db
@@ -224,3 +227,48 @@ def test_csrf_is_djangos(cookie: str | None, header: str | None, origin: str | N
         mirrored = asgi.csrf_failure_of(raw, b"")
 
     assert (mirrored is not None) == (answer.status_code == 403), (answer.status_code, mirrored)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        (),
+        ((b"authorization", b"Bearer abc"),),
+        ((b"Authorization", b"bearer  abc "),),
+        ((b"x-admission-token", b"t1"),),
+        ((b"x-admission-token", b"t1"), (b"X-Admission-Token", b"t2")),
+        ((b"authorization", b"Bearer a"), (b"authorization", b"Bearer b")),
+    ],
+)
+def test_header_is_djangos(headers: tuple[tuple[bytes, bytes], ...]) -> None:
+    raw = scope()
+    raw["headers"] += list(headers)
+    request = django_request(raw)
+
+    for name in (b"authorization", b"x-admission-token"):
+        assert asgi.header(raw, name) == request.headers.get(name.decode()), name
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        *(
+            [value]
+            for value in ["Bearer abc", "bearer abc", "BEARER  abc  ", "Bearer", "Bearer ", "Basic abc", ""]
+        ),
+        ["Bearer a", "Bearer b"],  # repeated: Django reads "Bearer a,Bearer b"
+    ],
+)
+def test_bearer_is_djangos(values: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = scope()
+    raw["headers"] += [(b"authorization", value.encode()) for value in values]
+    asked: list[str] = []
+
+    def authenticate(request: object, bearer_token: str) -> None:
+        asked.append(bearer_token)
+
+    monkeypatch.setattr(core_api, "authenticate", authenticate)  # the token Django is asked about
+    with contextlib.suppress(Unauthenticated):
+        core_api.bearer_user(django_request(raw))
+
+    assert asgi.bearer(raw) == (asked[0] if asked else None)
