@@ -41,8 +41,9 @@ from admission.polls import Polls
 from admission.published import MAX_AGE, REFRESH_AFTER, STALE_AFTER, Known, Snapshots
 from admission.refusals import answer, busy_json, busy_page, refusal
 from admission.rooms import Room, Rooms
-from admission.routes import CLAIM_JSON, CLAIM_PAGE, JOIN, QUEUE, SLUG, STATE, route
+from admission.routes import CLAIM_JSON, CLAIM_PAGE, JOIN, QUEUE, STATE, route
 from core.asgi import (
+    SLUG,
     Answer,
     ASGIApp,
     Receive,

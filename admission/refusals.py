@@ -13,8 +13,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from admission import tokens
 from admission.published import Known
-from admission.routes import SLUG
-from core.asgi import Answer
+from core.asgi import SLUG, Answer
 from core.errors import Busy, Ended, FloodgateError, NotAdmitted, NotStarted, Paused, SoldOut, fill
 
 # Django's own wording for the same refusals (holds.services, inventory.services), in the

@@ -16,7 +16,7 @@ from typing import Any
 from admission import state
 from admission.background import DB_THREADS, Trouble, close_connections
 from admission.published import MAX_ENTRIES, Snapshots
-from admission.routes import SLUG
+from core.asgi import SLUG
 
 NO_ROOM_SECONDS = 5.0  # a slug a socket found no waiting room for is not looked up again for this long
 ROOMS_SECONDS = 5.0  # the list of every waiting room's slug is re-read after this

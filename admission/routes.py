@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import re
 
-from core.asgi import Scope
+from core.asgi import SLUG, Scope
 
 STATE, CLAIM_JSON, CLAIM_PAGE, QUEUE, JOIN = "state", "claim_json", "claim_page", "queue", "join"
 STATE_PATH = re.compile(r"/api/drops/([^/]+)")
 QUEUE_PATH = re.compile(r"/api/drops/([^/]+)/queue")
 CLAIM_JSON_PATH = re.compile(r"/api/drops/([^/]+)/holds")
 CLAIM_PAGE_PATH = re.compile(r"/drops/([^/]+)/buy")
-SLUG = re.compile(r"[-a-zA-Z0-9_]{1,80}")  # Django's slug converter, within Drop.slug's length
 
 
 def route(scope: Scope) -> tuple[str, str] | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,6 +44,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 MIRRORED: dict[str, str] = {
     "header": 'HttpRequest.headers: a repeated header joined with "," as ASGIRequest joins it',
     "bearer": "the token core.api.bearer_user authenticates, from the same Authorization header",
+    "slug": "SlugConverter: the <slug:slug> of the drops' paths (within Drop.slug's 80 characters)",
     "allowed_host": "HttpRequest.get_host: the Host header against ALLOWED_HOSTS (else a 400)",
     "https_redirect": "SecurityMiddleware: SECURE_SSL_REDIRECT sends a request not secure to HTTPS",
     "hsts": "SecurityMiddleware: Strict-Transport-Security on a secure request's answer",
@@ -52,6 +54,9 @@ MIRRORED: dict[str, str] = {
     "session_user": "AuthenticationMiddleware: the session's user, its password hash checked",
     "csrf": "CsrfViewMiddleware: the verdict on a session's write",
 }
+
+# Django's slug converter, within Drop.slug's length: what it would not take is a 404 without a query.
+SLUG = re.compile(r"[-a-zA-Z0-9_]{1,80}")
 
 # Django's answers carry these (SecurityMiddleware, XFrameOptionsMiddleware); so do ours.
 COMMON_HEADERS = [

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.core.handlers.asgi import ASGIRequest
 from django.test import Client, override_settings
+from django.urls import Resolver404, resolve
 
 from core import api as core_api
 from core import asgi
@@ -272,3 +273,17 @@ def test_bearer_is_djangos(values: list[str], monkeypatch: pytest.MonkeyPatch) -
         core_api.bearer_user(django_request(raw))
 
     assert asgi.bearer(raw) == (asked[0] if asked else None)
+
+
+@pytest.mark.parametrize(
+    "slug",
+    ["drop", "Drop-2_b", "a" * 80, "a" * 81, "", "dr op", "dröp", "drop.json", "drop\x00", "-", "__", "%41"],
+)
+def test_slug_is_djangos(slug: str) -> None:
+    try:
+        resolved = resolve(f"/api/drops/{slug}").url_name == "api-drop"  # not the API's catch-all 404
+    except Resolver404:
+        resolved = False
+
+    # Django's converter has no length: a longer slug resolves but names no drop (Drop.slug: 80)
+    assert bool(asgi.SLUG.fullmatch(slug)) == (resolved and len(slug) <= 80), slug
