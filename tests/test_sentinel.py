@@ -132,13 +132,13 @@ class Crowd:
 
 
 @contextlib.contextmanager
-def store(env: dict[str, str]) -> Iterator[Path]:
+def store(env: dict[str, str]) -> Iterator[tuple[Path, Path]]:
     port = int(env["PORT"])
     web, log = start_group(
         f"sentinel-web-{port}", [WEB, "--host", "127.0.0.1", "--port", str(port), "--workers", "2"], env
     )
     schedule = TEST_DATA / f"beat-sentinel-{port}"
-    celery, _ = start_group(
+    celery, celery_log = start_group(
         f"sentinel-celery-{port}",
         [CELERY, "-A", "config.celery:app", "worker", "-B", "-s", str(schedule), "--concurrency", "2",
          "-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"],
@@ -146,7 +146,7 @@ def store(env: dict[str, str]) -> Iterator[Path]:
     )  # fmt: skip
     try:
         wait_for_port(port, web, log)
-        yield log
+        yield log, celery_log
     finally:
         stop_group(celery)
         stop_group(web)
@@ -175,7 +175,7 @@ def test_the_redis_master_killed_mid_sale_the_store_follows_the_promoted_replica
             "DUTY_TAKEOVER": "1",
             "RATE_LIMIT_BURST": "1000",
         }
-        with store(env) as web_log:
+        with store(env) as (web_log, celery_log):
             crowd = Crowd(f"http://127.0.0.1:{port}", drop.slug, tokens)
             threads = [threading.Thread(target=crowd.buyer, args=(b,)) for b in buyers]
             for thread in threads:
@@ -205,11 +205,14 @@ def test_the_redis_master_killed_mid_sale_the_store_follows_the_promoted_replica
                 crowd.stop.set()
                 for thread in threads:
                     thread.join(30)
-                # Celery's broker followed too: beat's tick ran in the worker after the kill.
+                # Celery's broker followed too: beat's tick ran in the worker after the kill. Its
+                # reconnection can take a minute beside the suite's other session (docker, netns).
                 while not Duty.objects.filter(
                     name="admission.tick", scheduled_ran_at__gt=killed_wall
                 ).exists():
-                    assert time.monotonic() - killed_at < 60, "Celery never ran the tick again"
+                    assert time.monotonic() - killed_at < 120, (
+                        f"Celery never ran the tick again:\n{celery_log.read_text()[-4000:]}"
+                    )
                     time.sleep(0.2)
                 # The socket hears the line's last state through the Channels layer on the new master.
                 heard: list[dict[str, Any]] = []
